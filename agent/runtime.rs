@@ -1,0 +1,86 @@
+//! The runtime directory and the few facts of the host jpower needs: its boot id and
+//! whether a process is still alive.
+//!
+//! The runtime directory holds the state files, the simulated boards and (later) the
+//! socket and telemetry ring. It is `--runtime-dir DIR`, else `JPOWER_RUNTIME_DIR`, else
+//! `/run/jpower` when that is writable (the agent's home on a board), else
+//! `$XDG_RUNTIME_DIR/jpower` for an unprivileged user on a laptop.
+
+use std::path::{Path, PathBuf};
+
+/// The system-wide runtime directory on a board.
+pub const SYSTEM_RUNTIME_DIR: &str = "/run/jpower";
+/// The kernel's boot id of the host (not of `--root`: state belongs to this boot).
+const HOST_BOOT_ID: &str = "/proc/sys/kernel/random/boot_id";
+
+/// Picks the runtime directory (see the module doc).
+pub fn runtime_dir(explicit: Option<&Path>) -> PathBuf {
+    if let Some(dir) = explicit {
+        return dir.to_path_buf();
+    }
+    if let Some(dir) = std::env::var_os("JPOWER_RUNTIME_DIR") {
+        return PathBuf::from(dir);
+    }
+    let system = Path::new(SYSTEM_RUNTIME_DIR);
+    if writable(system) {
+        return system.to_path_buf();
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(xdg) => PathBuf::from(xdg).join("jpower"),
+        None => std::env::temp_dir().join(format!("jpower-{}", nix::unistd::getuid())),
+    }
+}
+
+/// Whether `dir` exists and is writable, or could be created.
+fn writable(dir: &Path) -> bool {
+    let probe = if dir.exists() {
+        dir
+    } else {
+        dir.parent().unwrap_or(dir)
+    };
+    nix::unistd::access(probe, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+/// The host's boot id; empty if the kernel does not provide one.
+pub fn boot_id() -> String {
+    std::fs::read_to_string(HOST_BOOT_ID)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Whether process `pid` exists (a zombie counts as dead).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) | Err(nix::errno::Errno::EPERM) => !is_zombie(pid),
+        Err(_) => false,
+    }
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_bogus_one_is_not() {
+        assert!(process_alive(std::process::id()));
+        assert!(!process_alive(u32::MAX));
+    }
+
+    #[test]
+    fn explicit_dir_wins() {
+        assert_eq!(runtime_dir(Some(Path::new("/x"))), PathBuf::from("/x"));
+    }
+}
