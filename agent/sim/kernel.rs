@@ -535,8 +535,11 @@ impl Driver for SimKernel {
     fn attach(&self, rel: &Path) -> Option<u32> {
         let p = rel.to_str()?;
         let spec = self.spec;
-        let attr = if let Some(rest) = p.strip_prefix("/sys/devices/system/cpu/cpu") {
-            let n = rest.strip_suffix("/online")?.parse().ok()?;
+        let online = p
+            .strip_prefix("/sys/devices/system/cpu/cpu")
+            .and_then(|rest| rest.strip_suffix("/online"))
+            .and_then(|n| n.parse().ok());
+        let attr = if let Some(n) = online {
             Attr::Online(n)
         } else if let Some(rest) = p.strip_prefix("/sys/devices/system/cpu/cpufreq/policy") {
             let (n, file) = rest.split_once('/')?;

@@ -1,0 +1,65 @@
+//! The table of where things live on a board, relative to its root. The only place in
+//! jpower that names absolute board paths; discovery searches these, it does not guess
+//! per JetPack version.
+
+/// Device-tree model string (NUL-terminated).
+pub const DT_MODEL: &[&str] = &[
+    "/proc/device-tree/model",
+    "/sys/firmware/devicetree/base/model",
+];
+/// Device-tree compatible list (NUL-separated).
+pub const DT_COMPATIBLE: &[&str] = &[
+    "/proc/device-tree/compatible",
+    "/sys/firmware/devicetree/base/compatible",
+];
+/// `# R36 (release), REVISION: 5.0, ...`.
+pub const TEGRA_RELEASE: &str = "/etc/nv_tegra_release";
+/// 24 = t186, 25 = t194, 33 = t210, 35 = t234.
+pub const TEGRA_CHIP_ID: &str = "/sys/module/tegra_fuse/parameters/tegra_chip_id";
+/// The nvpmodel configuration in use (a symlink to `/etc/nvpmodel/<board>.conf`).
+pub const NVPMODEL_CONF: &str = "/etc/nvpmodel.conf";
+
+/// CPU topology.
+pub const CPU_DIR: &str = "/sys/devices/system/cpu";
+pub const CPU_POSSIBLE: &str = "/sys/devices/system/cpu/possible";
+pub const CPUFREQ_DIR: &str = "/sys/devices/system/cpu/cpufreq";
+
+/// devfreq devices (the GPU is one of them).
+pub const DEVFREQ_CLASS: &str = "/sys/class/devfreq";
+/// nvgpu's alias directories, searched when the devfreq class is empty.
+pub const GPU_ALIASES: &[&str] = &["/sys/devices/gpu.0", "/sys/devices/platform/gpu.0"];
+/// Device-tree names of Jetson GPUs (`of_node/name`), as NVIDIA's scripts and jtop accept.
+pub const GPU_OF_NAMES: &[&str] = &["gv11b", "gp10b", "ga10b", "gb10b", "gpu"];
+
+/// The nvpmodel EMC cap: L4T 36 first, then L4T 32/35.
+pub const EMC_CAPS: &[EmcCapFile] = &[
+    EmcCapFile {
+        path: "/sys/kernel/nvpmodel_clk_cap/emc",
+        uncapped: Uncapped::TableMax,
+    },
+    EmcCapFile {
+        path: "/sys/kernel/nvpmodel_emc_cap/emc_iso_cap",
+        uncapped: Uncapped::Zero,
+    },
+];
+/// Root-only debugfs EMC clock (t186/t194/t234): the running rate and its limits.
+pub const EMC_DEBUGFS: &str = "/sys/kernel/debug/bpmp/debug/clk/emc";
+
+/// What an EMC cap file holds when there is no cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uncapped {
+    /// `0` means no cap (`emc_iso_cap`).
+    Zero,
+    /// The file shows the highest rate (`nvpmodel_clk_cap/emc`).
+    TableMax,
+}
+
+/// One candidate EMC cap file.
+#[derive(Debug, Clone, Copy)]
+pub struct EmcCapFile {
+    pub path: &'static str,
+    pub uncapped: Uncapped,
+}
+
+/// i2c clients, scanned for INA3221 monitors (`name` = `ina3221` or `ina3221x`).
+pub const I2C_DEVICES: &str = "/sys/bus/i2c/devices";

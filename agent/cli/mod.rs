@@ -1,0 +1,255 @@
+//! The `jpower` command line: one clap item per command, each in its own module, all
+//! opening the board the same way ([`Target::open`]) so that every command first
+//! recovers what an earlier process left unfinished. Errors are one line and a
+//! non-zero exit; `--json` prints one JSON object instead of text.
+
+mod bench;
+mod demo;
+mod modes;
+mod set;
+mod status;
+
+use crate::board::Board;
+use crate::control::state::Owner;
+use crate::control::Controller;
+use crate::preset::Presets;
+use crate::sim::SimBoard;
+use crate::sysfs::Root;
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+
+/// Power-mode control and power telemetry for NVIDIA Jetson boards.
+#[derive(Debug, Parser)]
+#[command(name = "jpower", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub target: Target,
+    /// Print one JSON object instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// More log output on stderr (-v info, -vv debug).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Which board a command acts on.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// A simulated board: orin-agx (= orin-agx@r35), orin-agx@r36, xavier-agx, xavier-nx,
+    /// nano, orin-nano.
+    #[arg(long, global = true, value_name = "BOARD", conflicts_with = "root")]
+    pub sim: Option<String>,
+    /// A directory laid out like a board's filesystem (`/` on a Jetson, the default).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Where state files and simulated boards live [default: $JPOWER_RUNTIME_DIR, else
+    /// /run/jpower if writable, else $XDG_RUNTIME_DIR/jpower].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub runtime_dir: Option<PathBuf>,
+    /// An nvpmodel configuration to read presets from [default: the board's /etc/nvpmodel.conf].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub nvpmodel: Option<PathBuf>,
+}
+
+/// Commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Board, SoC, L4T, current mode, knobs found and missing, rails and their power now.
+    Status,
+    /// Presets and the size of the mode space (--all lists every mode).
+    Modes(modes::Args),
+    /// Apply a preset or knob values (any subset), printing what changed and the switch time.
+    Set(set::Args),
+    /// Restore the settings saved before jpower's first write to the board.
+    Restore,
+    /// The tour: discover a (simulated) board, list presets, switch modes, watch the rails.
+    Demo(demo::Args),
+    /// Simulated boards.
+    #[command(subcommand)]
+    Sim(SimCommand),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(bench::Command),
+}
+
+/// `jpower sim ...`.
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// List the simulated boards.
+    List,
+    /// Write a simulated board's tree (sysfs, procfs, /etc) as files into DIR.
+    Export { board: String, dir: PathBuf },
+}
+
+impl Target {
+    /// The runtime directory.
+    pub fn runtime_dir(&self) -> PathBuf {
+        crate::runtime::runtime_dir(self.runtime_dir.as_deref())
+    }
+
+    /// The board's files, simulated or not.
+    pub fn root(&self) -> Result<(Root, Option<SimBoard>)> {
+        match (&self.sim, &self.root) {
+            (Some(id), _) => {
+                let sim = SimBoard::open(id, &self.runtime_dir())?;
+                Ok((sim.root(), Some(sim)))
+            }
+            (None, Some(dir)) => {
+                anyhow::ensure!(dir.is_dir(), "--root {}: not a directory", dir.display());
+                Ok((Root::host(dir), None))
+            }
+            (None, None) => Ok((Root::host("/"), None)),
+        }
+    }
+
+    /// Discovers the board and takes control of it (recovering first).
+    pub fn open(&self) -> Result<(Controller, Option<SimBoard>)> {
+        let (root, sim) = self.root()?;
+        let board = Board::discover(root)?;
+        let controller = Controller::open(board, &self.runtime_dir(), Owner::cli())?;
+        Ok((controller, sim))
+    }
+
+    /// The presets for `board`: `--nvpmodel FILE`, else the board's `/etc/nvpmodel.conf`.
+    pub fn presets(&self, board: &Board) -> Result<Option<Presets>> {
+        let path = match &self.nvpmodel {
+            Some(p) => p.clone(),
+            None => {
+                let p = board.root.path(crate::board::paths::NVPMODEL_CONF);
+                if !p.exists() {
+                    return Ok(None);
+                }
+                p
+            }
+        };
+        Ok(Some(Presets::load(&path, board)?))
+    }
+}
+
+/// Runs the CLI; returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    init_logger(cli.verbose);
+    match run(&cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("jpower: error: {e:#}");
+            1
+        }
+    }
+}
+
+fn run(cli: &Cli) -> Result<()> {
+    let out = Output { json: cli.json };
+    match &cli.command {
+        Command::Status => status::run(&cli.target, &out),
+        Command::Modes(a) => modes::run(&cli.target, a, &out),
+        Command::Set(a) => set::run(&cli.target, a, &out),
+        Command::Restore => set::restore(&cli.target, &out),
+        Command::Demo(a) => demo::run(&cli.target, a, &out),
+        Command::Bench(c) => bench::run(c, &out),
+        Command::Sim(SimCommand::List) => {
+            let boards: Vec<_> = crate::sim::spec::BOARDS
+                .iter()
+                .map(|b| serde_json::json!({"id": b.id(), "model": b.model, "release": b.release.tag()}))
+                .collect();
+            out.print(&serde_json::json!({ "boards": boards }), || {
+                crate::sim::spec::BOARDS
+                    .iter()
+                    .map(|b| format!("{:<14} {}\n", b.id(), b.model))
+                    .collect()
+            })
+        }
+        Command::Sim(SimCommand::Export { board, dir }) => {
+            let spec = crate::sim::export(board, dir)?;
+            out.print(&serde_json::json!({"board": spec.id(), "dir": dir}), || {
+                format!(
+                    "wrote the {} tree ({}) to {}\n",
+                    spec.model,
+                    spec.id(),
+                    dir.display()
+                )
+            })
+        }
+    }
+}
+
+/// Text or JSON output.
+pub struct Output {
+    pub json: bool,
+}
+
+impl Output {
+    /// Prints `value` as JSON with `--json`, else the text `text` builds.
+    pub fn print(&self, value: &serde_json::Value, text: impl FnOnce() -> String) -> Result<()> {
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(value)?);
+        } else {
+            print!("{}", text());
+        }
+        Ok(())
+    }
+}
+
+/// A temporary directory on tmpfs when there is one (benchmarks, the demo's exports).
+pub fn scratch_dir(prefix: &str) -> Result<PathBuf> {
+    let base = ["/dev/shm", "/run/shm"]
+        .iter()
+        .map(Path::new)
+        .find(|p| p.is_dir())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = base.join(format!("{prefix}-{}", std::process::id()));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+struct StderrLogger {
+    level: log::LevelFilter,
+}
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= self.level
+    }
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            eprintln!(
+                "jpower: {}: {}",
+                r.level().as_str().to_ascii_lowercase(),
+                r.args()
+            );
+        }
+    }
+    fn flush(&self) {}
+}
+
+fn init_logger(verbose: u8) {
+    let level = match std::env::var("JPOWER_LOG").ok().as_deref() {
+        Some("error") => log::LevelFilter::Error,
+        Some("info") => log::LevelFilter::Info,
+        Some("debug") => log::LevelFilter::Debug,
+        Some("off") => log::LevelFilter::Off,
+        _ => match verbose {
+            0 => log::LevelFilter::Warn,
+            1 => log::LevelFilter::Info,
+            _ => log::LevelFilter::Debug,
+        },
+    };
+    let logger = Box::leak(Box::new(StderrLogger { level }));
+    if log::set_logger(logger).is_ok() {
+        log::set_max_level(level);
+    }
+}

@@ -1,0 +1,151 @@
+//! `jpower set` and `jpower restore`.
+
+use super::{Output, Target};
+use crate::board::Board;
+use crate::control::{Restored, Switch};
+use crate::mode::{KnobRequest, Mode};
+use anyhow::{bail, Result};
+use serde_json::{json, Value};
+use std::fmt::Write;
+
+/// Arguments of `jpower set`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A preset of the board's nvpmodel file, by name or id (knob options override it).
+    pub preset: Option<String>,
+    /// Online CPU cores (the lowest-numbered first; cpu0 always).
+    #[arg(long)]
+    pub cores: Option<usize>,
+    /// CPU frequency of every cluster: 2201600 (kHz, the file's unit), 2.2016GHz, 729.6MHz.
+    #[arg(long, value_name = "FREQ")]
+    pub cpu_freq: Option<String>,
+    /// GPU frequency: 1300500000 (Hz), 1300.5MHz.
+    #[arg(long, value_name = "FREQ")]
+    pub gpu_freq: Option<String>,
+    /// EMC (memory) frequency cap: 3199000000 (Hz), 3.199GHz.
+    #[arg(long, value_name = "FREQ")]
+    pub emc_freq: Option<String>,
+    /// Use the nearest available frequency instead of refusing a value not in the table.
+    #[arg(long)]
+    pub snap: bool,
+}
+
+/// Every write of a switch, as JSON and as text lines.
+pub fn describe(board: &Board, sw: &Switch) -> (Vec<Value>, String) {
+    let mut text = String::new();
+    let changes = sw
+        .steps
+        .iter()
+        .map(|s| {
+            let k = &board.knobs[s.knob];
+            let from = sw.prior[s.knob];
+            let _ = writeln!(text, "  {}: {from} -> {}", k.path.display(), s.value);
+            json!({"path": k.path, "from": from, "to": s.value})
+        })
+        .collect();
+    (changes, text)
+}
+
+fn overlay(mut base: Mode, over: Mode) -> Mode {
+    if over.online_cpus.is_some() {
+        base.online_cpus = over.online_cpus;
+    }
+    if base.cpu.len() < over.cpu.len() {
+        base.cpu.resize(over.cpu.len(), None);
+    }
+    for (b, o) in base.cpu.iter_mut().zip(over.cpu) {
+        if o.is_some() {
+            *b = o;
+        }
+    }
+    base.gpu = over.gpu.or(base.gpu);
+    base.emc = over.emc.or(base.emc);
+    base
+}
+
+/// `jpower set`.
+pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
+    let knobs = KnobRequest {
+        cores: a.cores,
+        cpu_freq: a.cpu_freq.clone(),
+        gpu_freq: a.gpu_freq.clone(),
+        emc_freq: a.emc_freq.clone(),
+        snap: a.snap,
+    };
+    if a.preset.is_none() && knobs.is_empty() {
+        bail!(
+            "nothing to set: name a preset or give --cores, --cpu-freq, --gpu-freq or --emc-freq"
+        );
+    }
+    let (mut c, _sim) = target.open()?;
+    let mut notes = Vec::new();
+    let mut mode = Mode::default();
+    if let Some(name) = &a.preset {
+        let Some(presets) = target.presets(c.board())? else {
+            bail!(
+                "this board has no nvpmodel file ({}); pass --nvpmodel FILE",
+                crate::board::paths::NVPMODEL_CONF
+            );
+        };
+        let p = presets.find(name)?;
+        for s in &p.skipped {
+            notes.push(format!(
+                "skipped {} {} {}: {}",
+                s.param, s.arg, s.value, s.why
+            ));
+        }
+        for s in &p.snapped {
+            notes.push(format!("snapped to the board's table: {s}"));
+        }
+        mode = p.mode.clone();
+    }
+    let mode = overlay(mode, knobs.resolve(c.board())?);
+    let sw = c.apply(&mode)?;
+    if mode.emc.is_some() {
+        notes.push(
+            "EMC: set as a cap (a ceiling); locking the memory clock needs root-only debugfs"
+                .into(),
+        );
+    }
+    let (changes, lines) = describe(c.board(), &sw);
+    let us = sw.elapsed_ns as f64 / 1000.0;
+    out.print(
+        &json!({"changes": changes, "switch_us": us, "notes": notes, "recovered": c.recovered()}),
+        || {
+            let mut t = match sw.steps.len() {
+                0 => "nothing to change: the board is already in that mode\n".to_string(),
+                n => format!("{n} write(s), switched and verified in {us:.1} us\n{lines}"),
+            };
+            for n in &notes {
+                let _ = writeln!(t, "note: {n}");
+            }
+            t.push_str("the mode holds until `jpower restore`\n");
+            t
+        },
+    )
+}
+
+/// `jpower restore`.
+pub fn restore(target: &Target, out: &Output) -> Result<()> {
+    let (mut c, _sim) = target.open()?;
+    match c.restore()? {
+        Restored::Nothing => out.print(
+            &json!({"restored": false, "recovered": c.recovered()}),
+            || "nothing to restore: jpower holds no saved state for this board\n".into(),
+        ),
+        Restored::Baseline { switch, unknown } => {
+            let (changes, lines) = describe(c.board(), &switch);
+            let mut t = format!(
+                "restored the baseline ({} write(s))\n{lines}",
+                switch.steps.len()
+            );
+            for p in &unknown {
+                let _ = writeln!(t, "warning: saved knob {} no longer exists", p.display());
+            }
+            out.print(
+                &json!({"restored": true, "changes": changes, "unknown": unknown}),
+                || t,
+            )
+        }
+    }
+}

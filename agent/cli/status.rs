@@ -1,0 +1,217 @@
+//! `jpower status`: what the board is and what it is doing now.
+
+use super::{Output, Target};
+use crate::board::Board;
+use crate::control::Controller;
+use crate::units::Freq;
+use anyhow::Result;
+use serde_json::{json, Value};
+use std::fmt::Write;
+
+/// Module and input power now, milliwatts, with per-rail readings.
+pub fn rails_now(board: &Board) -> (Vec<Value>, u64, Option<u64>) {
+    let readings: Vec<Option<u64>> = board.rails.iter().map(|r| r.read_mw().ok()).collect();
+    let rails = board
+        .rails
+        .iter()
+        .zip(&readings)
+        .map(|(r, mw)| {
+            json!({"label": r.label, "role": r.role, "chip": r.chip, "channel": r.channel,
+                   "driver": r.driver, "power_mw": mw})
+        })
+        .collect();
+    let module = board
+        .totals
+        .module
+        .iter()
+        .filter_map(|&i| readings[i])
+        .sum();
+    let input = board.totals.input.and_then(|i| readings[i]);
+    (rails, module, input)
+}
+
+/// The status as one JSON object.
+pub fn snapshot(c: &Controller) -> Value {
+    let b = c.board();
+    let v = c.current();
+    let cpus: Vec<Value> = b
+        .cpus
+        .iter()
+        .map(|&(cpu, knob)| json!({"cpu": cpu, "online": knob.is_none_or(|k| v[k] == 1)}))
+        .collect();
+    let clusters: Vec<Value> = b
+        .clusters
+        .iter()
+        .map(|cl| {
+            json!({"policy": cl.policy, "cpus": cl.cpus, "min_khz": v[cl.min], "max_khz": v[cl.max],
+                   "cur_khz": cl.cur.read_u64().ok(),
+                   "available_khz": cl.table_hz.iter().map(|f| f / 1000).collect::<Vec<_>>()})
+        })
+        .collect();
+    let gpu = b.gpu.as_ref().map(|g| {
+        json!({"devfreq": g.devfreq, "device": g.dir, "governor": g.governor, "min_hz": v[g.min],
+               "max_hz": v[g.max], "cur_hz": g.cur.read_u64().ok(), "available_hz": g.table_hz})
+    });
+    let emc = b.emc.as_ref().map(|e| {
+        let cap = v[e.cap];
+        json!({"cap_file": b.knobs[e.cap].path, "cap_hz": (cap != e.uncapped_raw()).then_some(cap),
+               "rate_hz": e.rate.as_ref().and_then(|r| r.read_u64().ok()),
+               "available_hz": e.table_hz, "table_source": e.table_source,
+               "control": "cap (a ceiling; locking the EMC clock needs root-only debugfs)"})
+    });
+    let (rails, module_mw, input_mw) = rails_now(b);
+    let knobs: Vec<Value> = b
+        .knobs
+        .iter()
+        .zip(v)
+        .map(|(k, val)| json!({"knob": k.kind, "path": k.path, "value": val, "writable": k.writable}))
+        .collect();
+    let stats = c.stats();
+    json!({
+        "board": b.identity,
+        "root": b.root.dir(),
+        "simulated": b.root.is_simulated(),
+        "board_key": b.key(),
+        "cpus": cpus,
+        "clusters": clusters,
+        "gpu": gpu,
+        "emc": emc,
+        "rails": rails,
+        "totals": {"module_mw": module_mw, "module_rails": b.totals.module_names(&b.rails),
+                   "input_mw": input_mw},
+        "knobs": knobs,
+        "warnings": b.warnings,
+        "state": c.state().map(|s| json!({"owner": s.owner, "baseline_knobs": s.baseline.len()})),
+        "last_switch_us": (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
+        "switches": stats.count,
+        "recovered": c.recovered(),
+    })
+}
+
+/// The status as text.
+pub fn text(s: &Value) -> String {
+    let mut o = String::new();
+    let b = &s["board"];
+    let _ = writeln!(
+        o,
+        "board   {}{}\nsoc     {}  L4T {}.{}  module {}",
+        b["model"].as_str().unwrap_or("?"),
+        if s["simulated"] == true {
+            "  (simulated)"
+        } else {
+            ""
+        },
+        b["soc"].as_str().unwrap_or("?"),
+        b["l4t_major"]
+            .as_u64()
+            .map_or("?".into(), |m| m.to_string()),
+        b["l4t_revision"].as_str().unwrap_or("?"),
+        b["module"].as_str().unwrap_or("?"),
+    );
+    let online: Vec<String> = s["cpus"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["online"] == true)
+        .map(|c| c["cpu"].to_string())
+        .collect();
+    let _ = writeln!(
+        o,
+        "cpus    online {} of {}",
+        online.join(","),
+        s["cpus"].as_array().map_or(0, Vec::len)
+    );
+    for c in s["clusters"].as_array().into_iter().flatten() {
+        let khz = |k: &str| Freq(c[k].as_u64().unwrap_or(0) * 1000).to_string();
+        let _ = writeln!(
+            o,
+            "  policy{:<2} min {:>11}  max {:>11}  cur {:>11}",
+            c["policy"],
+            khz("min_khz"),
+            khz("max_khz"),
+            khz("cur_khz")
+        );
+    }
+    if let Some(g) = s["gpu"].as_object() {
+        let hz = |k: &str| Freq(g[k].as_u64().unwrap_or(0)).to_string();
+        let _ = writeln!(
+            o,
+            "gpu     min {:>11}  max {:>11}  cur {:>11}  ({})",
+            hz("min_hz"),
+            hz("max_hz"),
+            hz("cur_hz"),
+            g["governor"].as_str().unwrap_or("")
+        );
+    }
+    if let Some(e) = s["emc"].as_object() {
+        let cap = e["cap_hz"]
+            .as_u64()
+            .map_or("none".to_string(), |c| Freq(c).to_string());
+        let rate = e["rate_hz"]
+            .as_u64()
+            .map_or("unreadable".to_string(), |r| Freq(r).to_string());
+        let _ = writeln!(o, "emc     cap {cap}  running {rate}");
+    }
+    for r in s["rails"].as_array().into_iter().flatten() {
+        let mw = r["power_mw"]
+            .as_u64()
+            .map_or("?".into(), |m| format!("{:.3} W", m as f64 / 1000.0));
+        let _ = writeln!(
+            o,
+            "rail    {:<16} {:>9}  ({})",
+            r["label"].as_str().unwrap_or(""),
+            mw,
+            r["role"].as_str().unwrap_or("")
+        );
+    }
+    let t = &s["totals"];
+    let _ = writeln!(
+        o,
+        "power   module {:.3} W = {}",
+        t["module_mw"].as_u64().unwrap_or(0) as f64 / 1000.0,
+        t["module_rails"].as_array().map_or(String::new(), |a| a
+            .iter()
+            .filter_map(|x| x.as_str())
+            .collect::<Vec<_>>()
+            .join(" + "))
+    );
+    let knobs = s["knobs"].as_array().map_or(0, Vec::len);
+    let writable = s["knobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|k| k["writable"] == true)
+        .count();
+    let _ = writeln!(o, "knobs   {knobs} found, {writable} writable");
+    match s["state"].as_object() {
+        Some(st) => {
+            let _ = writeln!(
+                o,
+                "state   held by {} (pid {}); `jpower restore` returns to the baseline",
+                st["owner"]["name"].as_str().unwrap_or("?"),
+                st["owner"]["pid"]
+            );
+        }
+        None => {
+            let _ = writeln!(o, "state   at baseline (jpower has not changed this board)");
+        }
+    }
+    if let Some(us) = s["last_switch_us"].as_f64() {
+        let _ = writeln!(
+            o,
+            "switch  last {us:.1} us ({} since baseline)",
+            s["switches"]
+        );
+    }
+    for w in s["warnings"].as_array().into_iter().flatten() {
+        let _ = writeln!(o, "warning {}", w.as_str().unwrap_or(""));
+    }
+    o
+}
+
+/// `jpower status`.
+pub fn run(target: &Target, out: &Output) -> Result<()> {
+    let (c, _sim) = target.open()?;
+    let s = snapshot(&c);
+    out.print(&s, || text(&s))
+}

@@ -1,0 +1,331 @@
+//! Mode control: apply a mode as one transaction, restore the baseline, and recover from
+//! a process that died in the middle.
+//!
+//! A switch ([`Controller::apply`]) plans only the knobs that change, in an order safe on
+//! every release ([`plan`]), saves the baseline before the board's first write and the
+//! prior values in the journal ([`state`]), writes each value and reads it back, and on
+//! any failure writes the prior values back before returning an error that names the
+//! file, the value and the errno. The switch allocates nothing on its way and costs one
+//! `pwrite` and one `pread` per changed knob plus two journal `pwrite`s.
+//!
+//! Every [`Controller::open`] first finishes what an earlier process left: it discards
+//! state from an earlier boot, rolls back an unfinished switch, and restores the baseline
+//! if the owner was an agent or lease that died.
+
+pub mod plan;
+pub mod state;
+
+use crate::board::Board;
+use crate::mode::Mode;
+use crate::sysfs::SysfsError;
+use plan::{PlanError, Values};
+use state::{Journal, Owner, State, StateError, StatePaths, SwitchStats};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What went wrong inside a switch.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    #[error(transparent)]
+    Write(SysfsError),
+    #[error(transparent)]
+    Read(SysfsError),
+    #[error("{} reads back {read} after writing {wrote}", path.display())]
+    ReadBack {
+        path: PathBuf,
+        wrote: u64,
+        read: u64,
+    },
+}
+
+/// How the rollback after a failure went.
+#[derive(Debug, thiserror::Error)]
+pub enum Rollback {
+    #[error("rolled back {0} write(s): the board is as it was before")]
+    Done(usize),
+    #[error("rollback failed too ({0}); the journal keeps the prior state and the next jpower command retries")]
+    Failed(String),
+}
+
+/// Control errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("transaction journal {}: {source}", path.display())]
+    Journal {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Read(#[from] SysfsError),
+    #[error("no write permission on {}: run as root, or install jpower's udev rules and join group jpower", path.display())]
+    ReadOnly { path: PathBuf },
+    #[error("{cause}; {rollback}")]
+    Failed { cause: Failure, rollback: Rollback },
+}
+
+/// A completed switch.
+#[derive(Debug, Clone)]
+pub struct Switch {
+    /// The writes made, in order.
+    pub steps: plan::Plan,
+    /// Knob values before it.
+    pub prior: Values,
+    /// From request to the last value verified, nanoseconds.
+    pub elapsed_ns: u64,
+}
+
+/// What `restore` did.
+#[derive(Debug)]
+pub enum Restored {
+    /// There was no saved state.
+    Nothing,
+    /// The baseline is back; paths in the state file this board no longer has.
+    Baseline {
+        switch: Switch,
+        unknown: Vec<PathBuf>,
+    },
+}
+
+/// The owner of a board's knobs within one process.
+#[derive(Debug)]
+pub struct Controller {
+    board: Board,
+    paths: StatePaths,
+    current: Values,
+    state: Option<State>,
+    journal: Option<Journal>,
+    owner: Owner,
+    recovered: Vec<String>,
+}
+
+impl Controller {
+    /// Takes control of `board`, recovering what an earlier process left unfinished.
+    pub fn open(
+        board: Board,
+        runtime_dir: &Path,
+        owner: Owner,
+    ) -> Result<Controller, ControlError> {
+        let current = board.read_knobs()?.into_iter().collect();
+        let paths = StatePaths::new(runtime_dir, &board.key());
+        let mut c = Controller {
+            board,
+            paths,
+            current,
+            state: None,
+            journal: None,
+            owner,
+            recovered: Vec::new(),
+        };
+        c.recover()?;
+        Ok(c)
+    }
+
+    fn note(&mut self, what: String) {
+        log::warn!("{what}");
+        self.recovered.push(what);
+    }
+
+    fn open_journal(&mut self) -> Result<Option<state::Unfinished>, ControlError> {
+        let layout = state::layout_hash(&self.board);
+        let (j, unfinished) =
+            Journal::open(&self.paths.journal, layout).map_err(|source| ControlError::Journal {
+                path: self.paths.journal.clone(),
+                source,
+            })?;
+        self.journal = Some(j);
+        Ok(unfinished)
+    }
+
+    fn recover(&mut self) -> Result<(), ControlError> {
+        let Some(st) = self.paths.load()? else {
+            return Ok(());
+        };
+        if st.boot_id != crate::runtime::boot_id() {
+            self.paths.remove()?;
+            self.note(format!(
+                "discarded state of {} from an earlier boot (a reboot reset the board)",
+                st.model
+            ));
+            return Ok(());
+        }
+        let owner = st.owner.clone();
+        self.state = Some(st);
+        if let Some(u) = self.open_journal()? {
+            if u.layout_matches && u.prior.len() == self.board.knobs.len() {
+                let sw = self.apply_values(&u.prior)?;
+                self.note(format!(
+                    "rolled back an unfinished switch left by a process that died between two writes ({} write(s))",
+                    sw.steps.len()
+                ));
+            } else {
+                self.restore()?;
+                self.note("the journal of an unfinished switch does not match this board's knobs: restored the baseline".into());
+                return Ok(());
+            }
+        }
+        if owner.crashed() {
+            self.restore()?;
+            self.note(format!(
+                "{} (pid {}) died holding the board: restored its baseline",
+                owner.name, owner.pid
+            ));
+        }
+        Ok(())
+    }
+
+    /// The board.
+    pub fn board(&self) -> &Board {
+        &self.board
+    }
+
+    /// Knob values as jpower last verified them.
+    pub fn current(&self) -> &Values {
+        &self.current
+    }
+
+    /// What opening this controller recovered, for the user.
+    pub fn recovered(&self) -> &[String] {
+        &self.recovered
+    }
+
+    /// The saved state, if jpower has written to this board.
+    pub fn state(&self) -> Option<&State> {
+        self.state.as_ref()
+    }
+
+    /// Timing of switches since the baseline was saved.
+    pub fn stats(&self) -> SwitchStats {
+        self.journal.as_ref().map(|j| j.stats()).unwrap_or_default()
+    }
+
+    /// Re-reads every knob (to notice changes made behind jpower's back).
+    pub fn refresh(&mut self) -> Result<(), ControlError> {
+        self.current = self.board.read_knobs()?.into_iter().collect();
+        Ok(())
+    }
+
+    /// Applies `mode` as one transaction.
+    pub fn apply(&mut self, mode: &Mode) -> Result<Switch, ControlError> {
+        let target = plan::target(&self.board, mode, &self.current)?;
+        self.apply_values(&target)
+    }
+
+    /// Moves every knob to `target` as one transaction.
+    pub fn apply_values(&mut self, target: &Values) -> Result<Switch, ControlError> {
+        let start = Instant::now();
+        let steps = plan::plan(&self.board, &self.current, target);
+        let prior = self.current.clone();
+        if steps.is_empty() {
+            return Ok(Switch {
+                steps,
+                prior,
+                elapsed_ns: start.elapsed().as_nanos() as u64,
+            });
+        }
+        if let Some(s) = steps.iter().find(|s| !self.board.knobs[s.knob].writable) {
+            return Err(ControlError::ReadOnly {
+                path: self.board.knobs[s.knob].path.clone(),
+            });
+        }
+        self.ensure_baseline()?;
+        self.journal_op(|j, v| j.begin(v), &prior)?;
+        for s in &steps {
+            if let Err(cause) = self.write_verified(s.knob, s.value) {
+                let rollback = self.roll_back(&prior);
+                if matches!(rollback, Rollback::Done(_)) {
+                    self.journal_op(|j, _| j.commit(None), &prior)?;
+                }
+                return Err(ControlError::Failed { cause, rollback });
+            }
+            self.current[s.knob] = s.value;
+        }
+        let elapsed_ns = start.elapsed().as_nanos() as u64;
+        self.journal_op(|j, _| j.commit(Some(elapsed_ns)), &prior)?;
+        Ok(Switch {
+            steps,
+            prior,
+            elapsed_ns,
+        })
+    }
+
+    fn journal_op(
+        &mut self,
+        op: impl FnOnce(&mut Journal, &Values) -> std::io::Result<()>,
+        values: &Values,
+    ) -> Result<(), ControlError> {
+        let j = self.journal.as_mut().ok_or_else(|| ControlError::Journal {
+            path: self.paths.journal.clone(),
+            source: std::io::Error::other("journal not open"),
+        })?;
+        op(j, values).map_err(|source| ControlError::Journal {
+            path: self.paths.journal.clone(),
+            source,
+        })
+    }
+
+    fn ensure_baseline(&mut self) -> Result<(), ControlError> {
+        if self.state.is_some() {
+            return Ok(());
+        }
+        let st = State::baseline(&self.board, &self.current, self.owner.clone());
+        self.paths.save(&st)?;
+        self.state = Some(st);
+        self.open_journal()?;
+        Ok(())
+    }
+
+    fn write_verified(&self, knob: usize, value: u64) -> Result<(), Failure> {
+        let k = &self.board.knobs[knob];
+        k.attr.write_u64(value).map_err(Failure::Write)?;
+        let read = k.attr.read_u64().map_err(Failure::Read)?;
+        if read != value {
+            return Err(Failure::ReadBack {
+                path: k.path.clone(),
+                wrote: value,
+                read,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes `prior` back after a failed switch, planning from what the files hold now.
+    fn roll_back(&mut self, prior: &Values) -> Rollback {
+        let actual: Values = match self.board.read_knobs() {
+            Ok(v) => v.into_iter().collect(),
+            Err(e) => return Rollback::Failed(e.to_string()),
+        };
+        let steps = plan::plan(&self.board, &actual, prior);
+        for s in &steps {
+            if let Err(e) = self.write_verified(s.knob, s.value) {
+                self.current = self
+                    .board
+                    .read_knobs()
+                    .map(|v| v.into_iter().collect())
+                    .unwrap_or(actual);
+                return Rollback::Failed(e.to_string());
+            }
+        }
+        self.current = prior.clone();
+        Rollback::Done(steps.len())
+    }
+
+    /// Restores the saved baseline exactly and forgets the saved state.
+    pub fn restore(&mut self) -> Result<Restored, ControlError> {
+        let Some(st) = self.state.clone() else {
+            return Ok(Restored::Nothing);
+        };
+        if self.journal.is_none() {
+            self.open_journal()?;
+        }
+        let (target, unknown) = st.values(&self.board, &self.current);
+        let switch = self.apply_values(&target)?;
+        self.paths.remove()?;
+        self.state = None;
+        self.journal = None;
+        Ok(Restored::Baseline { switch, unknown })
+    }
+}

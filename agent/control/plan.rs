@@ -1,0 +1,180 @@
+//! From a mode to knob values, and from current values to an ordered list of writes that
+//! is safe on every kernel release.
+//!
+//! The order ([`plan`]):
+//! 1. cores coming online, lowest first (a cluster's limits can only be written while one
+//!    of its CPUs is online);
+//! 2. each cluster with a CPU online during this phase, then the GPU: min/max writes ordered so that
+//!    min <= max holds after every single write (moving up: max first; down: min first).
+//!    L4T 32 rejects the other order with `EINVAL`, L4T 35/36 silently clamp;
+//! 3. the EMC cap;
+//! 4. cores going offline, highest first. cpu0 never goes offline.
+//!
+//! Only knobs whose value changes are written. Values are in each file's unit. Nothing
+//! here allocates: plans and value sets are fixed-capacity.
+
+use crate::board::{Board, MAX_KNOBS};
+use crate::mode::{validate, EmcLimit, Mode, ModeError, Range};
+
+/// Values of every knob of a board, by knob index, in the files' units.
+pub type Values = heapless::Vec<u64, MAX_KNOBS>;
+
+/// One write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    pub knob: usize,
+    pub value: u64,
+}
+
+/// An ordered list of writes.
+pub type Plan = heapless::Vec<Step, MAX_KNOBS>;
+
+/// Why a mode cannot be turned into knob values.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Mode(#[from] ModeError),
+    #[error("cpu0 cannot go offline")]
+    Cpu0Offline,
+    #[error("{domain} range {min_hz}..{max_hz} Hz has its min above its max")]
+    Inverted {
+        domain: &'static str,
+        min_hz: u64,
+        max_hz: u64,
+    },
+    #[error("the mode names {named} CPU clusters, the board has {present}")]
+    Clusters { named: usize, present: usize },
+}
+
+fn range_values(
+    domain: &'static str,
+    table: &[u64],
+    r: &Range,
+    scale: u64,
+) -> Result<(u64, u64), PlanError> {
+    if r.min_hz > r.max_hz {
+        return Err(PlanError::Inverted {
+            domain,
+            min_hz: r.min_hz,
+            max_hz: r.max_hz,
+        });
+    }
+    let min = validate(domain, table, r.min_hz, false)?;
+    let max = validate(domain, table, r.max_hz, false)?;
+    Ok((min / scale, max / scale))
+}
+
+/// The knob values `mode` asks for, starting from `current` (what it leaves alone stays).
+pub fn target(board: &Board, mode: &Mode, current: &Values) -> Result<Values, PlanError> {
+    let mut t = current.clone();
+    if let Some(online) = &mode.online_cpus {
+        if !online.contains(&0) && board.cpus.iter().any(|c| c.0 == 0) {
+            return Err(PlanError::Cpu0Offline);
+        }
+        for &(cpu, knob) in &board.cpus {
+            if let Some(k) = knob {
+                t[k] = u64::from(online.contains(&cpu));
+            }
+        }
+    }
+    if mode.cpu.len() > board.clusters.len() {
+        return Err(PlanError::Clusters {
+            named: mode.cpu.len(),
+            present: board.clusters.len(),
+        });
+    }
+    for (c, range) in board.clusters.iter().zip(&mode.cpu) {
+        if let Some(r) = range {
+            (t[c.min], t[c.max]) = range_values("CPU", &c.table_hz, r, 1000)?;
+        }
+    }
+    if let (Some(r), Some(g)) = (&mode.gpu, &board.gpu) {
+        (t[g.min], t[g.max]) = range_values("GPU", &g.table_hz, r, 1)?;
+    } else if mode.gpu.is_some() {
+        return Err(ModeError::Absent("GPU frequency").into());
+    }
+    if let Some(limit) = &mode.emc {
+        let emc = board.emc.as_ref().ok_or(ModeError::Absent("EMC cap"))?;
+        t[emc.cap] = match limit {
+            EmcLimit::Uncapped => emc.uncapped_raw(),
+            EmcLimit::CapHz(hz) => validate("EMC", &emc.table_hz, *hz, false)?,
+        };
+    }
+    keep_offline_clusters(board, current, &mut t);
+    Ok(t)
+}
+
+/// A cluster with no online CPU in `t` cannot take limit writes: keep its values.
+pub fn keep_offline_clusters(board: &Board, current: &Values, t: &mut Values) {
+    for c in &board.clusters {
+        if !cluster_online(board, c.cpus.as_slice(), t) {
+            t[c.min] = current[c.min];
+            t[c.max] = current[c.max];
+        }
+    }
+}
+
+fn cluster_online(board: &Board, cpus: &[usize], values: &Values) -> bool {
+    board
+        .cpus
+        .iter()
+        .filter(|(cpu, _)| cpus.contains(cpu))
+        .any(|(_, knob)| knob.is_none_or(|k| values[k] == 1))
+}
+
+fn push(plan: &mut Plan, knob: usize, value: u64) {
+    // Capacity equals the knob count bound, and each knob is pushed at most once.
+    let _ = plan.push(Step { knob, value });
+}
+
+/// Writes moving a (min, max) pair from `cur` to `t` with min <= max at every moment.
+fn pair(plan: &mut Plan, min: usize, max: usize, cur: &Values, t: &Values) {
+    let (cmin, cmax, tmin, tmax) = (cur[min], cur[max], t[min], t[max]);
+    match (cmin != tmin, cmax != tmax) {
+        (false, false) => {}
+        (true, false) => push(plan, min, tmin),
+        (false, true) => push(plan, max, tmax),
+        (true, true) if tmin <= cmax => {
+            push(plan, min, tmin);
+            push(plan, max, tmax);
+        }
+        (true, true) => {
+            push(plan, max, tmax);
+            push(plan, min, tmin);
+        }
+    }
+}
+
+/// The ordered writes taking the board from `cur` to `t`.
+pub fn plan(board: &Board, cur: &Values, t: &Values) -> Plan {
+    let mut p = Plan::new();
+    for &(_, knob) in &board.cpus {
+        if let Some(k) = knob {
+            if cur[k] == 0 && t[k] == 1 {
+                push(&mut p, k, 1);
+            }
+        }
+    }
+    // During the limit writes the CPUs online are those of `cur` plus those just onlined.
+    for c in &board.clusters {
+        if cluster_online(board, &c.cpus, cur) || cluster_online(board, &c.cpus, t) {
+            pair(&mut p, c.min, c.max, cur, t);
+        }
+    }
+    if let Some(g) = &board.gpu {
+        pair(&mut p, g.min, g.max, cur, t);
+    }
+    if let Some(e) = &board.emc {
+        if cur[e.cap] != t[e.cap] {
+            push(&mut p, e.cap, t[e.cap]);
+        }
+    }
+    for &(cpu, knob) in board.cpus.iter().rev() {
+        if let Some(k) = knob {
+            if cpu != 0 && cur[k] == 1 && t[k] == 0 {
+                push(&mut p, k, 0);
+            }
+        }
+    }
+    p
+}

@@ -1,0 +1,408 @@
+//! What survives a jpower process: the board's baseline and its owner (the state file),
+//! and the transaction journal that makes a killed switch recoverable.
+//!
+//! - `<runtime>/state/<board-key>.json`: written once, before the first write to the
+//!   board (temp file, fsync, rename, fsync of the directory). It holds the value of every
+//!   knob jpower may touch, the host boot id (state from an earlier boot is discarded: a
+//!   reboot already reset the board) and the owner: a direct CLI `set` (persists until
+//!   `jpower restore`), or an agent or lease with its pid (if that process is gone, the
+//!   next start restores the baseline: it crashed).
+//! - `<runtime>/state/<board-key>.journal`: one fixed record, opened once, written with a
+//!   single `pwrite` before a switch's first write (the values of all knobs before the
+//!   switch, flagged in flight) and a single `pwrite` after the last (flag cleared, switch
+//!   time). A process killed in between leaves the flag set; the next jpower command rolls
+//!   the board back to those values before doing anything else. No fsync: the runtime
+//!   directory is tmpfs, and a power loss reboots the board anyway.
+
+use super::plan::Values;
+use crate::board::{Board, MAX_KNOBS};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Version of the state file layout.
+pub const STATE_VERSION: u32 = 1;
+
+/// Who holds the board's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    pub kind: OwnerKind,
+    pub pid: u32,
+    /// A label for logs (`jpower set`, a client's name).
+    pub name: String,
+}
+
+/// Kinds of owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerKind {
+    /// A direct `jpower set`: holds until `jpower restore`.
+    Cli,
+    /// The agent itself (its own guard or default mode).
+    Agent,
+    /// A client's session lease through the agent.
+    Lease,
+}
+
+impl Owner {
+    /// This process, as a direct CLI user.
+    pub fn cli() -> Owner {
+        Owner {
+            kind: OwnerKind::Cli,
+            pid: std::process::id(),
+            name: "jpower set".into(),
+        }
+    }
+
+    /// Whether the owner's death means a crash to recover from.
+    pub fn crashed(&self) -> bool {
+        self.kind != OwnerKind::Cli && !crate::runtime::process_alive(self.pid)
+    }
+}
+
+/// One saved knob.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Saved {
+    pub path: PathBuf,
+    pub value: u64,
+}
+
+/// The state file's contents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    pub version: u32,
+    pub board_key: String,
+    pub model: String,
+    pub root: PathBuf,
+    pub boot_id: String,
+    pub owner: Owner,
+    pub baseline: Vec<Saved>,
+}
+
+impl State {
+    /// The baseline of `board` as it is now (`values` are its knobs' current values).
+    pub fn baseline(board: &Board, values: &Values, owner: Owner) -> State {
+        State {
+            version: STATE_VERSION,
+            board_key: board.key(),
+            model: board.identity.model.clone(),
+            root: board.root.dir().to_path_buf(),
+            boot_id: crate::runtime::boot_id(),
+            owner,
+            baseline: board
+                .knobs
+                .iter()
+                .zip(values)
+                .map(|(k, &value)| Saved {
+                    path: k.path.clone(),
+                    value,
+                })
+                .collect(),
+        }
+    }
+
+    /// The baseline as knob values of `board` (knobs it does not name keep `current`).
+    pub fn values(&self, board: &Board, current: &Values) -> (Values, Vec<PathBuf>) {
+        let mut v = current.clone();
+        let mut unknown = Vec::new();
+        for s in &self.baseline {
+            match board.knobs.iter().position(|k| k.path == s.path) {
+                Some(i) => v[i] = s.value,
+                None => unknown.push(s.path.clone()),
+            }
+        }
+        (v, unknown)
+    }
+}
+
+/// State-file errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state file {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("state file {}: {source}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
+/// The files of one board's state.
+#[derive(Debug, Clone)]
+pub struct StatePaths {
+    pub state: PathBuf,
+    pub journal: PathBuf,
+}
+
+impl StatePaths {
+    /// Paths for `board_key` in `runtime_dir`.
+    pub fn new(runtime_dir: &Path, board_key: &str) -> StatePaths {
+        let dir = runtime_dir.join("state");
+        StatePaths {
+            state: dir.join(format!("{board_key}.json")),
+            journal: dir.join(format!("{board_key}.journal")),
+        }
+    }
+
+    fn io(&self, source: io::Error) -> StateError {
+        StateError::Io {
+            path: self.state.clone(),
+            source,
+        }
+    }
+
+    /// Reads the state file, if there is one.
+    pub fn load(&self) -> Result<Option<State>, StateError> {
+        match std::fs::read(&self.state) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|source| StateError::Corrupt {
+                        path: self.state.clone(),
+                        source,
+                    })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io(e)),
+        }
+    }
+
+    /// Writes the state file atomically: temp file, fsync, rename, fsync the directory.
+    pub fn save(&self, state: &State) -> Result<(), StateError> {
+        let dir = self.state.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| self.io(e))?;
+        let tmp = self.state.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(state).map_err(|e| self.io(io::Error::other(e)))?;
+        let write = || -> io::Result<()> {
+            let f = File::create(&tmp)?;
+            f.write_all_at(&bytes, 0)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.state)?;
+            File::open(dir)?.sync_all()
+        };
+        write().map_err(|e| self.io(e))
+    }
+
+    /// Removes the state file and the journal.
+    pub fn remove(&self) -> Result<(), StateError> {
+        for p in [&self.state, &self.journal] {
+            match std::fs::remove_file(p) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(self.io(e)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+const MAGIC: &[u8; 4] = b"JPJ1";
+/// Offsets in the journal record.
+const STATE_AT: usize = 4;
+const STATS_END: usize = 24;
+const HEADER: usize = 48;
+const RECORD: usize = HEADER + 8 * MAX_KNOBS;
+
+/// An unfinished switch found in a journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// Values of every knob before the switch.
+    pub prior: Values,
+    /// Whether the record matches this board's knob layout (else restore the baseline).
+    pub layout_matches: bool,
+}
+
+/// Switch timing kept in the journal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SwitchStats {
+    /// Time of the last switch, request to verified, nanoseconds.
+    pub last_ns: u64,
+    /// Switches since the baseline was saved.
+    pub count: u64,
+}
+
+/// The transaction journal, opened once.
+#[derive(Debug)]
+pub struct Journal {
+    file: File,
+    layout: u64,
+    seq: u64,
+    stats: SwitchStats,
+}
+
+impl Journal {
+    /// Opens (creating) the journal of a board whose knob layout hashes to `layout`.
+    pub fn open(path: &Path, layout: u64) -> io::Result<(Journal, Option<Unfinished>)> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let mut rec = [0u8; RECORD];
+        let n = file.read_at(&mut rec, 0)?;
+        let mut j = Journal {
+            file,
+            layout,
+            seq: 0,
+            stats: SwitchStats::default(),
+        };
+        let mut unfinished = None;
+        if n == RECORD && &rec[..4] == MAGIC && checksum(&rec) == u32_at(&rec, 44) {
+            j.seq = u64_at(&rec, 24);
+            j.stats = SwitchStats {
+                last_ns: u64_at(&rec, 8),
+                count: u64_at(&rec, 16),
+            };
+            if u32_at(&rec, STATE_AT) == 1 {
+                let count = (u32_at(&rec, 40) as usize).min(MAX_KNOBS);
+                let prior = (0..count).map(|i| u64_at(&rec, HEADER + 8 * i)).collect();
+                unfinished = Some(Unfinished {
+                    prior,
+                    layout_matches: u64_at(&rec, 32) == layout,
+                });
+            }
+        }
+        Ok((j, unfinished))
+    }
+
+    /// Switch timing recorded so far.
+    pub fn stats(&self) -> SwitchStats {
+        self.stats
+    }
+
+    /// Marks a switch in flight, saving `prior` (one `pwrite`).
+    pub fn begin(&mut self, prior: &Values) -> io::Result<()> {
+        self.seq += 1;
+        let mut rec = [0u8; RECORD];
+        rec[..4].copy_from_slice(MAGIC);
+        put_u32(&mut rec, STATE_AT, 1);
+        put_u64(&mut rec, 8, self.stats.last_ns);
+        put_u64(&mut rec, 16, self.stats.count);
+        put_u64(&mut rec, 24, self.seq);
+        put_u64(&mut rec, 32, self.layout);
+        put_u32(&mut rec, 40, prior.len() as u32);
+        for (i, v) in prior.iter().enumerate() {
+            put_u64(&mut rec, HEADER + 8 * i, *v);
+        }
+        let sum = checksum(&rec);
+        put_u32(&mut rec, 44, sum);
+        write_all(&self.file, &rec, 0)
+    }
+
+    /// Marks the switch finished, recording its time (one `pwrite`).
+    pub fn commit(&mut self, elapsed_ns: Option<u64>) -> io::Result<()> {
+        if let Some(ns) = elapsed_ns {
+            self.stats.last_ns = ns;
+            self.stats.count += 1;
+        }
+        let mut head = [0u8; STATS_END - STATE_AT];
+        put_u32(&mut head, 0, 0);
+        put_u64(&mut head, 8 - STATE_AT, self.stats.last_ns);
+        put_u64(&mut head, 16 - STATE_AT, self.stats.count);
+        write_all(&self.file, &head, STATE_AT as u64)
+    }
+}
+
+fn write_all(file: &File, bytes: &[u8], at: u64) -> io::Result<()> {
+    let n = file.write_at(bytes, at)?;
+    if n == bytes.len() {
+        Ok(())
+    } else {
+        file.write_all_at(&bytes[n..], at + n as u64)
+    }
+}
+
+/// FNV-1a over the record except the in-flight flag, the stats and the checksum itself.
+fn checksum(rec: &[u8; RECORD]) -> u32 {
+    let parts = [&rec[..STATE_AT], &rec[24..44], &rec[HEADER..]];
+    let h = parts
+        .iter()
+        .flat_map(|p| p.iter())
+        .fold(0x811c_9dc5u32, |h, &b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+    h
+}
+
+fn u32_at(rec: &[u8], at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&rec[at..at + 4]);
+    u32::from_le_bytes(b)
+}
+
+fn u64_at(rec: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&rec[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+fn put_u32(rec: &mut [u8], at: usize, v: u32) {
+    rec[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(rec: &mut [u8], at: usize, v: u64) {
+    rec[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// A hash of a board's knob paths, so a journal is only replayed on the same layout.
+pub fn layout_hash(board: &Board) -> u64 {
+    board.knobs.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, k| {
+        k.path
+            .to_string_lossy()
+            .bytes()
+            .chain([0])
+            .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journal_round_trip_and_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        let (mut j, none) = Journal::open(&path, 7).unwrap();
+        assert_eq!(none, None);
+        let prior: Values = [1, 2, 3].into_iter().collect();
+        j.begin(&prior).unwrap();
+        let (_, found) = Journal::open(&path, 7).unwrap();
+        assert_eq!(
+            found,
+            Some(Unfinished {
+                prior: prior.clone(),
+                layout_matches: true
+            })
+        );
+        let (_, other_layout) = Journal::open(&path, 8).unwrap();
+        assert!(!other_layout.unwrap().layout_matches);
+        j.commit(Some(1234)).unwrap();
+        let (j2, none) = Journal::open(&path, 7).unwrap();
+        assert_eq!(none, None);
+        assert_eq!(
+            j2.stats(),
+            SwitchStats {
+                last_ns: 1234,
+                count: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_torn_record_is_not_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        let (mut j, _) = Journal::open(&path, 7).unwrap();
+        j.begin(&[5u64, 6].into_iter().collect()).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_at(&[0xff], HEADER as u64).unwrap();
+        let (_, found) = Journal::open(&path, 7).unwrap();
+        assert_eq!(found, None);
+    }
+}

@@ -1,0 +1,329 @@
+//! Power modes: what a mode sets, the mode space of a board, and turning a user's request
+//! into a valid mode.
+//!
+//! A [`Mode`] sets, per domain, a frequency range (min, max) or leaves it alone: the online
+//! CPUs, each CPU cluster, the GPU, and the EMC cap (a ceiling: locking the memory clock
+//! needs root-only debugfs). A mode given as knobs pins min = max (DVFS off, as the papers
+//! profile); a preset keeps its file's ranges. Adding a domain (DLA, TPC gating) is adding
+//! a field: the planner only acts on what a mode names.
+//!
+//! The mode space of a board is every valid pinned combination, cores x CPU x GPU x EMC
+//! ([`ModeSpace`]), enumerated without allocation as [`PinnedMode`]s.
+
+use crate::board::Board;
+use crate::units::{parse_freq, Freq, FreqParseError, FreqUnit};
+use serde::{Deserialize, Serialize};
+
+/// A frequency range, Hz.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Range {
+    pub min_hz: u64,
+    pub max_hz: u64,
+}
+
+impl Range {
+    /// min = max = `hz`.
+    pub fn pinned(hz: u64) -> Range {
+        Range {
+            min_hz: hz,
+            max_hz: hz,
+        }
+    }
+}
+
+/// The EMC setting: a cap, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmcLimit {
+    /// No cap: the memory clock may run at its maximum.
+    Uncapped,
+    /// The memory clock may not exceed this rate.
+    CapHz(u64),
+}
+
+/// What a mode sets; `None` leaves a domain as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mode {
+    /// The CPUs to keep online (cpu0 is always among them); the others go offline.
+    pub online_cpus: Option<Vec<usize>>,
+    /// Per cluster, in the board's cluster order.
+    pub cpu: Vec<Option<Range>>,
+    pub gpu: Option<Range>,
+    pub emc: Option<EmcLimit>,
+}
+
+/// One point of the mode space: everything pinned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PinnedMode {
+    /// Online cores, the lowest-numbered first.
+    pub cores: u32,
+    pub cpu_hz: u64,
+    /// `0` where the board has no GPU control.
+    pub gpu_hz: u64,
+    /// `0` where the board has no EMC cap.
+    pub emc_hz: u64,
+}
+
+impl PinnedMode {
+    /// The mode that pins this point on `board`.
+    pub fn to_mode(&self, board: &Board) -> Mode {
+        Mode {
+            online_cpus: Some(
+                board
+                    .cpus
+                    .iter()
+                    .map(|c| c.0)
+                    .take(self.cores as usize)
+                    .collect(),
+            ),
+            cpu: board
+                .clusters
+                .iter()
+                .map(|_| Some(Range::pinned(self.cpu_hz)))
+                .collect(),
+            gpu: (self.gpu_hz > 0).then(|| Range::pinned(self.gpu_hz)),
+            emc: (self.emc_hz > 0).then_some(EmcLimit::CapHz(self.emc_hz)),
+        }
+    }
+}
+
+/// The valid pinned modes of a board.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModeSpace {
+    pub cores: Vec<u32>,
+    pub cpu_hz: Vec<u64>,
+    pub gpu_hz: Vec<u64>,
+    pub emc_hz: Vec<u64>,
+}
+
+impl ModeSpace {
+    /// The full space of `board`: 1..=N cores and the CPU frequencies every cluster offers.
+    pub fn of(board: &Board) -> ModeSpace {
+        let mut cpu_hz: Vec<u64> = board
+            .clusters
+            .first()
+            .map(|c| c.table_hz.clone())
+            .unwrap_or_default();
+        cpu_hz.retain(|f| board.clusters.iter().all(|c| c.table_hz.contains(f)));
+        let or_none = |t: Option<&Vec<u64>>| match t {
+            Some(t) if !t.is_empty() => t.clone(),
+            _ => vec![0],
+        };
+        ModeSpace {
+            cores: (1..=board.cpu_count() as u32).collect(),
+            cpu_hz,
+            gpu_hz: or_none(board.gpu.as_ref().map(|g| &g.table_hz)),
+            emc_hz: or_none(board.emc.as_ref().map(|e| &e.table_hz)),
+        }
+    }
+
+    /// Number of modes.
+    pub fn len(&self) -> usize {
+        self.cores.len() * self.cpu_hz.len() * self.gpu_hz.len() * self.emc_hz.len()
+    }
+
+    /// Whether the space is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `i`-th mode (cores slowest-varying, EMC fastest).
+    pub fn get(&self, i: usize) -> Option<PinnedMode> {
+        if i >= self.len() {
+            return None;
+        }
+        let (e, rest) = (i % self.emc_hz.len(), i / self.emc_hz.len());
+        let (g, rest) = (rest % self.gpu_hz.len(), rest / self.gpu_hz.len());
+        let (c, k) = (rest % self.cpu_hz.len(), rest / self.cpu_hz.len());
+        Some(PinnedMode {
+            cores: self.cores[k],
+            cpu_hz: self.cpu_hz[c],
+            gpu_hz: self.gpu_hz[g],
+            emc_hz: self.emc_hz[e],
+        })
+    }
+
+    /// Every mode, in index order.
+    pub fn iter(&self) -> impl Iterator<Item = PinnedMode> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+}
+
+/// Why a request cannot become a mode.
+#[derive(Debug, thiserror::Error)]
+pub enum ModeError {
+    #[error(transparent)]
+    Parse(#[from] FreqParseError),
+    /// The value is not in the board's table.
+    #[error("{domain} frequency {} is not available on this board; nearest: {}; pass --snap to use the nearest", Freq(*requested_hz), nearest_list(.nearest))]
+    NotInTable {
+        domain: &'static str,
+        requested_hz: u64,
+        nearest: Vec<u64>,
+    },
+    /// The board does not have this knob.
+    #[error("this board has no {0} control")]
+    Absent(&'static str),
+    /// Cores out of range.
+    #[error("--cores {requested}: this board has {available} CPUs (cpu0 always stays online, so 1..={available})")]
+    Cores { requested: usize, available: usize },
+}
+
+fn nearest_list(v: &[u64]) -> String {
+    v.iter()
+        .map(|&f| format!("{} ({f} Hz)", Freq(f)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks `hz` against `table`: exact, or nearest with `snap`, else an error naming the
+/// nearest entries below and above.
+pub fn validate(
+    domain: &'static str,
+    table: &[u64],
+    hz: u64,
+    snap: bool,
+) -> Result<u64, ModeError> {
+    if table.contains(&hz) {
+        return Ok(hz);
+    }
+    let below = table.iter().copied().filter(|&f| f < hz).max();
+    let above = table.iter().copied().filter(|&f| f > hz).min();
+    if snap {
+        let nearest = match (below, above) {
+            (Some(b), Some(a)) => Some(if hz - b <= a - hz { b } else { a }),
+            (b, a) => b.or(a),
+        };
+        if let Some(f) = nearest {
+            return Ok(f);
+        }
+    }
+    Err(ModeError::NotInTable {
+        domain,
+        requested_hz: hz,
+        nearest: below.into_iter().chain(above).collect(),
+    })
+}
+
+/// A mode given as knobs (any subset), as the CLI and the socket take it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnobRequest {
+    pub cores: Option<usize>,
+    /// Frequencies as text: `1.3GHz`, or a bare number in the file's unit.
+    pub cpu_freq: Option<String>,
+    pub gpu_freq: Option<String>,
+    pub emc_freq: Option<String>,
+    /// Use the nearest available value instead of refusing.
+    #[serde(default)]
+    pub snap: bool,
+}
+
+impl KnobRequest {
+    /// The pinned mode this request names on `board`.
+    pub fn resolve(&self, board: &Board) -> Result<Mode, ModeError> {
+        let mut mode = Mode {
+            cpu: vec![None; board.clusters.len()],
+            ..Mode::default()
+        };
+        if let Some(n) = self.cores {
+            if n == 0 || n > board.cpu_count() {
+                return Err(ModeError::Cores {
+                    requested: n,
+                    available: board.cpu_count(),
+                });
+            }
+            mode.online_cpus = Some(board.cpus.iter().map(|c| c.0).take(n).collect());
+        }
+        if let Some(text) = &self.cpu_freq {
+            if board.clusters.is_empty() {
+                return Err(ModeError::Absent("CPU frequency"));
+            }
+            let hz = parse_freq(text, FreqUnit::KHz)?;
+            for (i, c) in board.clusters.iter().enumerate() {
+                mode.cpu[i] = Some(Range::pinned(validate("CPU", &c.table_hz, hz, self.snap)?));
+            }
+        }
+        if let Some(text) = &self.gpu_freq {
+            let gpu = board
+                .gpu
+                .as_ref()
+                .ok_or(ModeError::Absent("GPU frequency"))?;
+            let hz = validate(
+                "GPU",
+                &gpu.table_hz,
+                parse_freq(text, FreqUnit::Hz)?,
+                self.snap,
+            )?;
+            mode.gpu = Some(Range::pinned(hz));
+        }
+        if let Some(text) = &self.emc_freq {
+            let emc = board
+                .emc
+                .as_ref()
+                .ok_or(ModeError::Absent("EMC (memory) frequency"))?;
+            let hz = validate(
+                "EMC",
+                &emc.table_hz,
+                parse_freq(text, FreqUnit::Hz)?,
+                self.snap,
+            )?;
+            mode.emc = Some(EmcLimit::CapHz(hz));
+        }
+        Ok(mode)
+    }
+
+    /// Whether the request names nothing.
+    pub fn is_empty(&self) -> bool {
+        self.cores.is_none()
+            && self.cpu_freq.is_none()
+            && self.gpu_freq.is_none()
+            && self.emc_freq.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_nearest_values() {
+        let t = [114_750_000, 216_750_000, 318_750_000];
+        assert_eq!(
+            validate("GPU", &t, 216_750_000, false).unwrap(),
+            216_750_000
+        );
+        let e = validate("GPU", &t, 200_000_000, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("114.75 MHz (114750000 Hz), 216.75 MHz (216750000 Hz)"),
+            "{e}"
+        );
+        assert!(e.contains("--snap"), "{e}");
+        assert_eq!(validate("GPU", &t, 200_000_000, true).unwrap(), 216_750_000);
+        assert_eq!(validate("GPU", &t, 1, true).unwrap(), 114_750_000);
+        assert_eq!(validate("GPU", &t, 999_000_000, true).unwrap(), 318_750_000);
+    }
+
+    #[test]
+    fn space_indexing_covers_every_mode_once() {
+        let s = ModeSpace {
+            cores: vec![1, 2, 3],
+            cpu_hz: vec![10, 20],
+            gpu_hz: vec![5, 6, 7],
+            emc_hz: vec![1, 2],
+        };
+        let all: std::collections::HashSet<_> = s.iter().collect();
+        assert_eq!(all.len(), 36);
+        assert_eq!(
+            s.get(0).unwrap(),
+            PinnedMode {
+                cores: 1,
+                cpu_hz: 10,
+                gpu_hz: 5,
+                emc_hz: 1
+            }
+        );
+        assert_eq!(s.get(36), None);
+    }
+}

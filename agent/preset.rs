@@ -1,0 +1,348 @@
+//! Presets imported from an nvpmodel configuration.
+//!
+//! The file's absolute paths are mapped to the discovered knobs by kind, not by string,
+//! so a file written for one layout (the Orin AGX file names `17000000.ga10b` and
+//! `devfreq_dev` paths an L4T 36 tree does not have) still finds the board's GPU, and
+//! everything lands under `--root`:
+//! - `FILE` parameters writing `/sys/devices/system/cpu/cpuN/online` are core hotplug;
+//! - `CLOCK` parameters writing `.../cpuN/cpufreq/scaling_{min,max}_freq` are cpuN's cluster;
+//! - `CLOCK` parameters writing a devfreq `min_freq`/`max_freq` of the GPU are the GPU;
+//! - `CLOCK` parameters writing `nvpmodel_emc_cap`/`nvpmodel_clk_cap/emc` are the EMC cap.
+//!
+//! Values follow nvpmodel: `-1` is the table's maximum, a lower limit of `0` its minimum,
+//! an EMC cap of `0` no cap, and a value between table entries the largest entry below it
+//! (reported as snapped). Parameters jpower does not model (DLA, PVA, CVNAS, GPU power
+//! control, TPC power gating) are kept as skipped, with the reason.
+
+use crate::board::Board;
+use crate::mode::{EmcLimit, Mode, Range};
+use crate::nvpmodel::{NvpConfig, NvpError, ParamType, SettingValue};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// What a parameter controls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Online,
+    Cluster(usize),
+    Gpu,
+    Emc,
+    Unmodelled,
+}
+
+/// A setting jpower does not apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub param: String,
+    pub arg: String,
+    pub value: String,
+    pub why: &'static str,
+}
+
+/// One preset.
+#[derive(Debug, Clone, Serialize)]
+pub struct Preset {
+    pub id: u32,
+    pub name: String,
+    pub mode: Mode,
+    /// Settings not applied, and why.
+    pub skipped: Vec<Skipped>,
+    /// Values that were not table entries (`CPU_A78_0 MAX_FREQ 1200000 -> 1190400`).
+    pub snapped: Vec<String>,
+}
+
+/// The presets of one file.
+#[derive(Debug, Clone, Serialize)]
+pub struct Presets {
+    pub source: PathBuf,
+    pub default_id: u32,
+    pub presets: Vec<Preset>,
+}
+
+/// Import errors.
+#[derive(Debug, thiserror::Error)]
+pub enum PresetError {
+    #[error(transparent)]
+    Parse(#[from] NvpError),
+    #[error("no preset {wanted:?} in {}; presets: {known}", file.display())]
+    Unknown {
+        wanted: String,
+        file: PathBuf,
+        known: String,
+    },
+}
+
+const TPC_WHY: &str = "TPC power gating: on a real board a change needs a reboot (nvgpu refuses it once the GPU has been used); jpower does not apply it";
+const UNMODELLED_WHY: &str = "not a knob jpower models";
+
+impl Presets {
+    /// Reads and imports the nvpmodel file at `path` (a real path, not a board path).
+    pub fn load(path: &std::path::Path, board: &Board) -> Result<Presets, PresetError> {
+        Ok(Presets::import(&NvpConfig::load(path)?, board))
+    }
+
+    /// Maps every mode of `cfg` onto `board`.
+    pub fn import(cfg: &NvpConfig, board: &Board) -> Presets {
+        let kinds: Vec<(String, Kind)> = cfg
+            .params
+            .iter()
+            .map(|p| {
+                let paths: Vec<&str> = p.args.iter().map(|a| a.path.as_str()).collect();
+                (p.name.clone(), classify(p.ty, &paths, board))
+            })
+            .collect();
+        let kind_of = |name: &str| {
+            kinds
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, k)| *k)
+                .unwrap_or(Kind::Unmodelled)
+        };
+        let presets = cfg
+            .modes
+            .iter()
+            .map(|m| {
+                let mut b = Builder::new(board);
+                for s in &m.settings {
+                    b.apply(kind_of(&s.param), &s.param, &s.arg, &s.value);
+                }
+                Preset {
+                    id: m.id,
+                    name: m.name.clone(),
+                    mode: b.finish(),
+                    skipped: b.skipped,
+                    snapped: b.snapped,
+                }
+            })
+            .collect();
+        Presets {
+            source: cfg.path.clone(),
+            default_id: cfg.default_mode,
+            presets,
+        }
+    }
+
+    /// A preset by name (any case) or id.
+    pub fn find(&self, wanted: &str) -> Result<&Preset, PresetError> {
+        self.presets
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(wanted) || wanted.parse() == Ok(p.id))
+            .ok_or_else(|| PresetError::Unknown {
+                wanted: wanted.to_string(),
+                file: self.source.clone(),
+                known: self
+                    .presets
+                    .iter()
+                    .map(|p| format!("{} ({})", p.name, p.id))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+}
+
+fn cpu_of(path: &str) -> Option<usize> {
+    let rest = path.strip_prefix("/sys/devices/system/cpu/cpu")?;
+    rest.split('/').next()?.parse().ok()
+}
+
+fn classify(ty: ParamType, paths: &[&str], board: &Board) -> Kind {
+    let any = |f: &dyn Fn(&str) -> bool| paths.iter().any(|p| f(p));
+    match ty {
+        ParamType::File if any(&|p| cpu_of(p).is_some() && p.ends_with("/online")) => Kind::Online,
+        ParamType::Clock
+            if any(&|p| p.contains("nvpmodel_emc_cap") || p.ends_with("nvpmodel_clk_cap/emc")) =>
+        {
+            Kind::Emc
+        }
+        ParamType::Clock => {
+            let cpu = paths
+                .iter()
+                .find(|p| p.contains("/cpufreq/scaling_"))
+                .and_then(|p| cpu_of(p));
+            if let Some(cpu) = cpu {
+                return board
+                    .clusters
+                    .iter()
+                    .position(|c| c.cpus.contains(&cpu))
+                    .map_or(Kind::Unmodelled, Kind::Cluster);
+            }
+            let gpu_names = crate::board::paths::GPU_OF_NAMES;
+            let is_gpu = any(&|p| {
+                (p.contains("/devfreq/") || p.contains("/devfreq_dev/"))
+                    && (p.contains("gpu") || gpu_names.iter().any(|g| p.contains(g)))
+            });
+            if is_gpu {
+                Kind::Gpu
+            } else {
+                Kind::Unmodelled
+            }
+        }
+        _ => Kind::Unmodelled,
+    }
+}
+
+/// Collects one mode's settings.
+struct Builder<'b> {
+    board: &'b Board,
+    online: Option<Vec<(usize, bool)>>,
+    cpu: Vec<(Option<u64>, Option<u64>)>,
+    gpu: (Option<u64>, Option<u64>),
+    emc: Option<EmcLimit>,
+    skipped: Vec<Skipped>,
+    snapped: Vec<String>,
+}
+
+impl<'b> Builder<'b> {
+    fn new(board: &'b Board) -> Self {
+        Builder {
+            board,
+            online: None,
+            cpu: vec![(None, None); board.clusters.len()],
+            gpu: (None, None),
+            emc: None,
+            skipped: Vec::new(),
+            snapped: Vec::new(),
+        }
+    }
+
+    fn skip(&mut self, param: &str, arg: &str, value: &SettingValue, why: &'static str) {
+        let value = match value {
+            SettingValue::Int(v) => v.to_string(),
+            SettingValue::Text(t) => t.clone(),
+        };
+        self.skipped.push(Skipped {
+            param: param.into(),
+            arg: arg.into(),
+            value,
+            why,
+        });
+    }
+
+    /// nvpmodel's reading of a limit against `table` (Hz; `scale` Hz per file unit).
+    fn limit(
+        &mut self,
+        what: &str,
+        table: &[u64],
+        raw: i64,
+        scale: u64,
+        is_min: bool,
+    ) -> Option<u64> {
+        let (&lo, &hi) = (table.first()?, table.last()?);
+        if raw < 0 || (raw == 0 && !is_min) {
+            return Some(hi);
+        }
+        if raw == 0 {
+            return Some(lo);
+        }
+        let hz = raw as u64 * scale;
+        let v = table
+            .iter()
+            .rev()
+            .find(|&&f| f <= hz)
+            .copied()
+            .unwrap_or(lo);
+        if v != hz {
+            self.snapped.push(format!("{what} {raw} -> {}", v / scale));
+        }
+        Some(v)
+    }
+
+    fn apply(&mut self, kind: Kind, param: &str, arg: &str, value: &SettingValue) {
+        let int = match value {
+            SettingValue::Int(v) => Some(*v),
+            SettingValue::Text(t) => t.trim().parse().ok(),
+        };
+        let is_min = arg.starts_with("MIN_FREQ");
+        let what = format!("{param} {arg}");
+        match (kind, int) {
+            (Kind::Online, Some(v)) => {
+                let cpu = arg.strip_prefix("CORE_").and_then(|n| n.parse().ok());
+                match cpu {
+                    Some(cpu) => self.online.get_or_insert_with(Vec::new).push((cpu, v != 0)),
+                    None => self.skip(param, arg, value, UNMODELLED_WHY),
+                }
+            }
+            (Kind::Cluster(c), Some(v)) => {
+                let table = self.board.clusters[c].table_hz.clone();
+                let hz = self.limit(&what, &table, v, 1000, is_min);
+                let slot = &mut self.cpu[c];
+                if is_min {
+                    slot.0 = hz
+                } else {
+                    slot.1 = hz
+                }
+            }
+            (Kind::Gpu, Some(v)) => {
+                let table = self
+                    .board
+                    .gpu
+                    .as_ref()
+                    .map(|g| g.table_hz.clone())
+                    .unwrap_or_default();
+                let hz = self.limit(&what, &table, v, 1, is_min);
+                if is_min {
+                    self.gpu.0 = hz
+                } else {
+                    self.gpu.1 = hz
+                }
+            }
+            (Kind::Emc, Some(v)) => {
+                let table = self
+                    .board
+                    .emc
+                    .as_ref()
+                    .map(|e| e.table_hz.clone())
+                    .unwrap_or_default();
+                self.emc = if v <= 0 {
+                    Some(EmcLimit::Uncapped)
+                } else {
+                    self.limit(&what, &table, v, 1, false).map(EmcLimit::CapHz)
+                };
+            }
+            _ if param.starts_with("TPC_") => self.skip(param, arg, value, TPC_WHY),
+            _ => self.skip(param, arg, value, UNMODELLED_WHY),
+        }
+    }
+
+    fn finish(&self) -> Mode {
+        let range = |(min, max): (Option<u64>, Option<u64>), table: &[u64]| {
+            if min.is_none() && max.is_none() {
+                return None;
+            }
+            let max = max.or(table.last().copied())?;
+            let min = min.or(table.first().copied())?.min(max);
+            Some(Range {
+                min_hz: min,
+                max_hz: max,
+            })
+        };
+        let online_cpus = self.online.as_ref().map(|set| {
+            self.board
+                .cpus
+                .iter()
+                .map(|c| c.0)
+                .filter(|cpu| {
+                    set.iter()
+                        .rev()
+                        .find(|(c, _)| c == cpu)
+                        .is_none_or(|(_, on)| *on)
+                })
+                .collect()
+        });
+        Mode {
+            online_cpus,
+            cpu: self
+                .cpu
+                .iter()
+                .zip(&self.board.clusters)
+                .map(|(&r, c)| range(r, &c.table_hz))
+                .collect(),
+            gpu: self
+                .board
+                .gpu
+                .as_ref()
+                .and_then(|g| range(self.gpu, &g.table_hz)),
+            emc: self.emc,
+        }
+    }
+}
