@@ -1,10 +1,36 @@
 //! jpower: power-mode control and power telemetry for NVIDIA Jetson boards.
+//!
+//! ```text
+//!   cli ──────────────┐   one binary: CLI commands (and, later, the agent daemon)
+//!    │                │
+//!    ▼                ▼
+//!  preset ◄─ nvpmodel   mode (Mode, ModeSpace, KnobRequest)
+//!    │                │
+//!    ▼                ▼
+//!  control (plan ─► Controller: journal, read-back, rollback, restore; state files)
+//!    │
+//!    ▼
+//!  board (discovery: identity, CPU clusters, GPU devfreq, EMC cap, INA3221 rails)
+//!    │
+//!    ▼
+//!  sysfs (Root + Attr: files opened once, pread/pwrite at offset 0)
+//!    │                         │
+//!    ▼                         ▼
+//!  a real board (`/`)        sim (a board as files + its kernel model below the file layer)
+//! ```
+//!
+//! Everything above [`sysfs`] is the same code on a Jetson, on a tree given with `--root`
+//! and on a simulated board. [`runtime`] picks the runtime directory and knows the host's
+//! boot id; [`units`] parses and prints frequencies; [`reference`] finds the reference
+//! material tests use.
+
 pub mod board;
 pub mod cli;
 pub mod control;
 pub mod mode;
 pub mod nvpmodel;
 pub mod preset;
+pub mod reference;
 pub mod runtime;
 pub mod sim;
 pub mod sysfs;

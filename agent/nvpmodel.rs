@@ -684,13 +684,7 @@ GPU MAX_FREQ 306000000
     /// Loads a real NVIDIA conf from `$JPOWER_REFERENCE_DIR/nvpmodel` (default `../shared`);
     /// `None`, after saying so, when that directory is absent.
     fn reference(file: &str, test: &str) -> Option<NvpConfig> {
-        let root = std::env::var_os("JPOWER_REFERENCE_DIR").map(PathBuf::from);
-        let root = root.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-        let dir = root.join("nvpmodel");
-        if !dir.is_dir() {
-            eprintln!("reference dir absent: skipping {test}");
-            return None;
-        }
+        let dir = crate::reference::locate("nvpmodel", test)?;
         Some(NvpConfig::load(&dir.join(file)).unwrap_or_else(|e| panic!("{e}")))
     }
 

@@ -85,7 +85,7 @@ pub enum Restored {
     Nothing,
     /// The baseline is back; paths in the state file this board no longer has.
     Baseline {
-        switch: Switch,
+        switch: Box<Switch>,
         unknown: Vec<PathBuf>,
     },
 }
@@ -326,6 +326,9 @@ impl Controller {
         self.paths.remove()?;
         self.state = None;
         self.journal = None;
-        Ok(Restored::Baseline { switch, unknown })
+        Ok(Restored::Baseline {
+            switch: Box::new(switch),
+            unknown,
+        })
     }
 }

@@ -111,10 +111,11 @@ enum Attr {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A reading, in the driver's milli-units.
 enum Quantity {
-    MilliVolt,
-    MilliAmp,
-    MilliWatt,
+    Volt,
+    Amp,
+    Watt,
 }
 
 #[derive(Debug, Default)]
@@ -621,9 +622,9 @@ impl Driver for SimKernel {
             (Some(i), Some(q)) => {
                 let (mv, ma) = s.readings.get(i).map(|c| c[ch]).unwrap_or((0, 0));
                 match q {
-                    Quantity::MilliVolt => mv,
-                    Quantity::MilliAmp => ma,
-                    Quantity::MilliWatt => mv * ma / 1000,
+                    Quantity::Volt => mv,
+                    Quantity::Amp => ma,
+                    Quantity::Watt => mv * ma / 1000,
                 }
             }
             _ => s.gpu_load,
@@ -642,9 +643,9 @@ fn rail_file(driver: InaDriver, file: &str) -> Option<(Quantity, usize)> {
     match driver {
         InaDriver::Hwmon => {
             let (q, rest) = if let Some(r) = file.strip_prefix("curr") {
-                (Quantity::MilliAmp, r)
+                (Quantity::Amp, r)
             } else {
-                (Quantity::MilliVolt, file.strip_prefix("in")?)
+                (Quantity::Volt, file.strip_prefix("in")?)
             };
             let k = num(rest.strip_suffix("_input")?)?;
             (1..=3).contains(&k).then_some((q, k - 1))
@@ -652,9 +653,9 @@ fn rail_file(driver: InaDriver, file: &str) -> Option<(Quantity, usize)> {
         InaDriver::Iio => {
             let rest = file.strip_suffix("_input")?;
             for (prefix, q) in [
-                ("in_voltage", Quantity::MilliVolt),
-                ("in_current", Quantity::MilliAmp),
-                ("in_power", Quantity::MilliWatt),
+                ("in_voltage", Quantity::Volt),
+                ("in_current", Quantity::Amp),
+                ("in_power", Quantity::Watt),
             ] {
                 if let Some(k) = rest.strip_prefix(prefix).and_then(num) {
                     return (k < 3).then_some((q, k));
@@ -713,16 +714,16 @@ mod tests {
     fn rail_files_map_to_channels() {
         assert_eq!(
             rail_file(InaDriver::Hwmon, "in2_input"),
-            Some((Quantity::MilliVolt, 1))
+            Some((Quantity::Volt, 1))
         );
         assert_eq!(
             rail_file(InaDriver::Hwmon, "curr3_input"),
-            Some((Quantity::MilliAmp, 2))
+            Some((Quantity::Amp, 2))
         );
         assert_eq!(rail_file(InaDriver::Hwmon, "in7_input"), None);
         assert_eq!(
             rail_file(InaDriver::Iio, "in_power0_input"),
-            Some((Quantity::MilliWatt, 0))
+            Some((Quantity::Watt, 0))
         );
         assert_eq!(rail_file(InaDriver::Iio, "in_current2_trigger_input"), None);
     }

@@ -1,0 +1,193 @@
+//! The `jpower` binary: commands, JSON output, one-line errors, the README's claims.
+
+use crate::util::{self, jpower, json, ok, run};
+
+fn one_line_error(args: &[&str], needle: &str) {
+    let rt = util::runtime();
+    let out = run(jpower(rt.path()).args(args));
+    assert_eq!(out.status.code(), Some(1), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(
+        err.starts_with("jpower: error: ") && err.contains(needle),
+        "{args:?}: {err}"
+    );
+    assert!(!err.contains("panicked") && !err.contains("backtrace"));
+}
+
+#[test]
+fn errors_are_one_clear_line() {
+    let empty = tempfile::tempdir().unwrap();
+    let root = empty.path().to_str().unwrap();
+    one_line_error(&["--root", root, "status"], "is not a Jetson");
+    one_line_error(
+        &["--sim", "orin-agx", "set", "--gpu-freq", "1.3GHz"],
+        "nearest: 1236.75 MHz",
+    );
+    one_line_error(
+        &["--sim", "orin-agx", "set", "--cpu-freq", "fast"],
+        "invalid frequency",
+    );
+    one_line_error(&["--sim", "orin-agx", "set", "--cores", "13"], "12 CPUs");
+    one_line_error(&["--sim", "orin-agx", "set", "TURBO"], "MODE_15W (1)");
+    one_line_error(&["--sim", "orin-agx", "set"], "nothing to set");
+    one_line_error(&["--sim", "tx9", "status"], "unknown simulated board");
+}
+
+#[test]
+fn set_reports_changes_and_switch_time_and_restore_returns_exactly() {
+    let rt = util::runtime();
+    let sim = ["--sim", "orin-agx@r36", "--json"];
+    let before = json(&ok(jpower(rt.path()).args(sim).arg("status")))["knobs"].clone();
+    let set = json(&ok(jpower(rt.path()).args(sim).args([
+        "set",
+        "--cores",
+        "4",
+        "--cpu-freq",
+        "1.4208GHz",
+        "--gpu-freq",
+        "612MHz",
+        "--emc-freq",
+        "2133000000",
+    ])));
+    let changes = set["changes"].as_array().unwrap();
+    assert!(changes.len() >= 8, "{set}");
+    assert!(set["switch_us"].as_f64().unwrap() > 0.0);
+    assert!(
+        set["notes"].to_string().contains("cap"),
+        "EMC is reported as a cap: {set}"
+    );
+    let st = json(&ok(jpower(rt.path()).args(sim).arg("status")));
+    assert_eq!(st["gpu"]["cur_hz"], 612_000_000u64);
+    assert_eq!(st["clusters"][0]["max_khz"], 1_420_800u64);
+    assert_eq!(st["state"]["owner"]["kind"], "cli");
+    assert!(st["last_switch_us"].as_f64().is_some());
+    let snapped = json(&ok(jpower(rt.path()).args(sim).args([
+        "set",
+        "--gpu-freq",
+        "500MHz",
+        "--snap",
+    ])));
+    assert_eq!(
+        snapped["changes"][0]["to"], 510_000_000u64,
+        "500 MHz snaps to 510 MHz: {snapped}"
+    );
+    let r = json(&ok(jpower(rt.path()).args(sim).arg("restore")));
+    assert_eq!(r["restored"], true);
+    assert_eq!(
+        json(&ok(jpower(rt.path()).args(sim).arg("status")))["knobs"],
+        before
+    );
+    let again = ok(jpower(rt.path()).args(["--sim", "orin-agx@r36", "restore"]));
+    assert!(again.contains("nothing to restore"), "{again}");
+}
+
+#[test]
+fn modes_lists_presets_and_the_whole_space() {
+    let rt = util::runtime();
+    let m = json(&ok(
+        jpower(rt.path()).args(["--sim", "orin-agx", "--json", "modes", "--all"])
+    ));
+    assert_eq!(m["space"]["size"], 18_096);
+    assert_eq!(m["modes"].as_array().unwrap().len(), 18_096);
+    assert_eq!(m["presets"]["default_id"], 2);
+    let text = ok(jpower(rt.path()).args(["--sim", "orin-agx", "modes"]));
+    assert!(
+        text.contains("MODE_30W") && text.contains("(default)") && text.contains("18096 modes"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_exported_tree_works_with_root() {
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    ok(jpower(rt.path())
+        .args(["sim", "export", "xavier-agx"])
+        .arg(&tree));
+    let st = json(&ok(jpower(rt.path())
+        .arg("--root")
+        .arg(&tree)
+        .args(["--json", "status"])));
+    assert_eq!(st["simulated"], false);
+    assert_eq!(st["board"]["soc"], "t194");
+    assert_eq!(st["rails"].as_array().unwrap().len(), 6);
+    // A plain tree accepts any write: jpower's own ordering and read-back still apply.
+    ok(jpower(rt.path())
+        .arg("--root")
+        .arg(&tree)
+        .args(["set", "MODE_10W"]));
+    ok(jpower(rt.path()).arg("--root").arg(&tree).arg("restore"));
+    let again = json(&ok(jpower(rt.path())
+        .arg("--root")
+        .arg(&tree)
+        .args(["--json", "status"])));
+    assert_eq!(again["knobs"], st["knobs"]);
+    let out = run(jpower(rt.path()).args(["sim", "export", "nano"]).arg(&tree));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "export refuses a non-empty directory"
+    );
+}
+
+#[test]
+fn demo_switches_modes_and_the_rails_respond() {
+    let rt = util::runtime();
+    let d = json(&ok(jpower(rt.path()).args(["--json", "demo"])));
+    let tour = d["tour"].as_array().unwrap();
+    assert!(tour.len() >= 4, "{d}");
+    let power = |name: &str| {
+        tour.iter().find(|r| r["mode"] == name).unwrap()["module_mw"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        power("highest pinned") > 3 * power("lowest pinned"),
+        "{tour:?}"
+    );
+    assert!(power("MAXN") > power("MODE_15W"));
+    // The demo leaves the board as it found it.
+    let st = json(&ok(
+        jpower(rt.path()).args(["--sim", "orin-agx", "--json", "status"])
+    ));
+    assert!(st["state"].is_null());
+}
+
+#[test]
+fn bench_switch_quick_prints_the_ratio() {
+    let rt = util::runtime();
+    let b = json(&ok(jpower(rt.path()).args([
+        "--json",
+        "bench",
+        "switch",
+        "--quick",
+        "--iterations",
+        "200",
+    ])));
+    assert!(b["ratio"].as_f64().unwrap() > 0.0, "{b}");
+    assert!(b["raw_ns"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn the_readme_documents_every_command() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let help = ok(std::process::Command::new(env!("CARGO_BIN_EXE_jpower")).arg("--help"));
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 7, "{help}");
+    for c in commands {
+        assert!(
+            readme.contains(&format!("jpower {c}")),
+            "README does not document `jpower {c}`"
+        );
+    }
+}

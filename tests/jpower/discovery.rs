@@ -1,0 +1,203 @@
+//! Discovery on every simulated board's exported tree (both L4T semantics) and on the
+//! reference trees of real boards.
+
+use crate::util;
+use jpower::board::rails::RailRole;
+use jpower::board::{Board, EmcTableSource, Soc};
+use jpower::mode::ModeSpace;
+use jpower::sim::spec::BOARDS;
+use jpower::sysfs::Root;
+
+#[test]
+fn every_simulated_board_is_discovered_from_its_exported_tree() {
+    for spec in BOARDS {
+        let dir = tempfile::tempdir().unwrap();
+        jpower::sim::export(&spec.id(), dir.path()).unwrap();
+        let b = Board::discover(Root::host(dir.path())).unwrap();
+        let id = spec.id();
+        assert_eq!(b.identity.model, spec.model, "{id}");
+        assert_eq!(b.cpu_count(), spec.cpus(), "{id}");
+        assert_eq!(b.clusters.len(), spec.clusters.len(), "{id}");
+        assert_eq!(b.clusters[0].table_hz.len(), spec.cpu_khz.len(), "{id}");
+        let gpu = b.gpu.as_ref().unwrap_or_else(|| panic!("{id}: no GPU"));
+        assert_eq!(gpu.table_hz, spec.gpu.table_hz, "{id}");
+        assert!(gpu.devfreq.ends_with(spec.gpu.devfreq), "{id}");
+        let emc = b.emc.as_ref().unwrap();
+        assert_eq!(emc.table_hz, spec.emc.table_hz, "{id}: EMC table");
+        let labels: Vec<&str> = spec
+            .ina
+            .iter()
+            .flat_map(|i| i.channels.iter())
+            .map(|c| c.label)
+            .filter(|l| *l != "NC")
+            .collect();
+        let found: Vec<&str> = b.rails.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(found, labels, "{id}");
+        assert!(!b.totals.module.is_empty(), "{id}");
+        assert!(b.knobs.iter().all(|k| k.writable), "{id}");
+        assert_eq!(
+            b.identity.l4t_major,
+            Some(spec.release.tag()[1..].parse().unwrap())
+        );
+    }
+}
+
+#[test]
+fn orin_agx_r35_mode_space_is_powertrains() {
+    let dir = tempfile::tempdir().unwrap();
+    jpower::sim::export("orin-agx", dir.path()).unwrap();
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    assert_eq!(ModeSpace::of(&b).len(), 18_096);
+}
+
+#[test]
+fn a_tree_without_a_tegra_soc_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Board::discover(Root::host(dir.path()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is not a Jetson") && e.contains("--sim"), "{e}");
+}
+
+#[test]
+fn missing_parts_are_warnings_not_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    jpower::sim::export("orin-agx@r36", dir.path()).unwrap();
+    std::fs::remove_file(dir.path().join("sys/kernel/nvpmodel_clk_cap/emc")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("sys/class/devfreq")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("sys/bus/i2c")).unwrap();
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    // The GPU is still found through nvgpu's gpu.0 alias.
+    assert!(b.gpu.is_some());
+    assert!(b.emc.is_none());
+    assert!(b.rails.is_empty());
+    assert!(
+        b.warnings.iter().any(|w| w.contains("EMC")),
+        "{:?}",
+        b.warnings
+    );
+    assert!(
+        b.warnings.iter().any(|w| w.contains("rails")),
+        "{:?}",
+        b.warnings
+    );
+}
+
+#[test]
+fn device_link_cycles_do_not_loop_discovery() {
+    let dir = tempfile::tempdir().unwrap();
+    jpower::sim::export("orin-agx@r36", dir.path()).unwrap();
+    // Real sysfs: the i2c device links back to its parent through `subsystem`/`device`.
+    let dev = dir
+        .path()
+        .join("sys/devices/platform/bus@0/c240000.i2c/i2c-1/1-0040");
+    std::os::unix::fs::symlink("..", dev.join("device")).unwrap();
+    std::os::unix::fs::symlink("../../..", dev.join("hwmon/hwmon3/subsystem")).unwrap();
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    assert_eq!(b.rails.len(), 4);
+}
+
+fn reference_board(name: &str, test: &str) -> Option<(tempfile::TempDir, Board)> {
+    let dir = util::reference_tree(name, test)?;
+    let board = Board::discover(Root::host(dir.path())).unwrap();
+    Some((dir, board))
+}
+
+#[test]
+fn reference_orin_agx_r36() {
+    let Some((_tree, b)) = reference_board("orin-agx-r36", "reference_orin_agx_r36") else {
+        return;
+    };
+    assert_eq!(b.identity.model, "NVIDIA Jetson AGX Orin Developer Kit");
+    assert_eq!(b.identity.soc, Soc::T234);
+    assert_eq!(b.identity.l4t_major, Some(36));
+    assert_eq!(b.identity.module.as_deref(), Some("p3701-0000"));
+    assert_eq!(b.cpu_count(), 12);
+    let policies: Vec<usize> = b.clusters.iter().map(|c| c.policy).collect();
+    assert_eq!(policies, [0, 4, 8]);
+    assert_eq!(b.clusters[2].cpus, [8, 9, 10, 11]);
+    assert_eq!(b.clusters[0].table_hz.last(), Some(&2_201_600_000));
+    let gpu = b.gpu.as_ref().unwrap();
+    assert_eq!(
+        gpu.devfreq.to_str(),
+        Some("/sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu")
+    );
+    assert_eq!(gpu.table_hz.len(), 11);
+    assert_eq!(gpu.table_hz[0], 306_000_000);
+    assert_eq!(gpu.governor, "nvhost_podgov");
+    let emc = b.emc.as_ref().unwrap();
+    assert_eq!(
+        b.knobs[emc.cap].path.to_str(),
+        Some("/sys/kernel/nvpmodel_clk_cap/emc")
+    );
+    assert_eq!(emc.table_source, EmcTableSource::SocTableDebugfsLimited);
+    assert_eq!(emc.table_hz.last(), Some(&3_199_000_000));
+    assert_eq!(emc.uncapped_raw(), 3_199_000_000);
+    let rails: Vec<(&str, RailRole)> = b.rails.iter().map(|r| (r.label.as_str(), r.role)).collect();
+    assert_eq!(
+        rails,
+        [
+            ("VDD_GPU_SOC", RailRole::Module),
+            ("VDD_CPU_CV", RailRole::Module),
+            ("VIN_SYS_5V0", RailRole::Carrier),
+            ("VDDQ_VDD2_1V8AO", RailRole::Module),
+        ]
+    );
+    // 19864 mV x 180 mA, as the reference tree's illustrative reading.
+    assert_eq!(b.rails[0].read_mw().unwrap(), 19864 * 180 / 1000);
+    assert_eq!(
+        b.totals.module_names(&b.rails),
+        ["VDD_GPU_SOC", "VDD_CPU_CV", "VDDQ_VDD2_1V8AO"]
+    );
+    assert_eq!(b.totals.input, None);
+    assert_eq!(b.knobs.len(), 12 + 6 + 2 + 1);
+}
+
+#[test]
+fn reference_xavier_agx_r32() {
+    let Some((_tree, b)) = reference_board("xavier-agx-r32", "reference_xavier_agx_r32") else {
+        return;
+    };
+    assert_eq!(b.identity.soc, Soc::T194);
+    assert_eq!(b.identity.l4t_major, Some(32));
+    assert_eq!(b.cpu_count(), 8);
+    assert_eq!(b.clusters.len(), 4);
+    let gpu = b.gpu.as_ref().unwrap();
+    assert_eq!(gpu.dir.to_str(), Some("/sys/devices/17000000.gv11b"));
+    assert_eq!(gpu.table_hz.len(), 14);
+    let emc = b.emc.as_ref().unwrap();
+    assert_eq!(
+        b.knobs[emc.cap].path.to_str(),
+        Some("/sys/kernel/nvpmodel_emc_cap/emc_iso_cap")
+    );
+    assert_eq!(emc.uncapped_raw(), 0);
+    let labels: Vec<&str> = b.rails.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"]);
+    assert!(b.rails.iter().all(|r| r.driver == "ina3221x"));
+    assert_eq!(b.rails[0].read_mw().unwrap(), 1144);
+    assert_eq!(b.totals.module.len(), 5);
+}
+
+#[test]
+fn reference_nano_r32() {
+    let Some((_tree, b)) = reference_board("nano-r32", "reference_nano_r32") else {
+        return;
+    };
+    assert_eq!(b.identity.soc, Soc::T210);
+    assert_eq!(b.cpu_count(), 4);
+    assert_eq!(b.clusters.len(), 1);
+    assert_eq!(b.clusters[0].table_hz.len(), 15);
+    let gpu = b.gpu.as_ref().unwrap();
+    assert!(gpu.devfreq.ends_with("57000000.gpu"));
+    assert_eq!(gpu.table_hz.last(), Some(&921_600_000));
+    let labels: Vec<&str> = b.rails.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["POM_5V_IN", "POM_5V_GPU", "POM_5V_CPU"]);
+    assert_eq!(b.totals.input, Some(0));
+    assert_eq!(b.totals.module, [0]);
+    assert_eq!(b.rails[1].role, RailRole::Sub);
+    // No debugfs bpmp clock on t210: the SoC table up to the module's 1600 MHz.
+    assert_eq!(
+        b.emc.as_ref().unwrap().table_source,
+        EmcTableSource::SocTable
+    );
+}

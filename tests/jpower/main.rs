@@ -1,0 +1,9 @@
+//! jpower's integration tests: one binary driving the library and the real `jpower`
+//! binary against simulated boards, exported trees and (when present) the reference
+//! material in `../shared`.
+
+mod cli;
+mod discovery;
+mod nvpmodel;
+mod switching;
+mod util;

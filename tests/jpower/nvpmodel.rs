@@ -1,0 +1,204 @@
+//! nvpmodel import: project-written fixtures, malformed files with file:line errors, and
+//! the real NVIDIA files of the reference directory mapped onto boards by kind.
+
+use crate::util;
+use jpower::board::Board;
+use jpower::mode::{EmcLimit, Range};
+use jpower::preset::Presets;
+use jpower::sysfs::Root;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nvpmodel")
+        .join(name)
+}
+
+fn exported(id: &str) -> (tempfile::TempDir, Board) {
+    let dir = tempfile::tempdir().unwrap();
+    jpower::sim::export(id, dir.path()).unwrap();
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    (dir, b)
+}
+
+#[test]
+fn r35_paths_map_onto_an_r36_layout_by_kind() {
+    // The fixture names 17000000.ga10b paths; the r36 board's GPU is 17000000.gpu.
+    let (_d, b) = exported("orin-agx@r36");
+    let p = Presets::load(&fixture("orin-style.conf"), &b).unwrap();
+    assert_eq!(p.default_id, 1);
+    let fast = p.find("fast").unwrap();
+    assert_eq!(fast.mode.online_cpus.as_ref().unwrap().len(), 12);
+    assert_eq!(
+        fast.mode.gpu,
+        Some(Range {
+            min_hz: 306_000_000,
+            max_hz: 1_300_500_000
+        })
+    );
+    assert_eq!(fast.mode.emc, Some(EmcLimit::Uncapped));
+    assert_eq!(
+        fast.mode.cpu[0],
+        Some(Range {
+            min_hz: 729_600_000,
+            max_hz: 2_201_600_000
+        })
+    );
+    assert_eq!(fast.mode.cpu[2], None, "CPU_A78_2 is not in the file");
+    let skipped: Vec<&str> = fast.skipped.iter().map(|s| s.param.as_str()).collect();
+    assert_eq!(skipped, ["TPC_POWER_GATING", "DLA0_CORE"]);
+    assert!(fast.skipped[0].why.contains("reboot"));
+
+    let slow = p.find("1").unwrap();
+    assert_eq!(slow.mode.online_cpus, Some(vec![0]));
+    // 1200000 kHz is no table entry: nvpmodel takes the largest entry below it.
+    assert_eq!(
+        slow.mode.cpu[0],
+        Some(Range {
+            min_hz: 729_600_000,
+            max_hz: 1_190_400_000
+        })
+    );
+    assert!(
+        slow.snapped
+            .iter()
+            .any(|s| s.contains("1200000 -> 1190400")),
+        "{:?}",
+        slow.snapped
+    );
+    assert_eq!(slow.mode.gpu.unwrap().max_hz, 408_000_000);
+    assert_eq!(slow.mode.emc, Some(EmcLimit::CapHz(665_600_000)));
+    let e = p.find("nope").unwrap_err().to_string();
+    assert!(e.contains("FAST (0), SLOW (1)"), "{e}");
+}
+
+#[test]
+fn malformed_files_report_file_and_line_through_the_cli() {
+    let rt = util::runtime();
+    for (file, line, what) in [
+        ("truncated-block.conf", 3, "not closed"),
+        ("unknown-param.conf", 5, "DLA"),
+        ("bad-number.conf", 5, "13O0500000"),
+    ] {
+        let out = util::run(
+            util::jpower(rt.path())
+                .args(["--sim", "orin-agx", "modes", "--nvpmodel"])
+                .arg(fixture(file)),
+        );
+        assert_eq!(out.status.code(), Some(1), "{file}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(err.contains(&format!("{file}:{line}:")), "{file}: {err}");
+        assert!(err.contains(what), "{file}: {err}");
+    }
+}
+
+#[test]
+fn simulated_boards_presets_come_from_their_nvpmodel_file() {
+    for spec in jpower::sim::spec::BOARDS {
+        let (dir, b) = exported(&spec.id());
+        let p = Presets::load(&dir.path().join("etc/nvpmodel.conf"), &b).unwrap();
+        assert_eq!(p.presets.len(), spec.presets.len(), "{}", spec.id());
+        assert_eq!(p.default_id, spec.default_preset);
+        for (pr, ps) in p.presets.iter().zip(spec.presets) {
+            assert_eq!(pr.name, ps.name);
+            assert_eq!(
+                pr.mode.online_cpus.as_ref().unwrap().len(),
+                ps.cores,
+                "{} {}",
+                spec.id(),
+                pr.name
+            );
+        }
+    }
+}
+
+fn reference_import(conf: &str, board: &str, test: &str) -> Option<Presets> {
+    let confs = util::reference("nvpmodel", test)?;
+    let tree = util::reference_tree(board, test)?;
+    let b = Board::discover(Root::host(tree.path())).unwrap();
+    Some(Presets::load(&confs.join(conf), &b).unwrap_or_else(|e| panic!("{e}")))
+}
+
+#[test]
+fn reference_p3701_conf_on_the_orin_r36_tree() {
+    let Some(p) = reference_import(
+        "nvpmodel_p3701_0000.conf",
+        "orin-agx-r36",
+        "reference_p3701_conf_on_the_orin_r36_tree",
+    ) else {
+        return;
+    };
+    let names: Vec<&str> = p.presets.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["MAXN", "MODE_15W", "MODE_30W", "MODE_50W"]);
+    assert_eq!(p.default_id, 2);
+    let maxn = p.find("MAXN").unwrap();
+    assert_eq!(
+        maxn.mode.cpu[0],
+        Some(Range {
+            min_hz: 729_600_000,
+            max_hz: 2_201_600_000
+        })
+    );
+    assert_eq!(
+        maxn.mode.gpu,
+        Some(Range {
+            min_hz: 306_000_000,
+            max_hz: 1_300_500_000
+        })
+    );
+    assert_eq!(maxn.mode.emc, Some(EmcLimit::Uncapped));
+    let m15 = p.find("MODE_15W").unwrap();
+    assert_eq!(m15.mode.online_cpus, Some(vec![0, 1, 2, 3]));
+    assert_eq!(m15.mode.gpu.unwrap().max_hz, 408_000_000);
+    assert_eq!(m15.mode.emc, Some(EmcLimit::CapHz(2_133_000_000)));
+    assert_eq!(m15.mode.cpu[0].unwrap().max_hz, 1_113_600_000);
+    let skipped: std::collections::BTreeSet<&str> =
+        m15.skipped.iter().map(|s| s.param.as_str()).collect();
+    for p in [
+        "TPC_POWER_GATING",
+        "DLA0_CORE",
+        "PVA0_VPS",
+        "GPU_POWER_CONTROL_ENABLE",
+    ] {
+        assert!(skipped.contains(p), "{p} not skipped: {skipped:?}");
+    }
+}
+
+#[test]
+fn reference_t194_conf_on_the_xavier_tree() {
+    let Some(p) = reference_import(
+        "nvpmodel_t194.conf",
+        "xavier-agx-r32",
+        "reference_t194_conf_on_the_xavier_tree",
+    ) else {
+        return;
+    };
+    assert_eq!(p.presets.len(), 8);
+    let m10 = p.find("MODE_10W").unwrap();
+    assert_eq!(m10.mode.online_cpus.as_ref().map(Vec::len), Some(2));
+    // 1200000 kHz reads back as 1190400 on a real Xavier: the table entry below.
+    assert_eq!(m10.mode.cpu[0].unwrap().max_hz, 1_190_400_000);
+    assert_eq!(m10.mode.emc, Some(EmcLimit::CapHz(1_065_600_000)));
+}
+
+#[test]
+fn reference_t186_conf_parses_and_maps_what_it_can() {
+    let Some(dir) = util::reference(
+        "nvpmodel",
+        "reference_t186_conf_parses_and_maps_what_it_can",
+    ) else {
+        return;
+    };
+    // No TX2 tree: map onto the Xavier layout, which shares cpufreq and devfreq kinds.
+    let (_d, b) = exported("xavier-agx");
+    let p = Presets::load(&dir.join("nvpmodel_t186.conf"), &b).unwrap();
+    let names: Vec<&str> = p.presets.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["MAXN", "MAXQ", "MAXP_CORE_ALL", "MAXP_CORE_ARM"]);
+    let maxq = p.find("MAXQ").unwrap();
+    let online = maxq.mode.online_cpus.as_ref().unwrap();
+    assert!(
+        !online.contains(&1) && !online.contains(&2),
+        "Denver cores offline: {online:?}"
+    );
+}

@@ -1,0 +1,319 @@
+//! Mode switching on simulated boards: property tests over mode sequences, a failure
+//! injected at every write position, crash recovery, owners that die, read-only knobs.
+
+use crate::util;
+use jpower::board::Board;
+use jpower::control::plan::{self, Values};
+use jpower::control::state::{Owner, OwnerKind};
+use jpower::control::{ControlError, Controller, Restored, Rollback};
+use jpower::mode::{Mode, ModeSpace};
+use jpower::preset::Presets;
+use jpower::sim::kernel::Fault;
+use jpower::sim::SimBoard;
+use proptest::prelude::*;
+use std::path::Path;
+
+fn open(id: &str, rt: &Path) -> (SimBoard, Controller) {
+    open_as(id, rt, Owner::cli())
+}
+
+fn open_as(id: &str, rt: &Path, owner: Owner) -> (SimBoard, Controller) {
+    let sim = SimBoard::open(id, rt).unwrap();
+    let board = Board::discover(sim.root()).unwrap();
+    (sim, Controller::open(board, rt, owner).unwrap())
+}
+
+fn values(c: &Controller) -> Values {
+    c.board().read_knobs().unwrap().into_iter().collect()
+}
+
+/// Every (min, max) pair of the board holds min <= max in `v`.
+fn ordered(b: &Board, v: &Values) -> bool {
+    let pairs = b
+        .clusters
+        .iter()
+        .map(|c| (c.min, c.max))
+        .chain(b.gpu.iter().map(|g| (g.min, g.max)));
+    pairs.into_iter().all(|(mn, mx)| v[mn] <= v[mx])
+}
+
+/// Checks the plan keeps min <= max after every single write.
+fn assert_plan_ordered(b: &Board, from: &Values, to: &Values) {
+    let mut v = from.clone();
+    for s in plan::plan(b, from, to).iter() {
+        v[s.knob] = s.value;
+        assert!(
+            ordered(b, &v),
+            "min above max after writing {} to {}",
+            s.value,
+            b.knobs[s.knob].path.display()
+        );
+    }
+}
+
+fn presets(c: &Controller) -> Vec<Mode> {
+    let conf = c.board().root.path("/etc/nvpmodel.conf");
+    Presets::load(&conf, c.board())
+        .unwrap()
+        .presets
+        .into_iter()
+        .map(|p| p.mode)
+        .collect()
+}
+
+const BOARDS: &[&str] = &[
+    "orin-agx",
+    "orin-agx@r36",
+    "xavier-agx",
+    "xavier-nx",
+    "nano",
+    "orin-nano",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_sequence_of_valid_modes_lands_exactly(board in 0..BOARDS.len(), picks in prop::collection::vec(any::<u32>(), 1..6)) {
+        let rt = util::runtime();
+        let (_sim, mut c) = open(BOARDS[board], rt.path());
+        let space = ModeSpace::of(c.board());
+        let presets = presets(&c);
+        let initial = values(&c);
+        for pick in picks {
+            let mode = if pick % 4 == 0 {
+                presets[(pick as usize / 4) % presets.len()].clone()
+            } else {
+                space.get(pick as usize % space.len()).unwrap().to_mode(c.board())
+            };
+            let before = c.current().clone();
+            let want = plan::target(c.board(), &mode, &before).unwrap();
+            assert_plan_ordered(c.board(), &before, &want);
+            c.apply(&mode).unwrap();
+            let now = values(&c);
+            prop_assert_eq!(&now, &want, "{}: files differ from the request", BOARDS[board]);
+            prop_assert_eq!(c.current(), &now);
+        }
+        c.restore().unwrap();
+        prop_assert_eq!(values(&c), initial);
+    }
+}
+
+#[test]
+fn pinned_clocks_run_at_the_pinned_frequency() {
+    let rt = util::runtime();
+    for id in BOARDS {
+        let (_sim, mut c) = open(id, rt.path());
+        let space = ModeSpace::of(c.board());
+        let m = space.get(space.len() / 2).unwrap();
+        c.apply(&m.to_mode(c.board())).unwrap();
+        assert_eq!(
+            c.board().clusters[0].cur.read_u64().unwrap() * 1000,
+            m.cpu_hz,
+            "{id}"
+        );
+        assert_eq!(
+            c.board().gpu.as_ref().unwrap().cur.read_u64().unwrap(),
+            m.gpu_hz,
+            "{id}"
+        );
+        c.restore().unwrap();
+    }
+}
+
+#[test]
+fn a_failure_at_every_write_position_rolls_back_exactly() {
+    for id in ["xavier-agx", "orin-agx", "orin-agx@r36"] {
+        let rt = util::runtime();
+        let (sim, mut c) = open(id, rt.path());
+        let space = ModeSpace::of(c.board());
+        let low = space.get(0).unwrap().to_mode(c.board());
+        let high = space.get(space.len() - 1).unwrap().to_mode(c.board());
+        for (from, to) in [(&low, &high), (&high, &low)] {
+            c.apply(from).unwrap();
+            let prior = values(&c);
+            let n = plan::plan(
+                c.board(),
+                &prior,
+                &plan::target(c.board(), to, &prior).unwrap(),
+            )
+            .len();
+            assert!(n > 5, "{id}: a switch of {n} writes is too small a test");
+            for k in 1..=n as u64 {
+                sim.inject(Fault::FailWrite {
+                    n: k,
+                    errno: libc::EIO,
+                });
+                let err = c.apply(to).unwrap_err();
+                assert!(
+                    matches!(
+                        err,
+                        ControlError::Failed {
+                            rollback: Rollback::Done(_),
+                            ..
+                        }
+                    ),
+                    "{id} write {k}: {err}"
+                );
+                let msg = err.to_string();
+                assert!(
+                    msg.contains("Input/output error (EIO)") && msg.contains("failed to write"),
+                    "{msg}"
+                );
+                assert_eq!(
+                    values(&c),
+                    prior,
+                    "{id}: failure at write {k} of {n} left the board changed"
+                );
+                assert_eq!(c.current(), &prior);
+            }
+            c.apply(to).unwrap();
+        }
+        c.restore().unwrap();
+    }
+}
+
+#[test]
+fn l4t32_rejects_min_above_max_and_the_planner_never_asks() {
+    let rt = util::runtime();
+    let (_sim, c) = open("xavier-agx", rt.path());
+    let b = c.board();
+    let gpu = b.gpu.as_ref().unwrap();
+    // The kernel model: a min above the current max is EINVAL on L4T 32.
+    let err = b.knobs[gpu.min]
+        .attr
+        .write_u64(gpu.table_hz[gpu.table_hz.len() - 1] + 1)
+        .unwrap_err();
+    assert_eq!(err.errno(), Some(libc::EINVAL), "{err}");
+    drop(c);
+    let (_sim, c) = open("orin-agx", rt.path());
+    let b = c.board();
+    let g = b.gpu.as_ref().unwrap();
+    // L4T 35 clamps instead: the write succeeds and min reads back as max.
+    let max = b.knobs[g.max].attr.read_u64().unwrap();
+    b.knobs[g.max].attr.write_u64(g.table_hz[0]).unwrap();
+    b.knobs[g.min].attr.write_u64(max).unwrap();
+    assert_eq!(b.knobs[g.min].attr.read_u64().unwrap(), g.table_hz[0]);
+}
+
+#[test]
+fn cpu0_never_goes_offline() {
+    let rt = util::runtime();
+    let (_sim, mut c) = open("orin-agx", rt.path());
+    let mode = Mode {
+        online_cpus: Some(vec![1, 2]),
+        ..Mode::default()
+    };
+    let e = c.apply(&mode).unwrap_err().to_string();
+    assert!(e.contains("cpu0"), "{e}");
+    let k = c.board().cpus[0].1.unwrap();
+    let err = c.board().knobs[k].attr.write_u64(0).unwrap_err();
+    assert_eq!(err.errno(), Some(libc::EBUSY));
+}
+
+#[test]
+fn a_dead_lease_owner_is_a_crash_and_the_next_start_restores() {
+    let rt = util::runtime();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let owner = Owner {
+        kind: OwnerKind::Lease,
+        pid: dead,
+        name: "test client".into(),
+    };
+    let (_sim, mut c) = open_as("orin-agx", rt.path(), owner);
+    let baseline = values(&c);
+    let space = ModeSpace::of(c.board());
+    c.apply(&space.get(7).unwrap().to_mode(c.board())).unwrap();
+    assert_ne!(values(&c), baseline);
+    drop(c);
+    let (_sim, c) = open("orin-agx", rt.path());
+    assert_eq!(values(&c), baseline);
+    assert!(c.state().is_none());
+    assert!(
+        c.recovered().iter().any(|r| r.contains("died")),
+        "{:?}",
+        c.recovered()
+    );
+}
+
+#[test]
+fn state_from_an_earlier_boot_is_discarded() {
+    let rt = util::runtime();
+    let (_sim, mut c) = open("nano", rt.path());
+    c.apply(&ModeSpace::of(c.board()).get(3).unwrap().to_mode(c.board()))
+        .unwrap();
+    let key = c.board().key();
+    drop(c);
+    let path = rt.path().join("state").join(format!("{key}.json"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut st: serde_json::Value = serde_json::from_str(&text).unwrap();
+    st["boot_id"] = "an-earlier-boot".into();
+    std::fs::write(&path, st.to_string()).unwrap();
+    let (_sim, mut c) = open("nano", rt.path());
+    assert!(c.state().is_none());
+    assert!(c.recovered().iter().any(|r| r.contains("earlier boot")));
+    assert!(matches!(c.restore().unwrap(), Restored::Nothing));
+}
+
+#[test]
+fn a_read_only_knob_fails_before_any_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let rt = util::runtime();
+    let sim = SimBoard::open("orin-agx", rt.path()).unwrap();
+    let max = sim
+        .root()
+        .path("/sys/devices/platform/17000000.ga10b/devfreq/17000000.ga10b/max_freq");
+    std::fs::set_permissions(&max, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let board = Board::discover(sim.root()).unwrap();
+    assert!(
+        board.warnings.iter().any(|w| w.contains("read-only")),
+        "{:?}",
+        board.warnings
+    );
+    let mut c = Controller::open(board, rt.path(), Owner::cli()).unwrap();
+    let before = values(&c);
+    let mode = ModeSpace::of(c.board()).get(0).unwrap().to_mode(c.board());
+    let e = c.apply(&mode).unwrap_err().to_string();
+    assert!(
+        e.contains("no write permission") && e.contains("max_freq"),
+        "{e}"
+    );
+    assert_eq!(values(&c), before);
+    assert!(
+        c.state().is_none(),
+        "no baseline is saved for a switch that cannot start"
+    );
+}
+
+#[test]
+fn a_set_killed_between_two_writes_is_rolled_back_by_the_next_command() {
+    let rt = util::runtime();
+    let status = |rt: &Path| {
+        util::json(&util::ok(
+            util::jpower(rt).args(["--sim", "orin-agx", "--json", "status"]),
+        ))
+    };
+    let before = status(rt.path())["knobs"].clone();
+    let out = util::run(
+        util::jpower(rt.path())
+            .env("JPOWER_SIM_FAULT", "abort-after-writes=3")
+            .args(["--sim", "orin-agx", "set", "MODE_15W"]),
+    );
+    assert!(!out.status.success(), "the set should have been killed");
+    let after = status(rt.path());
+    assert!(
+        after["recovered"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap().contains("unfinished switch")),
+        "{}",
+        after["recovered"]
+    );
+    assert_eq!(after["knobs"], before);
+    // The board is back where it was; the baseline is still held for `restore`.
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "restore"]));
+    assert_eq!(status(rt.path())["knobs"], before);
+}

@@ -1,0 +1,88 @@
+//! Helpers shared by the integration tests: temporary runtime directories, the jpower
+//! binary, and the reference directory (skipped with a notice when absent).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh runtime directory, removed when dropped.
+pub fn runtime() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+/// The jpower binary with `--runtime-dir dir` and a clean environment.
+pub fn jpower(runtime: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_jpower"));
+    c.arg("--runtime-dir").arg(runtime);
+    c.env_remove("JPOWER_RUNTIME_DIR")
+        .env_remove("JPOWER_SIM_FAULT");
+    c
+}
+
+/// Runs and returns stdout, failing the test with stderr if the command failed.
+pub fn ok(c: &mut Command) -> String {
+    let out = c.output().expect("run jpower");
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}\n{}",
+        c,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Runs and returns the output, whatever the status.
+pub fn run(c: &mut Command) -> Output {
+    c.output().expect("run jpower")
+}
+
+/// Parses a `--json` stdout.
+pub fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("bad JSON ({e}): {s}"))
+}
+
+/// The reference directory's `sub`, or `None` after a notice that `test` was skipped.
+pub fn reference(sub: &str, test: &str) -> Option<PathBuf> {
+    jpower::reference::locate(sub, test)
+}
+
+/// A reference board tree, copied into a temp dir with its links made real.
+///
+/// The shared reference copy stores each symlink as a plain file holding the link's
+/// target (no trailing newline; every sysfs attribute ends in `\n` or `\0`). Real links
+/// in a faithful copy are kept as they are.
+pub fn reference_tree(name: &str, test: &str) -> Option<tempfile::TempDir> {
+    let src = reference(&format!("boards/{name}"), test)?;
+    let dst = tempfile::tempdir().expect("temp dir");
+    copy_tree(&src, dst.path());
+    Some(dst)
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        let meta = std::fs::symlink_metadata(&from).unwrap();
+        if meta.file_type().is_symlink() {
+            symlink(std::fs::read_link(&from).unwrap(), &to).unwrap();
+        } else if meta.is_dir() {
+            copy_tree(&from, &to);
+        } else {
+            let bytes = std::fs::read(&from).unwrap();
+            match bytes.last() {
+                Some(b'\n') | Some(0) | None => {
+                    std::fs::write(&to, &bytes).unwrap();
+                    let mode = meta.permissions().mode() & 0o777;
+                    // Keep the kernel's mode, but let the test's owner replace contents.
+                    std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode | 0o200))
+                        .unwrap();
+                }
+                Some(_) => symlink(String::from_utf8(bytes).unwrap(), &to).unwrap(),
+            }
+        }
+    }
+}
