@@ -34,4 +34,5 @@ pub mod reference;
 pub mod runtime;
 pub mod sim;
 pub mod sysfs;
+pub mod telemetry;
 pub mod units;

@@ -231,6 +231,16 @@ pub struct Attr {
 }
 
 impl Attr {
+    /// The same attribute on a duplicated descriptor (another thread's own handle).
+    pub fn try_clone(&self) -> io::Result<Attr> {
+        Ok(Attr {
+            path: self.path.clone(),
+            file: self.file.try_clone()?,
+            hook: self.hook.clone(),
+            truncate: self.truncate,
+        })
+    }
+
     /// The absolute path this attribute was opened at.
     pub fn path(&self) -> &Path {
         &self.path

@@ -21,7 +21,7 @@ pub mod rails;
 use crate::sysfs::{parse_cpu_list, Attr, Root, SysfsError};
 use crate::units::FreqUnit;
 use paths::Uncapped;
-use rails::{Rail, Totals};
+use rails::{InaChip, Rail, Totals};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -123,6 +123,9 @@ pub enum KnobKind {
     GpuMax,
     /// The nvpmodel EMC cap.
     EmcCap,
+    /// INA3221 hwmon `samples` (averaging) and `update_interval` of chip N.
+    InaSamples(usize),
+    InaUpdateInterval(usize),
 }
 
 /// A writable attribute jpower may touch, opened once.
@@ -209,6 +212,7 @@ pub struct Board {
     pub clusters: Vec<Cluster>,
     pub gpu: Option<Gpu>,
     pub emc: Option<Emc>,
+    pub ina: Vec<InaChip>,
     pub rails: Vec<Rail>,
     pub totals: Totals,
     pub knobs: Vec<Knob>,
@@ -227,6 +231,7 @@ impl Board {
             clusters: Vec::new(),
             gpu: None,
             emc: None,
+            ina: Vec::new(),
             rails: Vec::new(),
             totals: Totals::default(),
             knobs: Vec::new(),
@@ -235,7 +240,21 @@ impl Board {
         b.discover_cpus();
         b.gpu = b.discover_gpu();
         b.emc = b.discover_emc();
-        b.rails = rails::discover(&b.root, &mut b.warnings);
+        (b.ina, b.rails) = rails::discover(&b.root, &mut b.warnings);
+        for (i, chip) in b.ina.clone().iter().enumerate() {
+            if chip.driver == "ina3221" {
+                b.add_knob(
+                    KnobKind::InaSamples(i),
+                    &format!("{}/samples", chip.dir),
+                    None,
+                );
+                b.add_knob(
+                    KnobKind::InaUpdateInterval(i),
+                    &format!("{}/update_interval", chip.dir),
+                    None,
+                );
+            }
+        }
         if b.rails.is_empty() {
             b.warnings.push("no INA3221 power rails found".into());
         }

@@ -11,6 +11,7 @@
 
 use super::paths;
 use crate::sysfs::{Attr, Root, SysfsError};
+use crate::telemetry::RailValue;
 use serde::Serialize;
 
 /// What a rail contributes to the totals.
@@ -54,58 +55,123 @@ pub enum RailSource {
     VoltCurr { mv: Attr, ma: Attr },
 }
 
+/// One INA3221 chip with at least one rail.
+#[derive(Debug, Clone)]
+pub struct InaChip {
+    /// The i2c client (`1-0040`).
+    pub client: String,
+    /// `ina3221x` (L4T 32 IIO) or `ina3221` (hwmon).
+    pub driver: &'static str,
+    /// The channel directory (`.../hwmon/hwmon3`, `.../iio:device0`), a board path.
+    pub dir: String,
+    /// Channels converting (hwmon `inN_enable`; all three on IIO).
+    pub enabled: u32,
+}
+
 /// One rail.
 #[derive(Debug)]
 pub struct Rail {
     /// Its label (`VDD_GPU_SOC`).
     pub label: String,
     pub role: RailRole,
-    /// The i2c client (`1-0040`) and the channel (0-based).
-    pub chip: String,
+    /// Index of its chip in the board's list, and the channel (0-based).
+    pub chip: usize,
     pub channel: usize,
-    /// `ina3221x` (IIO) or `ina3221` (hwmon).
-    pub driver: &'static str,
     pub source: RailSource,
 }
 
 impl Rail {
     /// Power now, milliwatts.
     pub fn read_mw(&self) -> Result<u64, SysfsError> {
-        match &self.source {
-            RailSource::Power { mw } => mw.read_u64(),
-            RailSource::VoltCurr { mv, ma } => Ok(mv.read_u64()? * ma.read_u64()? / 1000),
-        }
+        Ok(u64::from(self.read()?.power_uw) / 1000)
+    }
+
+    /// One reading: one `pread` per file, no allocation.
+    pub fn read(&self) -> Result<RailValue, SysfsError> {
+        Ok(match &self.source {
+            RailSource::Power { mw } => RailValue {
+                power_uw: (mw.read_u64()? * 1000).min(u64::from(u32::MAX)) as u32,
+                voltage_mv: 0,
+                current_ma: 0,
+            },
+            RailSource::VoltCurr { mv, ma } => {
+                let (mv, ma) = (mv.read_u64()?, ma.read_u64()?);
+                RailValue {
+                    power_uw: (mv * ma).min(u64::from(u32::MAX)) as u32,
+                    voltage_mv: mv.min(u64::from(u32::MAX)) as u32,
+                    current_ma: ma.min(u64::from(u32::MAX)) as u32,
+                }
+            }
+        })
+    }
+
+    /// The same rail on duplicated descriptors (for the sampler thread).
+    pub fn try_clone(&self) -> std::io::Result<Rail> {
+        Ok(Rail {
+            label: self.label.clone(),
+            role: self.role,
+            chip: self.chip,
+            channel: self.channel,
+            source: match &self.source {
+                RailSource::Power { mw } => RailSource::Power {
+                    mw: mw.try_clone()?,
+                },
+                RailSource::VoltCurr { mv, ma } => RailSource::VoltCurr {
+                    mv: mv.try_clone()?,
+                    ma: ma.try_clone()?,
+                },
+            },
+        })
     }
 }
 
-/// Finds every rail under `root`; problems become warnings.
-pub fn discover(root: &Root, warnings: &mut Vec<String>) -> Vec<Rail> {
+/// Finds every INA3221 chip and rail under `root`; problems become warnings.
+pub fn discover(root: &Root, warnings: &mut Vec<String>) -> (Vec<InaChip>, Vec<Rail>) {
     let mut rails = Vec::new();
+    let mut chips = Vec::new();
     for client in root.list(paths::I2C_DEVICES) {
         let dev = format!("{}/{client}", paths::I2C_DEVICES);
         let name = root.read_string(format!("{dev}/name")).unwrap_or_default();
-        match name.as_str() {
-            "ina3221x" => {
-                for iio in root
-                    .list(&dev)
-                    .into_iter()
-                    .filter(|n| n.starts_with("iio:device"))
-                {
-                    iio_rails(root, &client, &format!("{dev}/{iio}"), &mut rails, warnings);
-                }
+        let dirs: Vec<(String, &'static str)> = match name.as_str() {
+            "ina3221x" => root
+                .list(&dev)
+                .into_iter()
+                .filter(|n| n.starts_with("iio:device"))
+                .map(|n| (format!("{dev}/{n}"), "ina3221x"))
+                .collect(),
+            "ina3221" => root
+                .list(format!("{dev}/hwmon"))
+                .into_iter()
+                .map(|n| (format!("{dev}/hwmon/{n}"), "ina3221"))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (dir, driver) in dirs {
+            let before = rails.len();
+            let chip = chips.len();
+            let enabled = if driver == "ina3221x" {
+                iio_rails(root, chip, &dir, &mut rails, warnings);
+                3
+            } else {
+                hwmon_rails(root, chip, &dir, &mut rails, warnings);
+                let on = |k: &u32| {
+                    root.read_string(format!("{dir}/in{k}_enable"))
+                        .map_or(true, |v| v == "1")
+                };
+                (1..=3).filter(on).count() as u32
+            };
+            if rails.len() > before {
+                // A board path, so state files and logs show what a user would `cat`.
+                let dir = root
+                    .resolve(&dir)
+                    .map_or(dir, |p| p.to_string_lossy().into_owned());
+                chips.push(InaChip {
+                    client: client.clone(),
+                    driver,
+                    dir,
+                    enabled,
+                });
             }
-            "ina3221" => {
-                for hw in root.list(format!("{dev}/hwmon")) {
-                    hwmon_rails(
-                        root,
-                        &client,
-                        &format!("{dev}/hwmon/{hw}"),
-                        &mut rails,
-                        warnings,
-                    );
-                }
-            }
-            _ => {}
         }
     }
     let has_input = rails.iter().any(|r| r.role == RailRole::Input);
@@ -114,7 +180,7 @@ pub fn discover(root: &Root, warnings: &mut Vec<String>) -> Vec<Rail> {
             r.role = RailRole::Sub;
         }
     }
-    rails
+    (chips, rails)
 }
 
 fn role_of(label: &str) -> RailRole {
@@ -142,7 +208,7 @@ fn open_input(root: &Root, path: &str, warnings: &mut Vec<String>) -> Option<Att
     }
 }
 
-fn iio_rails(root: &Root, client: &str, dir: &str, rails: &mut Vec<Rail>, w: &mut Vec<String>) {
+fn iio_rails(root: &Root, chip: usize, dir: &str, rails: &mut Vec<Rail>, w: &mut Vec<String>) {
     for ch in 0..3 {
         let Ok(label) = root.read_string(format!("{dir}/rail_name_{ch}")) else {
             continue;
@@ -154,16 +220,15 @@ fn iio_rails(root: &Root, client: &str, dir: &str, rails: &mut Vec<Rail>, w: &mu
             rails.push(Rail {
                 role: role_of(&label),
                 label,
-                chip: client.to_string(),
+                chip,
                 channel: ch,
-                driver: "ina3221x",
                 source: RailSource::Power { mw },
             });
         }
     }
 }
 
-fn hwmon_rails(root: &Root, client: &str, dir: &str, rails: &mut Vec<Rail>, w: &mut Vec<String>) {
+fn hwmon_rails(root: &Root, chip: usize, dir: &str, rails: &mut Vec<Rail>, w: &mut Vec<String>) {
     for k in 1..=3 {
         let Ok(label) = root.read_string(format!("{dir}/in{k}_label")) else {
             continue;
@@ -177,9 +242,8 @@ fn hwmon_rails(root: &Root, client: &str, dir: &str, rails: &mut Vec<Rail>, w: &
             rails.push(Rail {
                 role: role_of(&label),
                 label,
-                chip: client.to_string(),
+                chip,
                 channel: k - 1,
-                driver: "ina3221",
                 source: RailSource::VoltCurr { mv, ma },
             });
         }

@@ -8,6 +8,7 @@ mod demo;
 mod modes;
 mod set;
 mod status;
+mod telemetry;
 
 use crate::board::Board;
 use crate::control::state::Owner;
@@ -67,6 +68,13 @@ pub enum Command {
     Restore,
     /// The tour: discover a (simulated) board, list presets, switch modes, watch the rails.
     Demo(demo::Args),
+    /// Live per-rail power (V, A, W, fresh values per second, age), or --csv rows.
+    Watch(telemetry::WatchArgs),
+    /// Run a command and print its duration, mean power and energy per rail.
+    Energy(telemetry::EnergyArgs),
+    /// Read a telemetry ring (any process can; see docs/telemetry-ring.md).
+    #[command(subcommand)]
+    Ring(telemetry::RingCommand),
     /// Simulated boards.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -140,7 +148,7 @@ pub fn main() -> i32 {
     };
     init_logger(cli.verbose);
     match run(&cli) {
-        Ok(()) => 0,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("jpower: error: {e:#}");
             1
@@ -148,15 +156,25 @@ pub fn main() -> i32 {
     }
 }
 
-fn run(cli: &Cli) -> Result<()> {
+fn run(cli: &Cli) -> Result<i32> {
     let out = Output { json: cli.json };
+    if let Command::Energy(a) = &cli.command {
+        return telemetry::energy(&cli.target, a, &out);
+    }
+    dispatch(cli, &out).map(|()| 0)
+}
+
+fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
     match &cli.command {
-        Command::Status => status::run(&cli.target, &out),
-        Command::Modes(a) => modes::run(&cli.target, a, &out),
-        Command::Set(a) => set::run(&cli.target, a, &out),
-        Command::Restore => set::restore(&cli.target, &out),
-        Command::Demo(a) => demo::run(&cli.target, a, &out),
-        Command::Bench(c) => bench::run(c, &out),
+        Command::Watch(a) => telemetry::watch(&cli.target, a, out),
+        Command::Energy(_) => unreachable!("handled in run"),
+        Command::Ring(c) => telemetry::ring(c, out),
+        Command::Status => status::run(&cli.target, out),
+        Command::Modes(a) => modes::run(&cli.target, a, out),
+        Command::Set(a) => set::run(&cli.target, a, out),
+        Command::Restore => set::restore(&cli.target, out),
+        Command::Demo(a) => demo::run(&cli.target, a, out),
+        Command::Bench(c) => bench::run(c, out),
         Command::Sim(SimCommand::List) => {
             let boards: Vec<_> = crate::sim::spec::BOARDS
                 .iter()
@@ -191,12 +209,21 @@ pub struct Output {
 impl Output {
     /// Prints `value` as JSON with `--json`, else the text `text` builds.
     pub fn print(&self, value: &serde_json::Value, text: impl FnOnce() -> String) -> Result<()> {
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(value)?);
+        use std::io::Write;
+        let body = if self.json {
+            format!("{}\n", serde_json::to_string_pretty(value)?)
         } else {
-            print!("{}", text());
+            text()
+        };
+        let mut stdout = std::io::stdout().lock();
+        match stdout
+            .write_all(body.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            // Whoever read the output stopped reading (`| head`): not an error of ours.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            r => Ok(r.context("writing to stdout")?),
         }
-        Ok(())
     }
 }
 

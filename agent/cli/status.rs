@@ -16,8 +16,9 @@ pub fn rails_now(board: &Board) -> (Vec<Value>, u64, Option<u64>) {
         .iter()
         .zip(&readings)
         .map(|(r, mw)| {
-            json!({"label": r.label, "role": r.role, "chip": r.chip, "channel": r.channel,
-                   "driver": r.driver, "power_mw": mw})
+            let chip = &board.ina[r.chip];
+            json!({"label": r.label, "role": r.role, "chip": chip.client, "channel": r.channel,
+                   "driver": chip.driver, "power_mw": mw})
         })
         .collect();
     let module = board

@@ -202,6 +202,12 @@ impl Controller {
         self.journal.as_ref().map(|j| j.stats()).unwrap_or_default()
     }
 
+    /// Sets who the baseline will belong to, if jpower has not written to the board yet
+    /// (a held state keeps its owner).
+    pub fn set_owner(&mut self, owner: Owner) {
+        self.owner = owner;
+    }
+
     /// Re-reads every knob (to notice changes made behind jpower's back).
     pub fn refresh(&mut self) -> Result<(), ControlError> {
         self.current = self.board.read_knobs()?.into_iter().collect();

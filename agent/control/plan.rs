@@ -7,13 +7,13 @@
 //! 2. each cluster with a CPU online during this phase, then the GPU: min/max writes ordered so that
 //!    min <= max holds after every single write (moving up: max first; down: min first).
 //!    L4T 32 rejects the other order with `EINVAL`, L4T 35/36 silently clamp;
-//! 3. the EMC cap;
+//! 3. the EMC cap, then INA3221 sensor settings;
 //! 4. cores going offline, highest first. cpu0 never goes offline.
 //!
 //! Only knobs whose value changes are written. Values are in each file's unit. Nothing
 //! here allocates: plans and value sets are fixed-capacity.
 
-use crate::board::{Board, MAX_KNOBS};
+use crate::board::{Board, KnobKind, MAX_KNOBS};
 use crate::mode::{validate, EmcLimit, Mode, ModeError, Range};
 
 /// Values of every knob of a board, by knob index, in the files' units.
@@ -167,6 +167,17 @@ pub fn plan(board: &Board, cur: &Values, t: &Values) -> Plan {
     if let Some(e) = &board.emc {
         if cur[e.cap] != t[e.cap] {
             push(&mut p, e.cap, t[e.cap]);
+        }
+    }
+    // Sensor settings: `samples` before `update_interval` (the driver derives the
+    // conversion time from both), which is their discovery order.
+    for (i, k) in board.knobs.iter().enumerate() {
+        let sensor = matches!(
+            k.kind,
+            KnobKind::InaSamples(_) | KnobKind::InaUpdateInterval(_)
+        );
+        if sensor && cur[i] != t[i] {
+            push(&mut p, i, t[i]);
         }
     }
     for &(cpu, knob) in board.cpus.iter().rev() {

@@ -15,8 +15,11 @@
 //! - INA3221 readings follow the running clocks, the online cores and the load through
 //!   the physics model in [`super::power`], refresh only once per conversion cycle
 //!   (`channels x samples x (bus + shunt conversion time)`, about 430 ms at NVIDIA's
-//!   boot-time 512 samples), carry conversion noise (0.5 % of the reading, one sigma)
-//!   and are quantised to the chip's LSBs (8 mV bus, 40 uV shunt).
+//!   boot-time 512 samples; `samples` and `update_interval` are writable as on the
+//!   mainline driver), carry conversion noise (one conversion: 1 % of the reading plus
+//!   2 current LSBs, one sigma, divided by sqrt(samples) by the averaging) and are
+//!   quantised to the chip's LSBs (8 mV bus, 40 uV shunt);
+//! - thermal zones heat with module power (30 °C + 0.6 °C/W, per-zone offsets).
 //!
 //! The board's state lives in its files and in `kernel.json` beside the tree (QoS
 //! requests, load), under an exclusive `flock` for every write, so separate jpower
@@ -35,12 +38,23 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// Bus plus shunt conversion time NVIDIA's boot script programs, microseconds.
-const CONVERSION_US: u64 = 2 * 140;
 /// The L4T 32 IIO driver's fixed continuous configuration: 64 samples, 1.1 ms + 1.1 ms.
+const IIO_SAMPLES: u32 = 64;
 const IIO_REFRESH_US: u64 = 3 * 64 * 2200;
-/// Conversion noise, relative, one sigma.
-const NOISE: f64 = 0.005;
+/// Noise of one conversion, one sigma: this share of the reading plus this many current
+/// LSBs; averaging `samples` conversions divides it by sqrt(samples).
+const NOISE_REL: f64 = 0.01;
+const NOISE_LSB: f64 = 2.0;
+/// Zones of the simulated thermal model: name and offset from the base temperature (m°C).
+pub const ZONES: [(&str, i32); 4] = [
+    ("cpu-thermal", 0),
+    ("gpu-thermal", 2000),
+    ("soc0-thermal", -1000),
+    ("tj-thermal", 3000),
+];
+/// Idle temperature and heating per watt of module power, m°C.
+const T_BASE_MC: f64 = 30_000.0;
+const T_PER_W_MC: f64 = 600.0;
 
 /// The kernel's private state, persisted beside the tree.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -49,6 +63,53 @@ pub struct KernelState {
     pub requests: BTreeMap<String, u64>,
     /// What the board is busy with.
     pub load: LoadState,
+    /// Averaging and conversion time per INA3221 chip (hwmon boards).
+    #[serde(default)]
+    pub ina: Vec<InaConfig>,
+}
+
+/// One chip's conversion settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InaConfig {
+    pub samples: u32,
+    pub ct_us: u32,
+}
+
+impl Default for InaConfig {
+    fn default() -> Self {
+        InaConfig {
+            samples: HWMON_SAMPLES,
+            ct_us: 140,
+        }
+    }
+}
+
+/// Conversion times the chip supports, microseconds.
+const CT_US: [u32; 8] = [140, 204, 332, 588, 1100, 2116, 4156, 8244];
+
+fn nearest(table: &[u32], v: f64) -> u32 {
+    table
+        .iter()
+        .copied()
+        .min_by(|a, b| {
+            (f64::from(*a) - v)
+                .abs()
+                .total_cmp(&(f64::from(*b) - v).abs())
+        })
+        .unwrap_or(table[0])
+}
+
+impl KernelState {
+    fn ina(&self, chip: usize) -> InaConfig {
+        self.ina.get(chip).copied().unwrap_or_default()
+    }
+
+    fn ina_mut(&mut self, chip: usize) -> &mut InaConfig {
+        if self.ina.len() <= chip {
+            self.ina.resize(chip + 1, InaConfig::default());
+        }
+        &mut self.ina[chip]
+    }
 }
 
 /// Utilisation of each domain, 0..=1.
@@ -107,7 +168,10 @@ enum Attr {
     GpuLimit { max: bool },
     EmcCap,
     Rail { ina: usize, ch: usize, q: Quantity },
+    InaSamples(usize),
+    InaInterval(usize),
     GpuLoad,
+    Thermal(usize),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,10 +184,12 @@ enum Quantity {
 
 #[derive(Debug, Default)]
 struct Sensor {
-    epoch: Option<u64>,
+    /// Conversion cycle each chip's readings belong to.
+    epochs: Vec<Option<u64>>,
     /// (mV, mA) per chip and channel.
     readings: Vec<[(u64, u64); 3]>,
     gpu_load: u64,
+    module_w: f64,
 }
 
 #[derive(Debug, Default)]
@@ -205,7 +271,11 @@ impl SimKernel {
     }
 
     fn invalidate(&self) {
-        self.sensor.lock().unwrap_or_else(|p| p.into_inner()).epoch = None;
+        self.sensor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .epochs
+            .clear();
     }
 
     fn exclusive(&self) -> io::Result<LockGuard<'_>> {
@@ -436,20 +506,35 @@ impl SimKernel {
         })
     }
 
-    fn refresh_us(&self) -> u64 {
+    /// A chip's refresh interval: channels x samples x (bus + shunt conversion time).
+    fn refresh_us(&self, st: &KernelState, chip: usize) -> u64 {
         match self.spec.ina_driver {
-            InaDriver::Hwmon => 3 * u64::from(HWMON_SAMPLES) * CONVERSION_US,
+            InaDriver::Hwmon => {
+                let c = st.ina(chip);
+                3 * u64::from(c.samples) * 2 * u64::from(c.ct_us)
+            }
             InaDriver::Iio => IIO_REFRESH_US,
         }
     }
 
-    /// Readings of the current conversion cycle, computed once per cycle.
+    fn samples(&self, st: &KernelState, chip: usize) -> u32 {
+        match self.spec.ina_driver {
+            InaDriver::Hwmon => st.ina(chip).samples,
+            InaDriver::Iio => IIO_SAMPLES,
+        }
+    }
+
+    /// Readings of each chip's current conversion cycle, computed once per cycle from the
+    /// operating point and load at the first read in that cycle.
     fn sense(&self, s: &mut Sensor) -> io::Result<()> {
-        let epoch = monotonic_us() / self.refresh_us();
-        if s.epoch == Some(epoch) {
+        let now = monotonic_us();
+        let st = self.state()?;
+        let chips = self.spec.ina.len();
+        let epochs: Vec<u64> = (0..chips).map(|c| now / self.refresh_us(&st, c)).collect();
+        if s.epochs.len() == chips && s.epochs.iter().zip(&epochs).all(|(a, b)| *a == Some(*b)) {
             return Ok(());
         }
-        let load = self.state()?.load;
+        let load = st.load;
         let op = self.operating()?;
         let d = power::domain_power(
             self.spec.silicon,
@@ -460,26 +545,54 @@ impl SimKernel {
                 emc: load.emc,
             },
         );
-        s.readings.clear();
+        s.readings.resize(chips, [(0, 0); 3]);
+        s.epochs.resize(chips, None);
         for (i, ina) in self.spec.ina.iter().enumerate() {
-            let mut chip = [(0, 0); 3];
+            if s.epochs[i] == Some(epochs[i]) {
+                continue;
+            }
+            let averaged = f64::from(self.samples(&st, i)).sqrt();
+            let lsb_ma = 40_000.0 / f64::from(ina.shunt_uohm);
             for (ch, rail) in ina.channels.iter().enumerate() {
                 if rail.mv == 0 {
                     continue;
                 }
-                let seed = epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((i * 3 + ch) as u64);
-                let watts = rail_watts(self.spec, rail, &d) * (1.0 + NOISE * gaussian(seed));
-                let mv = (f64::from(rail.mv) / 8.0).round() as u64 * 8;
-                // Current LSB: 40 uV across the shunt.
-                let lsb_ma = 40_000.0 / f64::from(ina.shunt_uohm);
-                let ma = ((watts.max(0.0) * 1e6 / mv as f64) / lsb_ma).round() * lsb_ma;
-                chip[ch] = (mv, ma as u64);
+                let seed = epochs[i].wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((i * 3 + ch) as u64);
+                let mv = (f64::from(rail.mv) / 8.0).round() * 8.0;
+                let true_ma = rail_watts(self.spec, rail, &d).max(0.0) * 1e6 / mv;
+                let sigma = (NOISE_REL * true_ma + NOISE_LSB * lsb_ma) / averaged;
+                let ma = ((true_ma + sigma * gaussian(seed)) / lsb_ma)
+                    .round()
+                    .max(0.0)
+                    * lsb_ma;
+                s.readings[i][ch] = (mv as u64, ma as u64);
             }
-            s.readings.push(chip);
+            s.epochs[i] = Some(epochs[i]);
         }
         s.gpu_load = (load.gpu.clamp(0.0, 1.0) * 1000.0) as u64;
-        s.epoch = Some(epoch);
+        s.module_w = d.module_total();
         Ok(())
+    }
+
+    fn store_samples(&self, st: &mut KernelState, chip: usize, v: u64) -> io::Result<()> {
+        let snapped = nearest(&crate::telemetry::sensor::SAMPLES, v as f64);
+        st.ina_mut(chip).samples = snapped;
+        let dir = ina_channel_dir(self.spec.ina_driver, &self.spec.ina[chip]);
+        self.put(&format!("{dir}/samples"), &snapped.to_string())
+    }
+
+    /// The mainline driver: the conversion time is `interval / 2 / (channels x samples)`,
+    /// snapped to the chip's table; the read-back leaves `samples` out (CVRF patch).
+    fn store_interval(&self, st: &mut KernelState, chip: usize, ms: u64) -> io::Result<()> {
+        let c = st.ina(chip);
+        let ct = nearest(
+            &CT_US,
+            ms as f64 * 1000.0 / 2.0 / (3.0 * f64::from(c.samples)),
+        );
+        st.ina_mut(chip).ct_us = ct;
+        let readback = ((3 * 2 * ct) as f64 / 1000.0).round() as u64;
+        let dir = ina_channel_dir(self.spec.ina_driver, &self.spec.ina[chip]);
+        self.put(&format!("{dir}/update_interval"), &readback.to_string())
     }
 }
 
@@ -562,6 +675,12 @@ impl Driver for SimKernel {
             Attr::GpuLoad
         } else if p == spec.emc.cap_file {
             Attr::EmcCap
+        } else if let Some(z) = p
+            .strip_prefix("/sys/devices/virtual/thermal/thermal_zone")
+            .and_then(|r| r.strip_suffix("/temp"))
+            .and_then(|n| n.parse().ok())
+        {
+            Attr::Thermal(z)
         } else {
             let (ina, file) = spec.ina.iter().enumerate().find_map(|(i, ina)| {
                 let dir = ina_channel_dir(spec.ina_driver, ina);
@@ -569,8 +688,14 @@ impl Driver for SimKernel {
                     .strip_prefix('/')
                     .map(|f| (i, f.to_string()))
             })?;
-            let (q, ch) = rail_file(spec.ina_driver, &file)?;
-            Attr::Rail { ina, ch, q }
+            match file.as_str() {
+                "samples" if spec.ina_driver == InaDriver::Hwmon => Attr::InaSamples(ina),
+                "update_interval" if spec.ina_driver == InaDriver::Hwmon => Attr::InaInterval(ina),
+                _ => {
+                    let (q, ch) = rail_file(spec.ina_driver, &file)?;
+                    Attr::Rail { ina, ch, q }
+                }
+            }
         };
         let mut attrs = self.attrs.lock().unwrap_or_else(|p| p.into_inner());
         attrs.push(attr);
@@ -597,7 +722,9 @@ impl Driver for SimKernel {
                 }
                 Attr::GpuLimit { max } => self.store_gpu_limit(&mut st, max, number()?)?,
                 Attr::EmcCap => self.store_emc_cap(value)?,
-                Attr::Rail { .. } | Attr::GpuLoad => {
+                Attr::InaSamples(chip) => self.store_samples(&mut st, chip, number()?)?,
+                Attr::InaInterval(chip) => self.store_interval(&mut st, chip, number()?)?,
+                Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_) => {
                     return Err(io::Error::from_raw_os_error(libc::EACCES))
                 }
             }
@@ -609,23 +736,25 @@ impl Driver for SimKernel {
 
     fn show(&self, id: u32, buf: &mut [u8]) -> Option<io::Result<usize>> {
         let attr = self.attrs.lock().ok()?.get(id as usize).copied()?;
-        let (ina, ch, q) = match attr {
-            Attr::Rail { ina, ch, q } => (Some(ina), ch, Some(q)),
-            Attr::GpuLoad => (None, 0, None),
-            _ => return None,
-        };
+        if !matches!(attr, Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_)) {
+            return None;
+        }
         let mut s = self.sensor.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = self.sense(&mut s) {
             return Some(Err(e));
         }
-        let value = match (ina, q) {
-            (Some(i), Some(q)) => {
-                let (mv, ma) = s.readings.get(i).map(|c| c[ch]).unwrap_or((0, 0));
+        let value = match attr {
+            Attr::Rail { ina, ch, q } => {
+                let (mv, ma) = s.readings.get(ina).map(|c| c[ch]).unwrap_or((0, 0));
                 match q {
                     Quantity::Volt => mv,
                     Quantity::Amp => ma,
                     Quantity::Watt => mv * ma / 1000,
                 }
+            }
+            Attr::Thermal(z) => {
+                let offset = ZONES.get(z).map_or(0, |z| z.1);
+                ((T_BASE_MC + T_PER_W_MC * s.module_w) as i64 + i64::from(offset)).max(0) as u64
             }
             _ => s.gpu_load,
         };

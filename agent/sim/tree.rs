@@ -5,7 +5,7 @@
 //! `jpower sim export`, which writes it for anyone to inspect or to test `--root` against.
 
 use super::power::{self, DomainPower, Load, Operating};
-use super::spec::{BoardSpec, Dom, InaDriver, InaSpec, PresetSpec, RailSpec};
+use super::spec::{BoardSpec, Dom, InaDriver, InaSpec, PresetSpec, RailSpec, Release};
 use crate::sysfs::{format_cpu_list, write_file};
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -220,6 +220,32 @@ pub fn lay_out(spec: &BoardSpec, dir: &Path) -> io::Result<()> {
         ("mrq_rate_locked", 0),
     ] {
         t.file(&format!("{dbg}/{name}"), &format!("{v}\n"), 0o600)?;
+    }
+
+    // Thermal zones (the kernel model computes their temperature) and the fan.
+    for (z, (name, _)) in super::kernel::ZONES.iter().enumerate() {
+        let dir = format!("/sys/devices/virtual/thermal/thermal_zone{z}");
+        t.file(&format!("{dir}/type"), &format!("{name}\n"), 0o444)?;
+        t.file(&format!("{dir}/temp"), "30000\n", 0o444)?;
+        t.link(&format!("/sys/class/thermal/thermal_zone{z}"), &dir)?;
+    }
+    match spec.release {
+        Release::R32 => {
+            t.file("/sys/devices/pwm-fan/target_pwm", "0\n", 0o644)?;
+            t.file("/sys/devices/pwm-fan/cur_pwm", "0\n", 0o444)?;
+        }
+        _ => {
+            t.file(
+                "/sys/devices/platform/pwm-fan/hwmon/hwmon0/name",
+                "pwmfan\n",
+                0o444,
+            )?;
+            t.file(
+                "/sys/devices/platform/pwm-fan/hwmon/hwmon0/pwm1",
+                "96\n",
+                0o644,
+            )?;
+        }
     }
 
     // INA3221 monitors with a reading of the boot state at rest.

@@ -150,7 +150,11 @@ fn reference_orin_agx_r36() {
         ["VDD_GPU_SOC", "VDD_CPU_CV", "VDDQ_VDD2_1V8AO"]
     );
     assert_eq!(b.totals.input, None);
-    assert_eq!(b.knobs.len(), 12 + 6 + 2 + 1);
+    assert_eq!(
+        b.knobs.len(),
+        12 + 6 + 2 + 1 + 2 * 2,
+        "cores, clusters, GPU, EMC, INA samples and update_interval"
+    );
 }
 
 #[test]
@@ -173,7 +177,7 @@ fn reference_xavier_agx_r32() {
     assert_eq!(emc.uncapped_raw(), 0);
     let labels: Vec<&str> = b.rails.iter().map(|r| r.label.as_str()).collect();
     assert_eq!(labels, ["GPU", "CPU", "SOC", "CV", "VDDRQ", "SYS5V"]);
-    assert!(b.rails.iter().all(|r| r.driver == "ina3221x"));
+    assert!(b.ina.iter().all(|c| c.driver == "ina3221x"));
     assert_eq!(b.rails[0].read_mw().unwrap(), 1144);
     assert_eq!(b.totals.module.len(), 5);
 }

@@ -1,0 +1,456 @@
+//! `jpower watch`, `jpower energy -- CMD` and `jpower ring read`: the telemetry commands.
+//!
+//! `watch` and `energy` run their own sampler (the agent will share its ring instead). If
+//! asked to lower the sensors' averaging to reach the rate, they change it through the
+//! controller and put it back when they finish.
+
+use super::{Output, Target};
+use crate::control::plan::Values;
+use crate::control::state::{Owner, OwnerKind};
+use crate::control::Controller;
+use crate::telemetry::ring::{monotonic_ns, RingReader};
+use crate::telemetry::sampler::SamplerConfig;
+use crate::telemetry::{flags, sensor, Telemetry};
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Sampling options shared by `watch` and `energy`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SampleArgs {
+    /// Samples per second [default: 1000, or what the sensors' refresh allows].
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// INA3221 averaging: `keep` the board's, `auto` (the largest that refreshes at the
+    /// rate), or a count (1, 4, 16, 64, 128, 256, 512, 1024). Put back afterwards.
+    #[arg(long, default_value = "keep")]
+    pub averaging: String,
+    /// SCHED_FIFO priority for the sampler thread.
+    #[arg(long)]
+    pub rt_priority: Option<i32>,
+    /// Pin the sampler thread to this CPU.
+    #[arg(long)]
+    pub sampler_cpu: Option<usize>,
+}
+
+/// Arguments of `jpower watch`.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub sample: SampleArgs,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Stream every sample as a CSV row instead of the live table.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+/// Arguments of `jpower energy`.
+#[derive(Debug, clap::Args)]
+pub struct EnergyArgs {
+    #[command(flatten)]
+    pub sample: SampleArgs,
+    /// The command to measure (after `--`).
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `jpower ring ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum RingCommand {
+    /// Print a ring's latest sample, or (--check) read it continuously and verify that
+    /// every sample is whole (a torn read would break its totals or its order).
+    Read {
+        path: PathBuf,
+        #[arg(long, value_name = "SECONDS")]
+        check: Option<f64>,
+    },
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// Lets Ctrl-C and SIGTERM end a measurement cleanly (so the sensor is put back).
+fn catch_interrupts() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+/// A sampler session: telemetry running, sensor settings to put back.
+struct Session {
+    controller: Controller,
+    telemetry: Telemetry,
+    /// What to put back: the prior values, or the whole baseline if this session made it.
+    restore: Option<Restore>,
+    notes: Vec<String>,
+}
+
+enum Restore {
+    Values(Box<Values>),
+    Baseline,
+}
+
+impl Session {
+    fn start(target: &Target, a: &SampleArgs) -> Result<Session> {
+        let (mut controller, _sim) = target.open()?;
+        let prior = controller.current().clone();
+        let mut notes = Vec::new();
+        let period_us = (1e6 / a.rate.unwrap_or(1000.0)) as u32;
+        let wanted = match a.averaging.as_str() {
+            "keep" => None,
+            "auto" => Some(sensor::averaging_target(
+                controller.board(),
+                &prior,
+                period_us,
+            )),
+            n => {
+                let samples: u32 = n.parse().context("--averaging: keep, auto or a count")?;
+                if !sensor::SAMPLES.contains(&samples) {
+                    bail!("--averaging {samples}: the INA3221 averages 1, 4, 16, 64, 128, 256, 512 or 1024 samples");
+                }
+                let channels = controller
+                    .board()
+                    .ina
+                    .iter()
+                    .map(|c| c.enabled)
+                    .max()
+                    .unwrap_or(3);
+                Some(sensor::averaging_target(
+                    controller.board(),
+                    &prior,
+                    channels * samples * sensor::CONVERSION_US,
+                ))
+            }
+        };
+        let mut restore = None;
+        if let Some(t) = wanted.filter(|t| *t != prior) {
+            // A session's own change is a lease: if this process dies, the next jpower
+            // command restores it.
+            restore = Some(if controller.state().is_none() {
+                controller.set_owner(Owner {
+                    kind: OwnerKind::Lease,
+                    pid: std::process::id(),
+                    name: "jpower watch/energy".into(),
+                });
+                Restore::Baseline
+            } else {
+                Restore::Values(Box::new(prior))
+            });
+            controller.apply_values(&t)?;
+            notes.push(format!(
+                "set INA3221 averaging for the rate; {}",
+                sensor::NOISE_NOTE
+            ));
+        }
+        let cfg = SamplerConfig {
+            rate_hz: a.rate,
+            rt_priority: a.rt_priority,
+            cpu: a.sampler_cpu,
+            ..SamplerConfig::default()
+        };
+        let telemetry = Telemetry::start(
+            controller.board(),
+            controller.current(),
+            &target.runtime_dir(),
+            &cfg,
+        )?;
+        let fastest = RingReader::open(&telemetry.path)?
+            .info
+            .rails
+            .iter()
+            .map(|r| r.refresh_us)
+            .min()
+            .unwrap_or(0);
+        if fastest > 0 && telemetry.sampler.rate_hz > 1e6 / f64::from(fastest) * 1.01 {
+            notes.push(format!(
+                "the sensors refresh every {:.1} ms: samples faster than that repeat values (marked stale); use --averaging auto",
+                f64::from(fastest) / 1000.0
+            ));
+        }
+        Ok(Session {
+            controller,
+            telemetry,
+            restore,
+            notes,
+        })
+    }
+
+    fn finish(mut self) -> Result<Vec<String>> {
+        drop(self.telemetry);
+        match self.restore.take() {
+            Some(Restore::Values(prior)) => {
+                self.controller.apply_values(&prior)?;
+            }
+            Some(Restore::Baseline) => {
+                self.controller.restore()?;
+            }
+            None => {}
+        }
+        Ok(self.notes)
+    }
+}
+
+/// `jpower watch`.
+pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
+    catch_interrupts();
+    let session = Session::start(target, &a.sample)?;
+    let ring = RingReader::open(&session.telemetry.path)?;
+    for n in &session.notes {
+        eprintln!("jpower: note: {n}");
+    }
+    let end = a.duration.map(|d| monotonic_ns() + (d * 1e9) as u64);
+    let done = || INTERRUPTED.load(Ordering::Relaxed) || end.is_some_and(|e| monotonic_ns() >= e);
+    if a.csv {
+        // A closed pipe (`| head`) ends the stream like Ctrl-C: the sensor is put back.
+        let mut stdout = std::io::stdout().lock();
+        let names: Vec<String> = ring
+            .info
+            .rails
+            .iter()
+            .map(|r| format!("{}_w", r.name))
+            .collect();
+        let mut open = writeln!(stdout, "t_s,module_w,{},flags,fresh", names.join(",")).is_ok();
+        let mut next = 0u64;
+        while open && !done() {
+            let w = ring.write_seq();
+            while open && next < w {
+                if let Ok(s) = ring.sample(next) {
+                    let rails: Vec<String> = s
+                        .rails()
+                        .iter()
+                        .map(|r| format!("{:.6}", f64::from(r.power_uw) * 1e-6))
+                        .collect();
+                    let (t, m) = (s.t_ns as f64 * 1e-9, f64::from(s.module_uw) * 1e-6);
+                    open = writeln!(
+                        stdout,
+                        "{t:.6},{m:.6},{},{},{}",
+                        rails.join(","),
+                        s.flags,
+                        s.fresh
+                    )
+                    .is_ok();
+                }
+                next += 1;
+            }
+            open = open && stdout.flush().is_ok();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    } else {
+        let mut last = (monotonic_ns(), vec![0u64; ring.info.rails.len()]);
+        while !done() {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = monotonic_ns();
+            let fresh: Vec<u64> = (0..ring.info.rails.len())
+                .map(|r| ring.rail_freshness(r).0)
+                .collect();
+            let table = render(
+                &ring,
+                now,
+                &last.1,
+                (now - last.0) as f64 * 1e-9,
+                session.telemetry.sampler.rate_hz,
+            );
+            last = (now, fresh);
+            if !out.json && write!(std::io::stdout(), "\x1b[H\x1b[2J{table}").is_err() {
+                break;
+            }
+        }
+    }
+    let samples = ring.write_seq();
+    let (overruns, errors) = ring.counters();
+    let notes = session.finish()?;
+    if out.json {
+        out.print(&json!({"samples": samples, "overruns": overruns, "read_errors": errors, "notes": notes}), String::new)?;
+    }
+    Ok(())
+}
+
+fn render(ring: &RingReader, now: u64, fresh_before: &[u64], dt: f64, rate: f64) -> String {
+    let mut t = String::new();
+    let Some(s) = ring.latest() else {
+        return "waiting for the first sample\n".into();
+    };
+    let _ = writeln!(
+        t,
+        "{}  sampling at {rate:.0} Hz  (Ctrl-C to stop)\n",
+        ring.info.board
+    );
+    let _ = writeln!(
+        t,
+        "{:<18} {:>9} {:>9} {:>10} {:>11} {:>9}",
+        "rail", "V", "A", "W", "fresh/s", "age"
+    );
+    for (r, (info, v)) in ring.info.rails.iter().zip(s.rails()).enumerate() {
+        let (count, last) = ring.rail_freshness(r);
+        let eff = (count - fresh_before.get(r).copied().unwrap_or(0)) as f64 / dt.max(1e-9);
+        let age = if last == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.0} ms", now.saturating_sub(last) as f64 * 1e-6)
+        };
+        let volts = if v.voltage_mv == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.3}", f64::from(v.voltage_mv) / 1000.0)
+        };
+        let amps = if v.voltage_mv == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.3}", f64::from(v.current_ma) / 1000.0)
+        };
+        let _ = writeln!(
+            t,
+            "{:<18} {volts:>9} {amps:>9} {:>10.3} {eff:>11.1} {age:>9}",
+            info.name,
+            f64::from(v.power_uw) * 1e-6
+        );
+    }
+    let _ = writeln!(
+        t,
+        "{:<18} {:>9} {:>9} {:>10.3}",
+        "module",
+        "",
+        "",
+        f64::from(s.module_uw) * 1e-6
+    );
+    let (overruns, errors) = ring.counters();
+    let mut state = Vec::new();
+    if s.flags & flags::THROTTLED != 0 {
+        state.push("THROTTLED");
+    }
+    if s.flags & (flags::WARN_ALARM | flags::CRIT_ALARM) != 0 {
+        state.push("INA3221 ALARM");
+    }
+    let _ = writeln!(
+        t,
+        "\nsamples {}  overruns {overruns}  read errors {errors}  {}",
+        s.n + 1,
+        state.join(" ")
+    );
+    let temps: Vec<String> = ring
+        .zones()
+        .into_iter()
+        .filter_map(|(n, t)| t.map(|t| format!("{n} {:.1}C", f64::from(t) / 1000.0)))
+        .collect();
+    let _ = writeln!(t, "{}", temps.join("  "));
+    t
+}
+
+/// `jpower energy -- CMD ARGS...`.
+pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
+    let session = Session::start(target, &a.sample)?;
+    let ring = RingReader::open(&session.telemetry.path)?;
+    // One period so the first sample exists before the command starts.
+    std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));
+    let t0 = monotonic_ns();
+    let status = std::process::Command::new(&a.command[0])
+        .args(&a.command[1..])
+        .status()
+        .with_context(|| format!("cannot run {}", a.command[0]))?;
+    let t1 = monotonic_ns();
+    std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));
+    let e = ring.energy(t0, t1);
+    let notes = session.finish()?;
+    let rails: Vec<_> = ring
+        .info
+        .rails
+        .iter()
+        .zip(&e.rails_j)
+        .map(|(r, j)| json!({"rail": r.name, "energy_j": j, "mean_w": if e.duration_s > 0.0 { j / e.duration_s } else { 0.0 }}))
+        .collect();
+    let code = status.code().unwrap_or(128);
+    out.print(
+        &json!({"command": a.command, "exit_code": code, "duration_s": e.duration_s, "samples": e.samples,
+                "rate_hz": e.rate_hz, "module_j": e.module_j, "mean_module_w": e.mean_module_w,
+                "error_bound_j": e.error_bound_j, "rails": rails, "notes": notes}),
+        || {
+            let mut t = format!(
+                "\n {}\n\n {:>10.3} s    duration ({} samples at {:.0} Hz)\n {:>10.3} W    mean module power\n {:>10.3} J    module energy (+/- {:.3} J: sensor refresh)\n",
+                a.command.join(" "),
+                e.duration_s,
+                e.samples,
+                e.rate_hz,
+                e.mean_module_w,
+                e.module_j,
+                e.error_bound_j
+            );
+            for (r, j) in ring.info.rails.iter().zip(&e.rails_j) {
+                let _ = writeln!(t, " {j:>10.3} J    {}", r.name);
+            }
+            for n in &notes {
+                let _ = writeln!(t, " note: {n}");
+            }
+            t
+        },
+    )?;
+    Ok(code)
+}
+
+/// `jpower ring read`.
+pub fn ring(cmd: &RingCommand, out: &Output) -> Result<()> {
+    let RingCommand::Read { path, check } = cmd;
+    let ring = RingReader::open(path)?;
+    let Some(seconds) = check else {
+        let s = ring.latest();
+        return out.print(
+            &json!({"board": ring.info.board, "rails": ring.info.rails.iter().map(|r| &r.name).collect::<Vec<_>>(),
+                    "latest": s.map(|s| json!({"n": s.n, "t_ns": s.t_ns, "module_uw": s.module_uw,
+                        "rails_uw": s.rails().iter().map(|r| r.power_uw).collect::<Vec<_>>()}))}),
+            || match s {
+                None => "no sample yet\n".into(),
+                Some(s) => format!("sample {}: module {:.3} W\n", s.n, f64::from(s.module_uw) * 1e-6),
+            },
+        );
+    };
+    // Verify: every sample read whole keeps its totals and its order.
+    let end = monotonic_ns() + (seconds * 1e9) as u64;
+    let (mut read, mut torn, mut lost, mut last_t) = (0u64, 0u64, 0u64, 0u64);
+    let mut next = ring.write_seq();
+    while monotonic_ns() < end {
+        let w = ring.write_seq();
+        if w <= next {
+            std::hint::spin_loop();
+            continue;
+        }
+        if w - next > u64::from(ring.info.slot_count) {
+            lost += w - next - u64::from(ring.info.slot_count);
+            next = w - u64::from(ring.info.slot_count);
+        }
+        match ring.sample(next) {
+            Ok(s) => {
+                read += 1;
+                let sum = (0..s.rail_count)
+                    .filter(|r| ring.info.module_mask & (1 << r) != 0)
+                    .map(|r| u64::from(s.rails[r].power_uw))
+                    .sum::<u64>();
+                let total = match ring.info.input_rail {
+                    Some(i) => u64::from(s.rails[i].power_uw),
+                    None => sum,
+                };
+                if total != u64::from(s.module_uw) || s.t_ns < last_t || s.n != next {
+                    torn += 1;
+                }
+                last_t = s.t_ns;
+            }
+            Err(_) => lost += 1,
+        }
+        next += 1;
+    }
+    out.print(&json!({"read": read, "torn": torn, "lost": lost}), || {
+        format!("read {read} samples: {torn} torn, {lost} lost\n")
+    })?;
+    if torn > 0 {
+        bail!("{torn} torn samples");
+    }
+    Ok(())
+}

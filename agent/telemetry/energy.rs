@@ -1,0 +1,209 @@
+//! Energy from timestamped samples: the trapezoid integral over any window, per rail and
+//! for module power, with the sample count, the effective rate and an error bound; and
+//! per-minibatch accounting through `begin`/`end` markers.
+
+use super::ring::RingReader;
+use super::Sample;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Energy over a window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Energy {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub duration_s: f64,
+    /// Samples inside the window.
+    pub samples: usize,
+    /// Samples per second inside the window.
+    pub rate_hz: f64,
+    pub module_j: f64,
+    pub mean_module_w: f64,
+    /// Per rail, in the ring's rail order.
+    pub rails_j: Vec<f64>,
+    /// How far off the module energy can be because the sensor holds each value for its
+    /// refresh interval: one interval of the window's power swing at each end.
+    pub error_bound_j: f64,
+}
+
+/// Integrates `samples` (oldest first) over `[t0, t1]`, interpolating at the edges.
+/// `refresh_s` is the slowest rail's refresh interval.
+pub fn integrate(samples: &[Sample], t0: u64, t1: u64, refresh_s: f64) -> Energy {
+    let rails = samples.first().map_or(0, |s| s.rail_count);
+    let mut e = Energy {
+        start_ns: t0,
+        end_ns: t1,
+        duration_s: t1.saturating_sub(t0) as f64 * 1e-9,
+        samples: samples
+            .iter()
+            .filter(|s| s.t_ns >= t0 && s.t_ns <= t1)
+            .count(),
+        rate_hz: 0.0,
+        module_j: 0.0,
+        mean_module_w: 0.0,
+        rails_j: vec![0.0; rails],
+        error_bound_j: 0.0,
+    };
+    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
+    for w in samples.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let (ta, tb) = (a.t_ns.max(t0), b.t_ns.min(t1));
+        if tb <= ta || b.t_ns <= a.t_ns {
+            continue;
+        }
+        // Power at time t on the segment a..b, linearly interpolated.
+        let at = |pa: u32, pb: u32, t: u64| {
+            let f = (t - a.t_ns) as f64 / (b.t_ns - a.t_ns) as f64;
+            (f64::from(pa) + f * (f64::from(pb) - f64::from(pa))) * 1e-6
+        };
+        let dt = (tb - ta) as f64 * 1e-9;
+        let trap = |pa: u32, pb: u32| 0.5 * (at(pa, pb, ta) + at(pa, pb, tb)) * dt;
+        e.module_j += trap(a.module_uw, b.module_uw);
+        for r in 0..rails {
+            e.rails_j[r] += trap(a.rails[r].power_uw, b.rails[r].power_uw);
+        }
+        for p in [a.module_uw, b.module_uw] {
+            lo = lo.min(f64::from(p) * 1e-6);
+            hi = hi.max(f64::from(p) * 1e-6);
+        }
+    }
+    if e.duration_s > 0.0 {
+        e.rate_hz = e.samples as f64 / e.duration_s;
+        e.mean_module_w = e.module_j / e.duration_s;
+    }
+    if hi >= lo {
+        e.error_bound_j = 2.0 * refresh_s * (hi - lo);
+    }
+    e
+}
+
+impl RingReader {
+    /// Energy between two `CLOCK_MONOTONIC` times (samples still in the ring).
+    pub fn energy(&self, t0: u64, t1: u64) -> Energy {
+        let margin = self.info.period_ns.saturating_mul(2);
+        let samples: Vec<Sample> = self
+            .since(t0.saturating_sub(margin))
+            .into_iter()
+            .filter(|s| s.t_ns <= t1.saturating_add(margin))
+            .collect();
+        let refresh_s = self
+            .info
+            .rails
+            .iter()
+            .map(|r| r.refresh_us)
+            .max()
+            .unwrap_or(0) as f64
+            * 1e-6;
+        integrate(&samples, t0, t1, refresh_s)
+    }
+}
+
+/// What a minibatch does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Train,
+    Infer,
+}
+
+/// One finished minibatch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Minibatch {
+    pub kind: Kind,
+    pub id: u64,
+    pub duration_s: f64,
+    pub mean_w: f64,
+    pub energy_j: f64,
+    pub samples: usize,
+    pub error_bound_j: f64,
+}
+
+/// Marker errors.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MarkerError {
+    #[error("minibatch {kind:?} {id} was never begun")]
+    NotBegun { kind: Kind, id: u64 },
+    #[error("minibatch {kind:?} {id} is already open")]
+    AlreadyOpen { kind: Kind, id: u64 },
+}
+
+/// Open minibatches, by kind and id.
+#[derive(Debug, Default)]
+pub struct Minibatches {
+    open: HashMap<(Kind, u64), u64>,
+}
+
+impl Minibatches {
+    /// Marks the start of minibatch `id` at `t_ns`.
+    pub fn begin(&mut self, kind: Kind, id: u64, t_ns: u64) -> Result<(), MarkerError> {
+        if self.open.contains_key(&(kind, id)) {
+            return Err(MarkerError::AlreadyOpen { kind, id });
+        }
+        self.open.insert((kind, id), t_ns);
+        Ok(())
+    }
+
+    /// Marks its end at `t_ns` and accounts it from the ring.
+    pub fn end(
+        &mut self,
+        kind: Kind,
+        id: u64,
+        t_ns: u64,
+        ring: &RingReader,
+    ) -> Result<Minibatch, MarkerError> {
+        let start = self
+            .open
+            .remove(&(kind, id))
+            .ok_or(MarkerError::NotBegun { kind, id })?;
+        let e = ring.energy(start, t_ns);
+        Ok(Minibatch {
+            kind,
+            id,
+            duration_s: e.duration_s,
+            mean_w: e.mean_module_w,
+            energy_j: e.module_j,
+            samples: e.samples,
+            error_bound_j: e.error_bound_j,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(t_ms: u64, w: f64) -> Sample {
+        let mut s = Sample {
+            t_ns: t_ms * 1_000_000,
+            module_uw: (w * 1e6) as u32,
+            rail_count: 1,
+            ..Sample::default()
+        };
+        s.rails[0].power_uw = s.module_uw;
+        s
+    }
+
+    #[test]
+    fn trapezoid_of_a_ramp_is_exact() {
+        let samples: Vec<Sample> = (0..=1000).map(|i| s(i, i as f64 / 100.0)).collect();
+        let e = integrate(&samples, 0, 1_000_000_000, 0.0);
+        assert!((e.module_j - 5.0).abs() < 1e-6, "{}", e.module_j);
+        assert!((e.rails_j[0] - 5.0).abs() < 1e-6);
+        assert_eq!(e.samples, 1001);
+        assert!((e.mean_module_w - 5.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn windows_are_clipped_by_interpolation() {
+        let samples = vec![s(0, 10.0), s(1000, 10.0)];
+        let e = integrate(&samples, 250_000_000, 750_000_000, 0.0);
+        assert!((e.module_j - 5.0).abs() < 1e-9, "{}", e.module_j);
+    }
+
+    #[test]
+    fn the_error_bound_grows_with_refresh_and_swing() {
+        let samples = vec![s(0, 5.0), s(500, 15.0), s(1000, 5.0)];
+        let e = integrate(&samples, 0, 1_000_000_000, 0.43);
+        assert!((e.error_bound_j - 2.0 * 0.43 * 10.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,125 @@
+//! Telemetry: INA3221 rails sampled at the sensor's real limit on a dedicated thread,
+//! published in a shared-memory ring, integrated into energy per window and per minibatch.
+//!
+//! ```text
+//!  sampler thread (pre-opened rail files, pread, no allocation, no lock)
+//!      │ publish(n, sample)                 thermal watcher (10 Hz): zones, alarms,
+//!      ▼                                    throttling -> ring header atomics
+//!  ring file (mmap; docs/telemetry-ring.md) ◄──────────┘
+//!      │ any process: RingReader::latest / since / sample(n)
+//!      ▼
+//!  energy (trapezoid over timestamps; minibatch begin/end markers)
+//! ```
+//!
+//! [`sensor`] knows how fast each rail can really refresh (the INA3221 averages `samples`
+//! conversions; NVIDIA's boot script sets 512, a new value every ~430 ms) and can lower
+//! the averaging to reach a requested rate, through the controller so it is restored
+//! like every other knob.
+
+pub mod energy;
+pub mod ring;
+pub mod sampler;
+pub mod sensor;
+pub mod thermal;
+
+/// One rail's reading in a sample, in the ring's integer units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RailValue {
+    /// Microwatts.
+    pub power_uw: u32,
+    /// Millivolts (0 where the driver reports power only: L4T 32 IIO).
+    pub voltage_mv: u32,
+    /// Milliamperes (0 where the driver reports power only).
+    pub current_ma: u32,
+}
+
+/// Flags of a sample.
+pub mod flags {
+    /// A running clock below its requested minimum.
+    pub const THROTTLED: u32 = 1;
+    /// An INA3221 warning alarm (`curr*_max_alarm`).
+    pub const WARN_ALARM: u32 = 2;
+    /// An INA3221 critical alarm (`curr*_crit_alarm`).
+    pub const CRIT_ALARM: u32 = 4;
+}
+
+/// One sample of every rail.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sample {
+    /// Sample number, from 0.
+    pub n: u64,
+    /// `CLOCK_MONOTONIC`, nanoseconds.
+    pub t_ns: u64,
+    /// [`flags`].
+    pub flags: u32,
+    /// Bit `r`: rail `r`'s value is new in this sample.
+    pub fresh: u32,
+    /// Module power (the input rail where the board has one), microwatts.
+    pub module_uw: u32,
+    /// The input rail's power, or 0.
+    pub input_uw: u32,
+    pub rail_count: usize,
+    pub rails: [RailValue; ring::MAX_RAILS],
+}
+
+impl Sample {
+    /// This sample's rails.
+    pub fn rails(&self) -> &[RailValue] {
+        &self.rails[..self.rail_count]
+    }
+}
+
+use crate::board::Board;
+use crate::control::plan::Values;
+use ring::RingInfo;
+use sampler::{Sampler, SamplerConfig, SamplerError};
+use std::path::{Path, PathBuf};
+
+/// Where the ring of board `key` lives in `runtime_dir`.
+pub fn ring_path(runtime_dir: &Path, key: &str) -> PathBuf {
+    runtime_dir.join("telemetry").join(format!("{key}.ring"))
+}
+
+/// The ring description of `board` with its knobs at `values` (which set the sensors'
+/// refresh intervals).
+pub fn ring_info(board: &Board, values: &Values) -> RingInfo {
+    let rails = sampler::rail_table(&board.rails, |r| sensor::refresh_us(board, r.chip, values));
+    let module_mask = board.totals.module.iter().fold(0u32, |m, &i| m | (1 << i));
+    RingInfo {
+        board: board.identity.model.clone(),
+        simulated: board.root.is_simulated(),
+        period_ns: 0,
+        slot_count: 0,
+        rails,
+        module_mask,
+        input_rail: board.totals.input,
+    }
+}
+
+/// A running sampler and thermal watcher writing one ring.
+#[derive(Debug)]
+pub struct Telemetry {
+    pub sampler: Sampler,
+    _watcher: thermal::Watcher,
+    pub path: PathBuf,
+}
+
+impl Telemetry {
+    /// Starts sampling `board` into its ring in `runtime_dir`.
+    pub fn start(
+        board: &Board,
+        values: &Values,
+        runtime_dir: &Path,
+        cfg: &SamplerConfig,
+    ) -> Result<Telemetry, SamplerError> {
+        let path = ring_path(runtime_dir, &board.key());
+        let sampler = Sampler::start(&board.rails, ring_info(board, values), &path, cfg)?;
+        let watcher =
+            thermal::Watcher::start(board, sampler.ring().clone()).map_err(SamplerError::Clone)?;
+        Ok(Telemetry {
+            sampler,
+            _watcher: watcher,
+            path,
+        })
+    }
+}

@@ -1,0 +1,315 @@
+//! The sampler: a dedicated thread reading every rail at a fixed period into the ring.
+//!
+//! Its loop is boring on purpose: it sleeps to an absolute deadline
+//! (`clock_nanosleep(TIMER_ABSTIME)`), takes a `CLOCK_MONOTONIC` timestamp (vDSO), makes one
+//! `pread` per rail file into stack buffers, and publishes with atomic stores. No
+//! allocation, no lock, no formatting, no panic; overruns and read errors are counted in
+//! the ring header instead of being logged.
+//!
+//! A value is *fresh* when it differs from the rail's previous reading, or when a whole
+//! sensor refresh interval has passed since the last fresh one (a new conversion that
+//! happened to read the same). Anything else is a repeat of a value the sampler already
+//! published, and its fresh bit stays clear.
+
+use super::ring::{monotonic_ns, RailInfo, RingError, RingInfo, RingWriter, MAX_RAILS};
+use super::{RailValue, Sample};
+use crate::board::rails::Rail;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// How to sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplerConfig {
+    /// Samples per second; `None`: the lower of 1 kHz and what the sensors refresh at.
+    pub rate_hz: Option<f64>,
+    /// Ring slots (a power of two): how much history readers can reach.
+    pub slot_count: u32,
+    /// `SCHED_FIFO` priority for the sampler thread (needs CAP_SYS_NICE).
+    pub rt_priority: Option<i32>,
+    /// Pin the sampler to this CPU.
+    pub cpu: Option<usize>,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            rate_hz: None,
+            slot_count: 1 << 16,
+            rt_priority: None,
+            cpu: None,
+        }
+    }
+}
+
+/// The default rate: 1 kHz, or slower where the fastest sensor refreshes slower.
+pub fn default_rate_hz(fastest_refresh_us: u32) -> f64 {
+    if fastest_refresh_us == 0 {
+        return 1000.0;
+    }
+    (1e6 / f64::from(fastest_refresh_us)).min(1000.0)
+}
+
+/// What a stopped sampler did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SamplerStats {
+    pub samples: u64,
+    /// CPU time of the sampler thread (user + system, `getrusage(RUSAGE_THREAD)`).
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
+}
+
+/// Sampler errors.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    #[error(transparent)]
+    Ring(#[from] RingError),
+    #[error("cannot duplicate rail descriptors: {0}")]
+    Clone(std::io::Error),
+    #[error("no rails to sample")]
+    NoRails,
+    #[error("more than {MAX_RAILS} rails")]
+    TooManyRails,
+    #[error("invalid sampling rate {0} Hz")]
+    Rate(f64),
+}
+
+/// A running sampler.
+#[derive(Debug)]
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<SamplerStats>>,
+    /// The ring; only the sampler thread publishes, others may set header fields.
+    ring: Arc<RingWriter>,
+    /// The rate it samples at.
+    pub rate_hz: f64,
+}
+
+impl Sampler {
+    /// Starts sampling `rails` into a new ring at `path`. `info` gives the board, each
+    /// rail's refresh interval and the totals; the period and slots come from `cfg`.
+    pub fn start(
+        rails: &[Rail],
+        mut info: RingInfo,
+        path: &Path,
+        cfg: &SamplerConfig,
+    ) -> Result<Sampler, SamplerError> {
+        if rails.is_empty() {
+            return Err(SamplerError::NoRails);
+        }
+        if rails.len() > MAX_RAILS {
+            return Err(SamplerError::TooManyRails);
+        }
+        let fastest = info.rails.iter().map(|r| r.refresh_us).min().unwrap_or(0);
+        let rate_hz = cfg.rate_hz.unwrap_or_else(|| default_rate_hz(fastest));
+        if !(rate_hz.is_finite() && rate_hz > 0.0 && rate_hz <= 100_000.0) {
+            return Err(SamplerError::Rate(rate_hz));
+        }
+        info.period_ns = (1e9 / rate_hz) as u64;
+        info.slot_count = cfg.slot_count;
+        let ring = Arc::new(RingWriter::create(path, &info)?);
+        let rails: Vec<Rail> = rails
+            .iter()
+            .map(Rail::try_clone)
+            .collect::<std::io::Result<_>>()
+            .map_err(SamplerError::Clone)?;
+        let refresh_ns: Vec<u64> = info
+            .rails
+            .iter()
+            .map(|r| u64::from(r.refresh_us) * 1000)
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let loop_stop = stop.clone();
+        let (rt, cpu) = (cfg.rt_priority, cfg.cpu);
+        let module_mask = info.module_mask;
+        let input = info.input_rail;
+        let period_ns = info.period_ns;
+        let loop_ring = ring.clone();
+        let thread = std::thread::Builder::new()
+            .name("jpower-sampler".into())
+            .spawn(move || {
+                tune_thread(rt, cpu);
+                let mut lp = Loop {
+                    ring: loop_ring,
+                    rails,
+                    refresh_ns,
+                    module_mask,
+                    input,
+                    period_ns,
+                };
+                lp.run(&loop_stop)
+            })
+            .map_err(SamplerError::Clone)?;
+        Ok(Sampler {
+            stop,
+            thread: Some(thread),
+            ring,
+            rate_hz,
+        })
+    }
+
+    /// The ring it writes.
+    pub fn ring(&self) -> &Arc<RingWriter> {
+        &self.ring
+    }
+
+    /// Stops the thread and returns what it did.
+    pub fn stop(mut self) -> SamplerStats {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> SamplerStats {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Applies the configured real-time priority and CPU affinity (best effort, logged).
+fn tune_thread(rt: Option<i32>, cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        let mut set = nix::sched::CpuSet::new();
+        let pinned = set
+            .set(cpu)
+            .and_then(|()| nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set));
+        if let Err(e) = pinned {
+            log::warn!("sampler: cannot pin to CPU {cpu}: {e}");
+        }
+    }
+    if let Some(prio) = rt {
+        let param = libc::sched_param {
+            sched_priority: prio,
+        };
+        // SAFETY: plain syscall on this thread with a valid parameter struct.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+            log::warn!(
+                "sampler: cannot set SCHED_FIFO priority {prio}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+struct Loop {
+    ring: Arc<RingWriter>,
+    rails: Vec<Rail>,
+    refresh_ns: Vec<u64>,
+    module_mask: u32,
+    input: Option<usize>,
+    period_ns: u64,
+}
+
+impl Loop {
+    fn run(&mut self, stop: &AtomicBool) -> SamplerStats {
+        let start = monotonic_ns();
+        let mut prev = [RailValue::default(); MAX_RAILS];
+        let mut last_fresh = [0u64; MAX_RAILS];
+        let mut next = start + self.period_ns;
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            sleep_until(next);
+            let t = monotonic_ns();
+            if t >= next + self.period_ns {
+                let missed = (t - next) / self.period_ns;
+                self.ring.add_overruns(missed);
+                next += missed * self.period_ns;
+            }
+            let mut s = Sample {
+                n,
+                t_ns: t,
+                rail_count: self.rails.len(),
+                flags: self.ring.throttle(),
+                ..Sample::default()
+            };
+            for (r, rail) in self.rails.iter().enumerate() {
+                let v = match rail.read() {
+                    Ok(v) => v,
+                    Err(_) => {
+                        self.ring.add_read_error();
+                        s.rails[r] = prev[r];
+                        continue;
+                    }
+                };
+                let fresh = v != prev[r] || t.saturating_sub(last_fresh[r]) >= self.refresh_ns[r];
+                if fresh {
+                    s.fresh |= 1 << r;
+                    last_fresh[r] = t;
+                    self.ring.rail_fresh(r, t);
+                }
+                s.rails[r] = v;
+                prev[r] = v;
+            }
+            s.input_uw = self.input.map_or(0, |i| s.rails[i].power_uw);
+            s.module_uw = match self.input {
+                Some(_) => s.input_uw,
+                None => (0..s.rail_count)
+                    .filter(|r| self.module_mask & (1 << r) != 0)
+                    .map(|r| s.rails[r].power_uw)
+                    .fold(0u32, u32::saturating_add),
+            };
+            self.ring.publish(n, &s);
+            n += 1;
+            next += self.period_ns;
+        }
+        SamplerStats {
+            samples: n,
+            cpu_ns: thread_cpu_ns(),
+            wall_ns: monotonic_ns() - start,
+        }
+    }
+}
+
+fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: absolute sleep on CLOCK_MONOTONIC with a valid timespec; EINTR just returns
+    // early and the loop recomputes.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        );
+    }
+}
+
+/// CPU time of the calling thread, nanoseconds (`getrusage(RUSAGE_THREAD)`).
+pub fn thread_cpu_ns() -> u64 {
+    // SAFETY: getrusage fills the struct we own.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru
+    };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// The ring's rail table for `rails`, each with its sensor refresh interval.
+pub fn rail_table(rails: &[Rail], refresh_us: impl Fn(&Rail) -> u32) -> Vec<RailInfo> {
+    rails
+        .iter()
+        .map(|r| RailInfo {
+            name: r.label.clone(),
+            role: match r.role {
+                crate::board::rails::RailRole::Input => 0,
+                crate::board::rails::RailRole::Module => 1,
+                crate::board::rails::RailRole::Sub => 2,
+                crate::board::rails::RailRole::Carrier => 3,
+            },
+            refresh_us: refresh_us(r),
+        })
+        .collect()
+}
