@@ -1,6 +1,9 @@
-//! `jpower bench switch`: what a full mode switch costs next to the raw `pwrite` and
-//! read-back `pread` calls it has to make, measured side by side in one run on a board
-//! tree exported to tmpfs (the baseline already saved).
+//! Benchmarks, each measured side by side with its floor in one run, on a simulated
+//! board's tree exported to tmpfs (plain files: the cost of jpower, not of the simulator):
+//! - `switch`: a full mode switch next to the raw `pwrite` and read-back `pread` calls it
+//!   has to make (the baseline already saved);
+//! - `sample`: the sampler's CPU time per sample at 1 kHz next to the raw `pread`s of the
+//!   same rail files, and the cost of reading the latest sample from the ring.
 
 use super::{scratch_dir, Output};
 use crate::board::Board;
@@ -28,38 +31,169 @@ pub enum Command {
         #[arg(long, default_value = "orin-agx")]
         board: String,
     },
+    /// Sampler CPU cost at 1 kHz against its raw preads (targets: <= 1% of a core, <= 1.5x),
+    /// and the ring's latest-sample read (target: < 200 ns).
+    Sample {
+        /// A shorter run (for CI).
+        #[arg(long)]
+        quick: bool,
+        /// The simulated board whose tree is exported.
+        #[arg(long, default_value = "orin-agx")]
+        board: String,
+    },
 }
 
 /// Runs a benchmark.
 pub fn run(cmd: &Command, out: &Output) -> Result<()> {
-    let Command::Switch {
-        quick,
-        iterations,
-        board,
-    } = cmd;
-    let iterations = iterations.unwrap_or(if *quick { 2_000 } else { 20_000 });
     let dir = scratch_dir("jpower-bench")?;
-    let result = switch(board, iterations, &dir);
+    let result = match cmd {
+        Command::Switch {
+            quick,
+            iterations,
+            board,
+        } => {
+            let iterations = iterations.unwrap_or(if *quick { 2_000 } else { 20_000 });
+            switch(board, iterations, &dir).map(|r| (switch_text(&r), r))
+        }
+        Command::Sample { quick, board } => {
+            sample(board, if *quick { 2.0 } else { 10.0 }, &dir).map(|r| (sample_text(&r), r))
+        }
+    };
     let _ = std::fs::remove_dir_all(&dir);
-    let r = result?;
-    out.print(&r, || {
-        format!(
-            "bench switch on an exported {} tree ({} switches of {:.1} writes on average)\n  \
+    let (text, r) = result?;
+    out.print(&r, || text)
+}
+
+fn switch_text(r: &serde_json::Value) -> String {
+    format!(
+        "bench switch on an exported {} tree ({} switches of {:.1} writes on average)\n  \
              switch      {:>9.0} ns\n  raw syscalls {:>8.0} ns  (pwrite{} + pread per write)\n  \
              ratio       {:>9.3}x  (target <= 1.5x)\n",
-            r["board"].as_str().unwrap_or(""),
-            r["iterations"],
-            r["writes_per_switch"].as_f64().unwrap_or(0.0),
-            r["switch_ns"].as_f64().unwrap_or(0.0),
-            r["raw_ns"].as_f64().unwrap_or(0.0),
-            if r["truncates"] == true {
-                " + ftruncate"
-            } else {
-                ""
-            },
-            r["ratio"].as_f64().unwrap_or(0.0),
-        )
-    })
+        r["board"].as_str().unwrap_or(""),
+        r["iterations"],
+        r["writes_per_switch"].as_f64().unwrap_or(0.0),
+        r["switch_ns"].as_f64().unwrap_or(0.0),
+        r["raw_ns"].as_f64().unwrap_or(0.0),
+        if r["truncates"] == true {
+            " + ftruncate"
+        } else {
+            ""
+        },
+        r["ratio"].as_f64().unwrap_or(0.0),
+    )
+}
+
+fn sample_text(r: &serde_json::Value) -> String {
+    let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+    format!(
+        "bench sample on an exported {} tree: {} rails, {:.0} samples at {:.0} Hz\n  \
+         sampler CPU  {:>8.0} ns/sample  ({:.3}% of one core, target <= 1%)\n  \
+         raw preads   {:>8.0} ns/sample   ratio {:.3}x (target <= 1.5x)\n  \
+         wake+preads  {:>8.0} ns/sample   ratio {:.3}x (the floor of any 1 kHz poller: the same\n               \
+         clock_nanosleep wake-up and preads, nothing else)\n  \
+         ring latest  {:>8.1} ns/read  (target < 200 ns)\n",
+        r["board"].as_str().unwrap_or(""),
+        r["rails"],
+        f("samples"),
+        f("rate_hz"),
+        f("sampler_cpu_ns_per_sample"),
+        f("cpu_share_pct"),
+        f("raw_pread_ns_per_sample"),
+        f("ratio"),
+        f("floor_ns_per_sample"),
+        f("ratio_to_floor"),
+        f("ring_latest_ns"),
+    )
+}
+
+fn sample(board_id: &str, seconds: f64, dir: &std::path::Path) -> Result<serde_json::Value> {
+    use crate::board::rails::RailSource;
+    use crate::telemetry::ring::monotonic_ns;
+    use crate::telemetry::ring::RingReader;
+    use crate::telemetry::sampler::{sleep_until, thread_cpu_ns, Sampler, SamplerConfig};
+    let tree = dir.join("root");
+    let spec = crate::sim::export(board_id, &tree)?;
+    let board = Board::discover(Root::host(&tree))?;
+    let values: plan::Values = board.read_knobs()?.into_iter().collect();
+    let path = dir.join("bench.ring");
+    let cfg = SamplerConfig {
+        rate_hz: Some(1000.0),
+        ..SamplerConfig::default()
+    };
+    let info = crate::telemetry::ring_info(&board, &values);
+    let sampler = Sampler::start(&board.rails, info, &path, &cfg)?;
+    std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+    let reader = RingReader::open(&path)?;
+    let stats = sampler.stop();
+    anyhow::ensure!(stats.samples > 0, "the sampler took no sample");
+
+    // The same preads, on this thread, as many times, in CPU time.
+    let fds: Vec<std::fs::File> = board
+        .rails
+        .iter()
+        .flat_map(|r| match &r.source {
+            RailSource::Power { mw } => vec![mw.path().to_path_buf()],
+            RailSource::VoltCurr { mv, ma } => {
+                vec![mv.path().to_path_buf(), ma.path().to_path_buf()]
+            }
+        })
+        .map(std::fs::File::open)
+        .collect::<std::io::Result<_>>()?;
+    let mut buf = [0u8; 64];
+    let cpu0 = thread_cpu_ns();
+    for _ in 0..stats.samples {
+        for f in &fds {
+            // SAFETY: a valid descriptor and a buffer that outlives the call.
+            unsafe { libc::pread(f.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        }
+    }
+    let raw_ns = (thread_cpu_ns() - cpu0) as f64 / stats.samples as f64;
+
+    // The floor of any 1 kHz poller: the same wake-ups and preads, nothing else.
+    let n = stats.samples;
+    let floor_ns = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut buf = [0u8; 64];
+            let cpu0 = thread_cpu_ns();
+            let mut next = monotonic_ns();
+            for _ in 0..n {
+                next += 1_000_000;
+                sleep_until(next);
+                for f in &fds {
+                    // SAFETY: as above.
+                    unsafe { libc::pread(f.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+                }
+            }
+            (thread_cpu_ns() - cpu0) as f64 / n as f64
+        })
+        .join()
+        .unwrap_or(f64::NAN)
+    });
+
+    let reads = 1_000_000u32;
+    let start = Instant::now();
+    let mut sum = 0u64;
+    for _ in 0..reads {
+        sum = sum.wrapping_add(reader.latest().map_or(0, |s| u64::from(s.module_uw)));
+    }
+    let latest_ns = start.elapsed().as_nanos() as f64 / f64::from(reads);
+    std::hint::black_box(sum);
+    let per_sample = stats.cpu_ns as f64 / stats.samples as f64;
+    Ok(json!({
+        "board": spec.id(),
+        "rails": board.rails.len(),
+        "preads_per_sample": fds.len(),
+        "samples": stats.samples,
+        "rate_hz": stats.samples as f64 / (stats.wall_ns as f64 * 1e-9),
+        "sampler_cpu_ns_per_sample": per_sample,
+        "cpu_share_pct": 100.0 * stats.cpu_ns as f64 / stats.wall_ns as f64,
+        "raw_pread_ns_per_sample": raw_ns,
+        "ratio": per_sample / raw_ns,
+        "floor_ns_per_sample": floor_ns,
+        "ratio_to_floor": per_sample / floor_ns,
+        "ring_latest_ns": latest_ns,
+        "targets": {"cpu_share_pct": 1.0, "ratio": 1.5, "ring_latest_ns": 200.0},
+    }))
 }
 
 fn switch(board_id: &str, iterations: usize, dir: &std::path::Path) -> Result<serde_json::Value> {

@@ -483,6 +483,27 @@ impl SimKernel {
         Ok(())
     }
 
+    /// The noise-free power of every connected rail now, watts, in the board's rail
+    /// order: the simulator's ground truth for tests of the telemetry.
+    pub fn true_rail_watts(&self) -> io::Result<Vec<f64>> {
+        let load = self.state()?.load;
+        let op = self.operating()?;
+        let load = Load {
+            cpu: load.cpu,
+            gpu: load.gpu,
+            emc: load.emc,
+        };
+        let d = power::domain_power(self.spec.silicon, &op, &load);
+        Ok(self
+            .spec
+            .ina
+            .iter()
+            .flat_map(|i| i.channels.iter())
+            .filter(|r| r.mv > 0)
+            .map(|r| rail_watts(self.spec, r, &d))
+            .collect())
+    }
+
     /// Reads the operating point from the tree.
     fn operating(&self) -> io::Result<Operating> {
         let mut cores = 0u32;

@@ -118,6 +118,11 @@ impl SimBoard {
         self.kernel.set_load(load)
     }
 
+    /// The noise-free power of every connected rail now, watts (ground truth for tests).
+    pub fn true_rail_watts(&self) -> std::io::Result<Vec<f64>> {
+        self.kernel.true_rail_watts()
+    }
+
     /// Arms a fault in this process's view of the board (tests of rollback).
     pub fn inject(&self, fault: Fault) {
         self.kernel.inject(fault)

@@ -268,7 +268,8 @@ impl Loop {
     }
 }
 
-fn sleep_until(deadline_ns: u64) {
+/// Sleeps until an absolute `CLOCK_MONOTONIC` time.
+pub fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,

@@ -6,4 +6,5 @@ mod cli;
 mod discovery;
 mod nvpmodel;
 mod switching;
+mod telemetry;
 mod util;

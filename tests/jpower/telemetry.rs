@@ -1,0 +1,469 @@
+//! Telemetry: the ring under concurrency and across processes, the sampler against the
+//! simulator's ground truth, staleness, throttling, and the telemetry commands.
+
+use crate::util;
+use jpower::board::Board;
+use jpower::control::state::Owner;
+use jpower::control::Controller;
+use jpower::sim::kernel::LoadState;
+use jpower::sim::SimBoard;
+use jpower::telemetry::ring::{
+    monotonic_ns, Missing, RailInfo, RingError, RingInfo, RingReader, RingWriter,
+};
+use jpower::telemetry::sampler::SamplerConfig;
+use jpower::telemetry::{flags, sensor, Sample, Telemetry};
+use std::path::Path;
+use std::time::Duration;
+
+fn info(rails: usize, slots: u32) -> RingInfo {
+    RingInfo {
+        board: "test board".into(),
+        simulated: true,
+        period_ns: 1_000,
+        slot_count: slots,
+        rails: (0..rails)
+            .map(|r| RailInfo {
+                name: format!("R{r}"),
+                role: 1,
+                refresh_us: 1,
+            })
+            .collect(),
+        module_mask: (1 << rails) - 1,
+        input_rail: None,
+    }
+}
+
+/// A synthetic sample whose fields all derive from `n`, so a torn read shows.
+fn synthetic(n: u64, rails: usize) -> Sample {
+    let mut s = Sample {
+        n,
+        t_ns: 1_000 + n,
+        rail_count: rails,
+        ..Sample::default()
+    };
+    for r in 0..rails {
+        s.rails[r].power_uw = (n as u32).wrapping_mul(7).wrapping_add(r as u32) % 1_000_000;
+        s.rails[r].voltage_mv = n as u32;
+        s.rails[r].current_ma = r as u32;
+    }
+    s.module_uw = s.rails[..rails].iter().map(|v| v.power_uw).sum();
+    s
+}
+
+fn consistent(s: &Sample) -> bool {
+    let n = s.n;
+    s.t_ns == 1_000 + n
+        && s.module_uw == s.rails().iter().map(|v| v.power_uw).sum::<u32>()
+        && s.rails().iter().all(|v| v.voltage_mv == n as u32)
+}
+
+#[test]
+fn ring_wraps_around_and_reports_lost_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let w = RingWriter::create(&path, &info(3, 8)).unwrap();
+    let r = RingReader::open(&path).unwrap();
+    assert!(r.latest().is_none(), "no sample before the first publish");
+    for n in 0..20 {
+        w.publish(n, &synthetic(n, 3));
+    }
+    assert_eq!(r.write_seq(), 20);
+    assert_eq!(r.latest().unwrap().n, 19);
+    assert_eq!(r.sample(5), Err(Missing::Lost));
+    assert_eq!(r.sample(20), Err(Missing::NotYet));
+    let s = r.sample(15).unwrap();
+    assert!(consistent(&s));
+    let since = r.since(0);
+    assert!(!since.is_empty() && since.iter().all(consistent));
+    assert_eq!(since.last().unwrap().n, 19);
+    assert!(since.windows(2).all(|w| w[1].n == w[0].n + 1));
+    assert_eq!(r.info.rails[2].name, "R2");
+}
+
+#[test]
+fn a_reader_opened_before_samples_sees_them_and_one_before_the_writer_gets_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let e = RingReader::open(&path).unwrap_err();
+    assert!(
+        matches!(e, RingError::Io { .. }) && e.to_string().contains("r.ring"),
+        "{e}"
+    );
+    let w = RingWriter::create(&path, &info(2, 16)).unwrap();
+    let r = RingReader::open(&path).unwrap();
+    w.publish(0, &synthetic(0, 2));
+    assert_eq!(r.latest().unwrap().n, 0);
+    // A new writer replaces the file atomically; the old mapping keeps working.
+    let w2 = RingWriter::create(&path, &info(2, 16)).unwrap();
+    w2.publish(0, &synthetic(0, 2));
+    assert_eq!(RingReader::open(&path).unwrap().latest().unwrap().n, 0);
+}
+
+#[test]
+fn rings_with_a_wrong_magic_version_or_size_are_refused() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let write = |at: u64, bytes: &[u8]| {
+        drop(RingWriter::create(&path, &info(2, 16)).unwrap());
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_at(bytes, at).unwrap();
+    };
+    write(0, b"NOTARING");
+    assert!(RingReader::open(&path)
+        .unwrap_err()
+        .to_string()
+        .contains("bad magic"));
+    write(8, &2u32.to_le_bytes());
+    assert!(RingReader::open(&path)
+        .unwrap_err()
+        .to_string()
+        .contains("version 2"));
+    write(8, &0u32.to_le_bytes());
+    assert!(RingReader::open(&path)
+        .unwrap_err()
+        .to_string()
+        .contains("initialising"));
+    drop(RingWriter::create(&path, &info(2, 16)).unwrap());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(4500)
+        .unwrap();
+    assert!(RingReader::open(&path)
+        .unwrap_err()
+        .to_string()
+        .contains("truncated"));
+    std::fs::write(&path, b"short").unwrap();
+    assert!(RingReader::open(&path)
+        .unwrap_err()
+        .to_string()
+        .contains("shorter"));
+}
+
+#[test]
+fn concurrent_readers_never_see_a_torn_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let w = RingWriter::create(&path, &info(16, 16)).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = RingReader::open(&path).unwrap();
+                    let (mut read, mut torn) = (0u64, 0u64);
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if let Some(x) = r.latest() {
+                            read += 1;
+                            torn += u64::from(!consistent(&x));
+                        }
+                        let n = r.write_seq().saturating_sub(10);
+                        if let Ok(x) = r.sample(n) {
+                            torn += u64::from(!consistent(&x) || x.n != n);
+                        }
+                    }
+                    (read, torn)
+                })
+            })
+            .collect();
+        let end = monotonic_ns() + 300_000_000;
+        let mut n = 0;
+        while monotonic_ns() < end {
+            w.publish(n, &synthetic(n, 16));
+            n += 1;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in readers {
+            let (read, torn) = r.join().unwrap();
+            assert!(read > 100, "readers should have read: {read}");
+            assert_eq!(torn, 0, "torn samples seen");
+        }
+        assert!(n > 10_000, "writer published {n}");
+    });
+}
+
+#[test]
+fn readers_in_other_processes_never_see_torn_samples_and_never_block_the_writer() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let w = RingWriter::create(&path, &info(8, 64)).unwrap();
+    w.publish(0, &synthetic(0, 8));
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            util::jpower(dir.path())
+                .args(["--json", "ring", "read"])
+                .arg(&path)
+                .args(["--check", "1.5"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut n = 1;
+    let publish_for = |ms: u64, n: &mut u64| {
+        let end = monotonic_ns() + ms * 1_000_000;
+        while monotonic_ns() < end {
+            w.publish(*n, &synthetic(*n, 8));
+            *n += 1;
+        }
+    };
+    publish_for(400, &mut n);
+    for c in &children {
+        kill(Pid::from_raw(c.id() as i32), Signal::SIGSTOP).unwrap();
+    }
+    let before = n;
+    publish_for(200, &mut n);
+    assert!(
+        n > before + 1000,
+        "the writer kept going while readers were stopped: {before} -> {n}"
+    );
+    for c in &children {
+        kill(Pid::from_raw(c.id() as i32), Signal::SIGCONT).unwrap();
+    }
+    publish_for(1500, &mut n);
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let j = util::json(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(j["torn"], 0, "{j}");
+        assert!(j["read"].as_u64().unwrap() > 100, "{j}");
+        assert!(
+            j["lost"].as_u64().unwrap() > 0,
+            "a stopped reader is lapped, and says so: {j}"
+        );
+    }
+}
+
+/// A simulated board with its controller, sampling at `rate` with averaging `samples`.
+fn sampled(
+    id: &str,
+    rt: &Path,
+    period_us: Option<u32>,
+    rate: f64,
+) -> (SimBoard, Controller, Telemetry) {
+    let sim = SimBoard::open(id, rt).unwrap();
+    let mut c = Controller::open(Board::discover(sim.root()).unwrap(), rt, Owner::cli()).unwrap();
+    if let Some(p) = period_us {
+        let t = sensor::averaging_target(c.board(), c.current(), p);
+        c.apply_values(&t).unwrap();
+    }
+    let cfg = SamplerConfig {
+        rate_hz: Some(rate),
+        ..SamplerConfig::default()
+    };
+    let t = Telemetry::start(c.board(), c.current(), rt, &cfg).unwrap();
+    (sim, c, t)
+}
+
+fn true_module_w(sim: &SimBoard, c: &Controller) -> f64 {
+    let w = sim.true_rail_watts().unwrap();
+    c.board().totals.module.iter().map(|&i| w[i]).sum()
+}
+
+#[test]
+fn energy_at_the_fastest_refresh_is_within_half_a_percent_of_the_truth() {
+    let rt = util::runtime();
+    let (sim, c, t) = sampled("orin-agx", rt.path(), Some(1000), 1000.0);
+    let ring = RingReader::open(&t.path).unwrap();
+    assert!(
+        ring.info.rails.iter().all(|r| r.refresh_us < 1000),
+        "{:?}",
+        ring.info.rails
+    );
+    // A known trace: 0.6 s light, then 0.6 s heavy.
+    sim.set_load(LoadState {
+        cpu: 0.2,
+        gpu: 0.2,
+        emc: 0.2,
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = monotonic_ns();
+    let p1 = true_module_w(&sim, &c);
+    std::thread::sleep(Duration::from_millis(600));
+    let t_mid = monotonic_ns();
+    sim.set_load(LoadState {
+        cpu: 0.6,
+        gpu: 0.95,
+        emc: 0.7,
+    })
+    .unwrap();
+    let p2 = true_module_w(&sim, &c);
+    std::thread::sleep(Duration::from_millis(600));
+    let t1 = monotonic_ns();
+    std::thread::sleep(Duration::from_millis(20));
+    let exact = p1 * (t_mid - t0) as f64 * 1e-9 + p2 * (t1 - t_mid) as f64 * 1e-9;
+    let e = ring.energy(t0, t1);
+    let err = (e.module_j - exact).abs() / exact;
+    assert!(
+        err < 0.005,
+        "energy {} J vs exact {exact} J: {:.3}% off",
+        e.module_j,
+        err * 100.0
+    );
+    assert!(e.rate_hz > 800.0, "{}", e.rate_hz);
+    assert!(p2 > 2.0 * p1, "the trace has a real step: {p1} W -> {p2} W");
+    drop(t);
+}
+
+#[test]
+fn at_the_default_refresh_values_are_marked_stale_and_the_error_bound_holds() {
+    let rt = util::runtime();
+    let (sim, c, t) = sampled("orin-agx@r36", rt.path(), None, 1000.0);
+    let ring = RingReader::open(&t.path).unwrap();
+    assert!(
+        ring.info.rails.iter().all(|r| r.refresh_us > 400_000),
+        "NVIDIA's 512 samples: {:?}",
+        ring.info.rails
+    );
+    sim.set_load(LoadState {
+        cpu: 0.1,
+        gpu: 0.1,
+        emc: 0.1,
+    })
+    .unwrap();
+    let t0 = monotonic_ns();
+    let p1 = true_module_w(&sim, &c);
+    std::thread::sleep(Duration::from_millis(1000));
+    let t_mid = monotonic_ns();
+    sim.set_load(LoadState {
+        cpu: 0.7,
+        gpu: 0.9,
+        emc: 0.6,
+    })
+    .unwrap();
+    let p2 = true_module_w(&sim, &c);
+    std::thread::sleep(Duration::from_millis(1000));
+    let t1 = monotonic_ns();
+    let samples = ring.since(t0);
+    let fresh_per_rail = samples.iter().filter(|s| s.fresh & 1 != 0).count();
+    assert!(samples.len() > 1500, "{}", samples.len());
+    assert!(
+        (2..=7).contains(&fresh_per_rail),
+        "about one fresh value per 430 ms, got {fresh_per_rail} in 2 s"
+    );
+    // A value repeated within the refresh interval is never presented as new.
+    let refresh_ns = u64::from(ring.info.rails[0].refresh_us) * 1000;
+    let mut last_fresh: Option<u64> = None;
+    for w in samples.windows(2) {
+        if w[1].fresh & 1 != 0 {
+            if let (true, Some(last)) = (w[1].rails[0] == w[0].rails[0], last_fresh) {
+                assert!(w[1].t_ns - last >= refresh_ns, "a repeat marked fresh");
+            }
+            last_fresh = Some(w[1].t_ns);
+        }
+    }
+    let exact = p1 * (t_mid - t0) as f64 * 1e-9 + p2 * (t1 - t_mid) as f64 * 1e-9;
+    let e = ring.energy(t0, t1);
+    let quantisation = 0.02 * exact;
+    assert!(
+        (e.module_j - exact).abs() <= e.error_bound_j + quantisation,
+        "error {} J beyond the bound {} J",
+        (e.module_j - exact).abs(),
+        e.error_bound_j
+    );
+    assert!(
+        e.error_bound_j > 0.1,
+        "a slow sensor has a real bound: {}",
+        e.error_bound_j
+    );
+    drop(t);
+}
+
+#[test]
+fn a_clock_below_its_minimum_flags_samples_as_throttled() {
+    let rt = util::runtime();
+    let (sim, _c, t) = sampled("orin-agx", rt.path(), None, 200.0);
+    let ring = RingReader::open(&t.path).unwrap();
+    std::thread::sleep(Duration::from_millis(250));
+    assert_eq!(ring.latest().unwrap().flags & flags::THROTTLED, 0);
+    assert!(
+        ring.zones()
+            .iter()
+            .any(|(n, t)| n == "cpu-thermal" && t.is_some()),
+        "{:?}",
+        ring.zones()
+    );
+    // As a thermal cap does: the running clock drops below the requested minimum.
+    let cur = sim
+        .root()
+        .path("/sys/devices/system/cpu/cpufreq/policy0/scaling_cur_freq");
+    std::fs::write(cur, "115200\n").unwrap();
+    std::thread::sleep(Duration::from_millis(350));
+    assert_ne!(ring.latest().unwrap().flags & flags::THROTTLED, 0);
+    drop(t);
+}
+
+#[test]
+fn energy_runs_a_command_and_keeps_its_exit_status() {
+    let rt = util::runtime();
+    let out = util::run(util::jpower(rt.path()).args([
+        "--sim",
+        "nano",
+        "--json",
+        "energy",
+        "--rate",
+        "200",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.3; exit 3",
+    ]));
+    assert_eq!(out.status.code(), Some(3));
+    let j = util::json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(j["exit_code"], 3);
+    assert!(j["duration_s"].as_f64().unwrap() >= 0.3);
+    assert!(j["module_j"].as_f64().unwrap() > 0.0, "{j}");
+    assert_eq!(j["rails"].as_array().unwrap().len(), 3);
+    let err = util::run(util::jpower(rt.path()).args([
+        "--sim",
+        "nano",
+        "energy",
+        "--",
+        "/nonexistent/cmd",
+    ]));
+    assert_eq!(err.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&err.stderr).contains("cannot run"));
+}
+
+#[test]
+fn watch_with_auto_averaging_puts_the_sensor_back() {
+    let rt = util::runtime();
+    let status = || {
+        util::json(&util::ok(util::jpower(rt.path()).args([
+            "--sim",
+            "orin-agx@r36",
+            "--json",
+            "status",
+        ])))
+    };
+    let before = status()["knobs"].clone();
+    let csv = util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "orin-agx@r36",
+        "watch",
+        "--csv",
+        "--averaging",
+        "auto",
+        "--duration",
+        "0.4",
+    ]));
+    let rows: Vec<&str> = csv.lines().collect();
+    assert!(
+        rows[0].starts_with("t_s,module_w,VDD_GPU_SOC_w"),
+        "{}",
+        rows[0]
+    );
+    assert!(rows.len() > 200, "{} rows at 1 kHz for 0.4 s", rows.len());
+    let after = status();
+    assert_eq!(after["knobs"], before, "the averaging is put back");
+    assert!(after["state"].is_null());
+}
