@@ -68,6 +68,10 @@ pub fn snapshot(c: &Controller) -> Value {
         .map(|(k, val)| json!({"knob": k.kind, "path": k.path, "value": val, "writable": k.writable}))
         .collect();
     let stats = c.stats();
+    let zones: Vec<Value> = crate::telemetry::thermal::zones(&b.root)
+        .iter()
+        .map(|z| json!({"zone": z.name, "temp_mc": z.read_mc()}))
+        .collect();
     json!({
         "board": b.identity,
         "root": b.root.dir(),
@@ -81,6 +85,8 @@ pub fn snapshot(c: &Controller) -> Value {
         "totals": {"module_mw": module_mw, "module_rails": b.totals.module_names(&b.rails),
                    "input_mw": input_mw},
         "knobs": knobs,
+        "thermal": zones,
+        "fan_pwm": crate::telemetry::thermal::fan_pwm(&b.root),
         "warnings": b.warnings,
         "state": c.state().map(|s| json!({"owner": s.owner, "baseline_knobs": s.baseline.len()})),
         "last_switch_us": (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
@@ -176,6 +182,24 @@ pub fn text(s: &Value) -> String {
             .collect::<Vec<_>>()
             .join(" + "))
     );
+    let temps: Vec<String> = s["thermal"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|z| {
+            Some(format!(
+                "{} {:.1}C",
+                z["zone"].as_str()?,
+                z["temp_mc"].as_f64()? / 1000.0
+            ))
+        })
+        .collect();
+    if !temps.is_empty() {
+        let fan = s["fan_pwm"]
+            .as_u64()
+            .map_or(String::new(), |p| format!("  fan pwm {p}/255"));
+        let _ = writeln!(o, "thermal {}{fan}", temps.join("  "));
+    }
     let knobs = s["knobs"].as_array().map_or(0, Vec::len);
     let writable = s["knobs"]
         .as_array()

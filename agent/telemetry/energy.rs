@@ -201,6 +201,54 @@ mod tests {
     }
 
     #[test]
+    fn minibatch_markers_account_each_minibatch() {
+        use crate::telemetry::ring::{RailInfo, RingInfo, RingWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.ring");
+        let info = RingInfo {
+            board: "b".into(),
+            simulated: true,
+            period_ns: 1_000_000,
+            slot_count: 4096,
+            rails: vec![RailInfo {
+                name: "R".into(),
+                role: 1,
+                refresh_us: 1,
+            }],
+            module_mask: 1,
+            input_rail: None,
+        };
+        let w = RingWriter::create(&path, &info).unwrap();
+        // 10 W for 1 s, then 20 W for 1 s, at 1 kHz.
+        for n in 0..=2000u64 {
+            w.publish(n, &s(n, if n < 1000 { 10.0 } else { 20.0 }));
+        }
+        let ring = RingReader::open(&path).unwrap();
+        let mut m = Minibatches::default();
+        m.begin(Kind::Train, 1, 0).unwrap();
+        assert_eq!(
+            m.begin(Kind::Train, 1, 0),
+            Err(MarkerError::AlreadyOpen {
+                kind: Kind::Train,
+                id: 1
+            })
+        );
+        m.begin(Kind::Infer, 1, 1_500_000_000).unwrap();
+        let train = m.end(Kind::Train, 1, 999_000_000, &ring).unwrap();
+        assert!((train.energy_j - 9.99).abs() < 0.01, "{train:?}");
+        assert!((train.mean_w - 10.0).abs() < 0.01);
+        let infer = m.end(Kind::Infer, 1, 2_000_000_000, &ring).unwrap();
+        assert!((infer.energy_j - 10.0).abs() < 0.01, "{infer:?}");
+        assert_eq!(
+            m.end(Kind::Infer, 1, 0, &ring),
+            Err(MarkerError::NotBegun {
+                kind: Kind::Infer,
+                id: 1
+            })
+        );
+    }
+
+    #[test]
     fn the_error_bound_grows_with_refresh_and_swing() {
         let samples = vec![s(0, 5.0), s(500, 15.0), s(1000, 5.0)];
         let e = integrate(&samples, 0, 1_000_000_000, 0.43);
