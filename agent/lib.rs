@@ -27,6 +27,8 @@
 pub mod board;
 pub mod cli;
 pub mod control;
+pub mod daemon;
+pub mod ipc;
 pub mod mode;
 pub mod nvpmodel;
 pub mod preset;

@@ -53,11 +53,17 @@ pub struct Target {
     /// An nvpmodel configuration to read presets from [default: the board's /etc/nvpmodel.conf].
     #[arg(long, global = true, value_name = "FILE")]
     pub nvpmodel: Option<PathBuf>,
+    /// The agent's socket [default: the config's, else <runtime-dir>/jpower.sock]. When an
+    /// agent serves it, `set`, `restore` and `status` go through the agent.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }
 
 /// Commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the agent: own the board, sample it, serve the socket (see docs/protocol.md).
+    Agent(AgentArgs),
     /// Board, SoC, L4T, current mode, knobs found and missing, rails and their power now.
     Status,
     /// Presets and the size of the mode space (--all lists every mode).
@@ -81,6 +87,14 @@ pub enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::Command),
+}
+
+/// Arguments of `jpower agent`.
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// The configuration file [default: /etc/jpower/jpower.toml if it exists].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `jpower sim ...`.
@@ -110,6 +124,24 @@ impl Target {
                 Ok((Root::host(dir), None))
             }
             (None, None) => Ok((Root::host("/"), None)),
+        }
+    }
+
+    /// A connection to a running agent, if one serves the socket.
+    pub fn agent(&self) -> Result<Option<crate::ipc::client::Client>> {
+        let config = crate::daemon::Config::load(None)?;
+        let path = crate::daemon::socket_path(self.socket.as_deref(), &config, &self.runtime_dir());
+        if !path.exists() {
+            return Ok(None);
+        }
+        match crate::ipc::client::Client::connect(
+            &path,
+            crate::ipc::codec::Encoding::Bincode,
+            "jpower cli",
+        ) {
+            Ok((c, _)) => Ok(Some(c)),
+            Err(crate::ipc::client::ClientError::Connect { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -169,6 +201,11 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Watch(a) => telemetry::watch(&cli.target, a, out),
         Command::Energy(_) => unreachable!("handled in run"),
         Command::Ring(c) => telemetry::ring(c, out),
+        Command::Agent(a) => crate::daemon::run(&crate::daemon::Options {
+            target: cli.target.clone(),
+            socket: cli.target.socket.clone(),
+            config: a.config.clone(),
+        }),
         Command::Status => status::run(&cli.target, out),
         Command::Modes(a) => modes::run(&cli.target, a, out),
         Command::Set(a) => set::run(&cli.target, a, out),

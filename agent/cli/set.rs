@@ -3,7 +3,10 @@
 use super::{Output, Target};
 use crate::board::Board;
 use crate::control::{Restored, Switch};
+use crate::ipc::client::Client;
+use crate::ipc::protocol::{LeaseKind, ModeRequest, ReplyBody, RequestBody};
 use crate::mode::{KnobRequest, Mode};
+use crate::units::{parse_freq, FreqUnit};
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -77,6 +80,9 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
             "nothing to set: name a preset or give --cores, --cpu-freq, --gpu-freq or --emc-freq"
         );
     }
+    if let Some(client) = target.agent()? {
+        return set_through_agent(client, a, out);
+    }
     let (mut c, _sim) = target.open()?;
     let mut notes = Vec::new();
     let mut mode = Mode::default();
@@ -125,8 +131,72 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     )
 }
 
+/// `jpower set` when an agent runs: a persistent lease through its socket.
+fn set_through_agent(mut client: Client, a: &Args, out: &Output) -> Result<()> {
+    let hz = |text: &Option<String>, unit| -> Result<Option<u64>> {
+        text.as_deref()
+            .map(|t| parse_freq(t, unit))
+            .transpose()
+            .map_err(Into::into)
+    };
+    let mode = match &a.preset {
+        Some(name)
+            if a.cores.is_none()
+                && a.cpu_freq.is_none()
+                && a.gpu_freq.is_none()
+                && a.emc_freq.is_none() =>
+        {
+            ModeRequest::Preset { name: name.clone() }
+        }
+        Some(_) => bail!("through the agent, give a preset or knob values, not both"),
+        None => ModeRequest::Knobs {
+            cores: a.cores.map(|c| c as u32),
+            cpu_khz: hz(&a.cpu_freq, FreqUnit::KHz)?.map(|h| h / 1000),
+            gpu_hz: hz(&a.gpu_freq, FreqUnit::Hz)?,
+            emc_hz: hz(&a.emc_freq, FreqUnit::Hz)?,
+            snap: a.snap,
+        },
+    };
+    let reply = client.request(RequestBody::SetMode {
+        mode,
+        lease: LeaseKind::Persistent,
+        timeout_ms: None,
+    })?;
+    let ReplyBody::ModeSet {
+        writes,
+        switch_us,
+        capped,
+        ..
+    } = reply
+    else {
+        bail!("unexpected reply from the agent: {reply:?}");
+    };
+    out.print(
+        &json!({"through_agent": true, "writes": writes, "switch_us": switch_us, "capped": capped}),
+        || {
+            let cap = if capped { "; the budget guard caps it below the request" } else { "" };
+            format!("{writes} write(s) through the agent in {switch_us:.1} us{cap}\nthe mode holds (persistent lease) until `jpower restore`\n")
+        },
+    )
+}
+
 /// `jpower restore`.
 pub fn restore(target: &Target, out: &Output) -> Result<()> {
+    if let Some(mut client) = target.agent()? {
+        let ReplyBody::Released { restored } = client.request(RequestBody::Release)? else {
+            bail!("unexpected reply from the agent");
+        };
+        return out.print(
+            &json!({"through_agent": true, "restored": restored}),
+            || {
+                if restored {
+                    "released the lease: the agent restored the settings from before it\n".into()
+                } else {
+                    "nothing to restore: no lease is held\n".into()
+                }
+            },
+        );
+    }
     let (mut c, _sim) = target.open()?;
     match c.restore()? {
         Restored::Nothing => out.print(

@@ -236,7 +236,73 @@ pub fn text(s: &Value) -> String {
 
 /// `jpower status`.
 pub fn run(target: &Target, out: &Output) -> Result<()> {
+    if let Some(mut client) = target.agent()? {
+        let reply = client.request(crate::ipc::protocol::RequestBody::Status)?;
+        let crate::ipc::protocol::ReplyBody::Status(st) = reply else {
+            anyhow::bail!("unexpected reply from the agent");
+        };
+        let value = serde_json::to_value(&st)?;
+        return out.print(&json!({"through_agent": true, "agent": value}), || {
+            agent_text(&st)
+        });
+    }
     let (c, _sim) = target.open()?;
     let s = snapshot(&c);
     out.print(&s, || text(&s))
+}
+
+fn agent_text(s: &crate::ipc::protocol::Status) -> String {
+    let mut o = format!(
+        "board   {} (served by the agent)\ncpus    online {:?}\n",
+        s.board, s.online_cpus
+    );
+    for (i, c) in s.cpu_khz.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "  cluster{i} min {} max {} cur {}",
+            Freq(c[0] * 1000),
+            Freq(c[1] * 1000),
+            Freq(c[2] * 1000)
+        );
+    }
+    if let Some(g) = s.gpu_hz {
+        let _ = writeln!(
+            o,
+            "gpu     min {} max {} cur {}",
+            Freq(g[0]),
+            Freq(g[1]),
+            Freq(g[2])
+        );
+    }
+    let _ = writeln!(
+        o,
+        "emc     cap {}",
+        s.emc_cap_hz.map_or("none".into(), |c| Freq(c).to_string())
+    );
+    if let Some(w) = s.module_w {
+        let _ = writeln!(o, "power   module {w:.3} W");
+    }
+    match &s.holder {
+        Some(h) => {
+            let _ = writeln!(
+                o,
+                "lease   {} (pid {}, uid {}, {:?})",
+                h.client, h.pid, h.uid, h.lease
+            );
+        }
+        None => {
+            let _ = writeln!(o, "lease   none");
+        }
+    }
+    if let Some(b) = s.budget_w {
+        let _ = writeln!(
+            o,
+            "budget  {b:.1} W{}",
+            s.guard
+                .as_ref()
+                .map_or(String::new(), |g| format!(" (capped: {g})"))
+        );
+    }
+    let _ = writeln!(o, "ring    {}", s.ring_path);
+    o
 }

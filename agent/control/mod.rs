@@ -8,7 +8,8 @@
 //! file, the value and the errno. The switch allocates nothing on its way and costs one
 //! `pwrite` and one `pread` per changed knob plus two journal `pwrite`s.
 //!
-//! Every [`Controller::open`] first finishes what an earlier process left: it discards
+//! One process at a time controls a board (an exclusive `flock` held for the
+//! controller's life). Every [`Controller::open`] first finishes what an earlier process left: it discards
 //! state from an earlier boot, rolls back an unfinished switch, and restores the baseline
 //! if the owner was an agent or lease that died.
 
@@ -100,6 +101,7 @@ pub struct Controller {
     journal: Option<Journal>,
     owner: Owner,
     recovered: Vec<String>,
+    _lock: state::BoardLock,
 }
 
 impl Controller {
@@ -109,8 +111,9 @@ impl Controller {
         runtime_dir: &Path,
         owner: Owner,
     ) -> Result<Controller, ControlError> {
-        let current = board.read_knobs()?.into_iter().collect();
         let paths = StatePaths::new(runtime_dir, &board.key());
+        let lock = state::BoardLock::acquire(&paths.lock, std::time::Duration::from_secs(5))?;
+        let current = board.read_knobs()?.into_iter().collect();
         let mut c = Controller {
             board,
             paths,
@@ -119,6 +122,7 @@ impl Controller {
             journal: None,
             owner,
             recovered: Vec::new(),
+            _lock: lock,
         };
         c.recover()?;
         Ok(c)
@@ -206,6 +210,18 @@ impl Controller {
     /// (a held state keeps its owner).
     pub fn set_owner(&mut self, owner: Owner) {
         self.owner = owner;
+    }
+
+    /// Hands the saved state to a new owner (the agent, stopping with a persistent lease,
+    /// hands it to whoever runs `jpower restore`).
+    pub fn set_state_owner(&mut self, owner: Owner) {
+        self.owner = owner.clone();
+        if let Some(st) = &mut self.state {
+            st.owner = owner;
+            if let Err(e) = self.paths.save(st) {
+                log::error!("cannot hand over the state file: {e}");
+            }
+        }
     }
 
     /// Re-reads every knob (to notice changes made behind jpower's back).

@@ -122,6 +122,8 @@ impl State {
 pub enum StateError {
     #[error("state file {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
+    #[error("another jpower process (pid {pid}) controls this board; if it is the agent, go through it (--socket)")]
+    Busy { pid: String },
     #[error("state file {}: {source}", path.display())]
     Corrupt {
         path: PathBuf,
@@ -134,6 +136,56 @@ pub enum StateError {
 pub struct StatePaths {
     pub state: PathBuf,
     pub journal: PathBuf,
+    pub lock: PathBuf,
+}
+
+/// An exclusive claim on a board by one jpower process (`flock`, released when the
+/// process exits, however it exits), so that two processes never interleave switches or
+/// mistake each other's switch in flight for a crash.
+#[derive(Debug)]
+pub struct BoardLock {
+    _file: File,
+}
+
+impl BoardLock {
+    /// Takes the lock, waiting up to `wait` for another process to finish.
+    pub fn acquire(path: &Path, wait: std::time::Duration) -> Result<BoardLock, StateError> {
+        use std::os::fd::AsRawFd;
+        let io = |source| StateError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(io)?;
+        let start = std::time::Instant::now();
+        loop {
+            // SAFETY: flock on a descriptor we own; released when the file closes.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                let _ = file.set_len(0);
+                let _ = file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0);
+                return Ok(BoardLock { _file: file });
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(io(e));
+            }
+            if start.elapsed() >= wait {
+                let holder = std::fs::read_to_string(path).unwrap_or_default();
+                return Err(StateError::Busy {
+                    pid: holder.trim().to_string(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
 
 impl StatePaths {
@@ -143,6 +195,7 @@ impl StatePaths {
         StatePaths {
             state: dir.join(format!("{board_key}.json")),
             journal: dir.join(format!("{board_key}.journal")),
+            lock: dir.join(format!("{board_key}.lock")),
         }
     }
 

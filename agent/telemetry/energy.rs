@@ -26,7 +26,8 @@ pub struct Energy {
     pub error_bound_j: f64,
 }
 
-/// Integrates `samples` (oldest first) over `[t0, t1]`, interpolating at the edges.
+/// Integrates `samples` (oldest first) over `[t0, t1]`, interpolating at the edges and
+/// holding the first and last values where the samples do not cover the window.
 /// `refresh_s` is the slowest rail's refresh interval.
 pub fn integrate(samples: &[Sample], t0: u64, t1: u64, refresh_s: f64) -> Energy {
     let rails = samples.first().map_or(0, |s| s.rail_count);
@@ -66,6 +67,22 @@ pub fn integrate(samples: &[Sample], t0: u64, t1: u64, refresh_s: f64) -> Energy
             lo = lo.min(f64::from(p) * 1e-6);
             hi = hi.max(f64::from(p) * 1e-6);
         }
+    }
+    // Before the first and after the last sample the sensor holds its value.
+    if let (Some(first), Some(last)) = (samples.first(), samples.last()) {
+        let hold = |s: &Sample, from: u64, to: u64, e: &mut Energy| {
+            if to > from {
+                let dt = (to - from) as f64 * 1e-9;
+                e.module_j += f64::from(s.module_uw) * 1e-6 * dt;
+                for r in 0..rails {
+                    e.rails_j[r] += f64::from(s.rails[r].power_uw) * 1e-6 * dt;
+                }
+            }
+        };
+        hold(first, t0, first.t_ns.min(t1), &mut e);
+        hold(last, last.t_ns.max(t0), t1, &mut e);
+        lo = lo.min(f64::from(first.module_uw) * 1e-6);
+        hi = hi.max(f64::from(first.module_uw) * 1e-6);
     }
     if e.duration_s > 0.0 {
         e.rate_hz = e.samples as f64 / e.duration_s;

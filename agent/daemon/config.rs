@@ -1,0 +1,224 @@
+//! The agent's configuration file (`/etc/jpower/jpower.toml`, or `--config FILE`).
+//!
+//! Every key is optional and documented in the README with its default. An unknown key
+//! or a bad value is an error naming the file and the line.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The default configuration file.
+pub const DEFAULT_PATH: &str = "/etc/jpower/jpower.toml";
+
+/// Which total the budget applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetTotal {
+    /// Module power (the input rail where there is one, else the module rails).
+    #[default]
+    Module,
+    /// The input rail (boards with one).
+    Input,
+}
+
+/// The configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The socket path [default: `<runtime_dir>/jpower.sock`].
+    pub socket: Option<PathBuf>,
+    /// The socket's mode, octal.
+    pub socket_mode: String,
+    /// The group that may connect and read (the socket's group).
+    pub read_group: String,
+    /// The group that may control (set modes, budgets); root always may.
+    pub control_group: String,
+    /// The runtime directory [default: see the README].
+    pub runtime_dir: Option<PathBuf>,
+    /// Samples per second [default: the lower of 1 kHz and the sensors' refresh].
+    pub sample_rate_hz: Option<f64>,
+    /// `keep`, `auto` or an averaging count.
+    pub sensor_averaging: String,
+    /// Sampler thread SCHED_FIFO priority and CPU.
+    pub rt_priority: Option<i32>,
+    pub sampler_cpu: Option<usize>,
+    /// Power budget, watts.
+    pub budget_w: Option<f64>,
+    pub budget_total: BudgetTotal,
+    /// Moving-average window of the budget guard, milliseconds.
+    pub budget_window_ms: u64,
+    /// How far under the budget the guard must be before it lifts a cap, watts.
+    pub budget_hysteresis_w: f64,
+    /// Session lease expiry without renewal, milliseconds (0: none).
+    pub lease_timeout_ms: u64,
+    /// Most clients connected at once.
+    pub max_clients: usize,
+    /// A preset applied at start (a mode that survives reboots).
+    pub default_mode: Option<String>,
+    /// Whether restoring after a lease overwrites changes made behind jpower's back.
+    pub restore_overrides_external: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            socket: None,
+            socket_mode: "0660".into(),
+            read_group: "jpower".into(),
+            control_group: "jpower".into(),
+            runtime_dir: None,
+            sample_rate_hz: None,
+            sensor_averaging: "keep".into(),
+            rt_priority: None,
+            sampler_cpu: None,
+            budget_w: None,
+            budget_total: BudgetTotal::Module,
+            budget_window_ms: 1000,
+            budget_hysteresis_w: 1.0,
+            lease_timeout_ms: 0,
+            max_clients: 64,
+            default_mode: None,
+            restore_overrides_external: false,
+        }
+    }
+}
+
+/// Configuration errors, with file and line.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}:{line}: {message}", path.display())]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Reads `path`; a missing default file means the defaults.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let (path, required) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (PathBuf::from(DEFAULT_PATH), false),
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Config::parse(&text, &path),
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(Config::default())
+            }
+            Err(source) => Err(ConfigError::Io { path, source }),
+        }
+    }
+
+    /// Parses and checks a configuration.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: e.span().map_or(1, |s| line_of(s.start)),
+            message: e.message().trim().to_string(),
+        })?;
+        let bad = |key: &str, message: String| {
+            let line = text
+                .lines()
+                .position(|l| l.trim_start().starts_with(key))
+                .map_or(1, |i| i + 1);
+            ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line,
+                message: format!("{key}: {message}"),
+            }
+        };
+        if u32::from_str_radix(&cfg.socket_mode, 8).map_or(true, |m| m > 0o777) {
+            return Err(bad(
+                "socket_mode",
+                format!("{:?} is not an octal file mode", cfg.socket_mode),
+            ));
+        }
+        match cfg.sensor_averaging.as_str() {
+            "keep" | "auto" => {}
+            n if n
+                .parse::<u32>()
+                .is_ok_and(|s| crate::telemetry::sensor::SAMPLES.contains(&s)) => {}
+            n => {
+                return Err(bad(
+                    "sensor_averaging",
+                    format!("{n:?}: keep, auto, or 1, 4, 16, 64, 128, 256, 512, 1024"),
+                ))
+            }
+        }
+        if let Some(r) = cfg.sample_rate_hz {
+            if !(r > 0.0 && r <= 100_000.0) {
+                return Err(bad("sample_rate_hz", format!("{r} is not in (0, 100000]")));
+            }
+        }
+        if let Some(b) = cfg.budget_w {
+            if !(b > 0.0 && b.is_finite()) {
+                return Err(bad(
+                    "budget_w",
+                    format!("{b} is not a positive number of watts"),
+                ));
+            }
+        }
+        if cfg.max_clients == 0 {
+            return Err(bad("max_clients", "must be at least 1".into()));
+        }
+        if cfg.budget_window_ms == 0 {
+            return Err(bad("budget_window_ms", "must be at least 1".into()));
+        }
+        Ok(cfg)
+    }
+
+    /// The socket's mode bits.
+    pub fn socket_mode_bits(&self) -> u32 {
+        u32::from_str_radix(&self.socket_mode, 8).unwrap_or(0o660)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Config::parse(text, Path::new("j.toml"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn defaults_and_a_full_file() {
+        assert_eq!(
+            Config::parse("", Path::new("x")).unwrap(),
+            Config::default()
+        );
+        let c = Config::parse(
+            "budget_w = 25.5\nsensor_averaging = \"auto\"\ndefault_mode = \"MODE_30W\"\nlease_timeout_ms = 5000\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(c.budget_w, Some(25.5));
+        assert_eq!(c.default_mode.as_deref(), Some("MODE_30W"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_file_and_line() {
+        assert!(
+            err("budget_w = 20\nbugdet = 3\n").starts_with("j.toml:2: unknown field `bugdet`"),
+            "{}",
+            err("budget_w = 20\nbugdet = 3\n")
+        );
+        assert!(
+            err("\n\nbudget_w = \"lots\"\n").starts_with("j.toml:3:"),
+            "{}",
+            err("\n\nbudget_w = \"lots\"\n")
+        );
+        assert!(err("x = [\n").starts_with("j.toml:"));
+        assert!(err("\nsocket_mode = \"999\"\n").starts_with("j.toml:2: socket_mode"));
+        assert!(err("sensor_averaging = \"3\"\n").starts_with("j.toml:1: sensor_averaging"));
+        assert!(err("budget_w = -1.0\n").contains("positive"));
+    }
+}

@@ -1,0 +1,539 @@
+//! The agent's state behind one lock: the controller, the lease, the requested values,
+//! the budget guard. Every request that reads or changes the board goes through here.
+
+use super::guard::Guard;
+use super::Config;
+use crate::control::plan::{self, Values};
+use crate::control::state::{Owner, OwnerKind};
+use crate::control::Controller;
+use crate::ipc::protocol::*;
+use crate::mode::{KnobRequest, ModeSpace};
+use crate::preset::Presets;
+use crate::telemetry::ring::{monotonic_ns, RingReader};
+use std::collections::HashMap;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+/// Who is asking: a connection and its peer's credentials.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub client: u64,
+    pub pid: u32,
+    pub uid: u32,
+    pub name: String,
+    /// Whether the peer may control (root, or the control group).
+    pub may_control: bool,
+}
+
+/// The lease on the board.
+#[derive(Debug)]
+struct Lease {
+    client: u64,
+    holder: Holder,
+    /// What was requested before the lease: restored when it ends.
+    prior: Values,
+    timeout: Option<Duration>,
+    expires: Option<Instant>,
+}
+
+/// The agent's state.
+pub struct Core {
+    pub controller: Controller,
+    presets: Option<Presets>,
+    lease: Option<Lease>,
+    /// What the holder (or the agent's default) asked for, before the guard's caps.
+    requested: Values,
+    guard: Guard,
+    /// Knobs changed behind jpower's back during the current lease.
+    external: Vec<usize>,
+    /// Where to send events for each connection.
+    events: HashMap<u64, Sender<ReplyBody>>,
+    config: Config,
+    ring: RingReader,
+    ring_path: String,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("lease", &self.lease).finish()
+    }
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> ReplyBody {
+    ReplyBody::Error {
+        code,
+        message: message.into(),
+    }
+}
+
+impl Core {
+    /// The state of an agent that controls `controller`'s board.
+    pub fn new(
+        controller: Controller,
+        presets: Option<Presets>,
+        config: Config,
+        ring: RingReader,
+        ring_path: String,
+    ) -> Core {
+        let requested = controller.current().clone();
+        let mut guard = Guard::default();
+        guard.set_budget(config.budget_w);
+        Core {
+            controller,
+            presets,
+            lease: None,
+            requested,
+            guard,
+            external: Vec::new(),
+            events: HashMap::new(),
+            config,
+            ring,
+            ring_path,
+        }
+    }
+
+    /// Registers where a connection's events go.
+    pub fn connect(&mut self, client: u64, events: Sender<ReplyBody>) {
+        self.events.insert(client, events);
+    }
+
+    fn notify_holder(&self, body: ReplyBody) {
+        if let Some(l) = &self.lease {
+            if let Some(tx) = self.events.get(&l.client) {
+                let _ = tx.send(body);
+            }
+        }
+    }
+
+    /// Applies the requested values limited by the guard.
+    fn apply_effective(&mut self) -> Result<crate::control::Switch, crate::control::ControlError> {
+        let target = self.guard.clamp(self.controller.board(), &self.requested);
+        self.controller.apply_values(&target)
+    }
+
+    /// Applies a preset at start, as the agent's own persistent setting.
+    pub fn apply_default(&mut self, name: &str) -> anyhow::Result<()> {
+        let presets = self.presets.as_ref().ok_or_else(|| {
+            anyhow::anyhow!("default_mode {name:?}: the board has no nvpmodel file")
+        })?;
+        let mode = presets.find(name)?.mode.clone();
+        self.requested = plan::target(self.controller.board(), &mode, &self.requested)?;
+        let sw = self.apply_effective()?;
+        log::info!("applied default_mode {name}: {} write(s)", sw.steps.len());
+        Ok(())
+    }
+
+    /// Applies raw knob values as the agent's own (sensor averaging at start).
+    pub fn apply_own(&mut self, values: Values) -> anyhow::Result<()> {
+        self.requested = values;
+        self.apply_effective()?;
+        Ok(())
+    }
+
+    /// Handles one request from `peer`.
+    pub fn handle(&mut self, peer: &Peer, body: RequestBody) -> ReplyBody {
+        match body {
+            RequestBody::Hello { version, .. } if version != PROTOCOL_VERSION => {
+                err(ErrorCode::Version, format!("protocol version {version} is not supported; this agent speaks {PROTOCOL_VERSION}"))
+            }
+            RequestBody::Hello { .. } => ReplyBody::Hello {
+                version: PROTOCOL_VERSION,
+                agent: format!("jpower {}", env!("CARGO_PKG_VERSION")),
+                board: self.controller.board().identity.model.clone(),
+            },
+            RequestBody::Status => ReplyBody::Status(self.status()),
+            RequestBody::Modes => ReplyBody::Modes {
+                presets: self.presets.as_ref().map_or_else(Vec::new, |p| {
+                    p.presets
+                        .iter()
+                        .map(|pr| PresetInfo {
+                            id: pr.id,
+                            name: pr.name.clone(),
+                            default: pr.id == p.default_id,
+                        })
+                        .collect()
+                }),
+                space_size: ModeSpace::of(self.controller.board()).len() as u64,
+            },
+            RequestBody::SetMode { mode, lease, timeout_ms } => self.set_mode(peer, &mode, lease, timeout_ms),
+            RequestBody::Renew => match &mut self.lease {
+                Some(l) if l.client == peer.client => {
+                    l.expires = l.timeout.map(|t| Instant::now() + t);
+                    ReplyBody::Ok
+                }
+                _ => err(ErrorCode::NotFound, "you hold no lease to renew"),
+            },
+            RequestBody::Release => self.release(peer),
+            RequestBody::SetBudget { watts } => {
+                if !peer.may_control {
+                    return err(ErrorCode::Forbidden, "setting a budget needs control permission (root or the control group)");
+                }
+                if watts.is_some_and(|w| !(w > 0.0 && w.is_finite())) {
+                    return err(ErrorCode::InvalidMode, "a budget is a positive number of watts");
+                }
+                self.guard.set_budget(watts);
+                log::info!("budget set to {watts:?} W by {} (pid {}, uid {})", peer.name, peer.pid, peer.uid);
+                if let Err(e) = self.apply_effective() {
+                    return err(ErrorCode::Failed, e.to_string());
+                }
+                ReplyBody::Budget { watts }
+            }
+            RequestBody::Telemetry { window_ms } => ReplyBody::Telemetry(self.telemetry(window_ms)),
+            RequestBody::MinibatchBegin { .. } | RequestBody::MinibatchEnd { .. } | RequestBody::Subscribe { .. } => {
+                err(ErrorCode::BadRequest, "handled by the connection")
+            }
+        }
+    }
+
+    fn set_mode(
+        &mut self,
+        peer: &Peer,
+        mode: &ModeRequest,
+        kind: LeaseKind,
+        timeout_ms: Option<u64>,
+    ) -> ReplyBody {
+        if !peer.may_control {
+            return err(
+                ErrorCode::Forbidden,
+                "setting a mode needs control permission (root or the control group)",
+            );
+        }
+        if let Some(l) = &self.lease {
+            if l.client != peer.client
+                && !(l.holder.lease == LeaseKind::Persistent && kind == LeaseKind::Persistent)
+            {
+                return err(
+                    ErrorCode::Busy,
+                    format!(
+                        "the board is held by {} (pid {}, {:?} lease)",
+                        l.holder.client, l.holder.pid, l.holder.lease
+                    ),
+                );
+            }
+        }
+        let board = self.controller.board();
+        let resolved = match mode {
+            ModeRequest::Preset { name } => match self.presets.as_ref().map(|p| p.find(name)) {
+                Some(Ok(p)) => Ok(p.mode.clone()),
+                Some(Err(e)) => return err(ErrorCode::NotFound, e.to_string()),
+                None => return err(ErrorCode::NotFound, "this board has no nvpmodel presets"),
+            },
+            ModeRequest::Knobs {
+                cores,
+                cpu_khz,
+                gpu_hz,
+                emc_hz,
+                snap,
+            } => KnobRequest {
+                cores: cores.map(|c| c as usize),
+                cpu_freq: cpu_khz.map(|v| format!("{v}kHz")),
+                gpu_freq: gpu_hz.map(|v| format!("{v}Hz")),
+                emc_freq: emc_hz.map(|v| format!("{v}Hz")),
+                snap: *snap,
+            }
+            .resolve(board),
+        };
+        let target = match resolved
+            .map_err(|e| e.to_string())
+            .and_then(|m| plan::target(board, &m, &self.requested).map_err(|e| e.to_string()))
+        {
+            Ok(t) => t,
+            Err(e) => return err(ErrorCode::InvalidMode, e),
+        };
+        let timeout = timeout_ms
+            .or((self.config.lease_timeout_ms > 0).then_some(self.config.lease_timeout_ms))
+            .map(Duration::from_millis);
+        let prior = match self.lease.take() {
+            Some(l) => l.prior,
+            None => {
+                self.external.clear();
+                self.requested.clone()
+            }
+        };
+        let before = std::mem::replace(&mut self.requested, target);
+        match self.apply_effective() {
+            Ok(sw) => {
+                log::info!(
+                    "set_mode by {} (pid {}, uid {}): {} write(s) in {:.1} us, {kind:?} lease",
+                    peer.name,
+                    peer.pid,
+                    peer.uid,
+                    sw.steps.len(),
+                    sw.elapsed_ns as f64 / 1000.0
+                );
+                self.lease = Some(Lease {
+                    client: peer.client,
+                    holder: Holder {
+                        client: peer.name.clone(),
+                        pid: peer.pid,
+                        uid: peer.uid,
+                        lease: kind,
+                    },
+                    prior,
+                    timeout: (kind == LeaseKind::Session).then_some(timeout).flatten(),
+                    expires: (kind == LeaseKind::Session)
+                        .then_some(timeout)
+                        .flatten()
+                        .map(|t| Instant::now() + t),
+                });
+                ReplyBody::ModeSet {
+                    writes: sw.steps.len() as u32,
+                    switch_us: sw.elapsed_ns as f64 / 1000.0,
+                    lease: kind,
+                    capped: self.guard.describe().is_some(),
+                }
+            }
+            Err(e) => {
+                self.requested = before;
+                err(ErrorCode::Failed, e.to_string())
+            }
+        }
+    }
+
+    fn release(&mut self, peer: &Peer) -> ReplyBody {
+        match &self.lease {
+            None => ReplyBody::Released { restored: false },
+            Some(l)
+                if l.client == peer.client
+                    || (l.holder.lease == LeaseKind::Persistent && peer.may_control) =>
+            {
+                let why = format!("released by {}", peer.name);
+                ReplyBody::Released {
+                    restored: self.end_lease(&why),
+                }
+            }
+            Some(l) => err(
+                ErrorCode::Busy,
+                format!(
+                    "the lease is held by {} (pid {})",
+                    l.holder.client, l.holder.pid
+                ),
+            ),
+        }
+    }
+
+    /// Ends the lease and restores what was requested before it (keeping knobs changed
+    /// behind jpower's back unless the config says to override them).
+    fn end_lease(&mut self, why: &str) -> bool {
+        let Some(lease) = self.lease.take() else {
+            return false;
+        };
+        let mut target = lease.prior;
+        if !self.config.restore_overrides_external {
+            for &k in &self.external {
+                target[k] = self.controller.current()[k];
+            }
+        }
+        self.requested = target;
+        match self.apply_effective() {
+            Ok(sw) => {
+                log::info!(
+                    "lease of {} (pid {}) ended ({why}): restored with {} write(s)",
+                    lease.holder.client,
+                    lease.holder.pid,
+                    sw.steps.len()
+                );
+                true
+            }
+            Err(e) => {
+                log::error!(
+                    "lease of {} ended ({why}) but restoring failed: {e}",
+                    lease.holder.client
+                );
+                false
+            }
+        }
+    }
+
+    /// A connection closed: its session lease ends.
+    pub fn disconnect(&mut self, client: u64) {
+        self.events.remove(&client);
+        if self
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.client == client && l.holder.lease == LeaseKind::Session)
+        {
+            self.end_lease("the client disconnected");
+        }
+    }
+
+    /// Periodic work: lease expiry and holder death, changes behind jpower's back, the guard.
+    pub fn tick(&mut self) {
+        let now = Instant::now();
+        if let Some(l) = &self.lease {
+            if l.holder.lease == LeaseKind::Session {
+                if l.expires.is_some_and(|e| now >= e) {
+                    self.end_lease("it expired without renewal");
+                } else if !crate::runtime::process_alive(l.holder.pid) {
+                    self.end_lease("the client's process died");
+                }
+            }
+        }
+        self.detect_external();
+        let window = Duration::from_millis(self.config.budget_window_ms);
+        let mean = self.mean_power(window);
+        let effective = self.controller.current().clone();
+        if let Some(mean) = mean {
+            let hysteresis = self.config.budget_hysteresis_w;
+            if let Some(step) = self.guard.tick(
+                self.controller.board(),
+                &effective,
+                mean,
+                window,
+                hysteresis,
+                now,
+            ) {
+                log::warn!("budget guard: {step}");
+                if let Err(e) = self.apply_effective() {
+                    log::error!("budget guard could not apply its cap: {e}");
+                }
+                self.notify_holder(ReplyBody::Guard {
+                    step,
+                    module_w: mean,
+                    budget_w: self.guard.budget_w.unwrap_or(0.0),
+                });
+            }
+        }
+    }
+
+    fn detect_external(&mut self) {
+        let Ok(actual) = self.controller.board().read_knobs() else {
+            return;
+        };
+        let changed: Vec<usize> = actual
+            .iter()
+            .zip(self.controller.current())
+            .enumerate()
+            .filter(|(_, (a, c))| a != c)
+            .map(|(i, _)| i)
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let paths: Vec<String> = changed
+            .iter()
+            .map(|&i| self.controller.board().knobs[i].path.display().to_string())
+            .collect();
+        log::warn!(
+            "changed behind jpower's back (nvpmodel? jetson_clocks?): {}",
+            paths.join(", ")
+        );
+        if self.lease.is_some() {
+            self.external.extend(&changed);
+        }
+        for &i in &changed {
+            self.requested[i] = actual[i];
+        }
+        let _ = self.controller.refresh();
+        self.notify_holder(ReplyBody::ExternalChange { paths });
+    }
+
+    fn mean_power(&self, window: Duration) -> Option<f64> {
+        let now = monotonic_ns();
+        let samples = self
+            .ring
+            .since(now.saturating_sub(window.as_nanos() as u64));
+        if samples.len() < 2 {
+            return None;
+        }
+        let pick = |s: &crate::telemetry::Sample| match self.config.budget_total {
+            super::config::BudgetTotal::Module => s.module_uw,
+            super::config::BudgetTotal::Input => s.input_uw,
+        };
+        Some(samples.iter().map(|s| f64::from(pick(s))).sum::<f64>() / samples.len() as f64 * 1e-6)
+    }
+
+    fn status(&self) -> Status {
+        let b = self.controller.board();
+        let v = self.controller.current();
+        let stats = self.controller.stats();
+        Status {
+            board: b.identity.model.clone(),
+            soc: format!("{:?}", b.identity.soc).to_lowercase(),
+            simulated: b.root.is_simulated(),
+            online_cpus: b
+                .cpus
+                .iter()
+                .filter(|(_, k)| k.is_none_or(|k| v[k] == 1))
+                .map(|(c, _)| *c as u32)
+                .collect(),
+            cpu_khz: b
+                .clusters
+                .iter()
+                .map(|c| [v[c.min], v[c.max], c.cur.read_u64().unwrap_or(0)])
+                .collect(),
+            gpu_hz: b
+                .gpu
+                .as_ref()
+                .map(|g| [v[g.min], v[g.max], g.cur.read_u64().unwrap_or(0)]),
+            emc_cap_hz: b
+                .emc
+                .as_ref()
+                .and_then(|e| (v[e.cap] != e.uncapped_raw()).then_some(v[e.cap])),
+            holder: self.lease.as_ref().map(|l| l.holder.clone()),
+            budget_w: self.guard.budget_w,
+            guard: self.guard.describe(),
+            module_w: self.ring.latest().map(|s| f64::from(s.module_uw) * 1e-6),
+            ring_path: self.ring_path.clone(),
+            last_switch_us: (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
+        }
+    }
+
+    fn telemetry(&self, window_ms: Option<u64>) -> TelemetryReply {
+        let latest = self.ring.latest().map(|s| SampleReply {
+            t_ns: s.t_ns,
+            module_mw: u64::from(s.module_uw) / 1000,
+            flags: s.flags,
+            rails: self
+                .ring
+                .info
+                .rails
+                .iter()
+                .zip(s.rails())
+                .map(|(r, v)| RailReply {
+                    name: r.name.clone(),
+                    power_mw: u64::from(v.power_uw) / 1000,
+                })
+                .collect(),
+        });
+        let window = window_ms.map(|ms| {
+            let now = monotonic_ns();
+            let e = self.ring.energy(now.saturating_sub(ms * 1_000_000), now);
+            WindowReply {
+                duration_ms: e.duration_s * 1000.0,
+                samples: e.samples as u64,
+                mean_w: e.mean_module_w,
+                energy_j: e.module_j,
+            }
+        });
+        TelemetryReply {
+            ring_path: self.ring_path.clone(),
+            latest,
+            window,
+        }
+    }
+
+    /// Clean shutdown: session leases are restored; a persistent lease stays and its
+    /// state becomes a CLI-style state that holds until `jpower restore`; with no lease
+    /// the board returns to its baseline.
+    pub fn shutdown(&mut self) {
+        let persistent = self
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.holder.lease == LeaseKind::Persistent);
+        if persistent {
+            self.controller.set_state_owner(Owner {
+                kind: OwnerKind::Cli,
+                pid: std::process::id(),
+                name: "a persistent lease of the stopped agent".into(),
+            });
+            log::info!("stopping with a persistent lease: its mode holds until `jpower restore`");
+            return;
+        }
+        self.end_lease("the agent stopped");
+        match self.controller.restore() {
+            Ok(_) => log::info!("stopped: the board is back at its baseline"),
+            Err(e) => log::error!("stopping: restoring the baseline failed: {e}"),
+        }
+    }
+}

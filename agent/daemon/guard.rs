@@ -1,0 +1,176 @@
+//! The power budget guard: caps the mode down when the moving average of power exceeds
+//! the budget (GPU frequency first, then CPU, then EMC, then cores, one table step at a
+//! time) and lifts the caps, last first, when there is headroom below the budget minus
+//! the hysteresis. The effective mode is the holder's request limited by the caps.
+
+use crate::board::Board;
+use crate::control::plan::Values;
+use crate::units::Freq;
+use std::time::{Duration, Instant};
+
+/// One cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    GpuHz(u64),
+    CpuHz(u64),
+    EmcHz(u64),
+    Cores(usize),
+}
+
+impl std::fmt::Display for Cap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cap::GpuHz(h) => write!(f, "GPU <= {}", Freq(*h)),
+            Cap::CpuHz(h) => write!(f, "CPU <= {}", Freq(*h)),
+            Cap::EmcHz(h) => write!(f, "EMC <= {}", Freq(*h)),
+            Cap::Cores(n) => write!(f, "cores <= {n}"),
+        }
+    }
+}
+
+/// The guard's state.
+#[derive(Debug, Default)]
+pub struct Guard {
+    pub budget_w: Option<f64>,
+    caps: Vec<Cap>,
+    last_change: Option<Instant>,
+}
+
+fn next_below(table: &[u64], v: u64) -> Option<u64> {
+    table.iter().copied().filter(|&f| f < v).max()
+}
+
+impl Guard {
+    /// Sets or clears the budget; clearing lifts every cap.
+    pub fn set_budget(&mut self, watts: Option<f64>) {
+        self.budget_w = watts;
+        if watts.is_none() {
+            self.caps.clear();
+        }
+    }
+
+    /// The caps in force, in words (`None` when there are none).
+    pub fn describe(&self) -> Option<String> {
+        (!self.caps.is_empty()).then(|| {
+            self.caps
+                .iter()
+                .map(Cap::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    }
+
+    /// `requested` limited by the caps.
+    pub fn clamp(&self, b: &Board, requested: &Values) -> Values {
+        let mut v = requested.clone();
+        for cap in &self.caps {
+            match *cap {
+                Cap::GpuHz(hz) => {
+                    if let Some(g) = &b.gpu {
+                        v[g.max] = v[g.max].min(hz);
+                        v[g.min] = v[g.min].min(v[g.max]);
+                    }
+                }
+                Cap::CpuHz(hz) => {
+                    for c in &b.clusters {
+                        v[c.max] = v[c.max].min(hz / 1000);
+                        v[c.min] = v[c.min].min(v[c.max]);
+                    }
+                }
+                Cap::EmcHz(hz) => {
+                    if let Some(e) = &b.emc {
+                        let now = if v[e.cap] == e.uncapped_raw() || v[e.cap] == 0 {
+                            u64::MAX
+                        } else {
+                            v[e.cap]
+                        };
+                        v[e.cap] = now.min(hz);
+                    }
+                }
+                Cap::Cores(n) => {
+                    let mut online = 0;
+                    for &(_, knob) in &b.cpus {
+                        match knob {
+                            Some(k) if v[k] == 1 => {
+                                online += 1;
+                                if online > n {
+                                    v[k] = 0;
+                                }
+                            }
+                            None => online += 1,
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// The next cap down from `effective`: GPU, then CPU, then EMC, then cores.
+    fn next_cap(b: &Board, effective: &Values) -> Option<Cap> {
+        if let Some(g) = &b.gpu {
+            if let Some(f) = next_below(&g.table_hz, effective[g.max]) {
+                return Some(Cap::GpuHz(f));
+            }
+        }
+        if let Some(c) = b.clusters.first() {
+            if let Some(f) = next_below(&c.table_hz, effective[c.max] * 1000) {
+                return Some(Cap::CpuHz(f));
+            }
+        }
+        if let Some(e) = &b.emc {
+            let raw = effective[e.cap];
+            let cur = if raw == e.uncapped_raw() || raw == 0 {
+                u64::MAX
+            } else {
+                raw
+            };
+            if let Some(f) = next_below(&e.table_hz, cur) {
+                return Some(Cap::EmcHz(f));
+            }
+        }
+        let online = b
+            .cpus
+            .iter()
+            .filter(|(_, k)| k.is_none_or(|k| effective[k] == 1))
+            .count();
+        (online > 1).then_some(Cap::Cores(online - 1))
+    }
+
+    /// One decision from the mean power over the last window: returns what changed.
+    pub fn tick(
+        &mut self,
+        b: &Board,
+        effective: &Values,
+        mean_w: f64,
+        window: Duration,
+        hysteresis_w: f64,
+        now: Instant,
+    ) -> Option<String> {
+        let budget = self.budget_w?;
+        // Let each change show in a whole window before the next.
+        if self
+            .last_change
+            .is_some_and(|t| now.duration_since(t) < window)
+        {
+            return None;
+        }
+        if mean_w > budget {
+            let cap = Guard::next_cap(b, effective)?;
+            self.caps.push(cap);
+            self.last_change = Some(now);
+            Some(format!(
+                "{mean_w:.2} W over the {budget:.2} W budget: capped {cap}"
+            ))
+        } else if mean_w < budget - hysteresis_w {
+            let cap = self.caps.pop()?;
+            self.last_change = Some(now);
+            Some(format!(
+                "{mean_w:.2} W under the {budget:.2} W budget: lifted {cap}"
+            ))
+        } else {
+            None
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! `jpower agent`: the one process that owns the board.
+//!
+//! ```text
+//!  main thread: config, discovery, recovery, default mode, sampler; then waits for
+//!  SIGTERM/SIGINT (and pings the systemd watchdog)
+//!    ├─ accept thread: one session thread per client, at most `max_clients`
+//!    ├─ tick thread (100 ms): lease expiry and holder death, changes behind jpower's
+//!    │  back, the budget guard
+//!    └─ sampler + thermal threads (telemetry), writing the ring
+//!  all board changes: Core behind one mutex, never held across socket I/O
+//! ```
+//!
+//! On SIGTERM/SIGINT it restores what session leases hold, removes the socket and exits 0.
+//! Its state file names it as owner: if it is killed, the next start (or
+//! `ExecStopPost=jpower restore`) restores the board.
+
+pub mod config;
+mod core;
+pub mod guard;
+mod session;
+
+pub use config::Config;
+
+use crate::board::Board;
+use crate::control::state::{Owner, OwnerKind};
+use crate::control::Controller;
+use crate::telemetry::ring::RingReader;
+use crate::telemetry::sampler::SamplerConfig;
+use crate::telemetry::{sensor, Telemetry};
+use anyhow::{Context, Result};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Who may control: root, the agent's own user, and members of the control group.
+#[derive(Debug, Clone)]
+pub struct Access {
+    control_gid: Option<u32>,
+    own_uid: u32,
+}
+
+impl Access {
+    /// Access for `control_group` (a group that does not exist grants nothing).
+    pub fn new(control_group: &str) -> Access {
+        Access {
+            control_gid: nix::unistd::Group::from_name(control_group)
+                .ok()
+                .flatten()
+                .map(|g| g.gid.as_raw()),
+            own_uid: nix::unistd::getuid().as_raw(),
+        }
+    }
+
+    /// Whether a peer may control. `SO_PEERCRED` gives only the primary gid (and
+    /// `SO_PEERGROUPS` needs kernel 4.13, newer than L4T 32's 4.9), so supplementary
+    /// groups come from `/proc/PID/status`.
+    pub fn may_control(&self, pid: u32, uid: u32, gid: u32) -> bool {
+        if uid == 0 || uid == self.own_uid {
+            return true;
+        }
+        let Some(cg) = self.control_gid else {
+            return false;
+        };
+        gid == cg || supplementary_groups(pid).contains(&cg)
+    }
+}
+
+fn supplementary_groups(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// What every thread shares.
+pub struct Shared {
+    core: Mutex<core::Core>,
+    pub ring: RingReader,
+    pub stop: AtomicBool,
+    pub clients: AtomicUsize,
+    pub access: Access,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, core::Core> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// How to run the agent.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub target: crate::cli::Target,
+    pub socket: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// The socket path: `--socket`, else the config's, else `<runtime-dir>/jpower.sock`.
+pub fn socket_path(explicit: Option<&Path>, config: &Config, runtime_dir: &Path) -> PathBuf {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| config.socket.clone())
+        .unwrap_or_else(|| runtime_dir.join("jpower.sock"))
+}
+
+fn bind(path: &Path, config: &Config) -> Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.exists() {
+        anyhow::ensure!(
+            UnixStream::connect(path).is_err(),
+            "another agent is serving {}",
+            path.display()
+        );
+        std::fs::remove_file(path)
+            .with_context(|| format!("removing the stale socket {}", path.display()))?;
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(
+        path,
+        std::fs::Permissions::from_mode(config.socket_mode_bits()),
+    )?;
+    if let Ok(Some(g)) = nix::unistd::Group::from_name(&config.read_group) {
+        if let Err(e) = nix::unistd::chown(path, None, Some(g.gid)) {
+            log::warn!(
+                "cannot give {} to group {}: {e}",
+                path.display(),
+                config.read_group
+            );
+        }
+    }
+    Ok(listener)
+}
+
+/// Tells systemd (`Type=notify`) something, if it is listening.
+fn sd_notify(msg: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
+        return;
+    };
+    let sock = match std::os::unix::net::UnixDatagram::unbound() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    let _ = sock.send_to(msg.as_bytes(), PathBuf::from(path));
+}
+
+/// Runs the agent until SIGTERM or SIGINT.
+pub fn run(opts: &Options) -> Result<()> {
+    let config = Config::load(opts.config.as_deref())?;
+    let mut target = opts.target.clone();
+    if target.runtime_dir.is_none() {
+        target.runtime_dir = config.runtime_dir.clone();
+    }
+    let runtime_dir = target.runtime_dir();
+    let (root, _sim) = target.root()?;
+    let board = Board::discover(root)?;
+    for w in &board.warnings {
+        log::warn!("{w}");
+    }
+    let owner = Owner {
+        kind: OwnerKind::Agent,
+        pid: std::process::id(),
+        name: "jpower agent".into(),
+    };
+    let controller = Controller::open(board, &runtime_dir, owner)?;
+    let presets = target.presets(controller.board())?;
+
+    let rate = config.sample_rate_hz;
+    let period_us = (1e6 / rate.unwrap_or(1000.0)) as u32;
+    let averaging = match config.sensor_averaging.as_str() {
+        "keep" => None,
+        "auto" => Some(sensor::averaging_target(
+            controller.board(),
+            controller.current(),
+            period_us,
+        )),
+        n => {
+            let s: u32 = n.parse().unwrap_or(512);
+            Some(sensor::averaging_target(
+                controller.board(),
+                controller.current(),
+                3 * s * sensor::CONVERSION_US,
+            ))
+        }
+    };
+    let socket = socket_path(opts.socket.as_deref(), &config, &runtime_dir);
+    let listener = bind(&socket, &config)?;
+
+    // Telemetry starts after the sensor settings so the ring knows the refresh.
+    let cfg = SamplerConfig {
+        rate_hz: rate,
+        rt_priority: config.rt_priority,
+        cpu: config.sampler_cpu,
+        ..SamplerConfig::default()
+    };
+    let mut controller = controller;
+    if let Some(t) = averaging.clone().filter(|t| t != controller.current()) {
+        controller.apply_values(&t)?;
+        log::warn!(
+            "set INA3221 averaging for {:.0} Hz: {}",
+            rate.unwrap_or(1000.0),
+            sensor::NOISE_NOTE
+        );
+    }
+    let telemetry = Telemetry::start(controller.board(), controller.current(), &runtime_dir, &cfg)?;
+    let ring = RingReader::open(&telemetry.path)?;
+    let ring_path = telemetry.path.display().to_string();
+    let mut core = core::Core::new(
+        controller,
+        presets,
+        config.clone(),
+        RingReader::open(&telemetry.path)?,
+        ring_path.clone(),
+    );
+    if let Some(name) = &config.default_mode {
+        core.apply_default(name)?;
+    }
+    if let Some(v) = averaging {
+        // The sensor setting is the agent's own request from now on.
+        let mut requested = core.controller.current().clone();
+        for (i, k) in core.controller.board().knobs.iter().enumerate() {
+            if matches!(
+                k.kind,
+                crate::board::KnobKind::InaSamples(_)
+                    | crate::board::KnobKind::InaUpdateInterval(_)
+            ) {
+                requested[i] = v[i];
+            }
+        }
+        core.apply_own(requested)?;
+    }
+    let shared = Arc::new(Shared {
+        core: Mutex::new(core),
+        ring,
+        stop: AtomicBool::new(false),
+        clients: AtomicUsize::new(0),
+        access: Access::new(&config.control_group),
+    });
+
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
+    }
+    // SAFETY: ignoring SIGPIPE so a client that vanishes mid-write is an EPIPE, not a kill.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+
+    let accept = {
+        let shared = shared.clone();
+        let max = config.max_clients;
+        listener.set_nonblocking(true)?;
+        std::thread::Builder::new()
+            .name("jpower-accept".into())
+            .spawn(move || {
+                let next = AtomicU64::new(1);
+                while !shared.stop.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let _ = stream.set_nonblocking(false);
+                            if shared.clients.load(Ordering::Relaxed) >= max {
+                                log::warn!("refusing a client: {max} already connected");
+                                continue;
+                            }
+                            shared.clients.fetch_add(1, Ordering::Relaxed);
+                            let id = next.fetch_add(1, Ordering::Relaxed);
+                            let s = shared.clone();
+                            let spawned = std::thread::Builder::new()
+                                .name(format!("jpower-client-{id}"))
+                                .spawn(move || session::serve(s, stream, id));
+                            if spawned.is_err() {
+                                shared.clients.fetch_sub(1, Ordering::Relaxed);
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(20))
+                        }
+                        Err(e) => {
+                            log::warn!("accept: {e}");
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                }
+            })?
+    };
+    let ticker = {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("jpower-tick".into())
+            .spawn(move || {
+                while !shared.stop.load(Ordering::Relaxed) {
+                    shared.lock().tick();
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })?
+    };
+
+    log::info!(
+        "serving {} on {}",
+        shared.lock().controller.board().identity.model,
+        socket.display()
+    );
+    sd_notify("READY=1");
+    let watchdog = std::env::var("WATCHDOG_USEC")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|us| Duration::from_micros(us / 2));
+    let mut since_ping = Duration::ZERO;
+    while !STOP.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+        since_ping += Duration::from_millis(50);
+        if watchdog.is_some_and(|w| since_ping >= w) {
+            sd_notify("WATCHDOG=1");
+            since_ping = Duration::ZERO;
+        }
+    }
+    sd_notify("STOPPING=1");
+    log::info!("stopping");
+    shared.stop.store(true, Ordering::Relaxed);
+    let _ = accept.join();
+    let _ = ticker.join();
+    drop(telemetry);
+    shared.lock().shutdown();
+    let _ = std::fs::remove_file(&socket);
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! The Rust client of the agent's socket (the CLI uses it when an agent runs).
+
+use super::codec::{send, CodecError, Encoding, Framed};
+use super::protocol::{ErrorCode, Reply, ReplyBody, Request, RequestBody, PROTOCOL_VERSION};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// Client errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to the agent at {path}: {source}")]
+    Connect {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    #[error("the agent closed the connection")]
+    Closed,
+    #[error("agent: {message} ({code:?})")]
+    Agent { code: ErrorCode, message: String },
+}
+
+/// A connection to the agent.
+#[derive(Debug)]
+pub struct Client {
+    stream: UnixStream,
+    enc: Encoding,
+    framed: Framed,
+    buf: Vec<u8>,
+    next_id: u64,
+    /// Events received while waiting for a reply.
+    pub events: Vec<ReplyBody>,
+}
+
+impl Client {
+    /// Connects and says hello.
+    pub fn connect(
+        path: &Path,
+        enc: Encoding,
+        name: &str,
+    ) -> Result<(Client, ReplyBody), ClientError> {
+        let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+            path: path.display().to_string(),
+            source,
+        })?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .map_err(CodecError::Io)?;
+        let mut c = Client {
+            stream,
+            enc,
+            framed: Framed::default(),
+            buf: Vec::new(),
+            next_id: 1,
+            events: Vec::new(),
+        };
+        let hello = c.request(RequestBody::Hello {
+            version: PROTOCOL_VERSION,
+            client: name.to_string(),
+        })?;
+        Ok((c, hello))
+    }
+
+    /// Sends a request and waits for its reply; an error reply is an `Err`.
+    pub fn request(&mut self, body: RequestBody) -> Result<ReplyBody, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        send(
+            &mut self.stream,
+            self.enc,
+            &Request { id, body },
+            &mut self.buf,
+        )?;
+        loop {
+            let reply = self.read()?;
+            match reply {
+                Reply { id: 0, body } => self.events.push(body),
+                Reply {
+                    body: ReplyBody::Error { code, message },
+                    ..
+                } => return Err(ClientError::Agent { code, message }),
+                Reply { id: rid, body } if rid == id => return Ok(body),
+                _ => {}
+            }
+        }
+    }
+
+    /// The next message from the agent (a reply or an event).
+    pub fn read(&mut self) -> Result<Reply, ClientError> {
+        loop {
+            if let Some(r) = self.framed.next_message::<Reply>()? {
+                return Ok(r);
+            }
+            if self.framed.fill(&mut self.stream).map_err(CodecError::Io)? == 0 {
+                return Err(ClientError::Closed);
+            }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Framing: bincode 2 frames behind a big-endian `u32` length, or newline-delimited JSON,
+//! chosen by the first byte a client sends (`0x00`: a frame's length starts with a zero
+//! byte because frames are at most 64 KiB; `{`: JSON).
+//!
+//! The bincode configuration is fixed: little-endian, fixed-width integers (`u32` enum
+//! variant indices, `u64` lengths), at most 64 KiB (`docs/protocol.md` spells it out).
+//! Buffers are kept per connection and reused; a message is decoded in place.
+
+use super::protocol::MAX_FRAME;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::io::{self, Read, Write};
+
+/// The encoding a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Bincode,
+    Json,
+}
+
+/// The fixed bincode configuration.
+pub fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard()
+        .with_little_endian()
+        .with_fixed_int_encoding()
+        .with_limit::<MAX_FRAME>()
+}
+
+/// Why input could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("the first byte must be 0x00 (a bincode frame) or '{{' (JSON), not {0:#04x}")]
+    UnknownEncoding(u8),
+    #[error("frame of {0} bytes exceeds the 64 KiB limit")]
+    TooLarge(usize),
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// A connection's read side: bytes in, messages out.
+#[derive(Debug, Default)]
+pub struct Framed {
+    encoding: Option<Encoding>,
+    buf: Vec<u8>,
+}
+
+impl Framed {
+    /// The encoding, once the first byte arrived.
+    pub fn encoding(&self) -> Option<Encoding> {
+        self.encoding
+    }
+
+    /// Whether part of a message is buffered (a client that stops mid-frame).
+    pub fn partial(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Reads what is available into the buffer; `Ok(0)` means the peer closed.
+    pub fn fill(&mut self, r: &mut impl Read) -> io::Result<usize> {
+        let mut chunk = [0u8; 4096];
+        let n = r.read(&mut chunk)?;
+        self.buf.extend_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+
+    /// The next whole message in the buffer, if any.
+    pub fn next_message<T: DeserializeOwned>(&mut self) -> Result<Option<T>, CodecError> {
+        if self.encoding.is_none() {
+            // Leading blank lines are tolerated for hand-typed JSON.
+            while matches!(self.buf.first(), Some(b'\n' | b'\r' | b' ')) {
+                self.buf.remove(0);
+            }
+            self.encoding = match self.buf.first() {
+                None => return Ok(None),
+                Some(0) => Some(Encoding::Bincode),
+                Some(b'{') => Some(Encoding::Json),
+                Some(&b) => return Err(CodecError::UnknownEncoding(b)),
+            };
+        }
+        match self.encoding {
+            Some(Encoding::Json) => self.next_json(),
+            _ => self.next_frame(),
+        }
+    }
+
+    fn next_json<T: DeserializeOwned>(&mut self) -> Result<Option<T>, CodecError> {
+        loop {
+            let Some(end) = self.buf.iter().position(|&b| b == b'\n') else {
+                if self.buf.len() > MAX_FRAME {
+                    return Err(CodecError::TooLarge(self.buf.len()));
+                }
+                return Ok(None);
+            };
+            if end > MAX_FRAME {
+                return Err(CodecError::TooLarge(end));
+            }
+            let line = &self.buf[..end];
+            if line.iter().all(u8::is_ascii_whitespace) {
+                self.buf.drain(..=end);
+                continue;
+            }
+            let msg =
+                serde_json::from_slice(line).map_err(|e| CodecError::Malformed(e.to_string()));
+            self.buf.drain(..=end);
+            return msg.map(Some);
+        }
+    }
+
+    fn next_frame<T: DeserializeOwned>(&mut self) -> Result<Option<T>, CodecError> {
+        if self.buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        if len > MAX_FRAME {
+            return Err(CodecError::TooLarge(len));
+        }
+        if self.buf.len() < 4 + len {
+            return Ok(None);
+        }
+        let decoded =
+            bincode::serde::decode_from_slice::<T, _>(&self.buf[4..4 + len], bincode_config());
+        self.buf.drain(..4 + len);
+        match decoded {
+            Ok((msg, used)) if used == len => Ok(Some(msg)),
+            Ok(_) => Err(CodecError::Malformed("trailing bytes in frame".into())),
+            Err(e) => Err(CodecError::Malformed(e.to_string())),
+        }
+    }
+}
+
+/// Encodes `msg` into `out` (cleared first) ready to write in one call.
+pub fn encode<T: Serialize>(enc: Encoding, msg: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    out.clear();
+    match enc {
+        Encoding::Json => {
+            serde_json::to_writer(&mut *out, msg)
+                .map_err(|e| CodecError::Malformed(e.to_string()))?;
+            out.push(b'\n');
+        }
+        Encoding::Bincode => {
+            out.extend_from_slice(&[0; 4]);
+            bincode::serde::encode_into_std_write(msg, &mut *out, bincode_config())
+                .map_err(|e| CodecError::Malformed(e.to_string()))?;
+            let len = out.len() - 4;
+            if len > MAX_FRAME {
+                return Err(CodecError::TooLarge(len));
+            }
+            out[..4].copy_from_slice(&(len as u32).to_be_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// Encodes and writes `msg`.
+pub fn send<T: Serialize>(
+    w: &mut impl Write,
+    enc: Encoding,
+    msg: &T,
+    buf: &mut Vec<u8>,
+) -> Result<(), CodecError> {
+    encode(enc, msg, buf)?;
+    w.write_all(buf)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipc::protocol::{Request, RequestBody};
+
+    fn round_trip(enc: Encoding) {
+        let req = Request {
+            id: 7,
+            body: RequestBody::Hello {
+                version: 1,
+                client: "t".into(),
+            },
+        };
+        let mut out = Vec::new();
+        encode(enc, &req, &mut out).unwrap();
+        let mut f = Framed::default();
+        // Byte by byte: messages are found whatever the read sizes.
+        for (i, b) in out.iter().enumerate() {
+            f.buf.push(*b);
+            let got: Option<Request> = f.next_message().unwrap();
+            assert_eq!(got.is_some(), i == out.len() - 1);
+            if let Some(r) = got {
+                assert_eq!(r, req);
+            }
+        }
+    }
+
+    #[test]
+    fn both_encodings_round_trip_across_any_split() {
+        round_trip(Encoding::Json);
+        round_trip(Encoding::Bincode);
+    }
+
+    #[test]
+    fn bad_input_is_a_clear_error() {
+        let mut f = Framed {
+            buf: b"GET / HTTP/1.1\r\n".to_vec(),
+            ..Framed::default()
+        };
+        assert!(matches!(
+            f.next_message::<Request>(),
+            Err(CodecError::UnknownEncoding(b'G'))
+        ));
+        // A frame declaring 4 GiB - 1 bytes after its zero first byte: 0x00ffffff.
+        let mut f = Framed {
+            buf: vec![0x00, 0xff, 0xff, 0xff],
+            ..Framed::default()
+        };
+        assert!(matches!(
+            f.next_message::<Request>(),
+            Err(CodecError::TooLarge(_))
+        ));
+        let mut f = Framed {
+            buf: b"{\"id\": 1, \"body\": \"nope\"}\n".to_vec(),
+            ..Framed::default()
+        };
+        assert!(matches!(
+            f.next_message::<Request>(),
+            Err(CodecError::Malformed(_))
+        ));
+        // Deep JSON: serde_json's recursion limit refuses it.
+        let mut f = Framed {
+            buf: format!("{{\"id\":{}\n", "[".repeat(10_000)).into_bytes(),
+            ..Framed::default()
+        };
+        assert!(matches!(
+            f.next_message::<Request>(),
+            Err(CodecError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn unit_requests_are_plain_strings_in_json() {
+        let s = serde_json::to_string(&Request {
+            id: 2,
+            body: RequestBody::Status,
+        })
+        .unwrap();
+        assert_eq!(s, r#"{"id":2,"body":"status"}"#);
+    }
+}

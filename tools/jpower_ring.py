@@ -1,0 +1,450 @@
+#!/usr/bin/env python3
+"""Reader of jpower's shared-memory telemetry ring (layout version 1).
+
+The byte layout and the reader protocol are specified in docs/telemetry-ring.md; this module
+follows that document and nothing else. Standard library only, Python 3.8+.
+
+As a module::
+
+    from jpower_ring import Ring
+    with Ring("/run/jpower/telemetry/orin-nano.ring") as ring:
+        print(ring.latest())
+
+As a script::
+
+    python3 tools/jpower_ring.py RING [--latest | --since SECONDS | --energy SECONDS] [--json]
+
+Memory ordering: CPython offers no fence. Each atomic field is read with one aligned 8- or
+4-byte ``struct.unpack_from``, and a slot is copied with one slice between its two ``seq``
+loads (the copy's own ``seq`` is checked too). x86-64 keeps loads in order, so there the
+protocol holds exactly; on AArch64 the loads are thousands of interpreter instructions apart,
+far beyond what the CPU reorders in practice, though no fence guarantees it.
+"""
+
+import argparse
+import json
+import mmap
+import os
+import struct
+import sys
+import time
+from typing import Dict, List, Optional, Tuple
+
+MAGIC = b"JPWRRING"
+VERSION = 1
+HEADER_SIZE = 4096
+MAX_RAILS = 16
+MAX_ZONES = 16
+SLOT_HEAD_SIZE = 32
+SLOT_RAIL_SIZE = 12
+TEMP_UNREADABLE = -(2 ** 31)
+
+INIT_WAIT_S = 1.0
+INIT_POLL_S = 0.1
+LATEST_TRIES = 1000
+
+_HEADER = struct.Struct("<8sIIIIIIQqQQQQIibbbBI32s")  # offsets 0..127
+_RAIL = struct.Struct("<24sB3sIQQ16s")  # 64 bytes
+_ZONE = struct.Struct("<20siQ")  # 32 bytes
+_SLOT_HEAD = struct.Struct("<QQIIII")  # 32 bytes
+_SLOT_RAIL = struct.Struct("<III")  # 12 bytes
+_U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+
+_OFF_VERSION = 8
+_OFF_WRITE_SEQ = 56
+_OFF_OVERRUNS = 64
+_OFF_READ_ERRORS = 72
+_OFF_THROTTLE = 92
+_OFF_RAILS = 128
+_OFF_ZONES = 1152
+_OFF_RAIL_FRESH_COUNT = 32
+_OFF_RAIL_LAST_FRESH = 40
+
+Sample = Dict[str, object]
+
+
+class RingError(Exception):
+    """The ring file cannot be read: missing, unreadable, malformed or not yet published."""
+
+
+def monotonic_ns() -> int:
+    """Return ``CLOCK_MONOTONIC`` in nanoseconds, the clock of the ring's timestamps."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def _cstr(raw: bytes) -> str:
+    """Decode a NUL-padded UTF-8 field."""
+    return raw.split(b"\0", 1)[0].decode("utf-8", errors="replace")
+
+
+def _is_power_of_two(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def _map_file(path: str) -> mmap.mmap:
+    """Map the whole file read-only; refuse one too short to hold a header."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise RingError("{}: cannot open: {}".format(path, e.strerror)) from e
+    try:
+        size = os.fstat(fd).st_size
+        if size < HEADER_SIZE:
+            raise RingError("{}: too short: {} bytes, the header alone is {}".format(
+                path, size, HEADER_SIZE))
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+def _map_published(path: str, wait_s: float) -> mmap.mmap:
+    """Map the ring, retrying for up to ``wait_s`` while its writer is still initialising it."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        mm = _map_file(path)
+        version = _U32.unpack_from(mm, _OFF_VERSION)[0]
+        if version != 0 or mm[:8] not in (MAGIC, bytes(8)):
+            return mm
+        mm.close()
+        if time.monotonic() >= deadline:
+            raise RingError("{}: version 0: the writer is still initialising the ring "
+                            "(waited {:.1f} s)".format(path, wait_s))
+        time.sleep(INIT_POLL_S)
+
+
+def _check_header(path: str, h: tuple, file_size: int) -> None:
+    """Apply the checks of the layout doc's "Checking a ring" section."""
+    magic, version, header_size, slot_size, slot_count, rail_count = h[:6]
+
+    def fail(what: str) -> None:
+        raise RingError("{}: {}".format(path, what))
+
+    if magic != MAGIC:
+        fail("bad magic {!r}: not a jpower telemetry ring".format(magic))
+    if version != VERSION:
+        fail("unsupported layout version {} (this reader knows {})".format(version, VERSION))
+    if header_size != HEADER_SIZE:
+        fail("header_size is {}, expected {}".format(header_size, HEADER_SIZE))
+    if rail_count > MAX_RAILS:
+        fail("rail_count is {}, at most {}".format(rail_count, MAX_RAILS))
+    need = SLOT_HEAD_SIZE + SLOT_RAIL_SIZE * rail_count
+    if slot_size < need or slot_size % 8:
+        fail("slot_size {} is not a multiple of 8 of at least {} for {} rails".format(
+            slot_size, need, rail_count))
+    if not _is_power_of_two(slot_count):
+        fail("slot_count {} is not a power of two".format(slot_count))
+    want = header_size + slot_count * slot_size
+    if file_size < want:
+        fail("too short: {} bytes, {} slots of {} bytes need {}".format(
+            file_size, slot_count, slot_size, want))
+
+
+class Ring:
+    """A read-only view of one telemetry ring file.
+
+    ``Ring(path)`` maps the file and validates its header (retrying for about a second while
+    the version is 0); it raises :class:`RingError` naming the file and the problem. The
+    static header fields are properties; the atomic counters are methods, read anew on each
+    call. Samples are dicts::
+
+        {"n", "t_ns", "flags", "fresh", "module_w", "input_w",
+         "rails": [{"name", "power_w", "voltage_v", "current_a", "fresh"}, ...]}
+    """
+
+    def __init__(self, path: str, init_wait_s: float = INIT_WAIT_S) -> None:
+        self._path = os.fspath(path)
+        self._mm = _map_published(self._path, init_wait_s)
+        try:
+            self._load_header()
+        except RingError:
+            self._mm.close()
+            raise
+
+    def _load_header(self) -> None:
+        h = _HEADER.unpack_from(self._mm, 0)
+        _check_header(self._path, h, len(self._mm))
+        (_, _, _, self._slot_size, self._slot_count, self._rail_count, self._flags,
+         self._writer_pid, self._realtime_offset_ns, self._period_ns, _, _, _,
+         self._module_mask, self._input_rail, power_exp, voltage_exp, current_exp, _, _,
+         board) = h
+        self._board = _cstr(board)
+        self._scale = (10.0 ** power_exp, 10.0 ** voltage_exp, 10.0 ** current_exp)
+        self._rails = [self._rail_info(r) for r in range(self._rail_count)]
+        self._used = SLOT_HEAD_SIZE + SLOT_RAIL_SIZE * self._rail_count
+
+    def _rail_info(self, r: int) -> Dict[str, object]:
+        name, role, _, refresh_us, _, _, _ = _RAIL.unpack_from(self._mm, _OFF_RAILS + 64 * r)
+        return {"name": _cstr(name), "role": role, "refresh_us": refresh_us}
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Unmap the ring."""
+        self._mm.close()
+
+    def __enter__(self) -> "Ring":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- static header fields ---------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The ring file's path."""
+        return self._path
+
+    @property
+    def rails(self) -> List[Dict[str, object]]:
+        """The rail table: ``[{"name", "role", "refresh_us"}]`` (role 0 input, 1 module,
+        2 sub-rail, 3 carrier)."""
+        return [dict(r) for r in self._rails]
+
+    @property
+    def board(self) -> str:
+        """The board model."""
+        return self._board
+
+    @property
+    def simulated(self) -> bool:
+        """True when the board is simulated (header flags bit 0)."""
+        return bool(self._flags & 1)
+
+    @property
+    def writer_pid(self) -> int:
+        """The sampler's process id."""
+        return self._writer_pid
+
+    @property
+    def period_ns(self) -> int:
+        """The requested sampling period."""
+        return self._period_ns
+
+    @property
+    def realtime_offset_ns(self) -> int:
+        """Add to a sample's ``t_ns`` to get ``CLOCK_REALTIME`` nanoseconds."""
+        return self._realtime_offset_ns
+
+    @property
+    def module_mask(self) -> int:
+        """Bit ``r`` set: rail ``r`` is summed into module power."""
+        return self._module_mask
+
+    @property
+    def input_rail(self) -> int:
+        """Index of the module's input rail, or -1."""
+        return self._input_rail
+
+    @property
+    def slot_count(self) -> int:
+        """Number of slots: how many of the newest samples the ring holds."""
+        return self._slot_count
+
+    # -- atomic header fields ---------------------------------------------------------------
+
+    def _u64(self, offset: int) -> int:
+        return _U64.unpack_from(self._mm, offset)[0]
+
+    def write_seq(self) -> int:
+        """Samples published so far; the newest is sample ``write_seq() - 1``."""
+        return self._u64(_OFF_WRITE_SEQ)
+
+    def overruns(self) -> int:
+        """Sampler periods missed."""
+        return self._u64(_OFF_OVERRUNS)
+
+    def read_errors(self) -> int:
+        """Failed rail reads."""
+        return self._u64(_OFF_READ_ERRORS)
+
+    def throttle(self) -> int:
+        """The current throttle flags (bit 0 throttled, 1 warning alarm, 2 critical alarm)."""
+        return _U32.unpack_from(self._mm, _OFF_THROTTLE)[0]
+
+    def thermal(self) -> List[Tuple[str, Optional[float]]]:
+        """``[(zone name, °C)]`` for the zones in use; the temperature is None when
+        unreadable."""
+        zones = []
+        for z in range(MAX_ZONES):
+            name, temp_mc, _ = _ZONE.unpack_from(self._mm, _OFF_ZONES + 32 * z)
+            if name.strip(b"\0"):
+                temp = None if temp_mc == TEMP_UNREADABLE else temp_mc / 1000.0
+                zones.append((_cstr(name), temp))
+        return zones
+
+    def rail_stats(self) -> List[Dict[str, object]]:
+        """``[{"name", "fresh_count", "last_fresh_ns"}]`` per rail (``last_fresh_ns`` 0:
+        no fresh value yet)."""
+        stats = []
+        for r, rail in enumerate(self._rails):
+            base = _OFF_RAILS + 64 * r
+            stats.append({"name": rail["name"],
+                          "fresh_count": self._u64(base + _OFF_RAIL_FRESH_COUNT),
+                          "last_fresh_ns": self._u64(base + _OFF_RAIL_LAST_FRESH)})
+        return stats
+
+    # -- samples ----------------------------------------------------------------------------
+
+    def _copy_slot(self, n: int) -> Optional[bytes]:
+        """Copy sample ``n``'s slot, or None when the slot does not hold sample ``n`` intact
+        (being written, overwritten, or not yet written)."""
+        off = HEADER_SIZE + (n % self._slot_count) * self._slot_size
+        want = 2 * n + 2
+        if self._u64(off) != want:
+            return None
+        data = self._mm[off:off + self._used]
+        if self._u64(off) != want or _U64.unpack_from(data, 0)[0] != want:
+            return None
+        return data
+
+    def _decode(self, n: int, data: bytes) -> Sample:
+        _, t_ns, flags, fresh, module_uw, input_uw = _SLOT_HEAD.unpack_from(data, 0)
+        pw, vv, ia = self._scale
+        rails = []
+        for r, info in enumerate(self._rails):
+            p, v, i = _SLOT_RAIL.unpack_from(data, SLOT_HEAD_SIZE + SLOT_RAIL_SIZE * r)
+            rails.append({"name": info["name"], "power_w": p * pw, "voltage_v": v * vv,
+                          "current_a": i * ia, "fresh": bool(fresh >> r & 1)})
+        return {"n": n, "t_ns": t_ns, "flags": flags, "fresh": fresh,
+                "module_w": module_uw * pw, "input_w": input_uw * pw, "rails": rails}
+
+    def latest(self) -> Optional[Sample]:
+        """The newest sample, or None before the first one; retries while the writer is in
+        the slot or has lapped it (RingError after LATEST_TRIES attempts)."""
+        for _ in range(LATEST_TRIES):
+            w = self.write_seq()
+            if w == 0:
+                return None
+            data = self._copy_slot(w - 1)
+            if data is not None:
+                return self._decode(w - 1, data)
+        raise RingError("{}: no consistent copy of the newest sample in {} tries".format(
+            self._path, LATEST_TRIES))
+
+    def sample(self, n: int) -> Optional[Sample]:
+        """Sample number ``n``, or None when it is overwritten or not written yet."""
+        if n < 0:
+            return None
+        data = self._copy_slot(n)
+        return None if data is None else self._decode(n, data)
+
+    def range(self, a: int, b: int) -> Tuple[List[Sample], int]:
+        """Samples ``a <= n < b`` still in the ring, and how many of them were lost
+        (overwritten). Numbers at or past ``write_seq()`` are neither returned nor counted."""
+        end = min(b, self.write_seq())
+        start = max(a, 0, end - self._slot_count)
+        samples = []
+        for n in range(start, end):
+            s = self.sample(n)
+            if s is not None:
+                samples.append(s)
+        return samples, max(0, end - max(a, 0)) - len(samples)
+
+    def since(self, t_ns: int) -> List[Sample]:
+        """The samples with ``t_ns`` at or after ``t_ns``, oldest first, walking back from
+        the newest until an earlier or overwritten sample."""
+        w = self.write_seq()
+        found = []
+        for n in range(w - 1, max(w - 1 - self._slot_count, -1), -1):
+            s = self.sample(n)
+            if s is None or s["t_ns"] < t_ns:
+                break
+            found.append(s)
+        found.reverse()
+        return found
+
+    def energy(self, t0_ns: int, t1_ns: int) -> Dict[str, object]:
+        """Energy over the samples with ``t0_ns <= t_ns <= t1_ns`` by the trapezoid rule:
+        ``{"module_j", "rails_j": {name: J}, "samples", "duration_s", "rate_hz"}``.
+        ``duration_s`` spans the first to the last sample used."""
+        samples = [s for s in self.since(t0_ns) if s["t_ns"] <= t1_ns]
+        module_j = 0.0
+        rails_j = [0.0] * self._rail_count
+        for a, b in zip(samples, samples[1:]):
+            dt = (b["t_ns"] - a["t_ns"]) / 1e9
+            module_j += (a["module_w"] + b["module_w"]) / 2 * dt
+            for r in range(self._rail_count):
+                rails_j[r] += (a["rails"][r]["power_w"] + b["rails"][r]["power_w"]) / 2 * dt
+        duration_s = (samples[-1]["t_ns"] - samples[0]["t_ns"]) / 1e9 if samples else 0.0
+        return {"module_j": module_j,
+                "rails_j": {rail["name"]: j for rail, j in zip(self._rails, rails_j)},
+                "samples": len(samples), "duration_s": duration_s,
+                "rate_hz": (len(samples) - 1) / duration_s if duration_s > 0 else 0.0}
+
+
+# -- command line ---------------------------------------------------------------------------
+
+def _format_sample(s: Sample) -> str:
+    lines = ["sample {}  t={:.6f} s  flags=0x{:x}  fresh=0x{:x}".format(
+        s["n"], s["t_ns"] / 1e9, s["flags"], s["fresh"])]
+    for rail in s["rails"]:
+        lines.append("  {:<24} {:9.3f} W {:8.3f} V {:8.3f} A{}".format(
+            rail["name"], rail["power_w"], rail["voltage_v"], rail["current_a"],
+            "" if rail["fresh"] else "  (stale)"))
+    lines.append("  {:<24} {:9.3f} W".format("module", s["module_w"]))
+    return "\n".join(lines)
+
+
+def _format_samples(samples: List[Sample]) -> str:
+    if not samples:
+        return "no samples"
+    names = [rail["name"] for rail in samples[0]["rails"]]
+    lines = ["\t".join(["n", "t_ns", "module_w"] + names)]
+    for s in samples:
+        watts = ["{:.6f}".format(rail["power_w"]) for rail in s["rails"]]
+        lines.append("\t".join([str(s["n"]), str(s["t_ns"]), "{:.6f}".format(s["module_w"])]
+                               + watts))
+    return "\n".join(lines)
+
+
+def _format_energy(e: Dict[str, object]) -> str:
+    lines = ["module {:.6f} J over {:.3f} s ({} samples, {:.1f} Hz)".format(
+        e["module_j"], e["duration_s"], e["samples"], e["rate_hz"])]
+    for name, j in e["rails_j"].items():
+        lines.append("  {:<24} {:.6f} J".format(name, j))
+    return "\n".join(lines)
+
+
+def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Read a jpower telemetry ring.")
+    p.add_argument("ring", help="the ring file (jpower status --json prints ring_path)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--latest", action="store_true", help="the newest sample (default)")
+    mode.add_argument("--since", type=float, metavar="SECONDS",
+                      help="the samples of the last SECONDS")
+    mode.add_argument("--energy", type=float, metavar="SECONDS",
+                      help="the energy over the last SECONDS")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return p.parse_args(argv)
+
+
+def _run(ring: Ring, args: argparse.Namespace) -> Tuple[object, str]:
+    """Return the result for the chosen mode and its text form."""
+    now = monotonic_ns()
+    if args.since is not None:
+        samples = ring.since(now - int(args.since * 1e9))
+        return samples, _format_samples(samples)
+    if args.energy is not None:
+        e = ring.energy(now - int(args.energy * 1e9), now)
+        return e, _format_energy(e)
+    s = ring.latest()
+    return s, "no sample yet" if s is None else _format_sample(s)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    args = _parse_args(argv)
+    try:
+        with Ring(args.ring) as ring:
+            result, text = _run(ring, args)
+    except RingError as e:
+        print("jpower_ring: {}".format(e), file=sys.stderr)
+        return 1
+    print(json.dumps(result) if args.json else text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
