@@ -213,7 +213,7 @@ impl Loop {
         let start = monotonic_ns();
         let mut prev = [RailValue::default(); MAX_RAILS];
         let mut last_fresh = [0u64; MAX_RAILS];
-        let mut next = start + self.period_ns;
+        let mut next = start;
         let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
             sleep_until(next);

@@ -2,6 +2,7 @@
 //! binary against simulated boards, exported trees and (when present) the reference
 //! material in `../shared`.
 
+mod agent;
 mod cli;
 mod discovery;
 mod nvpmodel;

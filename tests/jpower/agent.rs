@@ -1,0 +1,539 @@
+//! The agent, driven over its socket in both encodings: every message, leases and what
+//! restores them, the budget guard, signals and crashes, and bad input.
+
+use crate::util;
+use jpower::ipc::client::{Client, ClientError};
+use jpower::ipc::codec::Encoding;
+use jpower::ipc::protocol::*;
+use jpower::sim::kernel::LoadState;
+use jpower::sim::SimBoard;
+use jpower::telemetry::energy::Kind;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// A running agent on a simulated board, killed when dropped.
+struct Agent {
+    child: Option<Child>,
+    rt: tempfile::TempDir,
+    socket: PathBuf,
+}
+
+impl Agent {
+    fn start(board: &str, config: &str) -> Agent {
+        let rt = util::runtime();
+        Agent::start_in(rt, board, config)
+    }
+
+    fn start_in(rt: tempfile::TempDir, board: &str, config: &str) -> Agent {
+        let cfg = rt.path().join("jpower.toml");
+        std::fs::write(&cfg, config).unwrap();
+        let socket = rt.path().join("jpower.sock");
+        let child = util::jpower(rt.path())
+            .args(["--sim", board, "agent", "--config"])
+            .arg(&cfg)
+            .env("JPOWER_LOG", "off")
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while UnixStream::connect(&socket).is_err() {
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "the agent did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Agent {
+            child: Some(child),
+            rt,
+            socket,
+        }
+    }
+
+    fn client(&self, enc: Encoding) -> Client {
+        Client::connect(&self.socket, enc, "test").unwrap().0
+    }
+
+    fn status(&self) -> Status {
+        match self
+            .client(Encoding::Json)
+            .request(RequestBody::Status)
+            .unwrap()
+        {
+            ReplyBody::Status(s) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn signal(&mut self, sig: nix::sys::signal::Signal) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+        child.wait().unwrap()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn gpu_max(s: &Status) -> u64 {
+    s.gpu_hz.unwrap()[1]
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn knobs(gpu_hz: u64) -> ModeRequest {
+    ModeRequest::Knobs {
+        cores: Some(4),
+        cpu_khz: Some(1_113_600),
+        gpu_hz: Some(gpu_hz),
+        emc_hz: None,
+        snap: false,
+    }
+}
+
+#[test]
+fn every_message_in_both_encodings() {
+    let agent = Agent::start("orin-agx", "");
+    for enc in [Encoding::Json, Encoding::Bincode] {
+        let (mut c, hello) = Client::connect(&agent.socket, enc, "both").unwrap();
+        assert!(
+            matches!(hello, ReplyBody::Hello { version: 1, .. }),
+            "{hello:?}"
+        );
+        let before = agent.status();
+        let ReplyBody::Modes {
+            presets,
+            space_size,
+        } = c.request(RequestBody::Modes).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(space_size, 18_096);
+        assert!(presets.iter().any(|p| p.name == "MODE_30W" && p.default));
+        let set = c
+            .request(RequestBody::SetMode {
+                mode: ModeRequest::Preset {
+                    name: "MODE_15W".into(),
+                },
+                lease: LeaseKind::Session,
+                timeout_ms: None,
+            })
+            .unwrap();
+        assert!(
+            matches!(set, ReplyBody::ModeSet { writes: 11, .. }),
+            "{set:?}"
+        );
+        let s = agent.status();
+        assert_eq!(s.online_cpus, [0, 1, 2, 3]);
+        assert_eq!(s.holder.as_ref().unwrap().lease, LeaseKind::Session);
+        c.request(RequestBody::SetMode {
+            mode: knobs(522_750_000),
+            lease: LeaseKind::Session,
+            timeout_ms: None,
+        })
+        .unwrap();
+        assert_eq!(gpu_max(&agent.status()), 522_750_000);
+        assert_eq!(c.request(RequestBody::Renew).unwrap(), ReplyBody::Ok);
+        let ReplyBody::Telemetry(t) = c
+            .request(RequestBody::Telemetry {
+                window_ms: Some(1000),
+            })
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(t.latest.unwrap().rails.len(), 4);
+        assert!(t.ring_path.ends_with(".ring"));
+        c.request(RequestBody::MinibatchBegin {
+            kind: Kind::Train,
+            id: 9,
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let ReplyBody::Minibatch(m) = c
+            .request(RequestBody::MinibatchEnd {
+                kind: Kind::Train,
+                id: 9,
+            })
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert!(m.duration_ms >= 100.0 && m.energy_j > 0.0, "{m:?}");
+        assert!(matches!(
+            c.request(RequestBody::MinibatchEnd {
+                kind: Kind::Train,
+                id: 9
+            }),
+            Err(ClientError::Agent {
+                code: ErrorCode::NotFound,
+                ..
+            })
+        ));
+        assert_eq!(
+            c.request(RequestBody::SetBudget { watts: Some(80.0) })
+                .unwrap(),
+            ReplyBody::Budget { watts: Some(80.0) }
+        );
+        assert_eq!(
+            c.request(RequestBody::SetBudget { watts: None }).unwrap(),
+            ReplyBody::Budget { watts: None }
+        );
+        assert_eq!(
+            c.request(RequestBody::Subscribe { every_ms: 50 }).unwrap(),
+            ReplyBody::Ok
+        );
+        let ev = c.read().unwrap();
+        assert!(
+            ev.id == 0 && matches!(ev.body, ReplyBody::Sample(_)),
+            "{ev:?}"
+        );
+        c.request(RequestBody::Subscribe { every_ms: 0 }).unwrap();
+        assert_eq!(
+            c.request(RequestBody::Release).unwrap(),
+            ReplyBody::Released { restored: true }
+        );
+        let after = agent.status();
+        let shape = |s: &Status| {
+            (
+                s.online_cpus.clone(),
+                s.cpu_khz.iter().map(|c| c[1]).collect::<Vec<_>>(),
+                gpu_max(s),
+            )
+        };
+        assert_eq!(shape(&after), shape(&before));
+        assert!(after.holder.is_none());
+    }
+    let bad = Client::connect(&agent.socket, Encoding::Json, "x")
+        .unwrap()
+        .0
+        .request(RequestBody::Hello {
+            version: 99,
+            client: "old".into(),
+        });
+    assert!(
+        matches!(
+            bad,
+            Err(ClientError::Agent {
+                code: ErrorCode::Version,
+                ..
+            })
+        ),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn a_second_controller_is_busy_and_leases_end_on_disconnect_and_expiry() {
+    let agent = Agent::start("xavier-agx", "");
+    let before = gpu_max(&agent.status());
+    let mut a = agent.client(Encoding::Bincode);
+    a.request(RequestBody::SetMode {
+        mode: knobs(420_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let mut b = agent.client(Encoding::Json);
+    let busy = b.request(RequestBody::SetMode {
+        mode: knobs(114_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    });
+    match busy {
+        Err(ClientError::Agent {
+            code: ErrorCode::Busy,
+            message,
+        }) => assert!(message.contains("pid"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        b.request(RequestBody::Release),
+        Err(ClientError::Agent {
+            code: ErrorCode::Busy,
+            ..
+        })
+    ));
+    drop(a);
+    wait_for("restore on disconnect", || {
+        gpu_max(&agent.status()) == before
+    });
+    assert!(agent.status().holder.is_none());
+    b.request(RequestBody::SetMode {
+        mode: knobs(420_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: Some(300),
+    })
+    .unwrap();
+    assert_eq!(gpu_max(&agent.status()), 420_750_000);
+    wait_for("restore on expiry", || gpu_max(&agent.status()) == before);
+    assert!(matches!(
+        b.request(RequestBody::Renew),
+        Err(ClientError::Agent {
+            code: ErrorCode::NotFound,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_killed_client_process_loses_its_lease_even_if_its_socket_lives_on() {
+    let agent = Agent::start("nano", "");
+    let before = gpu_max(&agent.status());
+    // The holder forks a child that inherits the socket, then is killed: the connection
+    // stays open, but the holder's process is gone.
+    let script = format!(
+        r#"
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect({sock:?})
+f = s.makefile("rwb")
+def req(line):
+    f.write(line.encode() + b"\n"); f.flush(); return f.readline()
+req('{{"id":1,"body":{{"hello":{{"version":1,"client":"doomed"}}}}}}')
+print(req('{{"id":2,"body":{{"set_mode":{{"mode":{{"knobs":{{"cores":2,"cpu_khz":null,"gpu_hz":230400000,"emc_hz":null,"snap":false}}}},"lease":"session","timeout_ms":null}}}}}}').decode(), flush=True)
+if os.fork() == 0:
+    time.sleep(30); sys.exit(0)
+time.sleep(30)
+"#,
+        sock = agent.socket.to_str().unwrap()
+    );
+    let mut holder = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = [0u8; 64];
+    let n = holder.stdout.as_mut().unwrap().read(&mut line).unwrap();
+    assert!(
+        String::from_utf8_lossy(&line[..n]).contains("mode_set"),
+        "{}",
+        String::from_utf8_lossy(&line[..n])
+    );
+    assert_eq!(gpu_max(&agent.status()), 230_400_000);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    wait_for("restore after the holder died", || {
+        gpu_max(&agent.status()) == before
+    });
+}
+
+#[test]
+fn the_budget_guard_steps_down_when_the_load_raises_power_and_lifts_after() {
+    let config = "budget_w = 20.0\nbudget_window_ms = 150\nbudget_hysteresis_w = 2.0\nsensor_averaging = \"auto\"\nsample_rate_hz = 500\n";
+    let agent = Agent::start("orin-agx", config);
+    let sim = SimBoard::open("orin-agx", agent.rt.path()).unwrap();
+    let mut holder = agent.client(Encoding::Json);
+    holder
+        .request(RequestBody::SetMode {
+            mode: ModeRequest::Knobs {
+                cores: Some(12),
+                cpu_khz: Some(2_201_600),
+                gpu_hz: Some(1_300_500_000),
+                emc_hz: Some(3_199_000_000),
+                snap: false,
+            },
+            lease: LeaseKind::Session,
+            timeout_ms: None,
+        })
+        .unwrap();
+    sim.set_load(LoadState {
+        cpu: 0.6,
+        gpu: 0.95,
+        emc: 0.7,
+    })
+    .unwrap();
+    wait_for("the guard to cap the mode", || {
+        agent.status().guard.is_some()
+    });
+    wait_for("power under the budget", || {
+        let s = agent.status();
+        s.module_w.is_some_and(|w| w < 20.0)
+    });
+    let s = agent.status();
+    assert!(
+        gpu_max(&s) < 1_300_500_000,
+        "the GPU is capped first: {s:?}"
+    );
+    // The holder is told.
+    holder.request(RequestBody::Status).unwrap();
+    assert!(
+        holder
+            .events
+            .iter()
+            .any(|e| matches!(e, ReplyBody::Guard { .. })),
+        "{:?}",
+        holder.events
+    );
+    sim.set_load(LoadState::default()).unwrap();
+    wait_for("the guard to lift its caps", || {
+        agent.status().guard.is_none()
+    });
+    assert_eq!(gpu_max(&agent.status()), 1_300_500_000);
+}
+
+fn direct_knobs(rt: &Path) -> serde_json::Value {
+    util::json(&util::ok(
+        util::jpower(rt)
+            .args(["--sim", "orin-agx", "--json", "--socket"])
+            .arg(rt.join("none.sock"))
+            .arg("status"),
+    ))["knobs"]
+        .clone()
+}
+
+#[test]
+fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_start() {
+    let rt = util::runtime();
+    let baseline = direct_knobs(rt.path());
+    let mut agent = Agent::start_in(rt, "orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    c.request(RequestBody::SetMode {
+        mode: knobs(624_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let status = agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(status.success(), "{status:?}");
+    assert!(!agent.socket.exists(), "the socket is removed");
+    let rt = std::mem::replace(&mut agent.rt, util::runtime());
+    assert_eq!(direct_knobs(rt.path()), baseline);
+
+    let mut agent = Agent::start_in(rt, "orin-agx", "");
+    // Through the CLI: a persistent lease.
+    util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
+    assert_eq!(agent.status().online_cpus, [0, 1, 2, 3]);
+    agent.signal(nix::sys::signal::Signal::SIGKILL);
+    let st = util::json(&util::ok(
+        util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "--json", "status"]),
+    ));
+    assert!(
+        st["recovered"].to_string().contains("died"),
+        "{}",
+        st["recovered"]
+    );
+    assert_eq!(direct_knobs(agent.rt.path()), baseline);
+}
+
+#[test]
+fn a_persistent_lease_outlives_a_clean_stop_until_restore() {
+    let rt = util::runtime();
+    let baseline = direct_knobs(rt.path());
+    let mut agent = Agent::start_in(rt, "orin-agx", "");
+    util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_30W"]));
+    assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
+    let rt = std::mem::replace(&mut agent.rt, util::runtime());
+    assert_ne!(
+        direct_knobs(rt.path()),
+        baseline,
+        "MODE_30W holds after the agent stops"
+    );
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "restore"]));
+    assert_eq!(direct_knobs(rt.path()), baseline);
+}
+
+#[test]
+fn bad_input_closes_only_that_client() {
+    let agent = Agent::start("orin-agx", "");
+    let mut good = agent.client(Encoding::Bincode);
+    good.request(RequestBody::SetMode {
+        mode: knobs(522_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let before = agent.status();
+    let send = |bytes: &[u8]| -> Vec<u8> {
+        let mut s = UnixStream::connect(&agent.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+        let _ = s.write_all(bytes);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        out
+    };
+    let mut noise = vec![0u8; 4096];
+    let mut x = 0x1234_5678u32;
+    for b in &mut noise {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = x as u8;
+    }
+    noise[0] = b'G';
+    for (what, input) in [
+        ("random bytes", noise.clone()),
+        (
+            "a frame declaring 4 GiB",
+            vec![0x00, 0xff, 0xff, 0xff, 0xff, 1, 2, 3],
+        ),
+        (
+            "invalid UTF-8 JSON",
+            b"{\"id\":1,\"body\":\"\xff\xfe\"}\n".to_vec(),
+        ),
+        (
+            "deep JSON",
+            format!("{{\"id\":{}\n", "[".repeat(100_000)).into_bytes(),
+        ),
+        (
+            "an unknown message",
+            b"{\"id\":1,\"body\":\"reboot\"}\n".to_vec(),
+        ),
+        (
+            "half a frame, then silence",
+            vec![0x00, 0x00, 0x00, 0x40, 1, 2],
+        ),
+    ] {
+        let reply = send(&input);
+        let text = String::from_utf8_lossy(&reply);
+        assert!(
+            text.contains("bad_request") || reply.len() > 4,
+            "{what}: {text}"
+        );
+    }
+    for _ in 0..1000 {
+        drop(UnixStream::connect(&agent.socket).unwrap());
+    }
+    // The good client, its lease and the board are untouched.
+    assert_eq!(good.request(RequestBody::Renew).unwrap(), ReplyBody::Ok);
+    let after = agent.status();
+    assert_eq!(
+        (gpu_max(&after), &after.online_cpus),
+        (gpu_max(&before), &before.online_cpus)
+    );
+}
+
+#[test]
+fn a_bad_config_is_a_file_and_line_error() {
+    let rt = util::runtime();
+    let cfg = rt.path().join("bad.toml");
+    std::fs::write(&cfg, "budget_w = 20\nbudjet_w = 3\n").unwrap();
+    let out = util::run(
+        util::jpower(rt.path())
+            .args(["--sim", "orin-agx", "agent", "--config"])
+            .arg(&cfg),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml:2:") && err.contains("budjet_w"),
+        "{err}"
+    );
+}
