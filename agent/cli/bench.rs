@@ -31,6 +31,17 @@ pub enum Command {
         #[arg(long, default_value = "orin-agx")]
         board: String,
     },
+    /// Socket round trips: status (1 client, then 16 concurrent readers) and set_mode (1
+    /// controller while 15 readers poll status), p50/p99, next to a bare Unix-socket echo
+    /// of the same sizes (target: status p99 within 2x the echo floor).
+    Ipc {
+        /// Fewer requests (for CI).
+        #[arg(long)]
+        quick: bool,
+        /// Requests per measurement.
+        #[arg(long)]
+        requests: Option<usize>,
+    },
     /// Sampler CPU cost at 1 kHz against its raw preads (targets: <= 1% of a core, <= 1.5x),
     /// and the ring's latest-sample read (target: < 200 ns).
     Sample {
@@ -54,6 +65,10 @@ pub fn run(cmd: &Command, out: &Output) -> Result<()> {
         } => {
             let iterations = iterations.unwrap_or(if *quick { 2_000 } else { 20_000 });
             switch(board, iterations, &dir).map(|r| (switch_text(&r), r))
+        }
+        Command::Ipc { quick, requests } => {
+            let n = requests.unwrap_or(if *quick { 4_000 } else { 100_000 });
+            ipc(n, &dir).map(|r| (ipc_text(&r), r))
         }
         Command::Sample { quick, board } => {
             sample(board, if *quick { 2.0 } else { 10.0 }, &dir).map(|r| (sample_text(&r), r))
@@ -272,5 +287,189 @@ fn switch(board_id: &str, iterations: usize, dir: &std::path::Path) -> Result<se
         "ratio": switch_ns / raw_ns,
         "truncates": truncates,
         "target_ratio": 1.5,
+    }))
+}
+
+fn ipc_text(r: &serde_json::Value) -> String {
+    let row = |k: &str| {
+        let v = &r[k];
+        format!(
+            "  {k:<22} p50 {:>7.1} us   p99 {:>7.1} us\n",
+            v["p50_us"].as_f64().unwrap_or(0.0),
+            v["p99_us"].as_f64().unwrap_or(0.0)
+        )
+    };
+    format!(
+        "bench ipc ({} requests each, bincode frames, simulated orin-agx)\n{}{}{}{}  status p99 / echo p99 = {:.2}x (target <= 2x)\n",
+        r["requests"],
+        row("echo_floor"),
+        row("status_1_client"),
+        row("status_16_readers"),
+        row("set_mode_with_15_readers"),
+        r["ratio_p99"].as_f64().unwrap_or(0.0)
+    )
+}
+
+/// p50 and p99 of latencies in nanoseconds.
+fn percentiles(mut ns: Vec<u64>) -> serde_json::Value {
+    ns.sort_unstable();
+    let at = |q: f64| {
+        ns.get(((ns.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0) as f64
+            / 1000.0
+    };
+    json!({"p50_us": at(0.5), "p99_us": at(0.99), "n": ns.len()})
+}
+
+fn ipc(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
+    use crate::ipc::client::Client;
+    use crate::ipc::codec::{encode, Encoding};
+    use crate::ipc::protocol::{LeaseKind, ModeRequest, Reply, ReplyBody, Request, RequestBody};
+    use std::io::{Read, Write};
+    use std::os::unix::net::{UnixListener, UnixStream};
+
+    let rt = dir.join("rt");
+    let socket = rt.join("jpower.sock");
+    let exe = std::env::current_exe()?;
+    let mut agent = std::process::Command::new(exe)
+        .arg("--runtime-dir")
+        .arg(&rt)
+        .args(["--sim", "orin-agx", "agent"])
+        .env("JPOWER_LOG", "off")
+        .spawn()
+        .context("starting the agent")?;
+    let start = Instant::now();
+    while UnixStream::connect(&socket).is_err() {
+        anyhow::ensure!(start.elapsed().as_secs() < 20, "the agent did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let connect = || Client::connect(&socket, Encoding::Bincode, "bench").map(|c| c.0);
+    let time_status = |c: &mut Client, n: usize| -> Result<Vec<u64>> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            c.request(RequestBody::Status)?;
+            out.push(t.elapsed().as_nanos() as u64);
+        }
+        Ok(out)
+    };
+
+    // The floor: the same request and reply sizes over a bare Unix-socket echo.
+    let mut req = Vec::new();
+    encode(
+        Encoding::Bincode,
+        &Request {
+            id: 1,
+            body: RequestBody::Status,
+        },
+        &mut req,
+    )?;
+    let mut c = connect()?;
+    let reply_len = {
+        let ReplyBody::Status(st) = c.request(RequestBody::Status)? else {
+            anyhow::bail!("no status");
+        };
+        let mut buf = Vec::new();
+        encode(
+            Encoding::Bincode,
+            &Reply {
+                id: 1,
+                body: ReplyBody::Status(st),
+            },
+            &mut buf,
+        )?;
+        buf.len()
+    };
+    let echo_path = dir.join("echo.sock");
+    let listener = UnixListener::bind(&echo_path)?;
+    let req_len = req.len();
+    let server = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = listener.accept()?;
+        let (mut inb, outb) = (vec![0u8; req_len], vec![7u8; reply_len]);
+        while s.read_exact(&mut inb).is_ok() {
+            s.write_all(&outb)?;
+        }
+        Ok(())
+    });
+    let mut echo = UnixStream::connect(&echo_path)?;
+    let mut back = vec![0u8; reply_len];
+    let mut floor = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        echo.write_all(&req)?;
+        echo.read_exact(&mut back)?;
+        floor.push(t.elapsed().as_nanos() as u64);
+    }
+    drop(echo);
+    let _ = server.join();
+
+    let one = time_status(&mut c, n)?;
+    let readers: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..16)
+            .map(|_| {
+                s.spawn(|| {
+                    connect()
+                        .map_err(anyhow::Error::from)
+                        .and_then(|mut c| time_status(&mut c, n / 16))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let set_mode: Vec<u64> = std::thread::scope(|s| -> Result<Vec<u64>> {
+        for _ in 0..15 {
+            s.spawn(|| {
+                if let Ok(mut c) = connect() {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if c.request(RequestBody::Status).is_err() {
+                            break;
+                        }
+                    }
+                }
+            });
+        }
+        let mut ctl = connect()?;
+        let m = |gpu| ModeRequest::Knobs {
+            cores: Some(8),
+            cpu_khz: Some(1_497_600),
+            gpu_hz: Some(gpu),
+            emc_hz: None,
+            snap: false,
+        };
+        let mut out = Vec::new();
+        for i in 0..(n / 20).max(50) {
+            let t = Instant::now();
+            let r = ctl.request(RequestBody::SetMode {
+                mode: m(if i % 2 == 0 { 522_750_000 } else { 624_750_000 }),
+                lease: LeaseKind::Session,
+                timeout_ms: None,
+            });
+            out.push(t.elapsed().as_nanos() as u64);
+            if r.is_err() {
+                break;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(out)
+    })?;
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = agent.wait();
+    let (floor, one) = (percentiles(floor), percentiles(one));
+    let ratio = one["p99_us"].as_f64().unwrap_or(0.0) / floor["p99_us"].as_f64().unwrap_or(1.0);
+    Ok(json!({
+        "requests": n,
+        "echo_floor": floor,
+        "status_1_client": one,
+        "status_16_readers": percentiles(readers.concat()),
+        "set_mode_with_15_readers": percentiles(set_mode),
+        "ratio_p99": ratio,
+        "target_ratio_p99": 2.0,
     }))
 }

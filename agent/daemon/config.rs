@@ -205,6 +205,15 @@ mod tests {
     }
 
     #[test]
+    fn the_packaged_file_states_the_defaults() {
+        let shipped = include_str!("../../udev/jpower.toml");
+        assert_eq!(
+            Config::parse(shipped, Path::new("jpower.toml")).unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_name_file_and_line() {
         assert!(
             err("budget_w = 20\nbugdet = 3\n").starts_with("j.toml:2: unknown field `bugdet`"),

@@ -186,6 +186,8 @@ enum Quantity {
 struct Sensor {
     /// Conversion cycle each chip's readings belong to.
     epochs: Vec<Option<u64>>,
+    /// Each chip's refresh interval when the readings were taken, microseconds.
+    refresh_us: Vec<u64>,
     /// (mV, mA) per chip and channel.
     readings: Vec<[(u64, u64); 3]>,
     gpu_load: u64,
@@ -549,12 +551,19 @@ impl SimKernel {
     /// operating point and load at the first read in that cycle.
     fn sense(&self, s: &mut Sensor) -> io::Result<()> {
         let now = monotonic_us();
-        let st = self.state()?;
         let chips = self.spec.ina.len();
-        let epochs: Vec<u64> = (0..chips).map(|c| now / self.refresh_us(&st, c)).collect();
-        if s.epochs.len() == chips && s.epochs.iter().zip(&epochs).all(|(a, b)| *a == Some(*b)) {
+        // Within every chip's current cycle nothing changes: no file is read.
+        if s.epochs.len() == chips
+            && s.epochs
+                .iter()
+                .zip(&s.refresh_us)
+                .all(|(e, r)| *e == Some(now / r))
+        {
             return Ok(());
         }
+        let st = self.state()?;
+        s.refresh_us = (0..chips).map(|c| self.refresh_us(&st, c)).collect();
+        let epochs: Vec<u64> = s.refresh_us.iter().map(|r| now / r).collect();
         let load = st.load;
         let op = self.operating()?;
         let d = power::domain_power(

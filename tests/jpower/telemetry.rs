@@ -467,3 +467,78 @@ fn watch_with_auto_averaging_puts_the_sensor_back() {
     assert_eq!(after["knobs"], before, "the averaging is put back");
     assert!(after["state"].is_null());
 }
+
+#[test]
+fn the_c_reader_and_the_python_script_read_a_live_ring() {
+    let rt = util::runtime();
+    let (_sim, _c, t) = sampled("orin-agx@r36", rt.path(), Some(1000), 1000.0);
+    std::thread::sleep(Duration::from_millis(100));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = rt.path().join("jpower_ring_reader");
+    let cc = std::process::Command::new("cc")
+        .args([
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-O2",
+            "-D_DEFAULT_SOURCE",
+        ])
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg(root.join("tools/jpower_ring_reader.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output();
+    match cc {
+        Err(e) => eprintln!("no C compiler ({e}): skipping the C reader"),
+        Ok(out) => {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let run = std::process::Command::new(&exe)
+                .arg(&t.path)
+                .arg("3")
+                .output()
+                .unwrap();
+            assert!(
+                run.status.success(),
+                "{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            let text = String::from_utf8_lossy(&run.stdout);
+            let watts: Vec<f64> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("module_w=")?.parse().ok())
+                .collect();
+            assert_eq!(watts.len(), 3, "{text}");
+            assert!(watts.iter().all(|w| (3.0..80.0).contains(w)), "{text}");
+            assert!(text.contains("VDD_GPU_SOC"), "{text}");
+        }
+    }
+    let py = std::process::Command::new("python3")
+        .arg(root.join("tools/jpower_ring.py"))
+        .arg(&t.path)
+        .arg("--json")
+        .output();
+    match py {
+        Err(e) => eprintln!("no python3 ({e}): skipping the Python reader"),
+        Ok(out) => {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let j = util::json(&String::from_utf8_lossy(&out.stdout));
+            let w = j["module_w"].as_f64().unwrap_or_else(|| panic!("{j}"));
+            let ring = RingReader::open(&t.path).unwrap();
+            let ours = f64::from(ring.latest().unwrap().module_uw) * 1e-6;
+            assert!(
+                (3.0..80.0).contains(&w) && (w - ours).abs() < ours,
+                "python {w} W, rust {ours} W"
+            );
+        }
+    }
+}

@@ -1,0 +1,648 @@
+"""Client of the jpower agent's Unix socket (protocol version 1).
+
+The protocol is specified in docs/protocol.md; its Rust types are in agent/ipc/protocol.rs
+and its framing in agent/ipc/codec.rs. Standard library only, Python 3.8+. Both encodings
+are spoken: newline-delimited JSON, and bincode 2 frames (a hand-written encoder/decoder
+driven by the schema table below). Whatever the encoding, requests are built and replies
+returned as plain dicts in the JSON shape.
+
+    from jpower_client import Client, AgentError
+
+    with Client() as c:                       # $JPOWER_SOCKET, else /run/jpower/jpower.sock
+        print(c.status()["gpu_hz"])           # [min, max, running]
+        c.set_mode(preset="MODE_15W")         # a session lease: ends when `c` closes
+        with c.minibatch("train", 1) as mb:
+            train_step()
+        print(mb["energy_j"], "J")
+        c.subscribe(100)
+        for event in c.events(timeout=1.0):   # {"sample": {...}}, {"guard": {...}}, ...
+            print(event)
+"""
+
+import collections
+import contextlib
+import json
+import math
+import os
+import select
+import socket
+import struct
+import time
+from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
+
+__all__ = [
+    "Client",
+    "AgentError",
+    "ProtocolError",
+    "PROTOCOL_VERSION",
+    "MAX_FRAME",
+    "DEFAULT_SOCKET",
+    "encode_bincode",
+    "decode_bincode",
+    "REQUEST",
+    "REPLY",
+]
+
+PROTOCOL_VERSION = 1
+"""The protocol version `hello` sends; the agent rejects any other."""
+MAX_FRAME = 64 * 1024
+"""The largest bincode frame payload or JSON line, bytes."""
+DEFAULT_SOCKET = "/run/jpower/jpower.sock"
+
+
+class AgentError(Exception):
+    """An error reply: `code` is one of the stable codes (``bad_request``, ``version``,
+    ``busy``, ``forbidden``, ``not_found``, ``invalid_mode``, ``failed``)."""
+
+    def __init__(self, code: str, message: str, id: int = 0):
+        super().__init__("{} ({})".format(message, code))
+        self.code = code
+        self.message = message
+        self.id = id
+
+
+class ProtocolError(Exception):
+    """The agent sent something this client cannot decode or did not expect."""
+
+
+# --------------------------------------------------------------------------------------
+# The schema: a mirror of agent/ipc/protocol.rs (and `Kind` in agent/telemetry/energy.rs).
+# KEEP IN SYNC with those files: the order of enum variants and of struct fields is the
+# bincode encoding (a variant is its index as u32, a struct its fields in order), and the
+# names are the JSON encoding (snake_case, externally tagged).
+#
+# Types: "u8" "u32" "u64" "f64" "bool" "str"; ("opt", T) Option<T>; ("vec", T) Vec<T>;
+# ("arr", T, n) [T; n] (no length prefix); ("struct", [(field, T), ...]);
+# ("enum", [(variant, payload), ...]) where payload is None (unit variant), a list of
+# fields (struct variant) or a type (newtype variant).
+# --------------------------------------------------------------------------------------
+
+
+def _struct(*fields: Tuple[str, Any]) -> Tuple[str, List[Tuple[str, Any]]]:
+    return ("struct", list(fields))
+
+
+def _enum(*variants: Tuple[str, Any]) -> Tuple[str, List[Tuple[str, Any]]]:
+    return ("enum", list(variants))
+
+
+KIND = _enum(("train", None), ("infer", None))
+LEASE_KIND = _enum(("session", None), ("persistent", None))
+ERROR_CODE = _enum(
+    ("bad_request", None),
+    ("version", None),
+    ("busy", None),
+    ("forbidden", None),
+    ("not_found", None),
+    ("invalid_mode", None),
+    ("failed", None),
+)
+MODE_REQUEST = _enum(
+    ("preset", [("name", "str")]),
+    (
+        "knobs",
+        [
+            ("cores", ("opt", "u32")),
+            ("cpu_khz", ("opt", "u64")),
+            ("gpu_hz", ("opt", "u64")),
+            ("emc_hz", ("opt", "u64")),
+            ("snap", "bool"),
+        ],
+    ),
+)
+REQUEST_BODY = _enum(
+    ("hello", [("version", "u32"), ("client", "str")]),
+    ("status", None),
+    ("modes", None),
+    ("set_mode", [("mode", MODE_REQUEST), ("lease", LEASE_KIND), ("timeout_ms", ("opt", "u64"))]),
+    ("renew", None),
+    ("release", None),
+    ("set_budget", [("watts", ("opt", "f64"))]),
+    ("telemetry", [("window_ms", ("opt", "u64"))]),
+    ("minibatch_begin", [("kind", KIND), ("id", "u64")]),
+    ("minibatch_end", [("kind", KIND), ("id", "u64")]),
+    ("subscribe", [("every_ms", "u64")]),
+)
+REQUEST = _struct(("id", "u64"), ("body", REQUEST_BODY))
+
+HOLDER = _struct(("client", "str"), ("pid", "u32"), ("uid", "u32"), ("lease", LEASE_KIND))
+STATUS = _struct(
+    ("board", "str"),
+    ("soc", "str"),
+    ("simulated", "bool"),
+    ("online_cpus", ("vec", "u32")),
+    ("cpu_khz", ("vec", ("arr", "u64", 3))),
+    ("gpu_hz", ("opt", ("arr", "u64", 3))),
+    ("emc_cap_hz", ("opt", "u64")),
+    ("holder", ("opt", HOLDER)),
+    ("budget_w", ("opt", "f64")),
+    ("guard", ("opt", "str")),
+    ("module_w", ("opt", "f64")),
+    ("ring_path", "str"),
+    ("last_switch_us", ("opt", "f64")),
+)
+PRESET_INFO = _struct(("id", "u32"), ("name", "str"), ("default", "bool"))
+RAIL = _struct(("name", "str"), ("power_mw", "u64"))
+SAMPLE = _struct(
+    ("t_ns", "u64"), ("module_mw", "u64"), ("rails", ("vec", RAIL)), ("flags", "u32")
+)
+WINDOW = _struct(
+    ("duration_ms", "f64"), ("samples", "u64"), ("mean_w", "f64"), ("energy_j", "f64")
+)
+TELEMETRY = _struct(("ring_path", "str"), ("latest", ("opt", SAMPLE)), ("window", ("opt", WINDOW)))
+MINIBATCH = _struct(
+    ("kind", KIND), ("id", "u64"), ("duration_ms", "f64"), ("mean_w", "f64"), ("energy_j", "f64")
+)
+REPLY_BODY = _enum(
+    ("hello", [("version", "u32"), ("agent", "str"), ("board", "str")]),
+    ("status", STATUS),
+    ("modes", [("presets", ("vec", PRESET_INFO)), ("space_size", "u64")]),
+    ("mode_set", [("writes", "u32"), ("switch_us", "f64"), ("lease", LEASE_KIND), ("capped", "bool")]),
+    ("released", [("restored", "bool")]),
+    ("budget", [("watts", ("opt", "f64"))]),
+    ("telemetry", TELEMETRY),
+    ("minibatch", MINIBATCH),
+    ("ok", None),
+    ("sample", SAMPLE),
+    ("guard", [("step", "str"), ("module_w", "f64"), ("budget_w", "f64")]),
+    ("external_change", [("paths", ("vec", "str"))]),
+    ("error", [("code", ERROR_CODE), ("message", "str")]),
+)
+REPLY = _struct(("id", "u64"), ("body", REPLY_BODY))
+
+# --------------------------------------------------------------------------------------
+# bincode 2, config standard().with_little_endian().with_fixed_int_encoding()
+# --------------------------------------------------------------------------------------
+
+_INT_FORMATS = {"u8": ("<B", 0xFF), "u32": ("<I", 0xFFFFFFFF), "u64": ("<Q", 0xFFFFFFFFFFFFFFFF)}
+
+
+def _variant(value: Any, where: str) -> Tuple[str, Any]:
+    """A JSON-shaped enum value as (variant name, payload or None)."""
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, dict) and len(value) == 1:
+        ((name, payload),) = value.items()
+        return name, payload
+    raise ValueError("{}: an enum value is a string or a one-key dict, not {!r}".format(where, value))
+
+
+def _encode(t: Any, value: Any, out: bytearray, where: str) -> None:
+    if isinstance(t, str):
+        if t in _INT_FORMATS:
+            fmt, top = _INT_FORMATS[t]
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+                raise ValueError("{}: {!r} is not a {}".format(where, value, t))
+            out += struct.pack(fmt, value)
+        elif t == "f64":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError("{}: {!r} is not a number".format(where, value))
+            out += struct.pack("<d", float(value))
+        elif t == "bool":
+            if not isinstance(value, bool):
+                raise ValueError("{}: {!r} is not a bool".format(where, value))
+            out.append(1 if value else 0)
+        elif t == "str":
+            if not isinstance(value, str):
+                raise ValueError("{}: {!r} is not a string".format(where, value))
+            b = value.encode("utf-8")
+            out += struct.pack("<Q", len(b)) + b
+        else:
+            raise AssertionError("unknown schema type " + t)
+        return
+    tag = t[0]
+    if tag == "opt":
+        if value is None:
+            out.append(0)
+        else:
+            out.append(1)
+            _encode(t[1], value, out, where)
+    elif tag == "vec":
+        out += struct.pack("<Q", len(value))
+        for i, v in enumerate(value):
+            _encode(t[1], v, out, "{}[{}]".format(where, i))
+    elif tag == "arr":
+        if len(value) != t[2]:
+            raise ValueError("{}: expected {} elements".format(where, t[2]))
+        for i, v in enumerate(value):
+            _encode(t[1], v, out, "{}[{}]".format(where, i))
+    elif tag == "struct":
+        _encode_fields(t[1], value, out, where)
+    elif tag == "enum":
+        name, payload = _variant(value, where)
+        for index, (vname, vtype) in enumerate(t[1]):
+            if vname == name:
+                break
+        else:
+            raise ValueError("{}: unknown variant {!r}".format(where, name))
+        out += struct.pack("<I", index)
+        if vtype is None:
+            if payload is not None:
+                raise ValueError("{}: {!r} is a unit variant".format(where, name))
+        elif isinstance(vtype, list):
+            _encode_fields(vtype, payload, out, where + "." + name)
+        else:
+            _encode(vtype, payload, out, where + "." + name)
+    else:
+        raise AssertionError("unknown schema type " + repr(tag))
+
+
+def _encode_fields(fields: List[Tuple[str, Any]], value: Any, out: bytearray, where: str) -> None:
+    if not isinstance(value, dict):
+        raise ValueError("{}: expected an object, not {!r}".format(where, value))
+    unknown = set(value) - {f for f, _ in fields}
+    if unknown:
+        raise ValueError("{}: unknown field(s) {}".format(where, ", ".join(sorted(unknown))))
+    for fname, ftype in fields:
+        if fname not in value and not (isinstance(ftype, tuple) and ftype[0] == "opt"):
+            raise ValueError("{}: missing field {!r}".format(where, fname))
+        # As in serde's JSON decoding, a missing Option field is None.
+        _encode(ftype, value.get(fname), out, where + "." + fname)
+
+
+class _Reader:
+    def __init__(self, data: bytes):
+        self.data = memoryview(data)
+        self.pos = 0
+
+    def take(self, n: int) -> memoryview:
+        if self.pos + n > len(self.data):
+            raise ProtocolError("bincode: truncated at byte {}".format(self.pos))
+        b = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+    def unpack(self, fmt: str, n: int) -> Any:
+        return struct.unpack(fmt, self.take(n))[0]
+
+
+def _decode(t: Any, r: _Reader) -> Any:
+    if isinstance(t, str):
+        if t == "u8":
+            return r.unpack("<B", 1)
+        if t == "u32":
+            return r.unpack("<I", 4)
+        if t == "u64":
+            return r.unpack("<Q", 8)
+        if t == "f64":
+            v = r.unpack("<d", 8)
+            # serde_json writes non-finite floats as null; bincode keeps them.
+            return v
+        if t == "bool":
+            b = r.unpack("<B", 1)
+            if b > 1:
+                raise ProtocolError("bincode: invalid bool {}".format(b))
+            return b == 1
+        if t == "str":
+            n = r.unpack("<Q", 8)
+            try:
+                return bytes(r.take(n)).decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ProtocolError("bincode: invalid UTF-8: {}".format(e))
+        raise AssertionError("unknown schema type " + t)
+    tag = t[0]
+    if tag == "opt":
+        b = r.unpack("<B", 1)
+        if b == 0:
+            return None
+        if b == 1:
+            return _decode(t[1], r)
+        raise ProtocolError("bincode: invalid Option tag {}".format(b))
+    if tag == "vec":
+        n = r.unpack("<Q", 8)
+        if n > len(r.data):  # every element takes at least one byte
+            raise ProtocolError("bincode: a Vec of {} elements cannot fit".format(n))
+        return [_decode(t[1], r) for _ in range(n)]
+    if tag == "arr":
+        return [_decode(t[1], r) for _ in range(t[2])]
+    if tag == "struct":
+        return {fname: _decode(ftype, r) for fname, ftype in t[1]}
+    if tag == "enum":
+        index = r.unpack("<I", 4)
+        if index >= len(t[1]):
+            raise ProtocolError("bincode: unknown variant index {}".format(index))
+        vname, vtype = t[1][index]
+        if vtype is None:
+            return vname
+        if isinstance(vtype, list):
+            return {vname: {fname: _decode(ftype, r) for fname, ftype in vtype}}
+        return {vname: _decode(vtype, r)}
+    raise AssertionError("unknown schema type " + repr(tag))
+
+
+def encode_bincode(value: Dict[str, Any], schema: Any = REQUEST) -> bytes:
+    """The bincode payload (no length prefix) of a JSON-shaped `value`."""
+    out = bytearray()
+    _encode(schema, value, out, "request")
+    return bytes(out)
+
+
+def decode_bincode(payload: bytes, schema: Any = REPLY) -> Dict[str, Any]:
+    """A bincode payload (no length prefix) as its JSON-shaped value."""
+    r = _Reader(payload)
+    value = _decode(schema, r)
+    if r.pos != len(payload):
+        raise ProtocolError("bincode: {} trailing bytes".format(len(payload) - r.pos))
+    return value
+
+
+# --------------------------------------------------------------------------------------
+# The client
+# --------------------------------------------------------------------------------------
+
+
+def _unwrap(body: Any, variant: str) -> Dict[str, Any]:
+    """The payload of reply `body` when it is `variant` (`{}` for a unit variant)."""
+    name, payload = _variant(body, "reply")
+    if name != variant:
+        raise ProtocolError("expected a {!r} reply, got {!r}".format(variant, body))
+    return {} if payload is None else payload
+
+
+class Client:
+    """One connection to the agent. Not thread-safe: use one per thread.
+
+    `path`: the socket (default: $JPOWER_SOCKET, else /run/jpower/jpower.sock).
+    `encoding`: "json" or "bincode". `name`: how the agent's logs and `status().holder`
+    name this client. `timeout`: seconds to wait for each reply. The constructor says
+    hello and keeps the agent's answer in `self.agent`.
+    """
+
+    def __init__(
+        self,
+        path: Optional[str] = None,
+        encoding: str = "json",
+        name: str = "python",
+        timeout: float = 30.0,
+    ):
+        if encoding not in ("json", "bincode"):
+            raise ValueError("encoding is 'json' or 'bincode', not {!r}".format(encoding))
+        self.path = path or os.environ.get("JPOWER_SOCKET") or DEFAULT_SOCKET
+        self.encoding = encoding
+        self.name = name
+        self.timeout = timeout
+        self.last_minibatch: Optional[Dict[str, Any]] = None
+        self._next_id = 1
+        self._buf = bytearray()
+        self._events: Deque[Dict[str, Any]] = collections.deque()
+        self._sock: Optional[socket.socket] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.connect(self.path)
+            self.agent = self.hello()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- connection ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the connection (a session lease ends: the agent restores the mode)."""
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def fileno(self) -> int:
+        """The socket's descriptor (for select/poll on events)."""
+        return self._socket().fileno()
+
+    def _socket(self) -> socket.socket:
+        if self._sock is None:
+            raise ConnectionError("the client is closed")
+        return self._sock
+
+    def _send(self, msg: Dict[str, Any]) -> None:
+        if self.encoding == "json":
+            data = json.dumps(msg, separators=(",", ":"), allow_nan=False).encode("utf-8")
+            if len(data) > MAX_FRAME:
+                raise ValueError("request of {} bytes exceeds {}".format(len(data), MAX_FRAME))
+            data += b"\n"
+        else:
+            payload = encode_bincode(msg, REQUEST)
+            if len(payload) > MAX_FRAME:
+                raise ValueError("request of {} bytes exceeds {}".format(len(payload), MAX_FRAME))
+            data = struct.pack(">I", len(payload)) + payload
+        self._socket().sendall(data)
+
+    def _parse(self) -> Optional[Dict[str, Any]]:
+        """The next whole message in the buffer, if any."""
+        if self.encoding == "json":
+            while True:
+                end = self._buf.find(b"\n")
+                if end < 0:
+                    if len(self._buf) > MAX_FRAME:
+                        raise ProtocolError("a reply line exceeds {} bytes".format(MAX_FRAME))
+                    return None
+                line = bytes(self._buf[:end])
+                del self._buf[: end + 1]
+                if line.strip():
+                    try:
+                        return json.loads(line.decode("utf-8"))
+                    except ValueError as e:
+                        raise ProtocolError("malformed JSON reply: {}".format(e))
+        if len(self._buf) < 4:
+            return None
+        (n,) = struct.unpack(">I", self._buf[:4])
+        if n > MAX_FRAME:
+            raise ProtocolError("reply frame of {} bytes exceeds {}".format(n, MAX_FRAME))
+        if len(self._buf) < 4 + n:
+            return None
+        payload = bytes(self._buf[4 : 4 + n])
+        del self._buf[: 4 + n]
+        return decode_bincode(payload, REPLY)
+
+    def _receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
+        """The next message, or None when `deadline` (a time.monotonic()) passes first."""
+        sock = self._socket()
+        while True:
+            msg = self._parse()
+            if msg is not None:
+                if not isinstance(msg, dict) or "id" not in msg or "body" not in msg:
+                    raise ProtocolError("unexpected message {!r}".format(msg))
+                return msg
+            if deadline is None:
+                sock.settimeout(None)
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                sock.settimeout(left)
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                return None
+            finally:
+                sock.settimeout(self.timeout)
+            if not chunk:
+                self.close()
+                raise ConnectionError("the agent closed the connection")
+            self._buf += chunk
+
+    @staticmethod
+    def _raise_if_error(msg: Dict[str, Any]) -> None:
+        body = msg["body"]
+        if isinstance(body, dict) and "error" in body:
+            e = body["error"]
+            raise AgentError(e.get("code", "?"), e.get("message", ""), msg["id"])
+
+    def request(self, body: Any) -> Any:
+        """Sends one request body (JSON shape, e.g. ``"status"`` or
+        ``{"telemetry": {"window_ms": 500}}``) and returns its reply body (JSON shape).
+        Raises AgentError for an error reply. Events that arrive meanwhile are queued for
+        `events()`. An error with id 0 (the agent is closing this connection because of
+        malformed input) is raised too."""
+        rid = self._next_id
+        self._next_id += 1
+        self._send({"id": rid, "body": body})
+        deadline = time.monotonic() + self.timeout
+        while True:
+            msg = self._receive(deadline)
+            if msg is None:
+                raise TimeoutError("no reply to request {} within {} s".format(rid, self.timeout))
+            if msg["id"] == rid:
+                self._raise_if_error(msg)
+                return msg["body"]
+            if msg["id"] == 0:
+                self._raise_if_error(msg)
+                self._events.append(msg["body"])
+            else:
+                raise ProtocolError("reply to unknown request {}: {!r}".format(msg["id"], msg))
+
+    # -- requests --------------------------------------------------------------------
+
+    def hello(self, version: int = PROTOCOL_VERSION) -> Dict[str, Any]:
+        """{"version", "agent", "board"}. The constructor calls it."""
+        return _unwrap(self.request({"hello": {"version": version, "client": self.name}}), "hello")
+
+    def status(self) -> Dict[str, Any]:
+        """The board and what it does: online_cpus, cpu_khz (per cluster [min, max,
+        running]), gpu_hz ([min, max, running] or None), emc_cap_hz, holder, budget_w,
+        guard, module_w, ring_path, last_switch_us."""
+        return _unwrap(self.request("status"), "status")
+
+    def modes(self) -> Dict[str, Any]:
+        """{"presets": [{"id", "name", "default"}], "space_size"}."""
+        return _unwrap(self.request("modes"), "modes")
+
+    def set_mode(
+        self,
+        preset: Optional[str] = None,
+        cores: Optional[int] = None,
+        cpu_khz: Optional[int] = None,
+        gpu_hz: Optional[int] = None,
+        emc_hz: Optional[int] = None,
+        snap: bool = False,
+        lease: str = "session",
+        timeout_ms: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """Applies a preset (name or id, as a string) or pinned knobs (any subset; the
+        others keep their requested values) under a lease: "session" (ends when this
+        connection closes, or after `timeout_ms` without `renew()`) or "persistent"
+        (until `release()`). Returns {"writes", "switch_us", "lease", "capped"}."""
+        knobs = {"cores": cores, "cpu_khz": cpu_khz, "gpu_hz": gpu_hz, "emc_hz": emc_hz}
+        if preset is not None:
+            if any(v is not None for v in knobs.values()) or snap:
+                raise ValueError("pass a preset or knobs, not both")
+            mode = {"preset": {"name": str(preset)}}  # type: Dict[str, Any]
+        else:
+            knobs["snap"] = bool(snap)
+            mode = {"knobs": knobs}
+        body = {"set_mode": {"mode": mode, "lease": lease, "timeout_ms": timeout_ms}}
+        return _unwrap(self.request(body), "mode_set")
+
+    def renew(self) -> Dict[str, Any]:
+        """Renews this client's lease (restarts its timeout). Returns {}."""
+        return _unwrap(self.request("renew"), "ok")
+
+    def release(self) -> Dict[str, Any]:
+        """Ends this client's lease, restoring the settings from before it.
+        Returns {"restored": bool} (False when no lease was held)."""
+        return _unwrap(self.request("release"), "released")
+
+    def set_budget(self, watts: Optional[float]) -> Dict[str, Any]:
+        """Sets the power budget in watts (None clears it). Returns {"watts"}."""
+        w = None if watts is None else float(watts)
+        if w is not None and not math.isfinite(w):
+            raise ValueError("a budget is a finite number of watts")
+        return _unwrap(self.request({"set_budget": {"watts": w}}), "budget")
+
+    def telemetry(self, window_ms: Optional[int] = None) -> Dict[str, Any]:
+        """{"ring_path", "latest": {"t_ns", "module_mw", "rails": [{"name", "power_mw"}],
+        "flags"} or None, "window": {"duration_ms", "samples", "mean_w", "energy_j"} or
+        None (without `window_ms`)}."""
+        return _unwrap(self.request({"telemetry": {"window_ms": window_ms}}), "telemetry")
+
+    def minibatch_begin(self, kind: str, id: int) -> Dict[str, Any]:
+        """Marks the start of minibatch `id` of `kind` ("train" or "infer"). Returns {}."""
+        return _unwrap(self.request({"minibatch_begin": {"kind": kind, "id": id}}), "ok")
+
+    def minibatch_end(self, kind: str, id: int) -> Dict[str, Any]:
+        """Marks its end: {"kind", "id", "duration_ms", "mean_w", "energy_j"}."""
+        mb = _unwrap(self.request({"minibatch_end": {"kind": kind, "id": id}}), "minibatch")
+        self.last_minibatch = mb
+        return mb
+
+    @contextlib.contextmanager
+    def minibatch(self, kind: str, id: int) -> Iterator[Dict[str, Any]]:
+        """Brackets a block with minibatch markers. Yields a dict that is filled with the
+        `minibatch_end` reply when the block ends (also kept in `self.last_minibatch`);
+        the end marker is sent even when the block raises."""
+        result = {}  # type: Dict[str, Any]
+        self.minibatch_begin(kind, id)
+        try:
+            yield result
+        finally:
+            result.update(self.minibatch_end(kind, id))
+
+    def subscribe(self, every_ms: int) -> Dict[str, Any]:
+        """Asks for a {"sample": ...} event every `every_ms` (at least 10; 0 stops).
+        Returns {}. Read them with `events()`."""
+        return _unwrap(self.request({"subscribe": {"every_ms": every_ms}}), "ok")
+
+    def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
+        """Yields events (id-0 messages) as JSON-shaped bodies: {"sample": {...}},
+        {"guard": {"step", "module_w", "budget_w"}}, {"external_change": {"paths"}}.
+        Queued events come first. Ends when none arrives within `timeout` seconds
+        (None: waits forever). Requests may be made between iterations."""
+        while True:
+            if self._events:
+                yield self._events.popleft()
+                continue
+            deadline = None if timeout is None else time.monotonic() + timeout
+            msg = self._receive(deadline)
+            if msg is None:
+                return
+            if msg["id"] != 0:
+                raise ProtocolError("reply to no pending request: {!r}".format(msg))
+            self._raise_if_error(msg)
+            yield msg["body"]
+
+    def pending_events(self) -> List[Dict[str, Any]]:
+        """The events received so far without waiting (queued and already readable)."""
+        got = list(self._events)
+        self._events.clear()
+        while True:
+            ready, _, _ = select.select([self._socket()], [], [], 0)
+            msg = self._parse()
+            if msg is None and not ready:
+                return got
+            if msg is None:
+                msg = self._receive(time.monotonic() + 0.01)
+                if msg is None:
+                    return got
+            self._raise_if_error(msg)
+            got.append(msg["body"])
