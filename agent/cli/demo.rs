@@ -1,10 +1,13 @@
 //! `jpower demo`: the README's main job. On a simulated Orin AGX by default: discover the
-//! board, list its presets, switch through a few modes under a training-like load and show
-//! the rails respond, then restore the baseline.
+//! board, list its presets, start 1 kHz telemetry, switch through a few modes under a
+//! training-like load and show power and energy respond, then restore the baseline.
 
 use super::{modes::summary, status, Output, Target};
 use crate::mode::{Mode, ModeSpace};
 use crate::sim::kernel::LoadState;
+use crate::telemetry::ring::{monotonic_ns, RingReader};
+use crate::telemetry::sampler::SamplerConfig;
+use crate::telemetry::{sensor, Telemetry};
 use anyhow::Result;
 use serde_json::json;
 use std::fmt::Write;
@@ -46,6 +49,22 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         tour.push(("highest pinned".into(), highest.to_mode(c.board())));
     }
 
+    // Telemetry: the INA3221 averaging lowered to refresh at 1 kHz, a sampler into the ring.
+    let fast = sensor::averaging_target(c.board(), c.current(), 1000);
+    c.apply_values(&fast)?;
+    let cfg = SamplerConfig {
+        rate_hz: Some(1000.0),
+        ..SamplerConfig::default()
+    };
+    let telemetry = Telemetry::start(c.board(), c.current(), &target.runtime_dir(), &cfg)?;
+    let ring = RingReader::open(&telemetry.path)?;
+    let _ = writeln!(
+        text,
+        "\n== telemetry: {} rails at 1 kHz into {}",
+        ring.info.rails.len(),
+        telemetry.path.display()
+    );
+    let _ = writeln!(text, "  ({})", sensor::NOISE_NOTE);
     if let Some(sim) = &sim {
         sim.set_load(LoadState {
             cpu: 0.5,
@@ -61,25 +80,34 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     }
     let _ = writeln!(
         text,
-        "  {:<16} {:>6} {:>10} {:>10}  mode",
-        "mode", "writes", "switch", "module"
+        "  {:<16} {:>6} {:>10} {:>9} {:>9} {:>7}  mode",
+        "mode", "writes", "switch", "module", "energy", "samples"
     );
     let mut rows = Vec::new();
     for (name, mode) in &tour {
         let sw = c.apply(mode)?;
-        // Let the INA3221 finish a conversion cycle at the new clocks (~430 ms).
-        std::thread::sleep(Duration::from_millis(500));
-        let (_, module_mw, _) = status::rails_now(c.board());
+        // A 300 ms window once the clocks have settled.
+        std::thread::sleep(Duration::from_millis(50));
+        let t0 = monotonic_ns();
+        std::thread::sleep(Duration::from_millis(300));
+        let e = ring.energy(t0, monotonic_ns());
         let us = sw.elapsed_ns as f64 / 1000.0;
         let _ = writeln!(
             text,
-            "  {name:<16} {:>6} {:>8.1}us {:>8.2} W  {}",
+            "  {name:<16} {:>6} {:>8.1}us {:>7.2} W {:>7.3} J {:>7}  {}",
             sw.steps.len(),
             us,
-            module_mw as f64 / 1000.0,
+            e.mean_module_w,
+            e.module_j,
+            e.samples,
             summary(mode)
         );
-        rows.push(json!({"mode": name, "writes": sw.steps.len(), "switch_us": us, "module_mw": module_mw}));
+        rows.push(json!({"mode": name, "writes": sw.steps.len(), "switch_us": us,
+                         "module_mw": (e.mean_module_w * 1000.0) as u64, "energy_j": e.module_j, "samples": e.samples}));
+    }
+    drop(telemetry);
+    if sim.is_some() {
+        let _ = writeln!(text, "  (switch times include the simulator's kernel model; `jpower bench switch` measures jpower alone)");
     }
     c.restore()?;
     if let Some(sim) = &sim {

@@ -1,0 +1,523 @@
+#!/usr/bin/env python3
+"""Tests of jpower_client against a real agent on a simulated board.
+
+    JPOWER_BIN=target/release/jpower python3 python/tests/test_client.py
+
+Starts `$JPOWER_BIN agent` on a simulated Orin AGX in a temporary runtime directory (its own
+socket and an otherwise default configuration, so /etc/jpower/jpower.toml is not read), runs
+every test with both encodings, then stops the agent with SIGTERM and checks it exits 0.
+Without JPOWER_BIN every test is skipped. Standard library only.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from jpower_client import (  # noqa: E402
+    MAX_FRAME,
+    REPLY,
+    REQUEST,
+    AgentError,
+    Client,
+    decode_bincode,
+    encode_bincode,
+)
+
+BIN = os.environ.get("JPOWER_BIN")
+AGENT = None  # type: subprocess.Popen
+RUNTIME = ""
+SOCKET = ""
+LOG = None
+
+
+def setUpModule():
+    global AGENT, RUNTIME, SOCKET, LOG
+    if not BIN:
+        print(
+            "test_client: JPOWER_BIN is not set (the jpower binary to test); skipping all tests",
+            file=sys.stderr,
+        )
+        raise unittest.SkipTest("JPOWER_BIN is not set")
+    RUNTIME = tempfile.mkdtemp(prefix="jpower-client-test-")
+    SOCKET = os.path.join(RUNTIME, "jpower.sock")
+    config = os.path.join(RUNTIME, "jpower.toml")
+    with open(config, "w") as f:
+        # 0666 lets the forbidden test connect as another user; everything else defaults.
+        f.write('socket_mode = "0666"\n')
+    LOG = open(os.path.join(RUNTIME, "agent.log"), "w+")
+    AGENT = subprocess.Popen(
+        [BIN, "--runtime-dir", RUNTIME, "--sim", "orin-agx", "agent", "-v",
+         "--config", config, "--socket", SOCKET],
+        stdin=subprocess.DEVNULL,
+        stdout=LOG,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if AGENT.poll() is not None:
+            break
+        try:
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(SOCKET)
+            s.close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    rc = AGENT.poll()
+    if rc is None:
+        AGENT.kill()
+        AGENT.wait()
+    LOG.seek(0)
+    raise RuntimeError("the agent did not serve {} (exit {}):\n{}".format(SOCKET, rc, LOG.read()))
+
+
+def tearDownModule():
+    if AGENT is None:
+        return
+    try:
+        if AGENT.poll() is None:
+            AGENT.send_signal(signal.SIGTERM)
+            try:
+                rc = AGENT.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                AGENT.kill()
+                AGENT.wait()
+                raise AssertionError("the agent did not stop within 10 s of SIGTERM")
+        else:
+            rc = AGENT.returncode
+        LOG.seek(0)
+        log = LOG.read()
+        if rc != 0:
+            raise AssertionError("the agent exited {} after SIGTERM:\n{}".format(rc, log))
+        if os.path.exists(SOCKET):
+            raise AssertionError("the agent left its socket behind")
+        print("agent stopped by SIGTERM, exit 0", file=sys.stderr)
+    finally:
+        LOG.close()
+        shutil.rmtree(RUNTIME, ignore_errors=True)
+
+
+def raw_exchange(data, timeout=3.0):
+    """Sends `data` on a fresh connection; returns (everything received, whether the agent
+    closed the connection)."""
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(SOCKET)
+    s.settimeout(timeout)
+    got = b""
+    closed = False
+    try:
+        s.sendall(data)
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                closed = True
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    except (ConnectionResetError, BrokenPipeError):
+        closed = True
+        try:  # what the agent said before it closed
+            got += s.recv(65536)
+        except OSError:
+            pass
+    finally:
+        s.close()
+    return got, closed
+
+
+class Common:
+    """The tests, run once per encoding (ENCODING)."""
+
+    ENCODING = ""
+
+    def setUp(self):
+        self.clients = []
+        self.admin = self.client("admin")
+        self.before = self.admin.status()
+
+    def tearDown(self):
+        for c in self.clients:
+            c.close()
+        # Leave the agent as the test found it: no lease, no budget.
+        with Client(SOCKET, "json", "cleanup") as c:
+            if c.status()["budget_w"] is not None:
+                c.set_budget(None)
+            deadline = time.monotonic() + 2
+            while c.status()["holder"] is not None and time.monotonic() < deadline:
+                try:
+                    c.release()  # a persistent lease; a session one ends as its client closes
+                except AgentError:
+                    time.sleep(0.02)
+
+    def client(self, name="test"):
+        c = Client(SOCKET, self.ENCODING, "{}-{}".format(name, self.ENCODING), timeout=10)
+        self.clients.append(c)
+        return c
+
+    def assertModeEqual(self, a, b):
+        for k in ("online_cpus", "cpu_khz", "emc_cap_hz"):
+            self.assertEqual(a[k], b[k], k)
+        self.assertEqual(a["gpu_hz"][:2], b["gpu_hz"][:2], "gpu_hz min/max")
+
+    def wait_status(self, c, pred, within=1.0):
+        deadline = time.monotonic() + within
+        while True:
+            st = c.status()
+            if pred(st):
+                return st
+            if time.monotonic() > deadline:
+                self.fail("status did not reach the expected state within {} s: {}".format(within, st))
+            time.sleep(0.01)
+
+    # -- hello, status, modes ----------------------------------------------------------
+
+    def test_hello(self):
+        c = self.client()
+        self.assertEqual(c.agent["version"], 1)
+        self.assertTrue(c.agent["agent"].startswith("jpower "))
+        self.assertIn("Orin", c.agent["board"])
+        self.assertEqual(c.hello(), c.agent)
+
+    def test_bad_version(self):
+        c = self.client()
+        with self.assertRaises(AgentError) as cm:
+            c.hello(version=2)
+        self.assertEqual(cm.exception.code, "version")
+        # The connection stays open.
+        self.assertTrue(c.status()["simulated"])
+
+    def test_status_and_modes(self):
+        st = self.before
+        self.assertTrue(st["simulated"])
+        self.assertEqual(st["soc"], "t234")
+        self.assertIsNone(st["holder"])
+        self.assertEqual(len(st["gpu_hz"]), 3)
+        self.assertTrue(all(len(c) == 3 for c in st["cpu_khz"]))
+        self.assertTrue(st["ring_path"].endswith(".ring"))
+        m = self.admin.modes()
+        names = [p["name"] for p in m["presets"]]
+        self.assertIn("MODE_15W", names)
+        self.assertEqual(sum(p["default"] for p in m["presets"]), 1)
+        self.assertGreater(m["space_size"], 1000)
+
+    # -- modes and leases --------------------------------------------------------------
+
+    def test_set_preset_and_release(self):
+        c = self.client()
+        r = c.set_mode(preset="MODE_15W")
+        self.assertEqual(r["lease"], "session")
+        self.assertGreater(r["writes"], 0)
+        self.assertFalse(r["capped"])
+        st = self.admin.status()
+        self.assertEqual(st["holder"]["client"].split(" ")[0], c.name)
+        self.assertEqual(st["holder"]["pid"], os.getpid())
+        self.assertEqual(st["holder"]["lease"], "session")
+        self.assertLess(st["gpu_hz"][1], self.before["gpu_hz"][1])
+        self.assertLess(len(st["online_cpus"]), len(self.before["online_cpus"]))
+        self.assertEqual(c.release(), {"restored": True})
+        after = self.admin.status()
+        self.assertIsNone(after["holder"])
+        self.assertModeEqual(after, self.before)
+        self.assertEqual(c.release(), {"restored": False})
+
+    def test_set_knobs(self):
+        c = self.client()
+        r = c.set_mode(cores=4, cpu_khz=1200000, gpu_hz=600000000, snap=True)
+        self.assertEqual(r["lease"], "session")
+        st = c.status()
+        self.assertEqual(st["online_cpus"], [0, 1, 2, 3])
+        gmin, gmax, _ = st["gpu_hz"]
+        self.assertEqual(gmin, gmax)  # pinned
+        self.assertLess(abs(gmax - 600000000), 110000000)  # the nearest table value
+        cmin, cmax, _ = st["cpu_khz"][0]
+        self.assertEqual(cmin, cmax)
+        # An exact table value needs no snap; the other knobs keep what was requested.
+        c.set_mode(gpu_hz=gmax)
+        self.assertEqual(c.status()["online_cpus"], [0, 1, 2, 3])
+        with self.assertRaises(AgentError) as cm:
+            c.set_mode(gpu_hz=gmax + 1)
+        self.assertEqual(cm.exception.code, "invalid_mode")
+        with self.assertRaises(AgentError) as cm:
+            c.set_mode(cores=999)
+        self.assertEqual(cm.exception.code, "invalid_mode")
+        with self.assertRaises(AgentError) as cm:
+            c.set_mode(preset="NO_SUCH_PRESET")
+        self.assertEqual(cm.exception.code, "not_found")
+        c.release()
+        self.assertModeEqual(c.status(), self.before)
+
+    def test_busy(self):
+        a, b = self.client("a"), self.client("b")
+        a.set_mode(preset="MODE_15W")
+        for f in (lambda: b.set_mode(preset="MAXN"),
+                  lambda: b.set_mode(preset="MAXN", lease="persistent"),
+                  lambda: b.release()):
+            with self.assertRaises(AgentError) as cm:
+                f()
+            self.assertEqual(cm.exception.code, "busy")
+        with self.assertRaises(AgentError) as cm:
+            b.renew()
+        self.assertEqual(cm.exception.code, "not_found")
+        self.assertEqual(a.renew(), {})
+        a.release()
+        self.assertEqual(b.set_mode(preset="MODE_30W")["lease"], "session")
+        b.release()
+
+    def test_session_lease_restored_on_disconnect(self):
+        a = self.client("a")
+        a.set_mode(preset="MODE_15W")
+        self.assertLess(self.admin.status()["gpu_hz"][1], self.before["gpu_hz"][1])
+        a.close()
+        st = self.wait_status(self.admin, lambda s: s["holder"] is None, within=1.0)
+        self.assertModeEqual(st, self.before)
+
+    def test_session_lease_expires_unrenewed(self):
+        a = self.client("a")
+        a.set_mode(preset="MODE_15W", timeout_ms=300)
+        time.sleep(0.2)
+        a.renew()
+        time.sleep(0.2)
+        self.assertIsNotNone(a.status()["holder"])  # renewed: 400 ms > 300 ms and held
+        st = self.wait_status(a, lambda s: s["holder"] is None, within=1.0)
+        self.assertModeEqual(st, self.before)
+        with self.assertRaises(AgentError) as cm:
+            a.renew()
+        self.assertEqual(cm.exception.code, "not_found")
+
+    def test_persistent_lease_survives_disconnect(self):
+        a = self.client("a")
+        self.assertEqual(a.set_mode(preset="MODE_15W", lease="persistent")["lease"], "persistent")
+        a.close()
+        time.sleep(0.3)
+        st = self.admin.status()
+        self.assertEqual(st["holder"]["lease"], "persistent")
+        # Any client that may control may end a persistent lease.
+        self.assertEqual(self.admin.release(), {"restored": True})
+        self.assertModeEqual(self.admin.status(), self.before)
+
+    def test_forbidden_without_control_permission(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to connect as another user")
+        os.chmod(RUNTIME, 0o755)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: nobody, no groups
+            code = "?"
+            try:
+                os.close(r)
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                c = Client(SOCKET, self.ENCODING, "nobody")
+                c.status()
+                try:
+                    c.set_mode(preset="MAXN")
+                    code = "allowed"
+                except AgentError as e:
+                    code = e.code
+            except BaseException as e:  # noqa: BLE001
+                code = "child: {!r}".format(e)
+            finally:
+                os.write(w, code.encode())
+                os._exit(0)
+        os.close(w)
+        got = b""
+        while True:
+            chunk = os.read(r, 1024)
+            if not chunk:
+                break
+            got += chunk
+        os.close(r)
+        os.waitpid(pid, 0)
+        self.assertEqual(got.decode(), "forbidden")
+
+    # -- telemetry, minibatches, subscriptions ------------------------------------------
+
+    def test_telemetry(self):
+        c = self.client()
+        t = c.telemetry()
+        self.assertIsNone(t["window"])
+        rails = t["latest"]["rails"]
+        self.assertGreaterEqual(len(rails), 3)
+        for r in rails:
+            self.assertIsInstance(r["name"], str)
+            self.assertIsInstance(r["power_mw"], int)
+        self.assertGreater(t["latest"]["module_mw"], 0)
+        w = c.telemetry(window_ms=500)["window"]
+        self.assertAlmostEqual(w["duration_ms"], 500.0, delta=1.0)
+        self.assertGreater(w["energy_j"], 0)
+        self.assertGreater(w["mean_w"], 0)
+
+    def test_minibatch(self):
+        c = self.client()
+        self.assertEqual(c.minibatch_begin("train", 1), {})
+        time.sleep(0.1)
+        m = c.minibatch_end("train", 1)
+        self.assertEqual((m["kind"], m["id"]), ("train", 1))
+        self.assertGreaterEqual(m["duration_ms"], 100.0)
+        self.assertGreater(m["energy_j"], 0)
+        self.assertGreater(m["mean_w"], 0)
+        with c.minibatch("infer", 2) as mb:
+            self.assertEqual(mb, {})
+            time.sleep(0.05)
+        self.assertEqual((mb["kind"], mb["id"]), ("infer", 2))
+        self.assertGreaterEqual(mb["duration_ms"], 50.0)
+        self.assertGreater(mb["energy_j"], 0)
+        self.assertEqual(c.last_minibatch, mb)
+        with self.assertRaises(AgentError) as cm:
+            c.minibatch_end("train", 99)
+        self.assertEqual(cm.exception.code, "not_found")
+        c.minibatch_begin("train", 3)
+        with self.assertRaises(AgentError) as cm:
+            c.minibatch_begin("train", 3)
+        self.assertEqual(cm.exception.code, "bad_request")  # and the connection stays open
+        self.assertEqual(c.minibatch_end("train", 3)["id"], 3)
+
+    def test_subscribe(self):
+        c = self.client()
+        self.assertEqual(c.subscribe(50), {})
+        samples = []
+        for ev in c.events(timeout=2.0):
+            self.assertEqual(list(ev), ["sample"])
+            samples.append(ev["sample"])
+            if len(samples) == 3:
+                break
+        self.assertEqual(len(samples), 3)
+        self.assertTrue(all(s["rails"] for s in samples))
+        # Events that arrive while a request waits for its reply are queued, not lost.
+        time.sleep(0.35)
+        c.status()
+        queued = list(c.events(timeout=0))
+        self.assertTrue(queued and all("sample" in e for e in queued), queued)
+        c.subscribe(0)
+        list(c.events(timeout=0.2))  # one may have been in flight
+        self.assertEqual(list(c.events(timeout=0.4)), [])
+
+    # -- budget ---------------------------------------------------------------------------
+
+    def test_budget(self):
+        c = self.client()
+        self.assertEqual(c.set_budget(30), {"watts": 30.0})
+        self.assertEqual(c.status()["budget_w"], 30.0)
+        self.assertEqual(c.set_budget(None), {"watts": None})
+        self.assertIsNone(c.status()["budget_w"])
+        with self.assertRaises(AgentError) as cm:
+            c.set_budget(0)
+        self.assertEqual(cm.exception.code, "invalid_mode")
+
+    def test_guard_events_go_to_the_holder(self):
+        a, b = self.client("a"), self.client("b")
+        a.set_mode(preset="MAXN")
+        b.set_budget(1.0)  # far below the simulated board's ~9 W
+        events = []
+        deadline = time.monotonic() + 2.0
+        for e in a.events(timeout=2.0):
+            if "guard" in e:
+                events.append(e)
+                break
+            if time.monotonic() > deadline:
+                break
+        b.set_budget(None)
+        self.assertEqual(len(events), 1, "no guard event within 2 s")
+        g = events[0]["guard"]
+        self.assertEqual(g["budget_w"], 1.0)
+        self.assertGreater(g["module_w"], 1.0)
+        self.assertIn("capped", g["step"])
+        self.assertIsNone(b.status()["guard"])
+        self.assertEqual(list(b.events(timeout=0.1)), [])  # not the holder: no events
+        a.release()
+        self.assertModeEqual(b.status(), self.before)
+
+    # -- bad input ----------------------------------------------------------------------
+
+    def test_garbage_closes_only_that_connection(self):
+        c = self.client()
+        if self.ENCODING == "json":
+            cases = [b"GET / HTTP/1.1\r\n\r\n", b"{nope}\n", b'{"id":1,"body":"nope"}\n',
+                     b"{" + b" " * (MAX_FRAME + 10) + b"\n"]
+        else:
+            cases = [b"\x00\x00\x00\x05\xff\xff\xff\xff\xff",  # too short for a request
+                     struct.pack(">I", MAX_FRAME + 1) + b"\x00" * 16,  # oversized
+                     struct.pack(">I", 13) + encode_bincode({"id": 1, "body": "status"}) + b"\x00"]
+        for data in cases:
+            got, closed = raw_exchange(data)
+            self.assertTrue(closed, data[:20])
+            if self.ENCODING == "json":
+                reply = json.loads(got.decode().splitlines()[0])
+            else:
+                (n,) = struct.unpack(">I", got[:4])
+                reply = decode_bincode(got[4:4 + n], REPLY)
+            self.assertEqual(reply["id"], 0)
+            self.assertEqual(reply["body"]["error"]["code"], "bad_request", reply)
+            self.assertTrue(c.status()["simulated"])  # the other client keeps working
+        if self.ENCODING == "json":
+            # Through the client: a malformed request raises and the connection is gone.
+            bad = self.client("bad")
+            with self.assertRaises(AgentError) as cm:
+                bad.request({"telemetry": None})
+            self.assertEqual(cm.exception.code, "bad_request")
+            with self.assertRaises(ConnectionError):
+                bad.status()
+            self.assertTrue(c.status()["simulated"])
+
+
+class JsonTests(Common, unittest.TestCase):
+    ENCODING = "json"
+
+
+class BincodeTests(Common, unittest.TestCase):
+    ENCODING = "bincode"
+
+
+class EncodingTests(unittest.TestCase):
+    """The bincode bytes docs/protocol.md shows, checked against the agent."""
+
+    STATUS = bytes.fromhex("0000000c" "0100000000000000" "01000000")
+
+    def test_status_request_bytes(self):
+        payload = encode_bincode({"id": 1, "body": "status"}, REQUEST)
+        self.assertEqual(struct.pack(">I", len(payload)) + payload, self.STATUS)
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(SOCKET)
+        s.settimeout(5)
+        with s:
+            s.sendall(self.STATUS)
+            buf = b""
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
+                chunk = s.recv(65536)
+                self.assertTrue(chunk, "closed")
+                buf += chunk
+        (n,) = struct.unpack(">I", buf[:4])
+        # id 1 (u64), then variant 1 of ReplyBody (status), then the board's name.
+        self.assertEqual(buf[4:16], bytes.fromhex("0100000000000000" "01000000"))
+        reply = decode_bincode(buf[4:4 + n], REPLY)
+        self.assertEqual(reply["id"], 1)
+        self.assertTrue(reply["body"]["status"]["simulated"])
+
+    def test_round_trips(self):
+        req = {"id": 7, "body": {"set_mode": {
+            "mode": {"knobs": {"cores": 2, "cpu_khz": None, "gpu_hz": 1, "emc_hz": None, "snap": True}},
+            "lease": "persistent", "timeout_ms": 5}}}
+        self.assertEqual(decode_bincode(encode_bincode(req, REQUEST), REQUEST), req)
+        hello = encode_bincode({"id": 1, "body": {"hello": {"version": 1, "client": "me"}}})
+        self.assertEqual(hello.hex(), "0100000000000000" "00000000" "01000000"
+                         "0200000000000000" "6d65")
+        with self.assertRaises(ValueError):
+            encode_bincode({"id": 1, "body": "nope"}, REQUEST)
+        with self.assertRaises(ValueError):
+            encode_bincode({"id": -1, "body": "status"}, REQUEST)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
