@@ -31,6 +31,7 @@ pub mod daemon;
 pub mod ipc;
 pub mod mode;
 pub mod nvpmodel;
+pub mod optimize;
 pub mod preset;
 pub mod reference;
 pub mod runtime;

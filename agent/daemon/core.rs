@@ -59,6 +59,14 @@ impl std::fmt::Debug for Core {
     }
 }
 
+/// `session` or `persistent`, as the protocol spells them.
+fn lease_name(kind: LeaseKind) -> &'static str {
+    match kind {
+        LeaseKind::Session => "session",
+        LeaseKind::Persistent => "persistent",
+    }
+}
+
 fn err(code: ErrorCode, message: impl Into<String>) -> ReplyBody {
     ReplyBody::Error {
         code,
@@ -172,7 +180,8 @@ impl Core {
                     return err(ErrorCode::InvalidMode, "a budget is a positive number of watts");
                 }
                 self.guard.set_budget(watts);
-                log::info!("budget set to {watts:?} W by {} (pid {}, uid {})", peer.name, peer.pid, peer.uid);
+                let shown = watts.map_or("none".to_string(), |w| format!("{w} W"));
+                log::info!("budget set to {shown} by {} (pid {}, uid {})", peer.name, peer.pid, peer.uid);
                 if let Err(e) = self.apply_effective() {
                     return err(ErrorCode::Failed, e.to_string());
                 }
@@ -205,12 +214,20 @@ impl Core {
                 return err(
                     ErrorCode::Busy,
                     format!(
-                        "the board is held by {} (pid {}, {:?} lease)",
-                        l.holder.client, l.holder.pid, l.holder.lease
+                        "the board is held by {} (pid {}, {} lease)",
+                        l.holder.client,
+                        l.holder.pid,
+                        lease_name(l.holder.lease)
                     ),
                 );
             }
+            if l.client != peer.client {
+                self.notify_holder(ReplyBody::LeaseEnded {
+                    reason: format!("{} took over the persistent lease", peer.name),
+                });
+            }
         }
+        self.detect_external();
         let board = self.controller.board();
         let resolved = match mode {
             ModeRequest::Preset { name } => match self.presets.as_ref().map(|p| p.find(name)) {
@@ -254,12 +271,13 @@ impl Core {
         match self.apply_effective() {
             Ok(sw) => {
                 log::info!(
-                    "set_mode by {} (pid {}, uid {}): {} write(s) in {:.1} us, {kind:?} lease",
+                    "set_mode by {} (pid {}, uid {}): {} write(s) in {:.1} us, {} lease",
                     peer.name,
                     peer.pid,
                     peer.uid,
                     sw.steps.len(),
-                    sw.elapsed_ns as f64 / 1000.0
+                    sw.elapsed_ns as f64 / 1000.0,
+                    lease_name(kind)
                 );
                 self.lease = Some(Lease {
                     client: peer.client,
@@ -280,7 +298,8 @@ impl Core {
                     writes: sw.steps.len() as u32,
                     switch_us: sw.elapsed_ns as f64 / 1000.0,
                     lease: kind,
-                    capped: self.guard.describe().is_some(),
+                    capped: self.guard.clamp(self.controller.board(), &self.requested)
+                        != self.requested,
                 }
             }
             Err(e) => {
@@ -315,6 +334,11 @@ impl Core {
     /// Ends the lease and restores what was requested before it (keeping knobs changed
     /// behind jpower's back unless the config says to override them).
     fn end_lease(&mut self, why: &str) -> bool {
+        if self.lease.is_none() {
+            return false;
+        }
+        // Notice changes behind jpower's back before planning from what it last wrote.
+        self.detect_external();
         let Some(lease) = self.lease.take() else {
             return false;
         };
@@ -363,6 +387,9 @@ impl Core {
         if let Some(l) = &self.lease {
             if l.holder.lease == LeaseKind::Session {
                 if l.expires.is_some_and(|e| now >= e) {
+                    self.notify_holder(ReplyBody::LeaseEnded {
+                        reason: "it expired without renewal".into(),
+                    });
                     self.end_lease("it expired without renewal");
                 } else if !crate::runtime::process_alive(l.holder.pid) {
                     self.end_lease("the client's process died");

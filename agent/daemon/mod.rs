@@ -149,6 +149,24 @@ fn bind(path: &Path, config: &Config) -> Result<UnixListener> {
     Ok(listener)
 }
 
+/// Tells a client over the limit why it is closed (in JSON: its encoding is unknown yet).
+fn refuse(mut stream: UnixStream, max: usize) {
+    use crate::ipc::protocol::{ErrorCode, Reply};
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let mut buf = Vec::new();
+    let reply = Reply::error(
+        0,
+        ErrorCode::Busy,
+        format!("too many clients: {max} are connected"),
+    );
+    let _ = crate::ipc::codec::send(
+        &mut stream,
+        crate::ipc::codec::Encoding::Json,
+        &reply,
+        &mut buf,
+    );
+}
+
 /// Tells systemd (`Type=notify`) something, if it is listening.
 fn sd_notify(msg: &str) {
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
@@ -275,6 +293,7 @@ pub fn run(opts: &Options) -> Result<()> {
                             let _ = stream.set_nonblocking(false);
                             if shared.clients.load(Ordering::Relaxed) >= max {
                                 log::warn!("refusing a client: {max} already connected");
+                                refuse(stream, max);
                                 continue;
                             }
                             shared.clients.fetch_add(1, Ordering::Relaxed);

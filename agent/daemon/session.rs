@@ -31,7 +31,7 @@ fn peer(stream: &UnixStream, client: u64, shared: &Shared) -> Peer {
         client,
         pid,
         uid,
-        name: format!("client {client} (pid {pid})"),
+        name: format!("client {client}"),
         may_control: shared.access.may_control(pid, uid, gid),
     }
 }
@@ -55,15 +55,19 @@ pub fn serve(shared: Arc<Shared>, mut stream: UnixStream, client: u64) {
         while let Some(req) = framed.next_message::<Request>()? {
             let enc = framed.encoding().unwrap_or(Encoding::Json);
             let body = match req.body {
+                _ if req.id == 0 => ReplyBody::Error {
+                    code: ErrorCode::BadRequest,
+                    message: "request ids start at 1: id 0 marks events".into(),
+                },
                 RequestBody::Hello { ref client, .. } => {
-                    peer.name = format!("{client} (pid {})", peer.pid);
+                    peer.name = client.clone();
                     shared.lock().handle(&peer, req.body.clone())
                 }
                 RequestBody::MinibatchBegin { kind, id } => {
                     match minibatches.begin(kind, id, monotonic_ns()) {
                         Ok(()) => ReplyBody::Ok,
                         Err(e) => ReplyBody::Error {
-                            code: ErrorCode::BadRequest,
+                            code: ErrorCode::Conflict,
                             message: e.to_string(),
                         },
                     }
@@ -107,8 +111,10 @@ pub fn serve(shared: Arc<Shared>, mut stream: UnixStream, client: u64) {
             send(&mut stream, enc, &Reply { id: 0, body: event }, &mut out)?;
         }
         if let Some((every, due)) = &mut subscription {
-            if Instant::now() >= *due {
-                *due += *every;
+            let now = Instant::now();
+            if now >= *due {
+                // A client that cannot keep up skips samples rather than piling them up.
+                *due = (*due + *every).max(now);
                 let t = shared
                     .lock()
                     .handle(&peer, RequestBody::Telemetry { window_ms: None });
@@ -128,6 +134,12 @@ pub fn serve(shared: Arc<Shared>, mut stream: UnixStream, client: u64) {
                 }
             }
         }
+        // Wake in time for the next subscription sample.
+        let wait = subscription.map_or(POLL, |(_, due)| {
+            due.saturating_duration_since(Instant::now())
+                .clamp(Duration::from_millis(1), POLL)
+        });
+        let _ = stream.set_read_timeout(Some(wait));
         match framed.fill(&mut stream) {
             Ok(0) => return Ok(()),
             Ok(_) => {}

@@ -227,7 +227,7 @@ mod tests {
             f.next_message::<Request>(),
             Err(CodecError::UnknownEncoding(b'G'))
         ));
-        // A frame declaring 4 GiB - 1 bytes after its zero first byte: 0x00ffffff.
+        // A frame declaring 16 MiB - 1 bytes after its zero first byte: 0x00ffffff.
         let mut f = Framed {
             buf: vec![0x00, 0xff, 0xff, 0xff],
             ..Framed::default()

@@ -33,7 +33,8 @@ pub enum RequestBody {
     SetMode {
         mode: ModeRequest,
         lease: LeaseKind,
-        /// A session lease ends if not renewed within this time (`null`: no expiry).
+        /// A session lease ends if not renewed within this time (`null`: the config's
+        /// `lease_timeout_ms`, 0 = none). Persistent leases do not expire.
         timeout_ms: Option<u64>,
     },
     /// Renews the caller's lease.
@@ -132,13 +133,19 @@ pub enum ReplyBody {
         code: ErrorCode,
         message: String,
     },
+    /// The caller's lease ended without a request of its own (it expired, or another
+    /// controller took over a persistent lease).
+    LeaseEnded {
+        reason: String,
+    },
 }
 
 /// Stable error codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
-    /// Malformed, oversized or truncated input; the connection closes.
+    /// Malformed, oversized or truncated input, or a request id of 0; the connection
+    /// closes when the input cannot be decoded.
     BadRequest,
     /// Unsupported protocol version.
     Version,
@@ -146,12 +153,14 @@ pub enum ErrorCode {
     Busy,
     /// The caller may read but not control.
     Forbidden,
-    /// No such preset, or no lease to renew or release.
+    /// No such preset, no lease to renew, or a minibatch that was never begun.
     NotFound,
     /// The mode is not valid on this board.
     InvalidMode,
     /// A switch failed (and was rolled back).
     Failed,
+    /// The request conflicts with what is already so (a minibatch already begun).
+    Conflict,
 }
 
 /// `status`.
@@ -168,7 +177,7 @@ pub struct Status {
     pub emc_cap_hz: Option<u64>,
     pub holder: Option<Holder>,
     pub budget_w: Option<f64>,
-    /// The guard's cap in words, if it holds the board below the request.
+    /// The guard's caps in force, in words (they may not bind the current request).
     pub guard: Option<String>,
     pub module_w: Option<f64>,
     pub ring_path: String,

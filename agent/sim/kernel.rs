@@ -661,7 +661,7 @@ fn monotonic_us() -> u64 {
 }
 
 /// A deterministic standard-normal-like number from a seed (sum of four uniforms).
-fn gaussian(seed: u64) -> f64 {
+pub(crate) fn gaussian(seed: u64) -> f64 {
     let mut x = seed;
     let mut sum = 0.0;
     for _ in 0..4 {

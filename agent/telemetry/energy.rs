@@ -123,6 +123,16 @@ pub enum Kind {
     Infer,
 }
 
+impl Kind {
+    /// `train` or `infer`, as the protocol spells them.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Train => "train",
+            Kind::Infer => "infer",
+        }
+    }
+}
+
 /// One finished minibatch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Minibatch {
@@ -138,9 +148,9 @@ pub struct Minibatch {
 /// Marker errors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MarkerError {
-    #[error("minibatch {kind:?} {id} was never begun")]
+    #[error("{} minibatch {id} was never begun", kind.name())]
     NotBegun { kind: Kind, id: u64 },
-    #[error("minibatch {kind:?} {id} is already open")]
+    #[error("{} minibatch {id} is already open", kind.name())]
     AlreadyOpen { kind: Kind, id: u64 },
 }
 

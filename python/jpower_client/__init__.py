@@ -24,7 +24,6 @@ import contextlib
 import json
 import math
 import os
-import select
 import socket
 import struct
 import time
@@ -96,6 +95,7 @@ ERROR_CODE = _enum(
     ("not_found", None),
     ("invalid_mode", None),
     ("failed", None),
+    ("conflict", None),
 )
 MODE_REQUEST = _enum(
     ("preset", [("name", "str")]),
@@ -167,6 +167,7 @@ REPLY_BODY = _enum(
     ("guard", [("step", "str"), ("module_w", "f64"), ("budget_w", "f64")]),
     ("external_change", [("paths", ("vec", "str"))]),
     ("error", [("code", ERROR_CODE), ("message", "str")]),
+    ("lease_ended", [("reason", "str")]),
 )
 REPLY = _struct(("id", "u64"), ("body", REPLY_BODY))
 
@@ -466,8 +467,10 @@ class Client:
         return decode_bincode(payload, REPLY)
 
     def _receive(self, deadline: Optional[float]) -> Optional[Dict[str, Any]]:
-        """The next message, or None when `deadline` (a time.monotonic()) passes first."""
+        """The next message, or None when `deadline` (a time.monotonic()) passes first.
+        A deadline already past still takes what the socket holds, without waiting."""
         sock = self._socket()
+        polled = False
         while True:
             msg = self._parse()
             if msg is not None:
@@ -479,11 +482,14 @@ class Client:
             else:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    return None
+                    if polled:
+                        return None
+                    polled = True
+                    left = 0.0  # non-blocking
                 sock.settimeout(left)
             try:
                 chunk = sock.recv(65536)
-            except socket.timeout:
+            except (socket.timeout, BlockingIOError):
                 return None
             finally:
                 sock.settimeout(self.timeout)
@@ -492,11 +498,13 @@ class Client:
                 raise ConnectionError("the agent closed the connection")
             self._buf += chunk
 
-    @staticmethod
-    def _raise_if_error(msg: Dict[str, Any]) -> None:
+    def _raise_if_error(self, msg: Dict[str, Any]) -> None:
         body = msg["body"]
         if isinstance(body, dict) and "error" in body:
             e = body["error"]
+            if msg["id"] == 0:
+                # Input the agent could not decode: it closes the connection after this.
+                self.close()
             raise AgentError(e.get("code", "?"), e.get("message", ""), msg["id"])
 
     def request(self, body: Any) -> Any:
@@ -617,7 +625,8 @@ class Client:
         """Yields events (id-0 messages) as JSON-shaped bodies: {"sample": {...}},
         {"guard": {"step", "module_w", "budget_w"}}, {"external_change": {"paths"}}.
         Queued events come first. Ends when none arrives within `timeout` seconds
-        (None: waits forever). Requests may be made between iterations."""
+        (None: waits forever; 0: only what has already arrived). Requests may be made
+        between iterations."""
         while True:
             if self._events:
                 yield self._events.popleft()
@@ -632,17 +641,5 @@ class Client:
             yield msg["body"]
 
     def pending_events(self) -> List[Dict[str, Any]]:
-        """The events received so far without waiting (queued and already readable)."""
-        got = list(self._events)
-        self._events.clear()
-        while True:
-            ready, _, _ = select.select([self._socket()], [], [], 0)
-            msg = self._parse()
-            if msg is None and not ready:
-                return got
-            if msg is None:
-                msg = self._receive(time.monotonic() + 0.01)
-                if msg is None:
-                    return got
-            self._raise_if_error(msg)
-            got.append(msg["body"])
+        """The events received so far, without waiting (queued and already readable)."""
+        return list(self.events(timeout=0))

@@ -1,0 +1,413 @@
+//! Profiling a training workload over power modes: choose modes, switch, wait until
+//! minibatch times are steady (detected, not a fixed delay), record minibatches, and keep
+//! each mode's mean time and power with their spread.
+//!
+//! Measurements come from a [`Source`]: a simulated workload on a simulated board (in
+//! simulated time, so thousands of modes take seconds), or a replayed profile (`--truth
+//! FILE.csv`, columns `cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w`, one row per mode) so
+//! profiles recorded on a real Jetson can be replayed and scored.
+
+use crate::mode::{ModeSpace, PinnedMode};
+use crate::sim::power::Silicon;
+use crate::sim::workload::{self, Model};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// One mode's time and power (a row of a profile or of a truth file).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Row {
+    pub mode: PinnedMode,
+    pub time_ms: f64,
+    pub power_w: f64,
+    /// Spread of the recorded minibatches (0 in truth files).
+    pub time_std_ms: f64,
+    pub power_std_w: f64,
+}
+
+/// Where minibatches are measured.
+pub trait Source {
+    /// Runs one minibatch at `mode`, `since_switch` minibatches after switching to it.
+    fn minibatch(&mut self, mode: &PinnedMode, since_switch: u32) -> Option<(f64, f64)>;
+    /// The noise-free truth at `mode`, where known (for scoring).
+    fn truth(&self, mode: &PinnedMode) -> Option<(f64, f64)>;
+    /// The modes this source can measure (all of the board's, or a truth file's rows).
+    fn modes(&self) -> Vec<PinnedMode>;
+}
+
+/// A simulated workload on a simulated board.
+#[derive(Debug, Clone)]
+pub struct SimSource {
+    pub silicon: Silicon,
+    pub model: Model,
+    pub space: ModeSpace,
+    seed: u64,
+    count: u64,
+}
+
+impl SimSource {
+    pub fn new(silicon: Silicon, model: Model, space: ModeSpace, seed: u64) -> SimSource {
+        SimSource {
+            silicon,
+            model,
+            space,
+            seed,
+            count: 0,
+        }
+    }
+}
+
+fn point(m: &PinnedMode) -> workload::Point {
+    workload::Point {
+        cores: m.cores,
+        cpu_hz: m.cpu_hz as f64,
+        gpu_hz: m.gpu_hz as f64,
+        emc_hz: m.emc_hz as f64,
+    }
+}
+
+impl Source for SimSource {
+    fn minibatch(&mut self, mode: &PinnedMode, since_switch: u32) -> Option<(f64, f64)> {
+        self.count += 1;
+        let seed = self.seed ^ self.count.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        Some(workload::measure(self.silicon, self.model, &point(mode), since_switch, seed))
+    }
+
+    fn truth(&self, mode: &PinnedMode) -> Option<(f64, f64)> {
+        let t = workload::truth(self.silicon, self.model, &point(mode));
+        Some((t.time_ms, t.power_w))
+    }
+
+    fn modes(&self) -> Vec<PinnedMode> {
+        self.space.iter().collect()
+    }
+}
+
+/// A replayed profile, with optional noise (relative sigma of time and power).
+#[derive(Debug, Clone)]
+pub struct Replay {
+    rows: HashMap<PinnedMode, (f64, f64)>,
+    order: Vec<PinnedMode>,
+    noise: (f64, f64),
+    count: u64,
+}
+
+impl Replay {
+    pub fn new(rows: &[Row], noise: (f64, f64)) -> Replay {
+        Replay {
+            rows: rows.iter().map(|r| (r.mode, (r.time_ms, r.power_w))).collect(),
+            order: rows.iter().map(|r| r.mode).collect(),
+            noise,
+            count: 0,
+        }
+    }
+}
+
+impl Source for Replay {
+    fn minibatch(&mut self, mode: &PinnedMode, _since_switch: u32) -> Option<(f64, f64)> {
+        let (t, p) = *self.rows.get(mode)?;
+        self.count += 1;
+        let g = |salt: u64| crate::sim::kernel::gaussian(self.count.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt);
+        Some((t * (1.0 + self.noise.0 * g(1)), p * (1.0 + self.noise.1 * g(2))))
+    }
+
+    fn truth(&self, mode: &PinnedMode) -> Option<(f64, f64)> {
+        self.rows.get(mode).copied()
+    }
+
+    fn modes(&self) -> Vec<PinnedMode> {
+        self.order.clone()
+    }
+}
+
+/// Profile and truth-file errors, with file and line.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}:{line}: {message}", path.display())]
+    Invalid { path: PathBuf, line: usize, message: String },
+}
+
+/// The columns of truth and profile CSV files.
+pub const CSV_HEADER: &str = "cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w";
+
+/// Reads a truth/profile CSV (extra columns after the six are ignored).
+pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |line: usize, message: String| ProfileError::Invalid {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let mut rows = Vec::new();
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
+    match lines.next() {
+        Some((_, h)) if h.trim().starts_with(CSV_HEADER) => {}
+        Some((i, h)) => return Err(bad(i + 1, format!("expected the header {CSV_HEADER:?}, found {h:?}"))),
+        None => return Err(bad(1, "empty file".into())),
+    }
+    for (i, line) in lines {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() < 6 {
+            return Err(bad(i + 1, format!("{} fields, expected 6", f.len())));
+        }
+        let int = |k: usize| f[k].parse::<u64>().map_err(|_| bad(i + 1, format!("{} is not an integer: {:?}", CSV_HEADER.split(',').nth(k).unwrap_or(""), f[k])));
+        let real = |k: usize| {
+            f[k].parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .ok_or_else(|| bad(i + 1, format!("{} is not a positive number: {:?}", CSV_HEADER.split(',').nth(k).unwrap_or(""), f[k])))
+        };
+        rows.push(Row {
+            mode: PinnedMode {
+                cores: int(0)? as u32,
+                cpu_hz: int(1)? * 1000,
+                gpu_hz: int(2)?,
+                emc_hz: int(3)?,
+            },
+            time_ms: real(4)?,
+            power_w: real(5)?,
+            time_std_ms: 0.0,
+            power_std_w: 0.0,
+        });
+    }
+    Ok(rows)
+}
+
+/// Writes rows as CSV (the six columns, then the spreads).
+pub fn write_csv(rows: &[Row]) -> String {
+    let mut s = format!("{CSV_HEADER},time_std_ms,power_std_w\n");
+    for r in rows {
+        s.push_str(&format!(
+            "{},{},{},{},{:.4},{:.4},{:.4},{:.4}\n",
+            r.mode.cores,
+            r.mode.cpu_hz / 1000,
+            r.mode.gpu_hz,
+            r.mode.emc_hz,
+            r.time_ms,
+            r.power_w,
+            r.time_std_ms,
+            r.power_std_w
+        ));
+    }
+    s
+}
+
+/// How minibatches are recorded per mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProfileConfig {
+    /// Minibatches recorded once steady (PowerTrain: 40).
+    pub minibatches: u32,
+    /// Window of the steadiness test.
+    pub window: u32,
+    /// Steady when the window's mean is within this relative distance of the previous one.
+    pub tolerance: f64,
+    /// Give up waiting after this many minibatches.
+    pub max_warmup: u32,
+    /// Seconds a mode switch takes beyond its minibatches (for the profiling cost).
+    pub switch_s: f64,
+}
+
+impl Default for ProfileConfig {
+    fn default() -> Self {
+        ProfileConfig {
+            minibatches: 40,
+            window: 5,
+            tolerance: 0.02,
+            max_warmup: 60,
+            switch_s: 1.0,
+        }
+    }
+}
+
+/// One mode's profile and what it cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Profiled {
+    pub row: Row,
+    pub warmup: u32,
+    /// Simulated (or replayed) seconds spent on this mode.
+    pub seconds: f64,
+}
+
+/// Profiles one mode: runs until steady, then records `cfg.minibatches`.
+pub fn profile_mode(src: &mut dyn Source, mode: &PinnedMode, cfg: &ProfileConfig) -> Option<Profiled> {
+    let mut seconds = cfg.switch_s;
+    let mut since = 0u32;
+    let mut times: Vec<f64> = Vec::new();
+    let w = cfg.window.max(2) as usize;
+    loop {
+        let (t, _) = src.minibatch(mode, since)?;
+        since += 1;
+        seconds += t / 1000.0;
+        times.push(t);
+        let n = times.len();
+        if n >= 2 * w {
+            let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len() as f64;
+            let (prev, last) = (mean(&times[n - 2 * w..n - w]), mean(&times[n - w..]));
+            if ((last - prev) / prev).abs() <= cfg.tolerance {
+                break;
+            }
+        }
+        if since >= cfg.max_warmup {
+            break;
+        }
+    }
+    let warmup = since;
+    let (mut ts, mut ps) = (Vec::new(), Vec::new());
+    for _ in 0..cfg.minibatches.max(1) {
+        let (t, p) = src.minibatch(mode, since)?;
+        since += 1;
+        seconds += t / 1000.0;
+        ts.push(t);
+        ps.push(p);
+    }
+    let stats = |v: &[f64]| {
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(2).saturating_sub(1) as f64;
+        (m, var.sqrt())
+    };
+    let ((tm, tsd), (pm, psd)) = (stats(&ts), stats(&ps));
+    Some(Profiled {
+        row: Row {
+            mode: *mode,
+            time_ms: tm,
+            power_w: pm,
+            time_std_ms: tsd,
+            power_std_w: psd,
+        },
+        warmup,
+        seconds,
+    })
+}
+
+/// How modes are chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Every mode the source has.
+    All,
+    /// `n` modes uniformly at random.
+    Random(usize),
+    /// `n` modes spread over each knob's range (a Latin-hypercube-like design).
+    Stratified(usize),
+}
+
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Picks modes from `modes` by `strategy` (deterministic from `seed`).
+pub fn select(modes: &[PinnedMode], strategy: Strategy, seed: u64) -> Vec<PinnedMode> {
+    let mut s = seed;
+    match strategy {
+        Strategy::All => modes.to_vec(),
+        Strategy::Random(n) => {
+            let mut idx: Vec<usize> = (0..modes.len()).collect();
+            for i in (1..idx.len()).rev() {
+                idx.swap(i, (splitmix(&mut s) % (i as u64 + 1)) as usize);
+            }
+            idx.into_iter().take(n).map(|i| modes[i]).collect()
+        }
+        Strategy::Stratified(n) => {
+            // Per knob, n evenly spaced strata, each permuted independently; take the
+            // available mode nearest to each design point.
+            let axes: [Vec<u64>; 4] = [
+                uniq(modes.iter().map(|m| u64::from(m.cores))),
+                uniq(modes.iter().map(|m| m.cpu_hz)),
+                uniq(modes.iter().map(|m| m.gpu_hz)),
+                uniq(modes.iter().map(|m| m.emc_hz)),
+            ];
+            let mut perms: Vec<Vec<usize>> = (0..4).map(|_| (0..n).collect()).collect();
+            for p in &mut perms {
+                for i in (1..p.len()).rev() {
+                    p.swap(i, (splitmix(&mut s) % (i as u64 + 1)) as usize);
+                }
+            }
+            let pick = |axis: &[u64], k: usize| axis[((k as f64 + 0.5) / n as f64 * axis.len() as f64) as usize % axis.len().max(1)];
+            let mut chosen: Vec<PinnedMode> = Vec::new();
+            for i in 0..n {
+                let want = PinnedMode {
+                    cores: pick(&axes[0], perms[0][i]) as u32,
+                    cpu_hz: pick(&axes[1], perms[1][i]),
+                    gpu_hz: pick(&axes[2], perms[2][i]),
+                    emc_hz: pick(&axes[3], perms[3][i]),
+                };
+                let near = modes
+                    .iter()
+                    .filter(|m| !chosen.contains(m))
+                    .min_by_key(|m| {
+                        let d = |a: u64, b: u64, axis: &[u64]| {
+                            let (ia, ib) = (axis.binary_search(&a).unwrap_or(0) as i64, axis.binary_search(&b).unwrap_or(0) as i64);
+                            (ia - ib).unsigned_abs()
+                        };
+                        d(u64::from(m.cores), u64::from(want.cores), &axes[0]) + d(m.cpu_hz, want.cpu_hz, &axes[1]) + d(m.gpu_hz, want.gpu_hz, &axes[2]) + d(m.emc_hz, want.emc_hz, &axes[3])
+                    })
+                    .copied();
+                if let Some(m) = near {
+                    chosen.push(m);
+                }
+            }
+            chosen
+        }
+    }
+}
+
+fn uniq(v: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut v: Vec<u64> = v.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truth_files_round_trip_and_errors_name_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = vec![Row {
+            mode: PinnedMode { cores: 4, cpu_hz: 1_113_600_000, gpu_hz: 318_750_000, emc_hz: 204_000_000 },
+            time_ms: 12.5,
+            power_w: 9.25,
+            time_std_ms: 0.1,
+            power_std_w: 0.2,
+        }];
+        let p = dir.path().join("t.csv");
+        std::fs::write(&p, write_csv(&rows)).unwrap();
+        let back = read_csv(&p).unwrap();
+        assert_eq!(back[0].mode, rows[0].mode);
+        assert_eq!(back[0].time_ms, 12.5);
+        std::fs::write(&p, format!("{CSV_HEADER}\n4,1113600,318750000,204000000,12.5,9.25\n4,x,1,1,1,1\n")).unwrap();
+        let e = read_csv(&p).unwrap_err().to_string();
+        assert!(e.ends_with("t.csv:3: cpu_khz is not an integer: \"x\""), "{e}");
+        std::fs::write(&p, "a,b\n").unwrap();
+        assert!(read_csv(&p).unwrap_err().to_string().contains(":1: expected the header"));
+    }
+
+    #[test]
+    fn strategies_pick_distinct_modes() {
+        let space = ModeSpace {
+            cores: (1..=12).collect(),
+            cpu_hz: (1..=29).map(|i| i * 100).collect(),
+            gpu_hz: (1..=13).map(|i| i * 10).collect(),
+            emc_hz: vec![1, 2, 3, 4],
+        };
+        let modes: Vec<PinnedMode> = space.iter().collect();
+        for s in [Strategy::Random(50), Strategy::Stratified(50)] {
+            let picked = select(&modes, s, 7);
+            let set: std::collections::HashSet<_> = picked.iter().collect();
+            assert_eq!(set.len(), 50, "{s:?}");
+        }
+        let strat = select(&modes, Strategy::Stratified(13), 1);
+        let gpus: std::collections::HashSet<_> = strat.iter().map(|m| m.gpu_hz).collect();
+        assert!(gpus.len() >= 10, "stratified covers the GPU axis: {gpus:?}");
+    }
+}
