@@ -1,7 +1,7 @@
 //! jpower: power-mode control and power telemetry for NVIDIA Jetson boards.
 //!
 //! ```text
-//!   cli ──────────────┐   one binary: CLI commands (and, later, the agent daemon)
+//!   cli, daemon ──────┐   one binary: CLI commands and the agent (ipc: its protocol)
 //!    │                │
 //!    ▼                ▼
 //!  preset ◄─ nvpmodel   mode (Mode, ModeSpace, KnobRequest)
@@ -32,7 +32,10 @@ pub mod ipc;
 pub mod mode;
 pub mod nvpmodel;
 pub mod optimize;
+pub mod powertrain;
+pub mod predict;
 pub mod preset;
+pub mod profile;
 pub mod reference;
 pub mod runtime;
 pub mod sim;

@@ -7,7 +7,8 @@
 //! - `FILE` parameters writing `/sys/devices/system/cpu/cpuN/online` are core hotplug;
 //! - `CLOCK` parameters writing `.../cpuN/cpufreq/scaling_{min,max}_freq` are cpuN's cluster;
 //! - `CLOCK` parameters writing a devfreq `min_freq`/`max_freq` of the GPU are the GPU;
-//! - `CLOCK` parameters writing `nvpmodel_emc_cap`/`nvpmodel_clk_cap/emc` are the EMC cap.
+//! - `CLOCK` parameters writing `nvpmodel_emc_cap/emc_iso_cap` or `nvpmodel_clk_cap/emc`
+//!   are the EMC cap (the `nafll_*` files beside the first are DLA/PVA caps, skipped).
 //!
 //! Values follow nvpmodel: `-1` is the table's maximum, a lower limit of `0` its minimum,
 //! an EMC cap of `0` no cap, and a value between table entries the largest entry below it
@@ -150,7 +151,8 @@ fn classify(ty: ParamType, paths: &[&str], board: &Board) -> Kind {
     match ty {
         ParamType::File if any(&|p| cpu_of(p).is_some() && p.ends_with("/online")) => Kind::Online,
         ParamType::Clock
-            if any(&|p| p.contains("nvpmodel_emc_cap") || p.ends_with("nvpmodel_clk_cap/emc")) =>
+            // Exact files: L4T 32 also puts DLA/PVA/CVNAS caps (`nafll_*`) in nvpmodel_emc_cap.
+            if any(&|p| p.ends_with("nvpmodel_emc_cap/emc_iso_cap") || p.ends_with("nvpmodel_clk_cap/emc")) =>
         {
             Kind::Emc
         }

@@ -70,7 +70,13 @@ impl Source for SimSource {
     fn minibatch(&mut self, mode: &PinnedMode, since_switch: u32) -> Option<(f64, f64)> {
         self.count += 1;
         let seed = self.seed ^ self.count.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        Some(workload::measure(self.silicon, self.model, &point(mode), since_switch, seed))
+        Some(workload::measure(
+            self.silicon,
+            self.model,
+            &point(mode),
+            since_switch,
+            seed,
+        ))
     }
 
     fn truth(&self, mode: &PinnedMode) -> Option<(f64, f64)> {
@@ -95,7 +101,10 @@ pub struct Replay {
 impl Replay {
     pub fn new(rows: &[Row], noise: (f64, f64)) -> Replay {
         Replay {
-            rows: rows.iter().map(|r| (r.mode, (r.time_ms, r.power_w))).collect(),
+            rows: rows
+                .iter()
+                .map(|r| (r.mode, (r.time_ms, r.power_w)))
+                .collect(),
             order: rows.iter().map(|r| r.mode).collect(),
             noise,
             count: 0,
@@ -107,8 +116,13 @@ impl Source for Replay {
     fn minibatch(&mut self, mode: &PinnedMode, _since_switch: u32) -> Option<(f64, f64)> {
         let (t, p) = *self.rows.get(mode)?;
         self.count += 1;
-        let g = |salt: u64| crate::sim::kernel::gaussian(self.count.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt);
-        Some((t * (1.0 + self.noise.0 * g(1)), p * (1.0 + self.noise.1 * g(2))))
+        let g = |salt: u64| {
+            crate::sim::kernel::gaussian(self.count.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt)
+        };
+        Some((
+            t * (1.0 + self.noise.0 * g(1)),
+            p * (1.0 + self.noise.1 * g(2)),
+        ))
     }
 
     fn truth(&self, mode: &PinnedMode) -> Option<(f64, f64)> {
@@ -124,9 +138,16 @@ impl Source for Replay {
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     #[error("cannot read {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{}:{line}: {message}", path.display())]
-    Invalid { path: PathBuf, line: usize, message: String },
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
 }
 
 /// The columns of truth and profile CSV files.
@@ -144,10 +165,18 @@ pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
         message,
     };
     let mut rows = Vec::new();
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
     match lines.next() {
         Some((_, h)) if h.trim().starts_with(CSV_HEADER) => {}
-        Some((i, h)) => return Err(bad(i + 1, format!("expected the header {CSV_HEADER:?}, found {h:?}"))),
+        Some((i, h)) => {
+            return Err(bad(
+                i + 1,
+                format!("expected the header {CSV_HEADER:?}, found {h:?}"),
+            ))
+        }
         None => return Err(bad(1, "empty file".into())),
     }
     for (i, line) in lines {
@@ -155,12 +184,32 @@ pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
         if f.len() < 6 {
             return Err(bad(i + 1, format!("{} fields, expected 6", f.len())));
         }
-        let int = |k: usize| f[k].parse::<u64>().map_err(|_| bad(i + 1, format!("{} is not an integer: {:?}", CSV_HEADER.split(',').nth(k).unwrap_or(""), f[k])));
+        let int = |k: usize| {
+            f[k].parse::<u64>().map_err(|_| {
+                bad(
+                    i + 1,
+                    format!(
+                        "{} is not an integer: {:?}",
+                        CSV_HEADER.split(',').nth(k).unwrap_or(""),
+                        f[k]
+                    ),
+                )
+            })
+        };
         let real = |k: usize| {
             f[k].parse::<f64>()
                 .ok()
                 .filter(|v| v.is_finite() && *v > 0.0)
-                .ok_or_else(|| bad(i + 1, format!("{} is not a positive number: {:?}", CSV_HEADER.split(',').nth(k).unwrap_or(""), f[k])))
+                .ok_or_else(|| {
+                    bad(
+                        i + 1,
+                        format!(
+                            "{} is not a positive number: {:?}",
+                            CSV_HEADER.split(',').nth(k).unwrap_or(""),
+                            f[k]
+                        ),
+                    )
+                })
         };
         rows.push(Row {
             mode: PinnedMode {
@@ -234,7 +283,11 @@ pub struct Profiled {
 }
 
 /// Profiles one mode: runs until steady, then records `cfg.minibatches`.
-pub fn profile_mode(src: &mut dyn Source, mode: &PinnedMode, cfg: &ProfileConfig) -> Option<Profiled> {
+pub fn profile_mode(
+    src: &mut dyn Source,
+    mode: &PinnedMode,
+    cfg: &ProfileConfig,
+) -> Option<Profiled> {
     let mut seconds = cfg.switch_s;
     let mut since = 0u32;
     let mut times: Vec<f64> = Vec::new();
@@ -267,7 +320,8 @@ pub fn profile_mode(src: &mut dyn Source, mode: &PinnedMode, cfg: &ProfileConfig
     }
     let stats = |v: &[f64]| {
         let m = v.iter().sum::<f64>() / v.len() as f64;
-        let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len().max(2).saturating_sub(1) as f64;
+        let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>()
+            / v.len().max(2).saturating_sub(1) as f64;
         (m, var.sqrt())
     };
     let ((tm, tsd), (pm, psd)) = (stats(&ts), stats(&ps));
@@ -330,24 +384,33 @@ pub fn select(modes: &[PinnedMode], strategy: Strategy, seed: u64) -> Vec<Pinned
                     p.swap(i, (splitmix(&mut s) % (i as u64 + 1)) as usize);
                 }
             }
-            let pick = |axis: &[u64], k: usize| axis[((k as f64 + 0.5) / n as f64 * axis.len() as f64) as usize % axis.len().max(1)];
+            let pick = |axis: &[u64], k: usize| {
+                axis[((k as f64 + 0.5) / n as f64 * axis.len() as f64) as usize % axis.len().max(1)]
+            };
             let mut chosen: Vec<PinnedMode> = Vec::new();
-            for i in 0..n {
+            let strata = perms[0].iter().zip(&perms[1]).zip(&perms[2]).zip(&perms[3]);
+            for (((&k0, &k1), &k2), &k3) in strata {
                 let want = PinnedMode {
-                    cores: pick(&axes[0], perms[0][i]) as u32,
-                    cpu_hz: pick(&axes[1], perms[1][i]),
-                    gpu_hz: pick(&axes[2], perms[2][i]),
-                    emc_hz: pick(&axes[3], perms[3][i]),
+                    cores: pick(&axes[0], k0) as u32,
+                    cpu_hz: pick(&axes[1], k1),
+                    gpu_hz: pick(&axes[2], k2),
+                    emc_hz: pick(&axes[3], k3),
                 };
                 let near = modes
                     .iter()
                     .filter(|m| !chosen.contains(m))
                     .min_by_key(|m| {
                         let d = |a: u64, b: u64, axis: &[u64]| {
-                            let (ia, ib) = (axis.binary_search(&a).unwrap_or(0) as i64, axis.binary_search(&b).unwrap_or(0) as i64);
+                            let (ia, ib) = (
+                                axis.binary_search(&a).unwrap_or(0) as i64,
+                                axis.binary_search(&b).unwrap_or(0) as i64,
+                            );
                             (ia - ib).unsigned_abs()
                         };
-                        d(u64::from(m.cores), u64::from(want.cores), &axes[0]) + d(m.cpu_hz, want.cpu_hz, &axes[1]) + d(m.gpu_hz, want.gpu_hz, &axes[2]) + d(m.emc_hz, want.emc_hz, &axes[3])
+                        d(u64::from(m.cores), u64::from(want.cores), &axes[0])
+                            + d(m.cpu_hz, want.cpu_hz, &axes[1])
+                            + d(m.gpu_hz, want.gpu_hz, &axes[2])
+                            + d(m.emc_hz, want.emc_hz, &axes[3])
                     })
                     .copied();
                 if let Some(m) = near {
@@ -374,7 +437,12 @@ mod tests {
     fn truth_files_round_trip_and_errors_name_the_line() {
         let dir = tempfile::tempdir().unwrap();
         let rows = vec![Row {
-            mode: PinnedMode { cores: 4, cpu_hz: 1_113_600_000, gpu_hz: 318_750_000, emc_hz: 204_000_000 },
+            mode: PinnedMode {
+                cores: 4,
+                cpu_hz: 1_113_600_000,
+                gpu_hz: 318_750_000,
+                emc_hz: 204_000_000,
+            },
             time_ms: 12.5,
             power_w: 9.25,
             time_std_ms: 0.1,
@@ -385,11 +453,21 @@ mod tests {
         let back = read_csv(&p).unwrap();
         assert_eq!(back[0].mode, rows[0].mode);
         assert_eq!(back[0].time_ms, 12.5);
-        std::fs::write(&p, format!("{CSV_HEADER}\n4,1113600,318750000,204000000,12.5,9.25\n4,x,1,1,1,1\n")).unwrap();
+        std::fs::write(
+            &p,
+            format!("{CSV_HEADER}\n4,1113600,318750000,204000000,12.5,9.25\n4,x,1,1,1,1\n"),
+        )
+        .unwrap();
         let e = read_csv(&p).unwrap_err().to_string();
-        assert!(e.ends_with("t.csv:3: cpu_khz is not an integer: \"x\""), "{e}");
+        assert!(
+            e.ends_with("t.csv:3: cpu_khz is not an integer: \"x\""),
+            "{e}"
+        );
         std::fs::write(&p, "a,b\n").unwrap();
-        assert!(read_csv(&p).unwrap_err().to_string().contains(":1: expected the header"));
+        assert!(read_csv(&p)
+            .unwrap_err()
+            .to_string()
+            .contains(":1: expected the header"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod bench;
 mod demo;
 mod modes;
+mod powertrain;
 mod set;
 mod status;
 mod telemetry;
@@ -71,7 +72,7 @@ pub enum Command {
     /// Apply a preset or knob values (any subset), printing what changed and the switch time.
     Set(set::Args),
     /// Restore the settings saved before jpower's first write to the board.
-    Restore,
+    Restore(RestoreArgs),
     /// The tour: discover a (simulated) board, list presets, switch modes, watch the rails.
     Demo(demo::Args),
     /// Live per-rail power (V, A, W, fresh values per second, age), or --csv rows.
@@ -81,12 +82,24 @@ pub enum Command {
     /// Read a telemetry ring (any process can; see docs/telemetry-ring.md).
     #[command(subcommand)]
     Ring(telemetry::RingCommand),
+    /// Predict training time and power over power modes (PowerTrain) and score it.
+    #[command(subcommand)]
+    Powertrain(powertrain::Command),
     /// Simulated boards.
     #[command(subcommand)]
     Sim(SimCommand),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::Command),
+}
+
+/// Arguments of `jpower restore`.
+#[derive(Debug, clap::Args)]
+pub struct RestoreArgs {
+    /// Only finish what a dead process left (a killed switch, a dead agent's or lease's
+    /// state), keeping a persistent mode: what the systemd unit's ExecStopPost runs.
+    #[arg(long)]
+    pub if_crashed: bool,
 }
 
 /// Arguments of `jpower agent`.
@@ -108,7 +121,17 @@ pub enum SimCommand {
 
 impl Target {
     /// The runtime directory.
+    /// The runtime directory: `--runtime-dir`, `$JPOWER_RUNTIME_DIR`, the agent config's
+    /// `runtime_dir`, else the default, so the CLI and the agent always agree.
     pub fn runtime_dir(&self) -> PathBuf {
+        if self.runtime_dir.is_none() && std::env::var_os("JPOWER_RUNTIME_DIR").is_none() {
+            if let Some(dir) = crate::daemon::Config::load(None)
+                .ok()
+                .and_then(|c| c.runtime_dir)
+            {
+                return dir;
+            }
+        }
         crate::runtime::runtime_dir(self.runtime_dir.as_deref())
     }
 
@@ -201,6 +224,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Watch(a) => telemetry::watch(&cli.target, a, out),
         Command::Energy(_) => unreachable!("handled in run"),
         Command::Ring(c) => telemetry::ring(c, out),
+        Command::Powertrain(c) => powertrain::run(cli.target.sim.as_deref(), c, out),
         Command::Agent(a) => crate::daemon::run(&crate::daemon::Options {
             target: cli.target.clone(),
             socket: cli.target.socket.clone(),
@@ -209,7 +233,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Status => status::run(&cli.target, out),
         Command::Modes(a) => modes::run(&cli.target, a, out),
         Command::Set(a) => set::run(&cli.target, a, out),
-        Command::Restore => set::restore(&cli.target, out),
+        Command::Restore(a) => set::restore(&cli.target, a.if_crashed, out),
         Command::Demo(a) => demo::run(&cli.target, a, out),
         Command::Bench(c) => bench::run(c, out),
         Command::Sim(SimCommand::List) => {

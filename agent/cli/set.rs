@@ -181,7 +181,24 @@ fn set_through_agent(mut client: Client, a: &Args, out: &Output) -> Result<()> {
 }
 
 /// `jpower restore`.
-pub fn restore(target: &Target, out: &Output) -> Result<()> {
+pub fn restore(target: &Target, if_crashed: bool, out: &Output) -> Result<()> {
+    if if_crashed {
+        // Opening the board finishes what a dead process left; a live owner's mode stays.
+        if target.agent()?.is_some() {
+            return out.print(&json!({"restored": false, "agent_running": true}), || {
+                "an agent serves the board: nothing to recover\n".into()
+            });
+        }
+        let (c, _sim) = target.open()?;
+        let recovered = c.recovered().to_vec();
+        return out.print(&json!({"recovered": recovered}), || {
+            if recovered.is_empty() {
+                "nothing to recover\n".into()
+            } else {
+                recovered.iter().map(|r| format!("{r}\n")).collect()
+            }
+        });
+    }
     if let Some(mut client) = target.agent()? {
         let ReplyBody::Released { restored } = client.request(RequestBody::Release)? else {
             bail!("unexpected reply from the agent");

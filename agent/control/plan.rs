@@ -104,6 +104,21 @@ pub fn target(board: &Board, mode: &Mode, current: &Values) -> Result<Values, Pl
     Ok(t)
 }
 
+/// Makes every (min, max) pair of `t` valid (min lowered to max where they cross), as a
+/// merge of values from different moments may leave them.
+pub fn make_ordered(board: &Board, t: &mut Values) {
+    let pairs = board
+        .clusters
+        .iter()
+        .map(|c| (c.min, c.max))
+        .chain(board.gpu.iter().map(|g| (g.min, g.max)));
+    for (mn, mx) in pairs {
+        if t[mn] > t[mx] {
+            t[mn] = t[mx];
+        }
+    }
+}
+
 /// A cluster with no online CPU in `t` cannot take limit writes: keep its values.
 pub fn keep_offline_clusters(board: &Board, current: &Values, t: &mut Values) {
     for c in &board.clusters {

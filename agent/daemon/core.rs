@@ -51,6 +51,9 @@ pub struct Core {
     config: Config,
     ring: RingReader,
     ring_path: String,
+    /// Set by `shutdown`: later requests are refused, so nothing changes the board after
+    /// the final restore.
+    stopping: bool,
 }
 
 impl std::fmt::Debug for Core {
@@ -97,6 +100,7 @@ impl Core {
             config,
             ring,
             ring_path,
+            stopping: false,
         }
     }
 
@@ -140,6 +144,9 @@ impl Core {
 
     /// Handles one request from `peer`.
     pub fn handle(&mut self, peer: &Peer, body: RequestBody) -> ReplyBody {
+        if self.stopping {
+            return err(ErrorCode::Failed, "the agent is stopping");
+        }
         match body {
             RequestBody::Hello { version, .. } if version != PROTOCOL_VERSION => {
                 err(ErrorCode::Version, format!("protocol version {version} is not supported; this agent speaks {PROTOCOL_VERSION}"))
@@ -221,11 +228,6 @@ impl Core {
                     ),
                 );
             }
-            if l.client != peer.client {
-                self.notify_holder(ReplyBody::LeaseEnded {
-                    reason: format!("{} took over the persistent lease", peer.name),
-                });
-            }
         }
         self.detect_external();
         let board = self.controller.board();
@@ -260,16 +262,26 @@ impl Core {
         let timeout = timeout_ms
             .or((self.config.lease_timeout_ms > 0).then_some(self.config.lease_timeout_ms))
             .map(Duration::from_millis);
-        let prior = match self.lease.take() {
-            Some(l) => l.prior,
-            None => {
-                self.external.clear();
-                self.requested.clone()
-            }
-        };
+        // The lease changes hands only once the switch succeeded.
+        let prior = self
+            .lease
+            .as_ref()
+            .map_or_else(|| self.requested.clone(), |l| l.prior.clone());
+        let previous = self.lease.as_ref().map(|l| l.client);
         let before = std::mem::replace(&mut self.requested, target);
         match self.apply_effective() {
             Ok(sw) => {
+                match previous {
+                    None => self.external.clear(),
+                    Some(c) if c != peer.client => {
+                        if let Some(tx) = self.events.get(&c) {
+                            let _ = tx.send(ReplyBody::LeaseEnded {
+                                reason: format!("{} took over the persistent lease", peer.name),
+                            });
+                        }
+                    }
+                    Some(_) => {}
+                }
                 log::info!(
                     "set_mode by {} (pid {}, uid {}): {} write(s) in {:.1} us, {} lease",
                     peer.name,
@@ -348,7 +360,8 @@ impl Core {
                 target[k] = self.controller.current()[k];
             }
         }
-        self.requested = target;
+        plan::make_ordered(self.controller.board(), &mut target);
+        let before = std::mem::replace(&mut self.requested, target);
         match self.apply_effective() {
             Ok(sw) => {
                 log::info!(
@@ -364,6 +377,7 @@ impl Core {
                     "lease of {} ended ({why}) but restoring failed: {e}",
                     lease.holder.client
                 );
+                self.requested = before;
                 false
             }
         }
@@ -544,6 +558,7 @@ impl Core {
     /// state becomes a CLI-style state that holds until `jpower restore`; with no lease
     /// the board returns to its baseline.
     pub fn shutdown(&mut self) {
+        self.stopping = true;
         let persistent = self
             .lease
             .as_ref()

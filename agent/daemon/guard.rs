@@ -121,8 +121,9 @@ impl Guard {
         }
         if let Some(e) = &b.emc {
             let raw = effective[e.cap];
+            let top = e.table_hz.last().copied().unwrap_or(0);
             let cur = if raw == e.uncapped_raw() || raw == 0 {
-                u64::MAX
+                top
             } else {
                 raw
             };

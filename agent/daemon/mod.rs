@@ -87,6 +87,8 @@ pub struct Shared {
     pub stop: AtomicBool,
     pub clients: AtomicUsize,
     pub access: Access,
+    /// When the tick last completed (`CLOCK_MONOTONIC` ns): the watchdog's proof of life.
+    pub last_tick: AtomicU64,
 }
 
 impl Shared {
@@ -197,7 +199,19 @@ pub fn run(opts: &Options) -> Result<()> {
         pid: std::process::id(),
         name: "jpower agent".into(),
     };
-    let controller = Controller::open(board, &runtime_dir, owner)?;
+    let mut controller = Controller::open(board, &runtime_dir, owner.clone())?;
+    // A state left by a CLI `set` becomes the agent's: if the agent dies, it is restored.
+    if controller
+        .state()
+        .is_some_and(|s| s.owner.kind != OwnerKind::Agent)
+    {
+        controller.set_state_owner(owner);
+    }
+    if config.budget_total == config::BudgetTotal::Input
+        && controller.board().totals.input.is_none()
+    {
+        anyhow::bail!("budget_total = \"input\", but this board has no input rail (its module power is the sum of its rails): use \"module\"");
+    }
     let presets = target.presets(controller.board())?;
 
     let rate = config.sample_rate_hz;
@@ -228,7 +242,6 @@ pub fn run(opts: &Options) -> Result<()> {
         cpu: config.sampler_cpu,
         ..SamplerConfig::default()
     };
-    let mut controller = controller;
     if let Some(t) = averaging.clone().filter(|t| t != controller.current()) {
         controller.apply_values(&t)?;
         log::warn!(
@@ -270,6 +283,7 @@ pub fn run(opts: &Options) -> Result<()> {
         stop: AtomicBool::new(false),
         clients: AtomicUsize::new(0),
         access: Access::new(&config.control_group),
+        last_tick: AtomicU64::new(crate::telemetry::ring::monotonic_ns()),
     });
 
     for sig in [libc::SIGTERM, libc::SIGINT] {
@@ -324,6 +338,9 @@ pub fn run(opts: &Options) -> Result<()> {
             .spawn(move || {
                 while !shared.stop.load(Ordering::Relaxed) {
                     shared.lock().tick();
+                    shared
+                        .last_tick
+                        .store(crate::telemetry::ring::monotonic_ns(), Ordering::Relaxed);
                     std::thread::sleep(Duration::from_millis(100));
                 }
             })?
@@ -343,7 +360,11 @@ pub fn run(opts: &Options) -> Result<()> {
     while !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
         since_ping += Duration::from_millis(50);
-        if watchdog.is_some_and(|w| since_ping >= w) {
+        // Only a ticking agent feeds the watchdog: a wedged one gets restarted.
+        let ticking = crate::telemetry::ring::monotonic_ns()
+            .saturating_sub(shared.last_tick.load(Ordering::Relaxed))
+            < 2_000_000_000;
+        if ticking && watchdog.is_some_and(|w| since_ping >= w) {
             sd_notify("WATCHDOG=1");
             since_ping = Duration::ZERO;
         }

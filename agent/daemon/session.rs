@@ -53,6 +53,8 @@ pub fn serve(shared: Arc<Shared>, mut stream: UnixStream, client: u64) {
             return Ok(());
         }
         while let Some(req) = framed.next_message::<Request>()? {
+            // A whole message arrived: the next one's clock starts now.
+            partial_since = None;
             let enc = framed.encoding().unwrap_or(Encoding::Json);
             let body = match req.body {
                 _ if req.id == 0 => ReplyBody::Error {

@@ -13,6 +13,7 @@ pub mod nvpconf;
 pub mod power;
 pub mod spec;
 pub mod tree;
+pub mod workload;
 
 use crate::sysfs::Root;
 use kernel::{Fault, LoadState, SimKernel};

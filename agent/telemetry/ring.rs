@@ -404,7 +404,12 @@ impl RingReader {
                 )))
             }
         }
-        let h = &map[..HEADER_SIZE];
+        // Copy the header through atomic loads: the writer may be updating its counters.
+        let mut header = [0u8; HEADER_SIZE];
+        for (i, chunk) in header.chunks_mut(4).enumerate() {
+            chunk.copy_from_slice(&cells.u32(4 * i).load(Ordering::Acquire).to_le_bytes());
+        }
+        let h = &header[..];
         let r32 = |o: usize| u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]);
         let r64 = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap_or([0; 8]));
         let (slot_size, slot_count, rails) = (
@@ -505,7 +510,8 @@ impl RingReader {
         let slots = u64::from(self.info.slot_count);
         let base = HEADER_SIZE + (n % slots) as usize * self.slot_size;
         let c = &self.cells;
-        loop {
+        // A writer killed inside a slot leaves it odd forever: give up after many tries.
+        for _ in 0..10_000 {
             let w = self.write_seq();
             if n >= w {
                 return Err(Missing::NotYet);
@@ -542,6 +548,7 @@ impl RingReader {
             }
             std::hint::spin_loop();
         }
+        Err(Missing::Lost)
     }
 
     /// The newest sample, if any. Allocates nothing.

@@ -216,6 +216,12 @@ impl Loop {
         let mut next = start;
         let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
+            // Long periods sleep in slices so a stop is noticed within 100 ms.
+            let now = monotonic_ns();
+            if next > now + 100_000_000 {
+                sleep_until(now + 100_000_000);
+                continue;
+            }
             sleep_until(next);
             let t = monotonic_ns();
             if t >= next + self.period_ns {

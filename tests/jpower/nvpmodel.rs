@@ -202,3 +202,23 @@ fn reference_t186_conf_parses_and_maps_what_it_can() {
         "Denver cores offline: {online:?}"
     );
 }
+
+/// Regression (review finding 2): L4T 32 files put DLA/PVA/CVNAS caps next to the EMC cap.
+#[test]
+fn nafll_caps_beside_the_emc_cap_are_not_the_emc_cap() {
+    let (dir, b) = exported("xavier-agx");
+    let conf = dir.path().join("extra.conf");
+    let text = std::fs::read_to_string(dir.path().join("etc/nvpmodel.conf")).unwrap();
+    let text = text
+        .replacen("< POWER_MODEL", "< PARAM TYPE=CLOCK NAME=CVNAS >\nMAX_FREQ /sys/kernel/nvpmodel_emc_cap/nafll_cvnas\n< POWER_MODEL", 1)
+        .replacen("EMC MAX_FREQ 1331200000", "EMC MAX_FREQ 1331200000\nCVNAS MAX_FREQ 576000000", 1);
+    std::fs::write(&conf, text).unwrap();
+    let p = Presets::load(&conf, &b).unwrap();
+    let m15 = p.find("MODE_15W").unwrap();
+    assert_eq!(m15.mode.emc, Some(EmcLimit::CapHz(1_331_200_000)));
+    assert!(
+        m15.skipped.iter().any(|s| s.param == "CVNAS"),
+        "{:?}",
+        m15.skipped
+    );
+}

@@ -317,3 +317,51 @@ fn a_set_killed_between_two_writes_is_rolled_back_by_the_next_command() {
     util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "restore"]));
     assert_eq!(status(rt.path())["knobs"], before);
 }
+
+/// Regression (review finding 1): a recovery that fails must not consume the journal.
+#[test]
+fn a_failed_recovery_leaves_the_unfinished_switch_for_the_next_command() {
+    let rt = util::runtime();
+    let status = |rt: &Path| {
+        util::json(&util::ok(
+            util::jpower(rt).args(["--sim", "orin-agx", "--json", "status"]),
+        ))
+    };
+    let before = status(rt.path())["knobs"].clone();
+    let set = [
+        "--sim",
+        "orin-agx",
+        "set",
+        "--cores",
+        "4",
+        "--cpu-freq",
+        "729.6MHz",
+        "--gpu-freq",
+        "318.75MHz",
+    ];
+    assert!(!util::run(
+        util::jpower(rt.path())
+            .env("JPOWER_SIM_FAULT", "abort-after-writes=4")
+            .args(set)
+    )
+    .status
+    .success());
+    let failed = util::run(
+        util::jpower(rt.path())
+            .env("JPOWER_SIM_FAULT", "fail-write=2")
+            .args(["--sim", "orin-agx", "status"]),
+    );
+    assert!(!failed.status.success(), "the recovery's write failed");
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("journal keeps"),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    let after = status(rt.path());
+    assert!(
+        after["recovered"].to_string().contains("unfinished switch"),
+        "{}",
+        after["recovered"]
+    );
+    assert_eq!(after["knobs"], before);
+}

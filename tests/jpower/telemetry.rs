@@ -542,3 +542,29 @@ fn the_c_reader_and_the_python_script_read_a_live_ring() {
         }
     }
 }
+
+/// Regression (review finding 5): update_interval reads back without the averaging factor.
+#[test]
+fn auto_averaging_works_at_rates_below_one_kilohertz() {
+    let rt = util::runtime();
+    let out = util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "orin-agx@r36",
+        "watch",
+        "--csv",
+        "--rate",
+        "100",
+        "--averaging",
+        "auto",
+        "--duration",
+        "0.3",
+    ]));
+    assert!(out.lines().count() > 10, "{out}");
+    let st = util::json(&util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "orin-agx@r36",
+        "--json",
+        "status",
+    ])));
+    assert!(st["state"].is_null(), "the sensor is put back");
+}

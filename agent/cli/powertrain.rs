@@ -1,0 +1,138 @@
+//! `jpower powertrain eval`: the PowerTrain evaluation on a simulated board (or a
+//! replayed profile), every method side by side.
+
+use super::Output;
+use crate::powertrain::{self, Eval};
+use crate::predict::FitConfig;
+use crate::profile::{self, ProfileConfig, Replay, SimSource};
+use crate::sim::workload::Model;
+use anyhow::{anyhow, Context, Result};
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// `jpower powertrain ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Transfer from a reference workload to a target one: MAPE and budget scores per method.
+    Eval(EvalArgs),
+}
+
+/// Arguments of `jpower powertrain eval`.
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    /// The reference workload (resnet18, mobilenetv3, yolov8n, bert, lstm).
+    #[arg(long, default_value = "resnet18")]
+    pub reference: String,
+    /// The target workload (ignored with --truth).
+    #[arg(long, default_value = "mobilenetv3")]
+    pub target: String,
+    /// Modes profiled for the target.
+    #[arg(long, default_value_t = 50)]
+    pub modes: usize,
+    /// Replay the target from a profile (columns cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w).
+    #[arg(long, value_name = "FILE.csv")]
+    pub truth: Option<PathBuf>,
+    /// Noise added to replayed minibatches, relative sigma of time and power.
+    #[arg(long, default_value_t = 0.0)]
+    pub truth_noise: f64,
+    /// A smaller setting: a random subset of the reference grid and fewer epochs (CI).
+    #[arg(long)]
+    pub quick: bool,
+    /// Seed of mode selection, noise and training.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+fn workload(name: &str) -> Result<Model> {
+    Model::from_name(name).ok_or_else(|| {
+        anyhow!("unknown workload {name:?}: resnet18, mobilenetv3, yolov8n, bert, lstm")
+    })
+}
+
+/// Runs `jpower powertrain ...` on board `sim` (a simulated board id).
+pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
+    let Command::Eval(a) = cmd;
+    let id = sim.unwrap_or("orin-agx");
+    let spec = crate::sim::spec::find(id).ok_or_else(|| {
+        anyhow!(
+            "unknown simulated board {id:?} (known: {})",
+            crate::sim::spec::names()
+        )
+    })?;
+    let space = powertrain::space_of(spec);
+    let mut reference = SimSource::new(
+        spec.silicon,
+        workload(&a.reference)?,
+        space.clone(),
+        a.seed ^ 0xA5A5,
+    );
+    let mut sim_target;
+    let mut replay;
+    let target: &mut dyn profile::Source = match &a.truth {
+        Some(path) => {
+            let rows = profile::read_csv(path)?;
+            anyhow::ensure!(
+                rows.len() > a.modes,
+                "{}: {} rows, need more than --modes {}",
+                path.display(),
+                rows.len(),
+                a.modes
+            );
+            replay = Replay::new(&rows, (a.truth_noise, a.truth_noise));
+            &mut replay
+        }
+        None => {
+            anyhow::ensure!(
+                a.reference != a.target,
+                "the reference and the target are the same workload"
+            );
+            sim_target = SimSource::new(spec.silicon, workload(&a.target)?, space.clone(), a.seed);
+            &mut sim_target
+        }
+    };
+    let fit = if a.quick {
+        FitConfig {
+            epochs: 30,
+            ensemble: 3,
+            seed: a.seed,
+        }
+    } else {
+        FitConfig {
+            seed: a.seed,
+            ..FitConfig::default()
+        }
+    };
+    let report = powertrain::evaluate(Eval {
+        spec,
+        reference: &mut reference,
+        target,
+        modes: a.modes,
+        reference_modes: a.quick.then_some(800),
+        profile: ProfileConfig::default(),
+        fit,
+        seed: a.seed,
+    })
+    .context("fitting the predictors")?;
+    let value = serde_json::to_value(&report)?;
+    out.print(&value, || {
+        let mut t = format!(
+            "PowerTrain evaluation on {}: reference {} ({} modes, {:.0} simulated min), target {} ({} modes scored)\n\n",
+            report.board,
+            a.reference,
+            report.reference_modes,
+            report.reference_profiling_minutes,
+            a.truth.as_ref().map_or(a.target.clone(), |p| p.display().to_string()),
+            report.evaluated_modes
+        );
+        let _ = writeln!(t, "  {:<12} {:>9} {:>10} {:>10} {:>10} {:>9} {:>9} {:>8}", "method", "time MAPE", "power MAPE", "median pen", "p90 pen", ">1W over", "profiled", "minutes");
+        for (name, s) in &report.methods {
+            let _ = writeln!(
+                t,
+                "  {name:<12} {:>8.2}% {:>9.2}% {:>9.2}% {:>9.2}% {:>8.1}% {:>9} {:>8.1}",
+                s.time_mape, s.power_mape, s.median_time_penalty_pct, s.p90_time_penalty_pct, s.over_budget_1w_pct, s.profiled_modes, s.profiling_minutes
+            );
+        }
+        t.push_str("\n  PowerTrain (FGCS 2024, 50 modes): time MAPE < 15%, power MAPE < 6%, median penalty ~1%, 26.5% of budgets exceeded by > 1 W\n");
+        t
+    })
+}

@@ -1,0 +1,256 @@
+//! The PowerTrain evaluation: profile a reference workload on its reference grid and a
+//! target workload on a few modes, fit every method, predict every mode, and score the
+//! predictions against the truth (time and power MAPE over the modes not profiled) and the
+//! choices they lead to under power budgets (time penalty, budget exceedance).
+//!
+//! On a simulated board the truth is the workload model's noise-free value and profiling
+//! runs in simulated time; with `--truth FILE` the target is replayed from the file (its
+//! rows are the modes and the truth) while the reference stays simulated.
+
+use crate::mode::{ModeSpace, PinnedMode};
+use crate::optimize::{self, BudgetScore, Point};
+use crate::predict::{self, FitConfig, Method, Model, Target};
+use crate::profile::{self, ProfileConfig, Row, Source, Strategy};
+use crate::sim::spec::BoardSpec;
+use serde::Serialize;
+
+/// The mode space of a simulated board, from its tables.
+pub fn space_of(spec: &BoardSpec) -> ModeSpace {
+    ModeSpace {
+        cores: (1..=spec.cpus() as u32).collect(),
+        cpu_hz: spec.cpu_khz.iter().map(|k| k * 1000).collect(),
+        gpu_hz: spec.gpu.table_hz.to_vec(),
+        emc_hz: spec.emc.table_hz.to_vec(),
+    }
+}
+
+/// PowerTrain's reference grid: even core counts, every other CPU frequency from the
+/// third plus the maximum, every GPU and EMC frequency (4,368 modes on Orin AGX).
+pub fn reference_grid(space: &ModeSpace) -> Vec<PinnedMode> {
+    let cores: Vec<u32> = space.cores.iter().copied().filter(|c| c % 2 == 0).collect();
+    let mut cpus: Vec<u64> = space.cpu_hz.iter().copied().skip(2).step_by(2).collect();
+    if let Some(&top) = space.cpu_hz.last() {
+        if cpus.last() != Some(&top) {
+            cpus.push(top);
+        }
+    }
+    let mut out = Vec::new();
+    for &c in &cores {
+        for &f in &cpus {
+            for &g in &space.gpu_hz {
+                for &e in &space.emc_hz {
+                    out.push(PinnedMode {
+                        cores: c,
+                        cpu_hz: f,
+                        gpu_hz: g,
+                        emc_hz: e,
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Profiles `modes`, returning the rows and the seconds it took.
+pub fn profile_modes(
+    src: &mut dyn Source,
+    modes: &[PinnedMode],
+    cfg: &ProfileConfig,
+) -> (Vec<Row>, f64) {
+    let mut secs = 0.0;
+    let rows = modes
+        .iter()
+        .filter_map(|m| profile::profile_mode(src, m, cfg))
+        .map(|p| {
+            secs += p.seconds;
+            p.row
+        })
+        .collect();
+    (rows, secs)
+}
+
+/// One method's scores.
+#[derive(Debug, Clone, Serialize)]
+pub struct MethodScore {
+    pub time_mape: f64,
+    pub power_mape: f64,
+    pub median_time_penalty_pct: f64,
+    pub p90_time_penalty_pct: f64,
+    pub over_budget_1w_pct: f64,
+    pub profiled_modes: usize,
+    pub profiling_minutes: f64,
+    pub budgets: usize,
+}
+
+/// The power margin a method's choice keeps below a budget.
+pub fn margin_w(method: Method, power: f64, spread: f64) -> f64 {
+    match method {
+        // The ensemble's disagreement plus the measurement noise of the profile.
+        Method::Physics => 2.0 * spread + 0.015 * power,
+        // The papers' methods choose on the prediction alone.
+        _ => 0.0,
+    }
+}
+
+/// The budgets scored: the papers' 17-50 W on Orin AGX, else each whole watt within the
+/// board's range of true power.
+pub fn budgets(spec: &BoardSpec, truth: &[Point]) -> Vec<f64> {
+    if spec.name == "orin-agx" {
+        return (17..=50).map(f64::from).collect();
+    }
+    let lo = truth
+        .iter()
+        .map(|p| p.power_w)
+        .fold(f64::MAX, f64::min)
+        .ceil()
+        + 1.0;
+    let hi = truth.iter().map(|p| p.power_w).fold(0.0, f64::max).floor();
+    let mut b = Vec::new();
+    let mut w = lo;
+    while w <= hi {
+        b.push(w);
+        w += 1.0;
+    }
+    b
+}
+
+/// The whole evaluation's inputs.
+pub struct Eval<'a> {
+    pub spec: &'static BoardSpec,
+    /// The reference workload's source and the target's.
+    pub reference: &'a mut dyn Source,
+    pub target: &'a mut dyn Source,
+    pub modes: usize,
+    pub reference_modes: Option<usize>,
+    pub profile: ProfileConfig,
+    pub fit: FitConfig,
+    pub seed: u64,
+}
+
+/// The evaluation's results, per method.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub board: String,
+    pub evaluated_modes: usize,
+    pub reference_modes: usize,
+    pub reference_profiling_minutes: f64,
+    pub methods: std::collections::BTreeMap<String, MethodScore>,
+}
+
+/// Runs the evaluation.
+pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
+    let space = e.target.modes();
+    let grid = {
+        let g = reference_grid(&space_of(e.spec));
+        match e.reference_modes {
+            Some(n) if n < g.len() => profile::select(&g, Strategy::Random(n), e.seed ^ 0x5EED),
+            _ => g,
+        }
+    };
+    let (ref_rows, ref_secs) = profile_modes(e.reference, &grid, &e.profile);
+    let chosen = profile::select(&space, Strategy::Stratified(e.modes), e.seed);
+    let (rows, secs) = profile_modes(e.target, &chosen, &e.profile);
+    let held: Vec<PinnedMode> = space
+        .iter()
+        .filter(|m| !chosen.contains(m))
+        .copied()
+        .collect();
+    let truth: Vec<(f64, f64)> = held.iter().filter_map(|m| e.target.truth(m)).collect();
+    let truth_points: Vec<Point> = truth
+        .iter()
+        .enumerate()
+        .map(|(i, &(t, p))| Point {
+            mode: i,
+            time_ms: t,
+            power_w: p,
+        })
+        .collect();
+    let budgets = budgets(e.spec, &truth_points);
+    let mut methods = std::collections::BTreeMap::new();
+    for method in Method::ALL {
+        let (rt, rp): (Option<Model>, Option<Model>) = if method.uses_reference() {
+            (
+                Some(predict::pretrain(
+                    method,
+                    &ref_rows,
+                    Target::TimeMs,
+                    &e.fit,
+                )?),
+                Some(predict::pretrain(
+                    method,
+                    &ref_rows,
+                    Target::PowerW,
+                    &e.fit,
+                )?),
+            )
+        } else {
+            (None, None)
+        };
+        let time = predict::fit(method, &rows, Target::TimeMs, rt.as_ref(), &e.fit)?;
+        let power = predict::fit(method, &rows, Target::PowerW, rp.as_ref(), &e.fit)?;
+        let pt = time.predict(&held);
+        let pp = power.predict(&held);
+        let predicted: Vec<Point> = pt
+            .iter()
+            .zip(&pp)
+            .enumerate()
+            .map(|(i, (t, p))| Point {
+                mode: i,
+                time_ms: t.0,
+                power_w: p.0,
+            })
+            .collect();
+        let spread: Vec<f64> = pp.iter().map(|p| p.1).collect();
+        let score: BudgetScore =
+            optimize::score_budgets(&predicted, &truth_points, budgets.iter().copied(), |p| {
+                margin_w(method, p.power_w, spread[p.mode])
+            });
+        let tm = optimize::mape(
+            &pt.iter().map(|p| p.0).collect::<Vec<_>>(),
+            &truth.iter().map(|t| t.0).collect::<Vec<_>>(),
+        );
+        let pm = optimize::mape(
+            &pp.iter().map(|p| p.0).collect::<Vec<_>>(),
+            &truth.iter().map(|t| t.1).collect::<Vec<_>>(),
+        );
+        methods.insert(
+            method.name().to_string(),
+            MethodScore {
+                time_mape: tm,
+                power_mape: pm,
+                median_time_penalty_pct: score.median_time_penalty_pct,
+                p90_time_penalty_pct: score.p90_time_penalty_pct,
+                over_budget_1w_pct: score.over_budget_1w_pct,
+                profiled_modes: rows.len(),
+                profiling_minutes: secs / 60.0,
+                budgets: score.budgets,
+            },
+        );
+    }
+    Ok(Report {
+        board: e.spec.id(),
+        evaluated_modes: held.len(),
+        reference_modes: ref_rows.len(),
+        reference_profiling_minutes: ref_secs / 60.0,
+        methods,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_grid_is_powertrains() {
+        let spec = crate::sim::spec::find("orin-agx").unwrap();
+        let g = reference_grid(&space_of(spec));
+        assert_eq!(g.len(), 4368);
+        let cpus: std::collections::BTreeSet<u64> = g.iter().map(|m| m.cpu_hz / 1000).collect();
+        let want = [
+            268800, 422400, 576000, 729600, 883200, 1036800, 1190400, 1344000, 1497600, 1651200,
+            1804800, 1958400, 2112000, 2201600,
+        ];
+        assert_eq!(cpus.into_iter().collect::<Vec<_>>(), want);
+    }
+}

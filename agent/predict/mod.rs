@@ -1,0 +1,510 @@
+//! Predicting a training workload's minibatch time and power on every power mode from a
+//! few profiled modes (PowerTrain, FGCS 2024), with the baselines the papers compare.
+//!
+//! Methods (separate time and power models, inputs standardised):
+//! - `powertrain`: the paper's MLP (4 -> 256 -> 128 -> 64 -> 1, dropout 0.4/0.3, Adam)
+//!   pre-trained on a reference workload's full profile, then transferred: the last layer
+//!   is re-initialised and fine-tuned on the target's profiled modes;
+//! - `mlp_scratch`: the same MLP trained on the target's modes alone;
+//! - `linear`: least squares on the four knobs (the SIGMETRICS'23 model);
+//! - `physics` (jpower's): physics-informed inputs (the reciprocal clocks that bound GPU,
+//!   memory and data-loading time, and the squared clocks of dynamic power), log targets,
+//!   and an ensemble of small MLPs pre-trained on the reference and transferred by
+//!   re-fitting their last layer; the ensemble's spread is the uncertainty that sets the
+//!   power-budget margin.
+//!
+//! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
+//! ([`regress::Mlp::predict_batch`]).
+
+pub mod regress;
+
+use crate::mode::PinnedMode;
+use crate::profile::Row;
+use regress::{Ensemble, Linear, Mlp, RegressError, Standardizer, TrainConfig};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Version of saved model files.
+pub const MODEL_VERSION: u32 = 1;
+
+/// A prediction method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    Powertrain,
+    MlpScratch,
+    Linear,
+    Physics,
+}
+
+impl Method {
+    pub const ALL: [Method; 4] = [
+        Method::Powertrain,
+        Method::MlpScratch,
+        Method::Linear,
+        Method::Physics,
+    ];
+
+    /// The name used in outputs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Powertrain => "powertrain",
+            Method::MlpScratch => "mlp_scratch",
+            Method::Linear => "linear",
+            Method::Physics => "physics",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    /// Whether the method needs a reference workload's profile.
+    pub fn uses_reference(self) -> bool {
+        matches!(self, Method::Powertrain | Method::Physics)
+    }
+}
+
+/// What is predicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    TimeMs,
+    PowerW,
+}
+
+fn ghz(hz: u64) -> f64 {
+    (hz as f64 * 1e-9).max(1e-3)
+}
+
+/// The inputs for `mode`: the four knobs, plus the physics-informed ones.
+pub fn features(m: &PinnedMode, physics: bool) -> Vec<f64> {
+    let (c, f_cpu, f_gpu, f_emc) = (
+        f64::from(m.cores),
+        ghz(m.cpu_hz),
+        ghz(m.gpu_hz),
+        ghz(m.emc_hz),
+    );
+    if !physics {
+        return vec![c, f_cpu, f_gpu, f_emc];
+    }
+    // Four data-loader workers share the cores with the training process.
+    let loaders = (c - 0.5).clamp(0.5, 4.0);
+    vec![
+        c,
+        f_cpu,
+        f_gpu,
+        f_emc,
+        1.0 / f_gpu,
+        1.0 / f_emc,
+        1.0 / f_cpu,
+        1.0 / (loaders * f_cpu),
+        f_gpu * f_gpu,
+        c * f_cpu * f_cpu,
+    ]
+}
+
+/// A regressor of one kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Regressor {
+    Linear(Linear),
+    Mlp(Mlp),
+    Ensemble(Ensemble),
+}
+
+/// One fitted model: inputs, scaling, regressor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    pub physics: bool,
+    /// Whether the regressor predicts the logarithm of the target.
+    pub log: bool,
+    pub scale: Standardizer,
+    pub reg: Regressor,
+}
+
+impl Model {
+    fn rows(&self, modes: &[PinnedMode]) -> (Vec<f64>, usize) {
+        let d = self.scale.mean.len();
+        let mut xs = vec![0.0; modes.len() * d];
+        for (m, row) in modes.iter().zip(xs.chunks_mut(d)) {
+            self.scale.apply_into(&features(m, self.physics), row);
+        }
+        (xs, d)
+    }
+
+    /// Predictions and their spread (0 for single models), one per mode.
+    pub fn predict(&self, modes: &[PinnedMode]) -> Vec<(f64, f64)> {
+        let (xs, d) = self.rows(modes);
+        let raw: Vec<(f64, f64)> = match &self.reg {
+            Regressor::Linear(l) => xs.chunks(d).map(|r| (l.predict(r), 0.0)).collect(),
+            Regressor::Mlp(m) => {
+                let mut out = vec![0.0; modes.len()];
+                m.predict_batch(&xs, d, &mut out);
+                out.into_iter().map(|v| (v, 0.0)).collect()
+            }
+            Regressor::Ensemble(e) => {
+                let k = e.members.len().max(1) as f64;
+                let mut sum = vec![0.0; modes.len()];
+                let mut sq = vec![0.0; modes.len()];
+                let mut out = vec![0.0; modes.len()];
+                for m in &e.members {
+                    m.predict_batch(&xs, d, &mut out);
+                    for i in 0..out.len() {
+                        sum[i] += out[i];
+                        sq[i] += out[i] * out[i];
+                    }
+                }
+                sum.iter()
+                    .zip(&sq)
+                    .map(|(s, q)| (s / k, (q / k - (s / k).powi(2)).max(0.0).sqrt()))
+                    .collect()
+            }
+        };
+        if self.log {
+            // The spread of exp(y) for a small spread of y is exp(y) * spread.
+            raw.into_iter()
+                .map(|(y, s)| (y.exp(), y.exp() * s))
+                .collect()
+        } else {
+            raw
+        }
+    }
+}
+
+/// How hard to train.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitConfig {
+    pub epochs: usize,
+    pub seed: u64,
+    /// Ensemble members of the physics method.
+    pub ensemble: usize,
+}
+
+impl Default for FitConfig {
+    fn default() -> Self {
+        FitConfig {
+            epochs: 100,
+            seed: 1,
+            ensemble: 4,
+        }
+    }
+}
+
+fn target_of(r: &Row, t: Target) -> f64 {
+    match t {
+        Target::TimeMs => r.time_ms,
+        Target::PowerW => r.power_w,
+    }
+}
+
+fn data(rows: &[Row], t: Target, physics: bool, log: bool) -> (Vec<Vec<f64>>, Vec<f64>) {
+    let x = rows.iter().map(|r| features(&r.mode, physics)).collect();
+    let y = rows
+        .iter()
+        .map(|r| {
+            let v = target_of(r, t);
+            if log {
+                v.ln()
+            } else {
+                v
+            }
+        })
+        .collect();
+    (x, y)
+}
+
+fn scaled(x: &[Vec<f64>], s: &Standardizer) -> Vec<Vec<f64>> {
+    x.iter().map(|r| s.apply(r)).collect()
+}
+
+/// A model pre-trained on a reference workload's profile (for the transfer methods).
+pub fn pretrain(
+    method: Method,
+    rows: &[Row],
+    t: Target,
+    cfg: &FitConfig,
+) -> Result<Model, RegressError> {
+    let physics = method == Method::Physics;
+    let log = physics;
+    let (x, y) = data(rows, t, physics, log);
+    let scale = Standardizer::fit(&x)?;
+    let xs = scaled(&x, &scale);
+    let reg = if physics {
+        let tc = TrainConfig {
+            epochs: cfg.epochs,
+            dropout: vec![],
+            seed: cfg.seed,
+            ..TrainConfig::default()
+        };
+        let (e, _) = Ensemble::train(&physics_layers(x[0].len()), cfg.ensemble, &xs, &y, &tc)?;
+        Regressor::Ensemble(e)
+    } else {
+        let mut m = Mlp::new(&regress::powertrain_layers(x[0].len()), cfg.seed);
+        m.train(
+            &xs,
+            &y,
+            &TrainConfig {
+                epochs: cfg.epochs,
+                seed: cfg.seed,
+                ..TrainConfig::default()
+            },
+        )?;
+        Regressor::Mlp(m)
+    };
+    Ok(Model {
+        physics,
+        log,
+        scale,
+        reg,
+    })
+}
+
+fn physics_layers(d: usize) -> Vec<usize> {
+    vec![d, 64, 32, 1]
+}
+
+/// Fits `method` on the target's profiled `rows`, from `reference` where it transfers.
+pub fn fit(
+    method: Method,
+    rows: &[Row],
+    t: Target,
+    reference: Option<&Model>,
+    cfg: &FitConfig,
+) -> Result<Model, RegressError> {
+    match method {
+        Method::Linear => {
+            let (x, y) = data(rows, t, false, false);
+            let scale = Standardizer::fit(&x)?;
+            let reg = Regressor::Linear(Linear::fit(&scaled(&x, &scale), &y, 1e-6)?);
+            Ok(Model {
+                physics: false,
+                log: false,
+                scale,
+                reg,
+            })
+        }
+        Method::MlpScratch => {
+            let (x, y) = data(rows, t, false, false);
+            let scale = Standardizer::fit(&x)?;
+            let mut m = Mlp::new(&regress::powertrain_layers(4), cfg.seed);
+            m.train(
+                &scaled(&x, &scale),
+                &y,
+                &TrainConfig {
+                    epochs: cfg.epochs,
+                    seed: cfg.seed,
+                    ..TrainConfig::default()
+                },
+            )?;
+            Ok(Model {
+                physics: false,
+                log: false,
+                scale,
+                reg: Regressor::Mlp(m),
+            })
+        }
+        Method::Powertrain | Method::Physics => {
+            let base = reference.ok_or(RegressError::Empty)?;
+            let (x, y) = data(rows, t, base.physics, base.log);
+            // The reference's scaling is kept: the transferred layers expect it.
+            let xs = scaled(&x, &base.scale);
+            let tune = |m: &Mlp, seed: u64| -> Result<Mlp, RegressError> {
+                let mut n = m.transfer(true, seed);
+                n.train(
+                    &xs,
+                    &y,
+                    &TrainConfig {
+                        epochs: cfg.epochs * 3,
+                        seed,
+                        dropout: vec![],
+                        val_fraction: 0.0,
+                        freeze: n.layers.len() - 1,
+                        lr: 1e-2,
+                        ..TrainConfig::default()
+                    },
+                )?;
+                Ok(n)
+            };
+            let reg = match &base.reg {
+                Regressor::Mlp(m) => Regressor::Mlp(tune(m, cfg.seed)?),
+                Regressor::Ensemble(e) => Regressor::Ensemble(Ensemble {
+                    members: e
+                        .members
+                        .iter()
+                        .enumerate()
+                        .map(|(i, m)| tune(m, cfg.seed + i as u64))
+                        .collect::<Result<_, _>>()?,
+                }),
+                Regressor::Linear(_) => return Err(RegressError::Empty),
+            };
+            Ok(Model {
+                physics: base.physics,
+                log: base.log,
+                scale: base.scale.clone(),
+                reg,
+            })
+        }
+    }
+}
+
+/// A saved pair of models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelFile {
+    pub version: u32,
+    /// The board's id (`orin-agx@r35`) or model string.
+    pub board: String,
+    pub workload: String,
+    pub method: Method,
+    pub time: Model,
+    pub power: Model,
+    /// Modes the models were fitted on (they are measured, not predicted).
+    pub profiled: Vec<PinnedMode>,
+}
+
+/// Model-file errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelFileError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: not a jpower model file: {source}", path.display())]
+    Format {
+        path: std::path::PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{}: model file version {found}, this jpower reads version {MODEL_VERSION}", path.display())]
+    Version {
+        path: std::path::PathBuf,
+        found: u32,
+    },
+    #[error("{}: the model was fitted for {found}, not {wanted}", path.display())]
+    Board {
+        path: std::path::PathBuf,
+        found: String,
+        wanted: String,
+    },
+}
+
+impl ModelFile {
+    /// Writes the file (JSON).
+    pub fn save(&self, path: &Path) -> Result<(), ModelFileError> {
+        let text = serde_json::to_vec(self).map_err(|source| ModelFileError::Format {
+            path: path.into(),
+            source,
+        })?;
+        std::fs::write(path, text).map_err(|source| ModelFileError::Io {
+            path: path.into(),
+            source,
+        })
+    }
+
+    /// Reads a file and checks its version and, if given, its board.
+    pub fn load(path: &Path, board: Option<&str>) -> Result<ModelFile, ModelFileError> {
+        let text = std::fs::read(path).map_err(|source| ModelFileError::Io {
+            path: path.into(),
+            source,
+        })?;
+        let probe: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|source| ModelFileError::Format {
+                path: path.into(),
+                source,
+            })?;
+        let found = probe["version"].as_u64().unwrap_or(0) as u32;
+        if found != MODEL_VERSION {
+            return Err(ModelFileError::Version {
+                path: path.into(),
+                found,
+            });
+        }
+        let f: ModelFile =
+            serde_json::from_value(probe).map_err(|source| ModelFileError::Format {
+                path: path.into(),
+                source,
+            })?;
+        if let Some(b) = board {
+            if f.board != b {
+                return Err(ModelFileError::Board {
+                    path: path.into(),
+                    found: f.board,
+                    wanted: b.into(),
+                });
+            }
+        }
+        Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn physics_features_include_the_bounding_reciprocals() {
+        let m = PinnedMode {
+            cores: 2,
+            cpu_hz: 1_000_000_000,
+            gpu_hz: 500_000_000,
+            emc_hz: 2_000_000_000,
+        };
+        let f = features(&m, true);
+        assert_eq!(f.len(), 10);
+        assert!((f[4] - 2.0).abs() < 1e-12 && (f[5] - 0.5).abs() < 1e-12);
+        assert!(
+            (f[7] - 1.0 / 1.5).abs() < 1e-12,
+            "1.5 loader cores on 2 cores"
+        );
+        assert_eq!(features(&m, false), vec![2.0, 1.0, 0.5, 2.0]);
+    }
+
+    #[test]
+    fn model_files_check_version_and_board() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows: Vec<Row> = (1..30)
+            .map(|i| Row {
+                mode: PinnedMode {
+                    cores: 1 + i % 4,
+                    cpu_hz: 1_000_000_000 + i as u64 * 10_000_000,
+                    gpu_hz: 300_000_000 + i as u64 * 20_000_000,
+                    emc_hz: 2_000_000_000,
+                },
+                time_ms: 10.0 + i as f64,
+                power_w: 5.0 + 0.1 * i as f64,
+                time_std_ms: 0.0,
+                power_std_w: 0.0,
+            })
+            .collect();
+        let cfg = FitConfig::default();
+        let time = fit(Method::Linear, &rows, Target::TimeMs, None, &cfg).unwrap();
+        let power = fit(Method::Linear, &rows, Target::PowerW, None, &cfg).unwrap();
+        let f = ModelFile {
+            version: MODEL_VERSION,
+            board: "orin-agx@r35".into(),
+            workload: "x".into(),
+            method: Method::Linear,
+            time,
+            power,
+            profiled: vec![],
+        };
+        let p = dir.path().join("m.json");
+        f.save(&p).unwrap();
+        assert_eq!(ModelFile::load(&p, Some("orin-agx@r35")).unwrap(), f);
+        let e = ModelFile::load(&p, Some("nano@r32"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fitted for orin-agx@r35, not nano@r32"), "{e}");
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        v["version"] = 7.into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert!(ModelFile::load(&p, None)
+            .unwrap_err()
+            .to_string()
+            .contains("version 7"));
+        std::fs::write(&p, "nope").unwrap();
+        assert!(ModelFile::load(&p, None)
+            .unwrap_err()
+            .to_string()
+            .contains("not a jpower model file"));
+    }
+}

@@ -1,0 +1,875 @@
+//! Regressors predicting DNN-training minibatch time/power from power-mode
+//! features (PowerTrain, FGCS 2024): [`Standardizer`], ridge [`Linear`], a ReLU
+//! [`Mlp`] (Adam, dropout, best-validation checkpoint, MSE/MAPE, transfer
+//! learning) and an [`Ensemble`]. No panics on consistently shaped input;
+//! non-finite rows are skipped. Weights are serde `Vec<f64>`, row-major.
+#![allow(clippy::needless_range_loop)]
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Errors from fitting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegressError {
+    /// No usable (finite) training rows, or no layers/members.
+    Empty,
+    /// Lengths disagree.
+    Shape { expected: usize, got: usize },
+    /// The normal equations are singular (use `ridge > 0`).
+    Singular,
+}
+
+impl fmt::Display for RegressError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegressError::Empty => write!(f, "no usable training rows"),
+            RegressError::Shape { expected, got } => write!(f, "expected {expected}, got {got}"),
+            RegressError::Singular => write!(f, "singular normal equations (increase ridge)"),
+        }
+    }
+}
+
+impl std::error::Error for RegressError {}
+
+fn shape(expected: usize, got: usize) -> RegressError {
+    RegressError::Shape { expected, got }
+}
+
+/// splitmix64: tiny and deterministic; used for init, shuffling and dropout.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x6A09_E667_F3BC_C909)
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    fn f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+    fn normal(&mut self) -> f64 {
+        let (u1, u2) = (1.0 - self.f64(), self.f64());
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+    fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            v.swap(i, (self.next_u64() % (i as u64 + 1)) as usize);
+        }
+    }
+}
+
+/// Checks every row has width `d` (and `y` matches `x`); returns the indices
+/// of rows whose features (and target) are all finite, or `Empty`.
+fn usable_rows(x: &[Vec<f64>], y: Option<&[f64]>, d: usize) -> Result<Vec<usize>, RegressError> {
+    match y {
+        Some(y) if y.len() != x.len() => return Err(shape(x.len(), y.len())),
+        _ => {}
+    }
+    let mut idx = Vec::with_capacity(x.len());
+    for (i, row) in x.iter().enumerate() {
+        if row.len() != d {
+            return Err(shape(d, row.len()));
+        }
+        if y.is_none_or(|y| y[i].is_finite()) && row.iter().all(|v| v.is_finite()) {
+            idx.push(i);
+        }
+    }
+    match idx.is_empty() {
+        true => Err(RegressError::Empty),
+        false => Ok(idx),
+    }
+}
+
+/// Mean and population standard deviation (NaN for an empty input).
+fn moments(v: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
+    let n = v.clone().count() as f64;
+    let m = v.clone().sum::<f64>() / n;
+    (m, (v.map(|x| (x - m).powi(2)).sum::<f64>() / n).sqrt())
+}
+
+/// Per-feature z-scoring. Constant features get `std = 1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Standardizer {
+    pub mean: Vec<f64>,
+    pub std: Vec<f64>,
+}
+
+impl Standardizer {
+    /// Fits mean/std over the finite rows of `x`.
+    pub fn fit(x: &[Vec<f64>]) -> Result<Standardizer, RegressError> {
+        let d = x.first().map_or(0, Vec::len);
+        let idx = usable_rows(x, None, d)?;
+        let (mean, std) = (0..d)
+            .map(|k| moments(idx.iter().map(|&i| x[i][k])))
+            .map(|(m, s)| (m, if s > 1e-12 { s } else { 1.0 }))
+            .unzip();
+        Ok(Standardizer { mean, std })
+    }
+
+    /// Standardises `x`; entries past `x.len()` are NaN.
+    pub fn apply(&self, x: &[f64]) -> Vec<f64> {
+        let mut out = vec![f64::NAN; self.mean.len()];
+        self.apply_into(x, &mut out);
+        out
+    }
+
+    /// Allocation-free: writes the first `min(x, out, dim)` standardised values.
+    pub fn apply_into(&self, x: &[f64], out: &mut [f64]) {
+        for ((o, v), (m, s)) in out.iter_mut().zip(x).zip(self.mean.iter().zip(&self.std)) {
+            *o = (v - m) / s;
+        }
+    }
+}
+
+/// Least squares with a ridge term; the intercept is not penalised:
+/// `(Xc'Xc/n + ridge I) w = Xc'yc/n` on centred data, `b = ȳ - w·x̄`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Linear {
+    pub w: Vec<f64>,
+    pub b: f64,
+}
+
+impl Linear {
+    pub fn fit(x: &[Vec<f64>], y: &[f64], ridge: f64) -> Result<Linear, RegressError> {
+        let d = x.first().map_or(0, Vec::len);
+        let idx = usable_rows(x, Some(y), d)?;
+        let n = idx.len() as f64;
+        let mx: Vec<f64> = (0..d)
+            .map(|k| moments(idx.iter().map(|&i| x[i][k])).0)
+            .collect();
+        let my = moments(idx.iter().map(|&i| y[i])).0;
+        let w1 = d + 1;
+        let (mut a, mut xc) = (vec![0.0; d * w1], vec![0.0; d]);
+        for &i in &idx {
+            for k in 0..d {
+                xc[k] = x[i][k] - mx[k];
+            }
+            for r in 0..d {
+                for c in 0..d {
+                    a[r * w1 + c] += xc[r] * xc[c] / n;
+                }
+                a[r * w1 + d] += xc[r] * (y[i] - my) / n;
+            }
+        }
+        for r in 0..d {
+            a[r * w1 + r] += ridge.max(0.0);
+        }
+        let w = solve(&mut a, d)?;
+        let b = my - w.iter().zip(&mx).map(|(w, m)| w * m).sum::<f64>();
+        Ok(Linear { w, b })
+    }
+
+    /// NaN when `x` has the wrong length.
+    pub fn predict(&self, x: &[f64]) -> f64 {
+        if x.len() != self.w.len() {
+            return f64::NAN;
+        }
+        self.b + self.w.iter().zip(x).map(|(w, v)| w * v).sum::<f64>()
+    }
+}
+
+/// Gaussian elimination with partial pivoting on a `d x (d+1)` augmented matrix.
+fn solve(a: &mut [f64], d: usize) -> Result<Vec<f64>, RegressError> {
+    let w1 = d + 1;
+    let scale = (0..d)
+        .map(|i| a[i * w1 + i].abs())
+        .fold(f64::MIN_POSITIVE, f64::max);
+    for col in 0..d {
+        let key = |r: usize| a[r * w1 + col].abs();
+        let piv = (col..d)
+            .max_by(|&p, &q| key(p).total_cmp(&key(q)))
+            .unwrap_or(col);
+        let pv = a[piv * w1 + col];
+        if !(pv.abs() > scale * 1e-14 && pv.is_finite()) {
+            return Err(RegressError::Singular);
+        }
+        for c in 0..w1 {
+            a.swap(piv * w1 + c, col * w1 + c);
+        }
+        for r in col + 1..d {
+            let f = a[r * w1 + col] / pv;
+            for c in col..w1 {
+                a[r * w1 + c] -= f * a[col * w1 + c];
+            }
+        }
+    }
+    let mut w = vec![0.0; d];
+    for r in (0..d).rev() {
+        let s = a[r * w1 + d] - (r + 1..d).map(|c| a[r * w1 + c] * w[c]).sum::<f64>();
+        w[r] = s / a[r * w1 + r];
+    }
+    Ok(w)
+}
+
+/// Training loss. `Mse` is on standardised targets; `Mape` is the mean
+/// absolute percentage error (as a fraction) on the original scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Loss {
+    Mse,
+    Mape,
+}
+
+/// Hyper-parameters; `Default` follows PowerTrain (100 epochs, Adam 1e-3,
+/// dropout 0.4/0.3 after hidden layers 1/2, best-validation checkpoint).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    pub epochs: usize,
+    pub batch: usize,
+    pub lr: f64,
+    /// Dropout probability after each hidden layer (missing entries = 0).
+    pub dropout: Vec<f64>,
+    /// Fraction held out for best-epoch selection (0 = keep final weights).
+    pub val_fraction: f64,
+    pub seed: u64,
+    pub loss: Loss,
+    /// Number of leading layers whose weights stay fixed (0 = train all).
+    pub freeze: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            epochs: 100,
+            batch: 32,
+            lr: 1e-3,
+            dropout: vec![0.4, 0.3],
+            val_fraction: 0.2,
+            seed: 0,
+            loss: Loss::Mse,
+            freeze: 0,
+        }
+    }
+}
+
+/// Outcome of [`Mlp::train`]: `cfg.loss` values at `best_epoch` (the train
+/// loss is that epoch's running mean, with dropout active).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainReport {
+    pub best_epoch: usize,
+    pub train_loss: f64,
+    pub val_loss: Option<f64>,
+    /// Rows skipped because a feature or the target was not finite.
+    pub skipped: usize,
+}
+
+/// PowerTrain's architecture: `n_inputs -> 256 -> 128 -> 64 -> 1`.
+pub fn powertrain_layers(n_inputs: usize) -> Vec<usize> {
+    vec![n_inputs, 256, 128, 64, 1]
+}
+
+/// One dense layer; `w` is row-major `n_in x n_out` (`w[i * n_out + o]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Layer {
+    pub n_in: usize,
+    pub n_out: usize,
+    pub w: Vec<f64>,
+    pub b: Vec<f64>,
+}
+
+impl Layer {
+    fn he(n_in: usize, n_out: usize, rng: &mut Rng) -> Layer {
+        let sd = (2.0 / n_in.max(1) as f64).sqrt();
+        let w = (0..n_in * n_out).map(|_| rng.normal() * sd).collect();
+        let b = vec![0.0; n_out];
+        Layer { n_in, n_out, w, b }
+    }
+
+    fn zeros_like(&self) -> Layer {
+        let (w, b) = (vec![0.0; self.w.len()], vec![0.0; self.b.len()]);
+        Layer { w, b, ..*self }
+    }
+
+    /// `dst[r][o] = b[o] + sum_i src[r][i] w[i][o]` (then optional ReLU) for a
+    /// block of rows. Groups of 4 rows are computed in 4x8 register tiles, so
+    /// each weight row is loaded once per 4 rows; ragged rows and columns use
+    /// a row-wise axpy that skips zero inputs (common after ReLU). Both paths
+    /// add the terms in the same order, so results do not depend on blocking.
+    fn forward_block(&self, src: &[f64], dst: &mut [f64], relu: bool) {
+        const R: usize = 4;
+        const C: usize = 8;
+        let (ni, no) = (self.n_in, self.n_out);
+        for (s4, d4) in src.chunks(R * ni).zip(dst.chunks_mut(R * no)) {
+            let full = if d4.len() == R * no { no / C * C } else { 0 };
+            for oc in (0..full).step_by(C) {
+                let mut acc = [[0.0; C]; R];
+                for t in acc.iter_mut() {
+                    t.copy_from_slice(&self.b[oc..oc + C]);
+                }
+                for (i, wr) in self.w.chunks_exact(no).enumerate() {
+                    let w = &wr[oc..oc + C];
+                    for (r, t) in acc.iter_mut().enumerate() {
+                        let a = s4[r * ni + i];
+                        for k in 0..C {
+                            t[k] += a * w[k];
+                        }
+                    }
+                }
+                for (r, t) in acc.iter().enumerate() {
+                    d4[r * no + oc..r * no + oc + C].copy_from_slice(t);
+                }
+            }
+            for (s, d) in s4.chunks_exact(ni).zip(d4.chunks_exact_mut(no)) {
+                d[full..].copy_from_slice(&self.b[full..]);
+                for (&a, wr) in s.iter().zip(self.w.chunks_exact(no)) {
+                    if a != 0.0 {
+                        let d = d[full..].iter_mut().zip(&wr[full..]);
+                        d.for_each(|(d, w)| *d += a * w);
+                    }
+                }
+            }
+            if relu {
+                d4.iter_mut().for_each(|v| *v = v.max(0.0));
+            }
+        }
+    }
+}
+
+/// Dense ReLU network with a linear scalar output. Inputs must already be
+/// standardised; the target is standardised internally (`y_mean`, `y_std`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mlp {
+    pub layers: Vec<Layer>,
+    pub y_mean: f64,
+    pub y_std: f64,
+    /// True once target statistics have been fitted.
+    pub fitted: bool,
+}
+
+/// Rows per block in [`Mlp::predict_batch`].
+const BLOCK: usize = 64;
+
+impl Mlp {
+    /// `layers` = widths including input and output (e.g. `[4, 256, 128, 64, 1]`);
+    /// widths are clamped to >= 1 and the output width is forced to 1.
+    pub fn new(layers: &[usize], seed: u64) -> Mlp {
+        let mut sizes: Vec<usize> = layers.iter().map(|&s| s.max(1)).collect();
+        if let Some(last) = sizes.last_mut() {
+            *last = 1;
+        }
+        let mut rng = Rng::new(seed);
+        let layers = sizes.windows(2).map(|p| Layer::he(p[0], p[1], &mut rng));
+        let (layers, y_mean, y_std, fitted) = (layers.collect(), 0.0, 1.0, false);
+        Mlp {
+            layers,
+            y_mean,
+            y_std,
+            fitted,
+        }
+    }
+
+    pub fn n_inputs(&self) -> usize {
+        self.layers.first().map_or(0, |l| l.n_in)
+    }
+
+    /// Internal consistency (guards deserialised models).
+    fn valid(&self) -> bool {
+        let ok = |l: &Layer| l.n_in * l.n_out > 0 && l.w.len() == l.n_in * l.n_out;
+        self.layers.last().is_some_and(|l| l.n_out == 1)
+            && self.layers.iter().all(|l| ok(l) && l.b.len() == l.n_out)
+            && self.layers.windows(2).all(|p| p[0].n_out == p[1].n_in)
+    }
+
+    /// Predicts one row (NaN on a shape mismatch).
+    pub fn predict(&self, x: &[f64]) -> f64 {
+        let mut out = [0.0];
+        self.predict_batch(x, x.len(), &mut out);
+        out[0]
+    }
+
+    /// Predicts the rows of the row-major `n x d` matrix `xs` into `out`,
+    /// [`BLOCK`] rows at a time through two reused scratch buffers. Rows
+    /// missing from `xs`, or a `d` that does not match the model, yield NaN.
+    pub fn predict_batch(&self, xs: &[f64], d: usize, out: &mut [f64]) {
+        if d == 0 || d != self.n_inputs() || !self.valid() {
+            return out.fill(f64::NAN);
+        }
+        let n = (xs.len() / d).min(out.len());
+        out[n..].fill(f64::NAN);
+        let width = self.layers.iter().map(|l| l.n_out).fold(d, usize::max);
+        let (mut a, mut b) = (vec![0.0; BLOCK * width], vec![0.0; BLOCK * width]);
+        let last = self.layers.len() - 1;
+        let (xs, out) = (&xs[..n * d], &mut out[..n]);
+        for (xb, ob) in xs.chunks(BLOCK * d).zip(out.chunks_mut(BLOCK)) {
+            let rows = ob.len();
+            a[..rows * d].copy_from_slice(xb);
+            for (l, layer) in self.layers.iter().enumerate() {
+                let src = &a[..rows * layer.n_in];
+                layer.forward_block(src, &mut b[..rows * layer.n_out], l < last);
+                std::mem::swap(&mut a, &mut b);
+            }
+            for (o, &z) in ob.iter_mut().zip(&a) {
+                *o = z * self.y_std + self.y_mean;
+            }
+        }
+    }
+
+    /// Copy for transfer learning; `reinit_last` re-draws the output layer
+    /// (He init from `seed`) and lets the next `train` refit target statistics.
+    pub fn transfer(&self, reinit_last: bool, seed: u64) -> Mlp {
+        let mut m = self.clone();
+        if reinit_last {
+            if let Some(l) = m.layers.last_mut() {
+                *l = Layer::he(l.n_in, l.n_out, &mut Rng::new(seed));
+            }
+            m.fitted = false;
+        }
+        m
+    }
+
+    /// Trains with Adam on shuffled minibatches of (standardised) `x`. Target
+    /// statistics are refitted on `y`; an already fitted model first has its
+    /// output layer rescaled so that its predictions are unchanged. With a
+    /// validation split the best-validation weights are kept.
+    pub fn train(
+        &mut self,
+        x: &[Vec<f64>],
+        y: &[f64],
+        cfg: &TrainConfig,
+    ) -> Result<TrainReport, RegressError> {
+        if !self.valid() {
+            return Err(RegressError::Empty);
+        }
+        let mut rows = usable_rows(x, Some(y), self.n_inputs())?;
+        let skipped = x.len() - rows.len();
+        let (m, s) = moments(rows.iter().map(|&i| y[i]));
+        let s = if s > 1e-12 { s } else { 1.0 };
+        if let (true, Some(last)) = (self.fitted, self.layers.last_mut()) {
+            for w in &mut last.w {
+                *w *= self.y_std / s;
+            }
+            for b in &mut last.b {
+                *b = (*b * self.y_std + self.y_mean - m) / s;
+            }
+        }
+        (self.y_mean, self.y_std, self.fitted) = (m, s, true);
+
+        let mut rng = Rng::new(cfg.seed ^ 0xD1B5_4A32_D192_ED03);
+        rng.shuffle(&mut rows);
+        let n_val = (rows.len() as f64 * cfg.val_fraction.clamp(0.0, 1.0)) as usize;
+        let (val, train) = rows.split_at(if n_val < rows.len() { n_val } else { 0 });
+        let mut train = train.to_vec();
+        let gx = |ix: &[usize]| ix.iter().flat_map(|&i| x[i].clone()).collect::<Vec<_>>();
+        let gy = |ix: &[usize]| ix.iter().map(|&i| y[i]).collect::<Vec<_>>();
+        let (val_x, val_y) = (gx(val), gy(val));
+
+        let nl = self.layers.len();
+        let mut grads: Vec<Layer> = self.layers.iter().map(Layer::zeros_like).collect();
+        let (mut m1, mut m2) = (grads.clone(), grads.clone());
+        let mut sc = Scratch::new(&self.layers);
+        let mut best: Option<(f64, usize, f64, Vec<Layer>)> = None;
+        let (mut last_train, mut t) = (f64::NAN, 0i32);
+        for epoch in 0..cfg.epochs {
+            rng.shuffle(&mut train);
+            let mut sum = 0.0;
+            for batch in train.chunks(cfg.batch.max(1)) {
+                grads.iter_mut().for_each(|g| g.w.fill(0.0));
+                grads.iter_mut().for_each(|g| g.b.fill(0.0));
+                for &i in batch {
+                    sum += self.backprop(&x[i], y[i], cfg, &mut rng, &mut sc, &mut grads);
+                }
+                t = t.saturating_add(1);
+                let step = Adam {
+                    lr: cfg.lr,
+                    t,
+                    scale: 1.0 / batch.len() as f64,
+                };
+                for l in cfg.freeze.min(nl)..nl {
+                    let (p, g) = (&mut self.layers[l], &grads[l]);
+                    step.apply(&mut p.w, &g.w, &mut m1[l].w, &mut m2[l].w);
+                    step.apply(&mut p.b, &g.b, &mut m1[l].b, &mut m2[l].b);
+                }
+            }
+            last_train = sum / train.len().max(1) as f64;
+            if !val.is_empty() {
+                let vl = self.eval_loss(&val_x, &val_y, cfg.loss);
+                if best.as_ref().is_none_or(|b| vl < b.0) {
+                    best = Some((vl, epoch, last_train, self.layers.clone()));
+                }
+            }
+        }
+        let (best_epoch, train_loss, val_loss) = match best {
+            Some((vl, epoch, tl, layers)) => {
+                self.layers = layers;
+                (epoch, tl, Some(vl))
+            }
+            None => {
+                if cfg.epochs == 0 {
+                    last_train = self.eval_loss(&gx(&train), &gy(&train), cfg.loss);
+                }
+                let vl = (!val.is_empty()).then(|| self.eval_loss(&val_x, &val_y, cfg.loss));
+                (cfg.epochs.saturating_sub(1), last_train, vl)
+            }
+        };
+        Ok(TrainReport {
+            best_epoch,
+            train_loss,
+            val_loss,
+            skipped,
+        })
+    }
+
+    /// Mean loss (no dropout) over a row-major matrix.
+    fn eval_loss(&self, xs: &[f64], ys: &[f64], loss: Loss) -> f64 {
+        let mut pred = vec![0.0; ys.len()];
+        self.predict_batch(xs, self.n_inputs(), &mut pred);
+        let (m, s) = (self.y_mean, self.y_std);
+        let mut sum = 0.0;
+        for (&p, &y) in pred.iter().zip(ys) {
+            sum += loss_grad(loss, (p - m) / s, y, m, s).0;
+        }
+        sum / ys.len().max(1) as f64
+    }
+
+    /// Forward pass with dropout, then backward for one sample: adds dL/dθ
+    /// to `grads` of the non-frozen layers; returns the sample loss.
+    fn backprop(
+        &self,
+        x: &[f64],
+        y: f64,
+        cfg: &TrainConfig,
+        rng: &mut Rng,
+        sc: &mut Scratch,
+        grads: &mut [Layer],
+    ) -> f64 {
+        let nl = self.layers.len();
+        sc.acts[0].copy_from_slice(x);
+        for (l, layer) in self.layers.iter().enumerate() {
+            let (lo, hi) = sc.acts.split_at_mut(l + 1);
+            layer.forward_block(&lo[l], &mut hi[0], false);
+            if l + 1 < nl {
+                let p = cfg.dropout.get(l).copied().unwrap_or(0.0).clamp(0.0, 0.95);
+                for (o, g) in hi[0].iter_mut().zip(sc.gates[l].iter_mut()) {
+                    let on = *o > 0.0 && (p == 0.0 || rng.f64() >= p);
+                    *g = if on { 1.0 / (1.0 - p) } else { 0.0 };
+                    *o *= *g;
+                }
+            }
+        }
+        let (loss, dz) = loss_grad(cfg.loss, sc.acts[nl][0], y, self.y_mean, self.y_std);
+        sc.delta.clear();
+        sc.delta.push(dz);
+        for l in (cfg.freeze.min(nl)..nl).rev() {
+            let (layer, g, inp) = (&self.layers[l], &mut grads[l], &sc.acts[l]);
+            g.b.iter_mut().zip(&sc.delta).for_each(|(g, d)| *g += d);
+            for (&a, gr) in inp.iter().zip(g.w.chunks_exact_mut(layer.n_out)) {
+                if a != 0.0 {
+                    gr.iter_mut().zip(&sc.delta).for_each(|(g, d)| *g += a * d);
+                }
+            }
+            if l > cfg.freeze {
+                sc.prev.clear();
+                for (wr, &gate) in layer.w.chunks_exact(layer.n_out).zip(&sc.gates[l - 1]) {
+                    let dot = || wr.iter().zip(&sc.delta).map(|(w, d)| w * d).sum::<f64>();
+                    sc.prev.push(if gate != 0.0 { dot() * gate } else { 0.0 });
+                }
+                std::mem::swap(&mut sc.delta, &mut sc.prev);
+            }
+        }
+        loss
+    }
+}
+
+/// Adam (beta1 0.9, beta2 0.999, eps 1e-8) at step `t >= 1`, applied to
+/// gradient sums scaled by `scale` (1 / batch size).
+struct Adam {
+    lr: f64,
+    t: i32,
+    scale: f64,
+}
+
+impl Adam {
+    fn apply(&self, p: &mut [f64], g: &[f64], m: &mut [f64], v: &mut [f64]) {
+        let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8);
+        let (c1, c2) = (1.0 - b1.powi(self.t), 1.0 - b2.powi(self.t));
+        for k in 0..p.len() {
+            let g = g[k] * self.scale;
+            m[k] = b1 * m[k] + (1.0 - b1) * g;
+            v[k] = b2 * v[k] + (1.0 - b2) * g * g;
+            p[k] -= self.lr * (m[k] / c1) / ((v[k] / c2).sqrt() + eps);
+        }
+    }
+}
+
+/// Per-sample training buffers: layer inputs/outputs, ReLU*dropout gates, deltas.
+struct Scratch {
+    acts: Vec<Vec<f64>>,
+    gates: Vec<Vec<f64>>,
+    delta: Vec<f64>,
+    prev: Vec<f64>,
+}
+
+impl Scratch {
+    fn new(layers: &[Layer]) -> Scratch {
+        let mut acts = vec![vec![0.0; layers.first().map_or(0, |l| l.n_in)]];
+        acts.extend(layers.iter().map(|l| vec![0.0; l.n_out]));
+        let (gates, delta, prev) = (acts[1..].to_vec(), Vec::new(), Vec::new());
+        Scratch {
+            acts,
+            gates,
+            delta,
+            prev,
+        }
+    }
+}
+
+/// (loss, dloss/dz) for standardised output `z` and raw target `y`.
+fn loss_grad(loss: Loss, z: f64, y: f64, m: f64, s: f64) -> (f64, f64) {
+    match loss {
+        Loss::Mse => {
+            let e = z - (y - m) / s;
+            (e * e, 2.0 * e)
+        }
+        Loss::Mape => {
+            let (den, e) = (y.abs().max(1e-12), z * s + m - y);
+            (e.abs() / den, e.signum() * s / den)
+        }
+    }
+}
+
+/// K independently seeded MLPs; the spread of their predictions is a cheap
+/// uncertainty estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ensemble {
+    pub members: Vec<Mlp>,
+}
+
+impl Ensemble {
+    /// Trains `k` members; member `i` uses seed `cfg.seed + i * 0x9E37_79B9_7F4A_7C15`.
+    pub fn train(
+        layers: &[usize],
+        k: usize,
+        x: &[Vec<f64>],
+        y: &[f64],
+        cfg: &TrainConfig,
+    ) -> Result<(Ensemble, Vec<TrainReport>), RegressError> {
+        if k == 0 {
+            return Err(RegressError::Empty);
+        }
+        let (mut members, mut reports) = (Vec::with_capacity(k), Vec::with_capacity(k));
+        for i in 0..k as u64 {
+            let mut c = cfg.clone();
+            c.seed = cfg.seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let mut mlp = Mlp::new(layers, c.seed);
+            reports.push(mlp.train(x, y, &c)?);
+            members.push(mlp);
+        }
+        Ok((Ensemble { members }, reports))
+    }
+
+    /// Mean and population standard deviation over members (NaN when empty).
+    pub fn predict_mean_std(&self, x: &[f64]) -> (f64, f64) {
+        moments(self.members.iter().map(|m| m.predict(x)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, d: usize, lo: f64, hi: f64, seed: u64) -> Vec<Vec<f64>> {
+        let mut r = Rng::new(seed);
+        let mut row = move || (0..d).map(|_| lo + (hi - lo) * r.f64()).collect();
+        (0..n).map(|_| row()).collect()
+    }
+    fn f(x: &[f64]) -> f64 {
+        x[0] * x[1] + x[2].sin()
+    }
+    fn map(xs: &[Vec<f64>], g: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+        xs.iter().map(|x| g(x)).collect()
+    }
+    fn rmse(m: &Mlp, xs: &[Vec<f64>], g: impl Fn(&[f64]) -> f64) -> f64 {
+        let se = moments(xs.iter().map(|x| (m.predict(x) - g(x)).powi(2))).0;
+        se.sqrt()
+    }
+    fn quick(epochs: usize, lr: f64) -> TrainConfig {
+        let mut c = TrainConfig::default();
+        (c.epochs, c.lr, c.batch) = (epochs, lr, 16);
+        (c.dropout, c.val_fraction) = (vec![], 0.1);
+        c
+    }
+
+    #[test]
+    fn linear_recovers_coefficients() {
+        let mut x = data(200, 3, -5.0, 5.0, 1);
+        let mut y = map(&x, |r| 1.5 * r[0] - 2.0 * r[1] + 0.25 * r[2] + 3.0);
+        x.push(vec![f64::NAN, 0.0, 0.0]);
+        y.push(1.0);
+        let lin = Linear::fit(&x, &y, 0.0).unwrap();
+        for (w, e) in lin.w.iter().zip([1.5, -2.0, 0.25]) {
+            assert!((w - e).abs() < 1e-9, "{w} vs {e}");
+        }
+        assert!((lin.b - 3.0).abs() < 1e-9);
+        assert!((lin.predict(&[1.0, 1.0, 1.0]) - 2.75).abs() < 1e-9);
+        assert!(lin.predict(&[1.0]).is_nan());
+        assert_eq!(Linear::fit(&[], &[], 0.0), Err(RegressError::Empty));
+        let ragged = [vec![1.0], vec![1.0, 2.0]];
+        assert_eq!(Linear::fit(&ragged, &[1.0, 2.0], 0.0), Err(shape(1, 2)));
+        let same = [vec![1.0], vec![1.0]];
+        let singular = Linear::fit(&same, &[1.0, 2.0], 0.0);
+        assert_eq!(singular, Err(RegressError::Singular));
+        assert!(Linear::fit(&same, &[1.0, 2.0], 1e-6).is_ok());
+    }
+
+    #[test]
+    fn standardizer_and_errors() {
+        let x = vec![vec![1.0, 5.0], vec![3.0, 5.0], vec![f64::INFINITY, 0.0]];
+        let s = Standardizer::fit(&x).unwrap();
+        assert_eq!(s.mean, vec![2.0, 5.0]);
+        assert_eq!(s.std, vec![1.0, 1.0]);
+        assert_eq!(s.apply(&[3.0, 6.0]), vec![1.0, 1.0]);
+        assert!(s.apply(&[3.0])[1].is_nan());
+        assert_eq!(Standardizer::fit(&[]), Err(RegressError::Empty));
+        let mut m = Mlp::new(&[2, 4, 1], 0);
+        let nan = m.train(&[vec![f64::NAN, 1.0]], &[1.0], &quick(1, 1e-3));
+        assert_eq!(nan, Err(RegressError::Empty));
+        assert!(m.predict(&[1.0]).is_nan());
+        let none = Mlp::new(&[3], 0).train(&[vec![1.0]], &[1.0], &quick(1, 1e-3));
+        assert_eq!(none, Err(RegressError::Empty));
+        assert_eq!(RegressError::Empty.to_string(), "no usable training rows");
+    }
+
+    #[test]
+    fn mlp_fits_product_plus_sine() {
+        let mut x = data(2000, 3, -2.0, 2.0, 2);
+        let mut y = map(&x, f);
+        x.push(vec![0.0, f64::NAN, 0.0]);
+        y.push(0.0);
+        let st = Standardizer::fit(&x).unwrap();
+        let xs: Vec<Vec<f64>> = x.iter().map(|r| st.apply(r)).collect();
+        let mut m = Mlp::new(&[3, 32, 16, 1], 7);
+        let rep = m.train(&xs, &y, &quick(30, 5e-3)).unwrap();
+        assert_eq!(rep.skipped, 1);
+        let test = data(500, 3, -2.0, 2.0, 3);
+        let err = |r: &Vec<f64>| (m.predict(&st.apply(r)) - f(r)).powi(2);
+        let se = moments(test.iter().map(err)).0;
+        let r2 = 1.0 - se / moments(test.iter().map(|r| f(r))).1.powi(2);
+        println!("R^2 = {r2:.4}, report {rep:?}");
+        assert!(r2 > 0.95, "R^2 {r2}");
+    }
+
+    #[test]
+    fn transfer_beats_scratch_on_50_samples() {
+        let g = |x: &[f64]| 1.3 * f(x) + 0.2;
+        let xs = data(1500, 3, -1.5, 1.5, 4);
+        let mut base = Mlp::new(&[3, 32, 16, 1], 11);
+        base.train(&xs, &map(&xs, f), &quick(20, 5e-3)).unwrap();
+        let (few, test) = (data(50, 3, -1.5, 1.5, 5), data(500, 3, -1.5, 1.5, 6));
+        let gy = map(&few, g);
+        let mut cfg = quick(300, 1e-2);
+        cfg.val_fraction = 0.0;
+        let mut scratch = Mlp::new(&[3, 32, 16, 1], 12);
+        scratch.train(&few, &gy, &cfg).unwrap();
+        let (mut tl, mut fine) = (base.transfer(true, 99), cfg.clone());
+        fine.freeze = 2; // new output layer on the frozen pre-trained features
+        tl.train(&few, &gy, &fine).unwrap();
+        let (e_tl, e_sc) = (rmse(&tl, &test, g), rmse(&scratch, &test, g));
+        println!("transfer RMSE {e_tl:.4} vs scratch {e_sc:.4}");
+        assert!(e_tl < e_sc, "transfer {e_tl} scratch {e_sc}");
+        // Refitting target statistics without reinit keeps the predictions.
+        let mut keep = base.transfer(false, 0);
+        let before = keep.predict(&test[0]);
+        cfg.epochs = 0;
+        keep.train(&few, &gy, &cfg).unwrap();
+        assert!((keep.predict(&test[0]) - before).abs() < 1e-9);
+    }
+
+    #[test]
+    fn backprop_matches_finite_differences() {
+        for dropout in [vec![], vec![0.4, 0.3]] {
+            let m = Mlp::new(&[3, 8, 6, 4, 1], 5);
+            let cfg = TrainConfig {
+                dropout,
+                ..quick(1, 1e-3)
+            };
+            let loss_and_grad = |m: &Mlp| {
+                let mut g: Vec<Layer> = m.layers.iter().map(Layer::zeros_like).collect();
+                let (mut sc, mut rng) = (Scratch::new(&m.layers), Rng::new(42));
+                let loss = m.backprop(&[0.3, -0.7, 1.1], 0.9, &cfg, &mut rng, &mut sc, &mut g);
+                (loss, g)
+            };
+            let (g, mut nonzero) = (loss_and_grad(&m).1, 0);
+            for (l, k) in (0..4).flat_map(|l| (0..m.layers[l].w.len()).map(move |k| (l, k))) {
+                let (mut a, mut b) = (m.clone(), m.clone());
+                a.layers[l].w[k] += 1e-6;
+                b.layers[l].w[k] -= 1e-6;
+                let fd = (loss_and_grad(&a).0 - loss_and_grad(&b).0) / 2e-6;
+                assert!((fd - g[l].w[k]).abs() < 1e-6, "w[{l}][{k}] {fd}");
+                nonzero += (fd != 0.0) as usize;
+            }
+            assert!(nonzero > 10, "{nonzero}");
+        }
+    }
+
+    #[test]
+    fn predict_batch_matches_predict_and_timing() {
+        let mut m = Mlp::new(&powertrain_layers(4), 3);
+        (m.y_mean, m.y_std) = (2.5, 0.7);
+        let n = if cfg!(debug_assertions) { 1000 } else { 18_096 };
+        let rows = data(n, 4, -2.0, 2.0, 8);
+        let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+        let mut out = vec![0.0; n];
+        for pass in ["cold", "warm"] {
+            let t0 = std::time::Instant::now();
+            m.predict_batch(&flat, 4, &mut out);
+            println!(
+                "predict_batch ({pass}): {n} rows 4-256-128-64-1 in {:?}",
+                t0.elapsed()
+            );
+        }
+        for (r, o) in rows.iter().zip(&out).take(1000) {
+            assert!((m.predict(r) - o).abs() < 1e-12);
+        }
+        let mut short = vec![0.0; 3];
+        m.predict_batch(&flat[..9], 4, &mut short);
+        assert!(short[0].is_finite() && short[1].is_finite() && short[2].is_nan());
+        m.predict_batch(&flat, 3, &mut short);
+        assert!(short.iter().all(|v| v.is_nan()));
+    }
+
+    fn round_trip<T: Serialize + serde::de::DeserializeOwned + PartialEq + fmt::Debug>(v: &T) {
+        let s = serde_json::to_string(v).unwrap();
+        let back: T = serde_json::from_str(&s).unwrap();
+        assert_eq!(&back, v);
+        assert_eq!(serde_json::to_string(&back).unwrap(), s);
+    }
+
+    #[test]
+    fn serde_round_trip() {
+        let x = data(100, 2, -1.0, 1.0, 9);
+        let y = map(&x, |r| r[0] - r[1].exp());
+        round_trip(&Standardizer::fit(&x).unwrap());
+        round_trip(&Linear::fit(&x, &y, 1e-3).unwrap());
+        let (ens, reps) = Ensemble::train(&[2, 8, 8, 1], 2, &x, &y, &quick(3, 1e-2)).unwrap();
+        round_trip(&ens);
+        round_trip(&ens.members[0]);
+        round_trip(&reps);
+        let mut cfg = quick(3, 1e-2);
+        cfg.loss = Loss::Mape;
+        round_trip(&cfg);
+    }
+
+    #[test]
+    fn ensemble_uncertainty_grows_off_distribution() {
+        let x = data(300, 2, -1.0, 1.0, 10);
+        let y = map(&x, |r| r[0] * r[1] + r[0]);
+        let (ens, _) = Ensemble::train(&[2, 16, 16, 1], 4, &x, &y, &quick(30, 5e-3)).unwrap();
+        let std_at = |p: &[f64]| ens.predict_mean_std(p).1;
+        let inside = moments(data(50, 2, -0.8, 0.8, 11).iter().map(|p| std_at(p))).0;
+        let corners = [[6.0, 6.0], [-6.0, 6.0], [6.0, -6.0], [-6.0, -6.0]];
+        let far = moments(corners.iter().map(|p| std_at(p))).0;
+        println!("ensemble std inside {inside:.4} far {far:.4}");
+        assert!(far > inside, "far {far} inside {inside}");
+        let mut mape = quick(5, 1e-2);
+        mape.loss = Loss::Mape;
+        let yp: Vec<f64> = y.iter().map(|v| v + 5.0).collect();
+        let rep = Mlp::new(&[2, 8, 1], 1).train(&x, &yp, &mape);
+        assert!(rep.unwrap().val_loss.unwrap().is_finite());
+    }
+}
