@@ -120,6 +120,9 @@ pub struct Model {
     pub log: bool,
     pub scale: Standardizer,
     pub reg: Regressor,
+    /// Predictions are kept within this range (the training targets' range, widened
+    /// by half each way): a log-space model must not extrapolate exponentially.
+    pub bounds: (f64, f64),
 }
 
 impl Model {
@@ -213,6 +216,17 @@ fn data(rows: &[Row], t: Target, physics: bool, log: bool) -> (Vec<Vec<f64>>, Ve
     (x, y)
 }
 
+/// The prediction bounds for targets `y` (in the model's space).
+fn bounds(y: &[f64], log: bool) -> (f64, f64) {
+    let lo = y.iter().copied().fold(f64::MAX, f64::min);
+    let hi = y.iter().copied().fold(f64::MIN, f64::max);
+    if log {
+        (lo - 1.5f64.ln(), hi + 1.5f64.ln())
+    } else {
+        (lo / 1.5, hi * 1.5)
+    }
+}
+
 fn scaled(x: &[Vec<f64>], s: &Standardizer) -> Vec<Vec<f64>> {
     x.iter().map(|r| s.apply(r)).collect()
 }
@@ -251,11 +265,13 @@ pub fn pretrain(
         )?;
         Regressor::Mlp(m)
     };
+    let bounds = bounds(&y, log);
     Ok(Model {
         physics,
         log,
         scale,
         reg,
+        bounds,
     })
 }
 
@@ -281,6 +297,7 @@ pub fn fit(
                 log: false,
                 scale,
                 reg,
+                bounds: bounds(&y, false),
             })
         }
         Method::MlpScratch => {
@@ -301,6 +318,7 @@ pub fn fit(
                 log: false,
                 scale,
                 reg: Regressor::Mlp(m),
+                bounds: bounds(&y, false),
             })
         }
         Method::Powertrain | Method::Physics => {
@@ -308,8 +326,10 @@ pub fn fit(
             let (x, y) = data(rows, t, base.physics, base.log);
             // The reference's scaling is kept: the transferred layers expect it.
             let xs = scaled(&x, &base.scale);
+            // As PowerTrain: the last layer is re-initialised and trained alone.
             let tune = |m: &Mlp, seed: u64| -> Result<Mlp, RegressError> {
                 let mut n = m.transfer(true, seed);
+                let freeze = n.layers.len() - 1;
                 n.train(
                     &xs,
                     &y,
@@ -318,7 +338,7 @@ pub fn fit(
                         seed,
                         dropout: vec![],
                         val_fraction: 0.0,
-                        freeze: n.layers.len() - 1,
+                        freeze,
                         lr: 1e-2,
                         ..TrainConfig::default()
                     },
@@ -337,11 +357,13 @@ pub fn fit(
                 }),
                 Regressor::Linear(_) => return Err(RegressError::Empty),
             };
+            // The target's own range (widened) bounds what transfer may predict.
             Ok(Model {
                 physics: base.physics,
                 log: base.log,
                 scale: base.scale.clone(),
                 reg,
+                bounds: bounds(&y, base.log),
             })
         }
     }
