@@ -28,6 +28,7 @@ pub mod board;
 pub mod cli;
 pub mod control;
 pub mod daemon;
+pub mod file_error;
 pub mod ipc;
 pub mod mode;
 pub mod nvpmodel;

@@ -12,7 +12,7 @@ use crate::sim::power::Silicon;
 use crate::sim::workload::{self, Model};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One mode's time and power (a row of a profile or of a truth file).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -135,31 +135,19 @@ impl Source for Replay {
 }
 
 /// Profile and truth-file errors, with file and line.
-#[derive(Debug, thiserror::Error)]
-pub enum ProfileError {
-    #[error("cannot read {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{}:{line}: {message}", path.display())]
-    Invalid {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
-}
+pub type ProfileError = crate::file_error::FileError;
 
 /// The columns of truth and profile CSV files.
 pub const CSV_HEADER: &str = "cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w";
 
 /// Reads a truth/profile CSV (extra columns after the six are ignored).
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let bad = |line: usize, message: String| ProfileError::Invalid {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| crate::file_error::FileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let bad = |line: usize, message: String| crate::file_error::FileError::Invalid {
         path: path.to_path_buf(),
         line,
         message,

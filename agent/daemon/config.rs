@@ -83,20 +83,7 @@ impl Default for Config {
 }
 
 /// Configuration errors, with file and line.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{}:{line}: {message}", path.display())]
-    Invalid {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
-}
+pub type ConfigError = crate::file_error::FileError;
 
 impl Config {
     /// Reads `path`; a missing default file means the defaults.
@@ -110,24 +97,25 @@ impl Config {
             Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
                 Ok(Config::default())
             }
-            Err(source) => Err(ConfigError::Io { path, source }),
+            Err(source) => Err(crate::file_error::FileError::Io { path, source }),
         }
     }
 
     /// Parses and checks a configuration.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            line: e.span().map_or(1, |s| line_of(s.start)),
-            message: e.message().trim().to_string(),
-        })?;
+        let cfg: Config =
+            toml::from_str(text).map_err(|e| crate::file_error::FileError::Invalid {
+                path: path.to_path_buf(),
+                line: e.span().map_or(1, |s| line_of(s.start)),
+                message: e.message().trim().to_string(),
+            })?;
         let bad = |key: &str, message: String| {
             let line = text
                 .lines()
                 .position(|l| l.trim_start().starts_with(key))
                 .map_or(1, |i| i + 1);
-            ConfigError::Invalid {
+            crate::file_error::FileError::Invalid {
                 path: path.to_path_buf(),
                 line,
                 message: format!("{key}: {message}"),

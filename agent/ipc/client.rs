@@ -76,6 +76,11 @@ impl Client {
         loop {
             let reply = self.read()?;
             match reply {
+                // The agent's last word before it closes the connection.
+                Reply {
+                    id: 0,
+                    body: ReplyBody::Error { code, message },
+                } => return Err(ClientError::Agent { code, message }),
                 Reply { id: 0, body } => self.events.push(body),
                 Reply {
                     body: ReplyBody::Error { code, message },

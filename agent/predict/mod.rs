@@ -253,17 +253,7 @@ pub fn pretrain(
         let (e, _) = Ensemble::train(&physics_layers(x[0].len()), cfg.ensemble, &xs, &y, &tc)?;
         Regressor::Ensemble(e)
     } else {
-        let mut m = Mlp::new(&regress::powertrain_layers(x[0].len()), cfg.seed);
-        m.train(
-            &xs,
-            &y,
-            &TrainConfig {
-                epochs: cfg.epochs,
-                seed: cfg.seed,
-                ..TrainConfig::default()
-            },
-        )?;
-        Regressor::Mlp(m)
+        Regressor::Mlp(powertrain_mlp(&xs, &y, cfg)?)
     };
     let bounds = bounds(&y, log);
     Ok(Model {
@@ -273,6 +263,24 @@ pub fn pretrain(
         reg,
         bounds,
     })
+}
+
+/// The paper's network and training (256-128-64, dropout, Adam) on standardised inputs.
+fn powertrain_mlp(xs: &[Vec<f64>], y: &[f64], cfg: &FitConfig) -> Result<Mlp, RegressError> {
+    let mut m = Mlp::new(
+        &regress::powertrain_layers(xs.first().map_or(4, Vec::len)),
+        cfg.seed,
+    );
+    m.train(
+        xs,
+        y,
+        &TrainConfig {
+            epochs: cfg.epochs,
+            seed: cfg.seed,
+            ..TrainConfig::default()
+        },
+    )?;
+    Ok(m)
 }
 
 fn physics_layers(d: usize) -> Vec<usize> {
@@ -303,16 +311,7 @@ pub fn fit(
         Method::MlpScratch => {
             let (x, y) = data(rows, t, false, false);
             let scale = Standardizer::fit(&x)?;
-            let mut m = Mlp::new(&regress::powertrain_layers(4), cfg.seed);
-            m.train(
-                &scaled(&x, &scale),
-                &y,
-                &TrainConfig {
-                    epochs: cfg.epochs,
-                    seed: cfg.seed,
-                    ..TrainConfig::default()
-                },
-            )?;
+            let m = powertrain_mlp(&scaled(&x, &scale), &y, cfg)?;
             Ok(Model {
                 physics: false,
                 log: false,

@@ -511,8 +511,12 @@ fn bad_input_closes_only_that_client() {
     for _ in 0..1000 {
         drop(UnixStream::connect(&agent.socket).unwrap());
     }
-    // The good client, its lease and the board are untouched.
+    // The good client, its lease and the board are untouched; new clients are served again
+    // once the burst's threads are gone (until then they are told the agent is busy).
     assert_eq!(good.request(RequestBody::Renew).unwrap(), ReplyBody::Ok);
+    wait_for("the burst to drain", || {
+        Client::connect(&agent.socket, Encoding::Json, "late").is_ok()
+    });
     let after = agent.status();
     assert_eq!(
         (gpu_max(&after), &after.online_cpus),
