@@ -58,6 +58,42 @@ pub struct BudgetScore {
     pub over_budget_1w_pct: f64,
 }
 
+/// The mode chosen for budget `b`: the fastest predicted to fit with its margin. With
+/// `verify` (a short run measuring a mode's power), a choice measured over the budget is
+/// dropped and the next fastest tried, up to [`VERIFY_TRIES`] runs. With nothing predicted
+/// to fit, the lowest predicted power.
+pub fn choose(
+    predicted: &[Point],
+    b: f64,
+    margin_w: &dyn Fn(&Point) -> f64,
+    verify: Option<&dyn Fn(&Point) -> f64>,
+) -> Option<Point> {
+    let mut fits: Vec<Point> = predicted
+        .iter()
+        .copied()
+        .filter(|p| p.power_w + margin_w(p) <= b)
+        .collect();
+    fits.sort_by(|x, y| x.time_ms.total_cmp(&y.time_ms));
+    let lowest = || {
+        predicted
+            .iter()
+            .min_by(|x, y| x.power_w.total_cmp(&y.power_w))
+            .copied()
+    };
+    match verify {
+        None => fits.first().copied().or_else(lowest),
+        Some(measure) => fits
+            .iter()
+            .take(VERIFY_TRIES)
+            .find(|p| measure(p) <= b)
+            .copied()
+            .or_else(lowest),
+    }
+}
+
+/// How many modes [`choose`] runs to verify at most.
+pub const VERIFY_TRIES: usize = 5;
+
 /// Scores choosing by `predicted` against `truth` (same modes, same order) for each
 /// budget; budgets that no mode truly meets are skipped.
 pub fn score_budgets(
@@ -65,6 +101,7 @@ pub fn score_budgets(
     truth: &[Point],
     budgets: impl Iterator<Item = f64>,
     margin_w: impl Fn(&Point) -> f64,
+    verify: Option<&dyn Fn(&Point) -> f64>,
 ) -> BudgetScore {
     let mut penalties = Vec::new();
     let mut over = 0usize;
@@ -72,14 +109,7 @@ pub fn score_budgets(
         let Some(best) = fastest_under(truth, b, |_| 0.0) else {
             continue;
         };
-        // With nothing predicted to fit, the choice is the lowest predicted power.
-        let chosen = fastest_under(predicted, b, &margin_w).or_else(|| {
-            predicted
-                .iter()
-                .min_by(|x, y| x.power_w.total_cmp(&y.power_w))
-                .copied()
-        });
-        let Some(chosen) = chosen else {
+        let Some(chosen) = choose(predicted, b, &margin_w, verify) else {
             continue;
         };
         let actual = truth[chosen.mode];
@@ -162,7 +192,7 @@ mod tests {
         let pts: Vec<Point> = (0..50)
             .map(|i| p(i, 100.0 - i as f64, 10.0 + i as f64))
             .collect();
-        let s = score_budgets(&pts, &pts, (17..=50).map(f64::from), |_| 0.0);
+        let s = score_budgets(&pts, &pts, (17..=50).map(f64::from), |_| 0.0, None);
         assert_eq!(s.median_time_penalty_pct, 0.0);
         assert_eq!(s.over_budget_1w_pct, 0.0);
         assert_eq!(s.budgets, 34);

@@ -131,6 +131,18 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
                 "  {name:<12} {:>8.2}% {:>9.2}% {:>9.2}% {:>9.2}% {:>8.1}% {:>9} {:>8.1}",
                 s.time_mape, s.power_mape, s.median_time_penalty_pct, s.p90_time_penalty_pct, s.over_budget_1w_pct, s.profiled_modes, s.profiling_minutes
             );
+            if let Some(v) = &s.verified {
+                let _ = writeln!(
+                    t,
+                    "  {:<12} {:>9} {:>10} {:>9.2}% {:>9.2}% {:>8.1}%   (each choice verified by a 40-minibatch run)",
+                    format!("{name}+verify"),
+                    "",
+                    "",
+                    v.median_time_penalty_pct,
+                    v.p90_time_penalty_pct,
+                    v.over_budget_1w_pct
+                );
+            }
         }
         t.push_str("\n  PowerTrain (FGCS 2024, 50 modes): time MAPE < 15%, power MAPE < 6%, median penalty ~1%, 26.5% of budgets exceeded by > 1 W\n");
         t

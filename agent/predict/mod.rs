@@ -7,8 +7,8 @@
 //!   is re-initialised and fine-tuned on the target's profiled modes;
 //! - `mlp_scratch`: the same MLP trained on the target's modes alone;
 //! - `linear`: least squares on the four knobs (the SIGMETRICS'23 model);
-//! - `physics` (jpower's): physics-informed inputs (the reciprocal clocks that bound GPU,
-//!   memory and data-loading time, and the squared clocks of dynamic power), log targets,
+//! - `physics` (jpower's): physics-informed inputs (the logarithms of the clocks and of the
+//!   data-loading rate that bound GPU, memory and loading time, and the squared clocks of dynamic power), log targets,
 //!   and an ensemble of small MLPs pre-trained on the reference and transferred by
 //!   re-fitting their last layer; the ensemble's spread is the uncertainty that sets the
 //!   power-budget margin.
@@ -94,12 +94,17 @@ pub fn features(m: &PinnedMode, physics: bool) -> Vec<f64> {
         f_cpu,
         f_gpu,
         f_emc,
-        1.0 / f_gpu,
-        1.0 / f_emc,
-        1.0 / f_cpu,
-        1.0 / (loaders * f_cpu),
+        // Logarithms of the bounding rates: time is a power law of each where it binds, and
+        // a log-time model stays a power law when it extrapolates.
+        f_gpu.ln(),
+        f_emc.ln(),
+        f_cpu.ln(),
+        (loaders * f_cpu).ln(),
+        // Dynamic power goes as V^2 f, and V rises with f above its floor.
         f_gpu * f_gpu,
+        f_gpu * f_gpu * f_gpu,
         c * f_cpu * f_cpu,
+        c * f_cpu * f_cpu * f_cpu,
     ]
 }
 
@@ -462,7 +467,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn physics_features_include_the_bounding_reciprocals() {
+    fn physics_features_include_the_bounding_rates() {
         let m = PinnedMode {
             cores: 2,
             cpu_hz: 1_000_000_000,
@@ -470,7 +475,7 @@ mod tests {
             emc_hz: 2_000_000_000,
         };
         let f = features(&m, true);
-        assert_eq!(f.len(), 10);
+        assert_eq!(f.len(), 12);
         assert!((f[4] - 2.0).abs() < 1e-12 && (f[5] - 0.5).abs() < 1e-12);
         assert!(
             (f[7] - 1.0 / 1.5).abs() < 1e-12,
