@@ -476,9 +476,9 @@ mod tests {
         };
         let f = features(&m, true);
         assert_eq!(f.len(), 12);
-        assert!((f[4] - 2.0).abs() < 1e-12 && (f[5] - 0.5).abs() < 1e-12);
+        assert!((f[4] - 0.5f64.ln()).abs() < 1e-12 && (f[5] - 2f64.ln()).abs() < 1e-12);
         assert!(
-            (f[7] - 1.0 / 1.5).abs() < 1e-12,
+            (f[7] - 1.5f64.ln()).abs() < 1e-12,
             "1.5 loader cores on 2 cores"
         );
         assert_eq!(features(&m, false), vec![2.0, 1.0, 0.5, 2.0]);
