@@ -81,6 +81,10 @@ pub struct MethodScore {
     pub profiled_modes: usize,
     pub profiling_minutes: f64,
     pub budgets: usize,
+    /// Wall time to predict time and power of every scored mode, and to build their
+    /// Pareto front (one core).
+    pub predict_ms: f64,
+    pub pareto_ms: f64,
     /// With each choice verified by a short run (`jpower optimize --verify`), jpower's method.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verified: Option<BudgetScore>,
@@ -192,8 +196,10 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         };
         let time = predict::fit(method, &rows, Target::TimeMs, rt.as_ref(), &e.fit)?;
         let power = predict::fit(method, &rows, Target::PowerW, rp.as_ref(), &e.fit)?;
+        let clock = std::time::Instant::now();
         let pt = time.predict(&held);
         let pp = power.predict(&held);
+        let predict_ms = clock.elapsed().as_secs_f64() * 1000.0;
         let predicted: Vec<Point> = pt
             .iter()
             .zip(&pp)
@@ -205,6 +211,10 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
             })
             .collect();
         let spread: Vec<f64> = pp.iter().map(|p| p.1).collect();
+        let clock = std::time::Instant::now();
+        let front = optimize::pareto(&predicted);
+        let pareto_ms = clock.elapsed().as_secs_f64() * 1000.0;
+        std::hint::black_box(front);
         let margin = |p: &Point| margin_w(method, p.power_w, spread[p.mode]);
         let score: BudgetScore = optimize::score_budgets(
             &predicted,
@@ -248,6 +258,8 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
                 profiled_modes: rows.len(),
                 profiling_minutes: secs / 60.0,
                 budgets: score.budgets,
+                predict_ms,
+                pareto_ms,
                 verified,
             },
         );

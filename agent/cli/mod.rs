@@ -10,6 +10,7 @@ mod powertrain;
 mod set;
 mod status;
 mod telemetry;
+mod train_modes;
 
 use crate::board::Board;
 use crate::control::state::Owner;
@@ -82,6 +83,12 @@ pub enum Command {
     /// Read a telemetry ring (any process can; see docs/telemetry-ring.md).
     #[command(subcommand)]
     Ring(telemetry::RingCommand),
+    /// Profile a training workload over power modes (simulated time, or a replayed profile).
+    Profile(train_modes::ProfileArgs),
+    /// Fit time and power predictors to a profile (PowerTrain and its baselines).
+    Predict(train_modes::PredictArgs),
+    /// The Pareto front of predicted (time, power), and the fastest mode under a budget.
+    Optimize(train_modes::OptimizeArgs),
     /// Predict training time and power over power modes (PowerTrain) and score it.
     #[command(subcommand)]
     Powertrain(powertrain::Command),
@@ -225,6 +232,9 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Energy(_) => unreachable!("handled in run"),
         Command::Ring(c) => telemetry::ring(c, out),
         Command::Powertrain(c) => powertrain::run(cli.target.sim.as_deref(), c, out),
+        Command::Profile(a) => train_modes::profile(cli.target.sim.as_deref(), a, out),
+        Command::Predict(a) => train_modes::predict(cli.target.sim.as_deref(), a, out),
+        Command::Optimize(a) => train_modes::optimize(cli.target.sim.as_deref(), a, out),
         Command::Agent(a) => crate::daemon::run(&crate::daemon::Options {
             target: cli.target.clone(),
             socket: cli.target.socket.clone(),

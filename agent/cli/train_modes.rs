@@ -1,0 +1,331 @@
+//! `jpower profile`, `jpower predict` and `jpower optimize`: the PowerTrain workflow on a
+//! simulated board (or a replayed profile). Profile a workload on a few modes, fit
+//! predictors into a model file, then pick modes from the predicted Pareto front.
+
+use super::Output;
+use crate::mode::PinnedMode;
+use crate::optimize::{self, Point};
+use crate::powertrain::{self, margin_w};
+use crate::predict::{self, FitConfig, Method, ModelFile, Target, MODEL_VERSION};
+use crate::profile::{self, ProfileConfig, Replay, SimSource, Source, Strategy};
+use crate::sim::spec::BoardSpec;
+use crate::sim::workload::Model;
+use crate::units::Freq;
+use anyhow::{anyhow, bail, Context, Result};
+use serde_json::json;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// Arguments of `jpower profile`.
+#[derive(Debug, clap::Args)]
+pub struct ProfileArgs {
+    /// The workload (resnet18, mobilenetv3, yolov8n, bert, lstm).
+    #[arg(long, default_value = "resnet18")]
+    pub workload: String,
+    /// How many modes (stratified over the knobs; see --strategy).
+    #[arg(long, default_value_t = 50)]
+    pub modes: usize,
+    /// `stratified`, `random`, `reference` (PowerTrain's grid) or `all`.
+    #[arg(long, default_value = "stratified")]
+    pub strategy: String,
+    /// Minibatches recorded per mode once steady (PowerTrain: 40).
+    #[arg(long, default_value_t = 40)]
+    pub minibatches: u32,
+    /// Replay a recorded profile instead of simulating (its rows are the modes).
+    #[arg(long, value_name = "FILE.csv")]
+    pub truth: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the profile here (CSV that --truth can replay) instead of stdout.
+    #[arg(long, value_name = "FILE.csv")]
+    pub out: Option<PathBuf>,
+}
+
+/// Arguments of `jpower predict`.
+#[derive(Debug, clap::Args)]
+pub struct PredictArgs {
+    /// A profile of the target workload (from `jpower profile`).
+    #[arg(long, value_name = "FILE.csv")]
+    pub profile: PathBuf,
+    /// The workload the profile is of (recorded in the model file).
+    #[arg(long, default_value = "target")]
+    pub workload: String,
+    /// The reference workload, profiled on PowerTrain's grid for the transfer methods.
+    #[arg(long, default_value = "resnet18")]
+    pub reference: String,
+    /// physics, powertrain, mlp_scratch or linear.
+    #[arg(long, default_value = "physics")]
+    pub method: String,
+    /// Save the fitted models here.
+    #[arg(long, value_name = "MODEL.json")]
+    pub save: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Arguments of `jpower optimize`.
+#[derive(Debug, clap::Args)]
+pub struct OptimizeArgs {
+    /// A model file from `jpower predict`.
+    #[arg(long, value_name = "MODEL.json")]
+    pub model: PathBuf,
+    /// The fastest mode whose power stays within this budget, watts.
+    #[arg(long)]
+    pub budget: Option<f64>,
+    /// Run the chosen mode briefly (simulated workload) and re-pick while it draws more.
+    #[arg(long)]
+    pub verify: bool,
+    /// Write the Pareto front, the profiled points and the choice as an SVG plot.
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<PathBuf>,
+}
+
+fn spec(sim: Option<&str>) -> Result<&'static BoardSpec> {
+    let id = sim.ok_or_else(|| anyhow!("the PowerTrain commands run on a simulated board or a replayed profile: pass --sim BOARD"))?;
+    crate::sim::spec::find(id).ok_or_else(|| {
+        anyhow!(
+            "unknown simulated board {id:?} (known: {})",
+            crate::sim::spec::names()
+        )
+    })
+}
+
+fn workload(name: &str) -> Result<Model> {
+    Model::from_name(name).ok_or_else(|| {
+        anyhow!("unknown workload {name:?}: resnet18, mobilenetv3, yolov8n, bert, lstm")
+    })
+}
+
+/// `jpower profile`.
+pub fn profile(sim: Option<&str>, a: &ProfileArgs, out: &Output) -> Result<()> {
+    let spec = spec(sim)?;
+    let space = powertrain::space_of(spec);
+    let mut src: Box<dyn Source> = match &a.truth {
+        Some(p) => Box::new(Replay::new(&profile::read_csv(p)?, (0.02, 0.015))),
+        None => Box::new(SimSource::new(
+            spec.silicon,
+            workload(&a.workload)?,
+            space.clone(),
+            a.seed,
+        )),
+    };
+    let all = src.modes();
+    let modes = match a.strategy.as_str() {
+        "all" => all,
+        "reference" => powertrain::reference_grid(&space),
+        "random" => profile::select(&all, Strategy::Random(a.modes), a.seed),
+        "stratified" => profile::select(&all, Strategy::Stratified(a.modes), a.seed),
+        s => bail!("--strategy {s}: stratified, random, reference or all"),
+    };
+    let cfg = ProfileConfig {
+        minibatches: a.minibatches,
+        ..ProfileConfig::default()
+    };
+    let mut rows = Vec::new();
+    let mut secs = 0.0;
+    for (i, m) in modes.iter().enumerate() {
+        if let Some(p) = profile::profile_mode(src.as_mut(), m, &cfg) {
+            secs += p.seconds;
+            rows.push(p.row);
+        }
+        if (i + 1) % (modes.len() / 10).max(1) == 0 {
+            let eta = secs / (i + 1) as f64 * (modes.len() - i - 1) as f64 / 60.0;
+            eprintln!(
+                "profiled {}/{} modes, {:.1} simulated min, ETA {eta:.1} simulated min",
+                i + 1,
+                modes.len(),
+                secs / 60.0
+            );
+        }
+    }
+    let csv = profile::write_csv(&rows);
+    match &a.out {
+        Some(p) => std::fs::write(p, &csv).with_context(|| format!("writing {}", p.display()))?,
+        None if !out.json => print!("{csv}"),
+        None => {}
+    }
+    out.print(&json!({"board": spec.id(), "modes": rows.len(), "simulated_minutes": secs / 60.0, "out": a.out}), || match &a.out {
+        Some(p) => format!("profiled {} modes in {:.1} simulated minutes into {}\n", rows.len(), secs / 60.0, p.display()),
+        None => String::new(),
+    })
+}
+
+/// `jpower predict`.
+pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
+    let spec = spec(sim)?;
+    let method = Method::from_name(&a.method).ok_or_else(|| {
+        anyhow!(
+            "--method {}: physics, powertrain, mlp_scratch or linear",
+            a.method
+        )
+    })?;
+    let rows = profile::read_csv(&a.profile)?;
+    let fit = FitConfig {
+        seed: a.seed,
+        ..FitConfig::default()
+    };
+    let (rt, rp) = if method.uses_reference() {
+        let space = powertrain::space_of(spec);
+        let mut reference = SimSource::new(
+            spec.silicon,
+            workload(&a.reference)?,
+            space.clone(),
+            a.seed ^ 0xA5A5,
+        );
+        let (ref_rows, _) = powertrain::profile_modes(
+            &mut reference,
+            &powertrain::reference_grid(&space),
+            &ProfileConfig::default(),
+        );
+        (
+            Some(predict::pretrain(method, &ref_rows, Target::TimeMs, &fit)?),
+            Some(predict::pretrain(method, &ref_rows, Target::PowerW, &fit)?),
+        )
+    } else {
+        (None, None)
+    };
+    let file = ModelFile {
+        version: MODEL_VERSION,
+        board: spec.id(),
+        workload: a.workload.clone(),
+        method,
+        time: predict::fit(method, &rows, Target::TimeMs, rt.as_ref(), &fit)?,
+        power: predict::fit(method, &rows, Target::PowerW, rp.as_ref(), &fit)?,
+        profiled: rows.iter().map(|r| r.mode).collect(),
+    };
+    file.save(&a.save)?;
+    out.print(&json!({"model": a.save, "board": spec.id(), "method": method.name(), "profiled_modes": rows.len()}), || {
+        format!("fitted {} on {} profiled modes into {}\n", method.name(), rows.len(), a.save.display())
+    })
+}
+
+/// `jpower optimize`.
+pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()> {
+    let spec = spec(sim)?;
+    let file = ModelFile::load(&a.model, Some(&spec.id()))?;
+    let modes: Vec<PinnedMode> = powertrain::space_of(spec).iter().collect();
+    let (pt, pp) = (file.time.predict(&modes), file.power.predict(&modes));
+    let points: Vec<Point> = (0..modes.len())
+        .map(|i| Point {
+            mode: i,
+            time_ms: pt[i].0,
+            power_w: pp[i].0,
+        })
+        .collect();
+    let front = optimize::pareto(&points);
+    let chosen = match a.budget {
+        None => None,
+        Some(b) => {
+            let margin = |p: &Point| margin_w(file.method, p.power_w, pp[p.mode].1);
+            let src = Model::from_name(&file.workload)
+                .map(|w| SimSource::new(spec.silicon, w, powertrain::space_of(spec), 7));
+            let measure = |p: &Point| {
+                let mut s = src.clone().expect("checked before use");
+                profile::profile_mode(&mut s, &modes[p.mode], &ProfileConfig::default())
+                    .map_or(f64::MAX, |r| r.row.power_w)
+            };
+            if a.verify && src.is_none() {
+                bail!("--verify runs the model's workload on the simulated board: {:?} is not a simulated workload", file.workload);
+            }
+            optimize::choose(
+                &points,
+                b,
+                &margin,
+                a.verify.then_some(&measure as &dyn Fn(&Point) -> f64),
+            )
+        }
+    };
+    if let Some(path) = &a.svg {
+        std::fs::write(
+            path,
+            svg(&front, &points, &file.profiled, &modes, chosen.as_ref()),
+        )?;
+    }
+    let mode_json = |p: &Point| {
+        let m = modes[p.mode];
+        json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz, "time_ms": p.time_ms, "power_w": p.power_w})
+    };
+    out.print(
+        &json!({"board": spec.id(), "modes": modes.len(), "front": front.iter().map(mode_json).collect::<Vec<_>>(),
+                "budget_w": a.budget, "chosen": chosen.as_ref().map(mode_json), "verified": a.verify}),
+        || {
+            let mut t = format!("{} modes predicted; Pareto front of {} modes (fastest first):\n", modes.len(), front.len());
+            for p in front.iter().take(12) {
+                let m = modes[p.mode];
+                let _ = writeln!(t, "  {:>8.1} ms {:>6.2} W  cores {:>2} cpu {} gpu {} emc {}", p.time_ms, p.power_w, m.cores, Freq(m.cpu_hz), Freq(m.gpu_hz), Freq(m.emc_hz));
+            }
+            if let (Some(b), Some(p)) = (a.budget, chosen) {
+                let m = modes[p.mode];
+                let _ = writeln!(t, "fastest within {b} W: cores {} cpu {} gpu {} emc {} ({:.1} ms, {:.2} W predicted){}", m.cores, Freq(m.cpu_hz), Freq(m.gpu_hz), Freq(m.emc_hz), p.time_ms, p.power_w, if a.verify { ", verified by a run" } else { "" });
+            }
+            t
+        },
+    )
+}
+
+/// A log-x plot of time against power: predicted modes, the front, profiled modes, the choice.
+fn svg(
+    front: &[Point],
+    all: &[Point],
+    profiled: &[PinnedMode],
+    modes: &[PinnedMode],
+    chosen: Option<&Point>,
+) -> String {
+    let (w, h, pad) = (720.0, 480.0, 60.0);
+    let tmin = all
+        .iter()
+        .map(|p| p.time_ms)
+        .fold(f64::MAX, f64::min)
+        .max(1e-3)
+        .ln();
+    let tmax = all
+        .iter()
+        .map(|p| p.time_ms)
+        .fold(0.0, f64::max)
+        .max(1e-3)
+        .ln();
+    let pmax = all.iter().map(|p| p.power_w).fold(0.0, f64::max) * 1.05;
+    let x = |t: f64| pad + (t.max(1e-3).ln() - tmin) / (tmax - tmin).max(1e-9) * (w - 2.0 * pad);
+    let y = |p: f64| h - pad - p / pmax.max(1e-9) * (h - 2.0 * pad);
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    let _ = writeln!(s, "<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/><line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{}\" stroke=\"black\"/>", h - pad, w - pad, h - pad, h - pad);
+    let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time per minibatch (ms, log scale)</text><text x=\"15\" y=\"{}\" transform=\"rotate(-90 15 {})\" text-anchor=\"middle\">power (W)</text>", w / 2.0, h - 15.0, h / 2.0, h / 2.0);
+    for p in all.iter().step_by((all.len() / 3000).max(1)) {
+        let _ = writeln!(
+            s,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"1.2\" fill=\"#bbb\"/>",
+            x(p.time_ms),
+            y(p.power_w)
+        );
+    }
+    let line: Vec<String> = front
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", x(p.time_ms), y(p.power_w)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\"/>",
+        line.join(" ")
+    );
+    for m in profiled {
+        if let Some(i) = modes.iter().position(|x| x == m) {
+            let _ = writeln!(
+                s,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"none\" stroke=\"#2ca02c\"/>",
+                x(all[i].time_ms),
+                y(all[i].power_w)
+            );
+        }
+    }
+    if let Some(c) = chosen {
+        let _ = writeln!(
+            s,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"6\" fill=\"#d62728\"/>",
+            x(c.time_ms),
+            y(c.power_w)
+        );
+    }
+    let _ = writeln!(s, "<text x=\"{}\" y=\"{}\">grey: predicted modes; blue: Pareto front; green: profiled; red: chosen</text>", pad + 10.0, pad - 20.0);
+    s.push_str("</svg>\n");
+    s
+}
