@@ -248,13 +248,7 @@ impl Attr {
 
     /// Reads the raw contents into `buf`, returning the bytes read.
     pub fn read_into<'b>(&self, buf: &'b mut [u8]) -> Result<&'b [u8], SysfsError> {
-        let n = match &self.hook {
-            Some((driver, id)) => driver
-                .show(*id, buf)
-                .unwrap_or_else(|| self.file.read_at(buf, 0)),
-            None => self.file.read_at(buf, 0),
-        }
-        .map_err(|source| SysfsError::Read {
+        let n = self.read_raw(buf).map_err(|source| SysfsError::Read {
             path: self.path.clone(),
             source,
         })?;
@@ -266,6 +260,24 @@ impl Attr {
         let mut buf = [0u8; VALUE_BUF];
         let bytes = self.read_into(&mut buf)?;
         parse_u64(bytes).ok_or_else(|| self.parse_error(bytes))
+    }
+
+    /// Reads the first token as an unsigned integer, or `None` on any failure, without
+    /// building an error (the sampler's hot path counts failures instead).
+    pub fn try_read_u64(&self) -> Option<u64> {
+        let mut buf = [0u8; VALUE_BUF];
+        let n = self.read_raw(&mut buf).ok()?;
+        parse_u64(&buf[..n])
+    }
+
+    /// One `pread` at offset 0 (or the kernel model's answer).
+    fn read_raw(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match &self.hook {
+            Some((driver, id)) => driver
+                .show(*id, buf)
+                .unwrap_or_else(|| self.file.read_at(buf, 0)),
+            None => self.file.read_at(buf, 0),
+        }
     }
 
     /// Reads the first token as a signed integer (EMC caps may read `-1`).

@@ -86,20 +86,30 @@ impl Rail {
         Ok(u64::from(self.read()?.power_uw) / 1000)
     }
 
-    /// One reading: one `pread` per file, no allocation.
+    /// One reading: one `pread` per file, no allocation unless it fails.
     pub fn read(&self) -> Result<RailValue, SysfsError> {
+        self.value(Attr::read_u64)
+    }
+
+    /// One reading for the sampler: `None` on failure, and no allocation either way.
+    pub fn sample(&self) -> Option<RailValue> {
+        self.value(|a| a.try_read_u64().ok_or(())).ok()
+    }
+
+    fn value<E>(&self, get: impl Fn(&Attr) -> Result<u64, E>) -> Result<RailValue, E> {
+        let clamp = |v: u64| v.min(u64::from(u32::MAX)) as u32;
         Ok(match &self.source {
             RailSource::Power { mw } => RailValue {
-                power_uw: (mw.read_u64()? * 1000).min(u64::from(u32::MAX)) as u32,
+                power_uw: clamp(get(mw)? * 1000),
                 voltage_mv: 0,
                 current_ma: 0,
             },
             RailSource::VoltCurr { mv, ma } => {
-                let (mv, ma) = (mv.read_u64()?, ma.read_u64()?);
+                let (mv, ma) = (get(mv)?, get(ma)?);
                 RailValue {
-                    power_uw: (mv * ma).min(u64::from(u32::MAX)) as u32,
-                    voltage_mv: mv.min(u64::from(u32::MAX)) as u32,
-                    current_ma: ma.min(u64::from(u32::MAX)) as u32,
+                    power_uw: clamp(mv * ma),
+                    voltage_mv: clamp(mv),
+                    current_ma: clamp(ma),
                 }
             }
         })

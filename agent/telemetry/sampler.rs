@@ -237,9 +237,9 @@ impl Loop {
                 ..Sample::default()
             };
             for (r, rail) in self.rails.iter().enumerate() {
-                let v = match rail.read() {
-                    Ok(v) => v,
-                    Err(_) => {
+                let v = match rail.sample() {
+                    Some(v) => v,
+                    None => {
                         self.ring.add_read_error();
                         s.rails[r] = prev[r];
                         continue;

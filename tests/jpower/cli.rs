@@ -196,21 +196,68 @@ fn the_readme_documents_every_command() {
 fn profile_predict_optimize_round_trip() {
     let rt = util::runtime();
     let dir = tempfile::tempdir().unwrap();
-    let (csv, model, svg) = (dir.path().join("p.csv"), dir.path().join("m.json"), dir.path().join("f.svg"));
-    ok(jpower(rt.path()).args(["--sim", "nano", "profile", "--workload", "lstm", "--modes", "30", "--out"]).arg(&csv));
+    let (csv, model, svg) = (
+        dir.path().join("p.csv"),
+        dir.path().join("m.json"),
+        dir.path().join("f.svg"),
+    );
+    ok(jpower(rt.path())
+        .args([
+            "--sim",
+            "nano",
+            "profile",
+            "--workload",
+            "lstm",
+            "--modes",
+            "30",
+            "--out",
+        ])
+        .arg(&csv));
     let text = std::fs::read_to_string(&csv).unwrap();
-    assert!(text.starts_with("cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w"), "{text}");
+    assert!(
+        text.starts_with("cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w"),
+        "{text}"
+    );
     assert_eq!(text.lines().count(), 31);
     // A replayed profile measures the same modes again.
-    let replayed = ok(jpower(rt.path()).args(["--sim", "nano", "profile", "--strategy", "all", "--truth"]).arg(&csv));
+    let replayed = ok(jpower(rt.path())
+        .args(["--sim", "nano", "profile", "--strategy", "all", "--truth"])
+        .arg(&csv));
     assert_eq!(replayed.lines().count(), 31);
-    ok(jpower(rt.path()).args(["--sim", "nano", "predict", "--method", "linear", "--workload", "lstm", "--profile"]).arg(&csv).arg("--save").arg(&model));
-    let o = json(&ok(jpower(rt.path()).args(["--sim", "nano", "--json", "optimize", "--budget", "4", "--verify", "--model"]).arg(&model).arg("--svg").arg(&svg)));
+    ok(jpower(rt.path())
+        .args([
+            "--sim",
+            "nano",
+            "predict",
+            "--method",
+            "linear",
+            "--workload",
+            "lstm",
+            "--profile",
+        ])
+        .arg(&csv)
+        .arg("--save")
+        .arg(&model));
+    let o = json(&ok(jpower(rt.path())
+        .args([
+            "--sim", "nano", "--json", "optimize", "--budget", "4", "--verify", "--model",
+        ])
+        .arg(&model)
+        .arg("--svg")
+        .arg(&svg)));
     assert_eq!(o["modes"], 5040);
     assert!(!o["front"].as_array().unwrap().is_empty());
-    assert!(o["chosen"]["power_w"].as_f64().unwrap() <= 4.0, "{}", o["chosen"]);
+    assert!(
+        o["chosen"]["power_w"].as_f64().unwrap() <= 4.0,
+        "{}",
+        o["chosen"]
+    );
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
-    let wrong = run(jpower(rt.path()).args(["--sim", "orin-agx", "optimize", "--model"]).arg(&model));
+    let wrong = run(jpower(rt.path())
+        .args(["--sim", "orin-agx", "optimize", "--model"])
+        .arg(&model));
     assert_eq!(wrong.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&wrong.stderr).contains("fitted for nano@r32, not orin-agx@r35"));
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("fitted for nano@r32, not orin-agx@r35")
+    );
 }
