@@ -19,10 +19,18 @@
 //!  a real board (`/`)        sim (a board as files + its kernel model below the file layer)
 //! ```
 //!
+//! Beside the control path:
+//! - [`telemetry`]: the sampler thread, the shared-memory ring, energy and thermal
+//!   watching, fed by the board's rails;
+//! - [`daemon`] and [`ipc`]: the agent, its leases and budget guard, and its socket
+//!   protocol, all on top of [`control`] and [`telemetry`];
+//! - [`profile`], [`predict`], [`optimize`], [`powertrain`]: profiling training workloads
+//!   over modes (simulated ones in [`sim::workload`]), predicting every mode, choosing one.
+//!
 //! Everything above [`sysfs`] is the same code on a Jetson, on a tree given with `--root`
 //! and on a simulated board. [`runtime`] picks the runtime directory and knows the host's
 //! boot id; [`units`] parses and prints frequencies; [`reference`] finds the reference
-//! material tests use.
+//! material tests use; [`file_error`] is the error of every parsed file.
 
 pub mod board;
 pub mod cli;
