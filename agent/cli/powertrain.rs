@@ -1,12 +1,12 @@
 //! `jpower powertrain eval`: the PowerTrain evaluation on a simulated board (or a
 //! replayed profile), every method side by side.
 
+use super::train_modes::workload;
 use super::Output;
 use crate::powertrain::{self, Eval};
 use crate::predict::FitConfig;
 use crate::profile::{self, ProfileConfig, Replay, SimSource};
-use crate::sim::workload::Model;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -43,22 +43,10 @@ pub struct EvalArgs {
     pub seed: u64,
 }
 
-fn workload(name: &str) -> Result<Model> {
-    Model::from_name(name).ok_or_else(|| {
-        anyhow!("unknown workload {name:?}: resnet18, mobilenetv3, yolov8n, bert, lstm")
-    })
-}
-
 /// Runs `jpower powertrain ...` on board `sim` (a simulated board id).
 pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
     let Command::Eval(a) = cmd;
-    let id = sim.unwrap_or("orin-agx");
-    let spec = crate::sim::spec::find(id).ok_or_else(|| {
-        anyhow!(
-            "unknown simulated board {id:?} (known: {})",
-            crate::sim::spec::names()
-        )
-    })?;
+    let spec = super::train_modes::spec(Some(sim.unwrap_or("orin-agx")))?;
     let space = powertrain::space_of(spec);
     let mut reference = SimSource::new(
         spec.silicon,

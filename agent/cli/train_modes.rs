@@ -80,7 +80,8 @@ pub struct OptimizeArgs {
     pub svg: Option<PathBuf>,
 }
 
-fn spec(sim: Option<&str>) -> Result<&'static BoardSpec> {
+/// The simulated board named by `--sim`.
+pub(super) fn spec(sim: Option<&str>) -> Result<&'static BoardSpec> {
     let id = sim.ok_or_else(|| anyhow!("the PowerTrain commands run on a simulated board or a replayed profile: pass --sim BOARD"))?;
     crate::sim::spec::find(id).ok_or_else(|| {
         anyhow!(
@@ -90,7 +91,8 @@ fn spec(sim: Option<&str>) -> Result<&'static BoardSpec> {
     })
 }
 
-fn workload(name: &str) -> Result<Model> {
+/// A simulated workload by name.
+pub(super) fn workload(name: &str) -> Result<Model> {
     Model::from_name(name).ok_or_else(|| {
         anyhow!("unknown workload {name:?}: resnet18, mobilenetv3, yolov8n, bert, lstm")
     })
