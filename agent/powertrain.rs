@@ -24,6 +24,15 @@ pub fn space_of(spec: &BoardSpec) -> ModeSpace {
     }
 }
 
+/// The simulated reference workload on `spec` (its own noise seed, apart from the target's).
+pub fn reference_source(
+    spec: &BoardSpec,
+    model: crate::sim::workload::Model,
+    seed: u64,
+) -> profile::SimSource {
+    profile::SimSource::new(spec.silicon, model, space_of(spec), seed ^ 0xA5A5)
+}
+
 /// PowerTrain's reference grid: even core counts, every other CPU frequency from the
 /// third plus the maximum, every GPU and EMC frequency (4,368 modes on Orin AGX).
 pub fn reference_grid(space: &ModeSpace) -> Vec<PinnedMode> {

@@ -48,12 +48,7 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
     let Command::Eval(a) = cmd;
     let spec = super::train_modes::spec(Some(sim.unwrap_or("orin-agx")))?;
     let space = powertrain::space_of(spec);
-    let mut reference = SimSource::new(
-        spec.silicon,
-        workload(&a.reference)?,
-        space.clone(),
-        a.seed ^ 0xA5A5,
-    );
+    let mut reference = powertrain::reference_source(spec, workload(&a.reference)?, a.seed);
     let mut sim_target;
     let mut replay;
     let target: &mut dyn profile::Source = match &a.truth {

@@ -168,12 +168,7 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
     };
     let (rt, rp) = if method.uses_reference() {
         let space = powertrain::space_of(spec);
-        let mut reference = SimSource::new(
-            spec.silicon,
-            workload(&a.reference)?,
-            space.clone(),
-            a.seed ^ 0xA5A5,
-        );
+        let mut reference = powertrain::reference_source(spec, workload(&a.reference)?, a.seed);
         let (ref_rows, _) = powertrain::profile_modes(
             &mut reference,
             &powertrain::reference_grid(&space),

@@ -15,6 +15,22 @@ pub mod spec;
 pub mod tree;
 pub mod workload;
 
+/// Assertions of the calibration tests, which print what they measured.
+#[cfg(test)]
+pub(crate) mod check {
+    /// Asserts `got` is within `tol` (relative) of `want`.
+    pub fn near(name: &str, got: f64, want: f64, tol: f64) {
+        println!("{name}: {got:.3} (target {want}, tol {:.0}%)", tol * 100.0);
+        assert!((got - want).abs() <= tol * want, "{name}: {got} vs {want}");
+    }
+
+    /// Asserts `got` lies in `lo..=hi`.
+    pub fn within(name: &str, got: f64, lo: f64, hi: f64) {
+        println!("{name}: {got:.3} (range {lo}..{hi})");
+        assert!((lo..=hi).contains(&got), "{name}: {got} not in {lo}..{hi}");
+    }
+}
+
 use crate::sysfs::Root;
 use kernel::{Fault, LoadState, SimKernel};
 use spec::BoardSpec;

@@ -267,6 +267,7 @@ pub fn domain_power(silicon: Silicon, op: &Operating, load: &Load) -> DomainPowe
 mod tests {
     use super::Silicon::*;
     use super::*;
+    use crate::sim::check::{near, within};
 
     const ALL: [Silicon; 5] = [OrinAgx, OrinNano, XavierAgx, XavierNx, Nano];
 
@@ -289,16 +290,6 @@ mod tests {
             OrinAgx | XavierAgx => m,
             _ => m / s.input_efficiency(),
         }
-    }
-    /// Asserts `got` is within `tol` (relative) of `want`; prints the measured value.
-    fn near(name: &str, got: f64, want: f64, tol: f64) {
-        println!("{name}: {got:.2} (target {want}, tol {:.0}%)", tol * 100.0);
-        assert!((got - want).abs() <= tol * want, "{name}: {got} vs {want}");
-    }
-    /// Asserts `got` lies in `lo..=hi`; prints the measured value.
-    fn within(name: &str, got: f64, lo: f64, hi: f64) {
-        println!("{name}: {got:.2} W (range {lo}-{hi} W)");
-        assert!((lo..=hi).contains(&got), "{name}: {got} not in {lo}..{hi}");
     }
     fn xmaxn() -> Operating {
         op(8, 2265.6, 1377.0, 2133.0)

@@ -347,6 +347,7 @@ pub fn minibatches_per_epoch(model: Model) -> u32 {
 mod tests {
     use super::Silicon::*;
     use super::*;
+    use crate::sim::check::{near, within};
     use Model::*;
 
     fn pt(cores: u32, cpu_mhz: f64, gpu_mhz: f64, emc_mhz: f64) -> Point {
@@ -363,16 +364,6 @@ mod tests {
     }
     fn xmaxn() -> Point {
         pt(8, 2265.6, 1377.0, 2133.0)
-    }
-    /// Asserts `got` is within `tol` (relative) of `want`; prints the measured value.
-    fn near(name: &str, got: f64, want: f64, tol: f64) {
-        println!("{name}: {got:.3} (target {want}, tol {:.0}%)", tol * 100.0);
-        assert!((got - want).abs() <= tol * want, "{name}: {got} vs {want}");
-    }
-    /// Asserts `got` lies in `lo..=hi`; prints the measured value.
-    fn within(name: &str, got: f64, lo: f64, hi: f64) {
-        println!("{name}: {got:.3} (range {lo}..{hi})");
-        assert!((lo..=hi).contains(&got), "{name}: {got} not in {lo}..{hi}");
     }
     fn epoch_min(s: Silicon, m: Model, p: &Point) -> f64 {
         truth(s, m, p).time_ms * f64::from(minibatches_per_epoch(m)) / 60_000.0
