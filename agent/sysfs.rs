@@ -308,6 +308,35 @@ impl Attr {
         self.write_bytes(&buf[..len])
     }
 
+    /// Reads the first token as the index of one of `words` (`power/control`: `auto`, `on`).
+    pub fn read_word(&self, words: &[&str]) -> Result<u64, SysfsError> {
+        let mut buf = [0u8; VALUE_BUF];
+        let bytes = self.read_into(&mut buf)?;
+        let token = first_token(bytes);
+        words
+            .iter()
+            .position(|w| w.as_bytes() == token)
+            .map(|i| i as u64)
+            .ok_or_else(|| self.parse_error(bytes))
+    }
+
+    /// Writes `words[index]` followed by a newline, in one `write`, without allocating.
+    pub fn write_word(&self, words: &[&str], index: u64) -> Result<(), SysfsError> {
+        let mut buf = [0u8; 32];
+        let word = words
+            .get(index as usize)
+            .map(|w| w.as_bytes())
+            .filter(|w| w.len() < buf.len())
+            .ok_or_else(|| SysfsError::Write {
+                path: self.path.clone(),
+                value: format!("choice {index}"),
+                source: io::Error::from_raw_os_error(libc::EINVAL),
+            })?;
+        buf[..word.len()].copy_from_slice(word);
+        buf[word.len()] = b'\n';
+        self.write_bytes(&buf[..=word.len()])
+    }
+
     /// Writes raw bytes (a whole value, newline included) in one `write`.
     pub fn write_bytes(&self, value: &[u8]) -> Result<(), SysfsError> {
         let result = match &self.hook {

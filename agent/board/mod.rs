@@ -126,7 +126,37 @@ pub enum KnobKind {
     /// INA3221 hwmon `samples` (averaging) and `update_interval` of chip N.
     InaSamples(usize),
     InaUpdateInterval(usize),
+    /// The GPU's `railgate_enable` (0/1) and runtime PM `power/control` (`auto`/`on`):
+    /// the measurement lock keeps the GPU powered, as `jetson_clocks` does.
+    GpuRailgate,
+    GpuPowerControl,
+    /// The fan's PWM duty, 0-255 (the board's fan daemon may move it: not watched).
+    Fan,
 }
+
+impl KnobKind {
+    /// Whether a change by someone else is worth reporting: every knob but the fan, which
+    /// the board's own fan control moves all the time.
+    pub fn watched(self) -> bool {
+        self != KnobKind::Fan
+    }
+
+    /// Whether it is a setting rather than part of a power mode (no ordering constraint
+    /// with other knobs).
+    pub fn is_setting(self) -> bool {
+        matches!(
+            self,
+            KnobKind::InaSamples(_)
+                | KnobKind::InaUpdateInterval(_)
+                | KnobKind::GpuRailgate
+                | KnobKind::GpuPowerControl
+                | KnobKind::Fan
+        )
+    }
+}
+
+/// The words of `power/control`, in value order.
+pub const POWER_CONTROL: &[&str] = &["auto", "on"];
 
 /// A writable attribute jpower may touch, opened once.
 #[derive(Debug)]
@@ -138,7 +168,27 @@ pub struct Knob {
     pub unit: Option<FreqUnit>,
     /// Whether it could be opened for writing.
     pub writable: bool,
+    /// For attributes holding a word, the words its values index (`None`: a number).
+    pub words: Option<&'static [&'static str]>,
     pub attr: Attr,
+}
+
+impl Knob {
+    /// Reads the value: the number, or the index of the word the file holds.
+    pub fn read(&self) -> Result<u64, SysfsError> {
+        match self.words {
+            Some(words) => self.attr.read_word(words),
+            None => self.attr.read_u64(),
+        }
+    }
+
+    /// Writes a value (the word it indexes, for word attributes) in one `write`.
+    pub fn write(&self, value: u64) -> Result<(), SysfsError> {
+        match self.words {
+            Some(words) => self.attr.write_word(words, value),
+            None => self.attr.write_u64(value),
+        }
+    }
 }
 
 /// A CPU cluster (one cpufreq policy).
@@ -255,6 +305,9 @@ impl Board {
                 );
             }
         }
+        if let Some(fan) = paths::FAN_PWM.iter().find(|f| b.root.exists(f)) {
+            b.add_knob(KnobKind::Fan, fan, None);
+        }
         if b.rails.is_empty() {
             b.warnings.push("no INA3221 power rails found".into());
         }
@@ -291,7 +344,7 @@ impl Board {
 
     /// Reads every knob's current value (in its file's unit).
     pub fn read_knobs(&self) -> Result<Vec<u64>, SysfsError> {
-        self.knobs.iter().map(|k| k.attr.read_u64()).collect()
+        self.knobs.iter().map(Knob::read).collect()
     }
 
     /// The index of the knob of `kind`.
@@ -305,6 +358,16 @@ impl Board {
     }
 
     fn add_knob(&mut self, kind: KnobKind, path: &str, unit: Option<FreqUnit>) -> Option<usize> {
+        self.add_knob_with(kind, path, unit, None)
+    }
+
+    fn add_knob_with(
+        &mut self,
+        kind: KnobKind,
+        path: &str,
+        unit: Option<FreqUnit>,
+        words: Option<&'static [&'static str]>,
+    ) -> Option<usize> {
         let (attr, writable) = match self.root.open(path, true) {
             Ok(a) => (a, true),
             Err(e) => match self.root.open(path, false) {
@@ -318,17 +381,19 @@ impl Board {
                 }
             },
         };
-        if let Err(e) = attr.read_u64() {
-            self.warnings.push(format!("unreadable knob: {e}"));
-            return None;
-        }
-        self.knobs.push(Knob {
+        let knob = Knob {
             kind,
             path: path.into(),
             unit,
             writable,
+            words,
             attr,
-        });
+        };
+        if let Err(e) = knob.read() {
+            self.warnings.push(format!("unreadable knob: {e}"));
+            return None;
+        }
+        self.knobs.push(knob);
         Some(self.knobs.len() - 1)
     }
 
@@ -465,6 +530,18 @@ impl Board {
             Some(FreqUnit::Hz),
         )?;
         let cur = self.root.open(format!("{d}/cur_freq"), false).ok()?;
+        let device = dir.to_string_lossy();
+        self.add_knob(
+            KnobKind::GpuRailgate,
+            &format!("{device}/{}", paths::GPU_RAILGATE),
+            None,
+        );
+        self.add_knob_with(
+            KnobKind::GpuPowerControl,
+            &format!("{device}/{}", paths::GPU_POWER_CONTROL),
+            None,
+            Some(POWER_CONTROL),
+        );
         Some(Gpu {
             dir,
             devfreq,

@@ -31,6 +31,19 @@ pub const GPU_ALIASES: &[&str] = &["/sys/devices/gpu.0", "/sys/devices/platform/
 /// Device-tree names of Jetson GPUs (`of_node/name`), as NVIDIA's scripts and jtop accept.
 pub const GPU_OF_NAMES: &[&str] = &["gv11b", "gp10b", "ga10b", "gb10b", "gpu"];
 
+/// In the GPU's device directory: rail gating (0/1) and runtime PM (`auto`/`on`).
+pub const GPU_RAILGATE: &str = "railgate_enable";
+pub const GPU_POWER_CONTROL: &str = "power/control";
+
+/// The fan's PWM duty (0-255): L4T 35/36 hwmon, then L4T 32's pwm-fan.
+pub const FAN_PWM: &[&str] = &[
+    "/sys/devices/platform/pwm-fan/hwmon/hwmon0/pwm1",
+    "/sys/devices/pwm-fan/target_pwm",
+];
+/// PM QoS CPU latency: a process holding 0 written here keeps every CPU out of idle states
+/// deeper than polling; the kernel drops the request when the file is closed.
+pub const CPU_DMA_LATENCY: &str = "/dev/cpu_dma_latency";
+
 /// The nvpmodel EMC cap: L4T 36 first, then L4T 32/35.
 pub const EMC_CAPS: &[EmcCapFile] = &[
     EmcCapFile {

@@ -13,6 +13,7 @@
 //! state from an earlier boot, rolls back an unfinished switch, and restores the baseline
 //! if the owner was an agent or lease that died.
 
+pub mod lock;
 pub mod plan;
 pub mod state;
 
@@ -305,8 +306,8 @@ impl Controller {
     /// Writes a value and reads it back; returns what the file now holds.
     fn write_verified(&self, knob: usize, value: u64) -> Result<u64, Failure> {
         let k = &self.board.knobs[knob];
-        k.attr.write_u64(value).map_err(Failure::Write)?;
-        let read = k.attr.read_u64().map_err(Failure::Read)?;
+        k.write(value).map_err(Failure::Write)?;
+        let read = k.read().map_err(Failure::Read)?;
         // The INA3221 driver reads `update_interval` back without the averaging factor
         // (mainline CVRF patch): any value it accepted is what it holds.
         let exact = !matches!(k.kind, crate::board::KnobKind::InaUpdateInterval(_));

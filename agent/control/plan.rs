@@ -7,13 +7,14 @@
 //! 2. each cluster with a CPU online during this phase, then the GPU: min/max writes ordered so that
 //!    min <= max holds after every single write (moving up: max first; down: min first).
 //!    L4T 32 rejects the other order with `EINVAL`, L4T 35/36 silently clamp;
-//! 3. the EMC cap, then INA3221 sensor settings;
+//! 3. the EMC cap, then the settings (GPU rail gating and runtime PM, INA3221 sensors,
+//!    the fan);
 //! 4. cores going offline, highest first. cpu0 never goes offline.
 //!
 //! Only knobs whose value changes are written. Values are in each file's unit. Nothing
 //! here allocates: plans and value sets are fixed-capacity.
 
-use crate::board::{Board, KnobKind, MAX_KNOBS};
+use crate::board::{Board, MAX_KNOBS};
 use crate::mode::{validate, EmcLimit, Mode, ModeError, Range};
 
 /// Values of every knob of a board, by knob index, in the files' units.
@@ -184,14 +185,11 @@ pub fn plan(board: &Board, cur: &Values, t: &Values) -> Plan {
             push(&mut p, e.cap, t[e.cap]);
         }
     }
-    // Sensor settings: `samples` before `update_interval` (the driver derives the
-    // conversion time from both), which is their discovery order.
+    // Settings, in discovery order: the GPU's rail gating before its runtime PM, each
+    // sensor's `samples` before its `update_interval` (the driver derives the conversion
+    // time from both), the fan.
     for (i, k) in board.knobs.iter().enumerate() {
-        let sensor = matches!(
-            k.kind,
-            KnobKind::InaSamples(_) | KnobKind::InaUpdateInterval(_)
-        );
-        if sensor && cur[i] != t[i] {
+        if k.kind.is_setting() && cur[i] != t[i] {
             push(&mut p, i, t[i]);
         }
     }

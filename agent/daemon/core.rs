@@ -441,11 +441,12 @@ impl Core {
         let Ok(actual) = self.controller.board().read_knobs() else {
             return;
         };
+        let knobs = &self.controller.board().knobs;
         let changed: Vec<usize> = actual
             .iter()
             .zip(self.controller.current())
             .enumerate()
-            .filter(|(_, (a, c))| a != c)
+            .filter(|(i, (a, c))| a != c && knobs[*i].kind.watched())
             .map(|(i, _)| i)
             .collect();
         if changed.is_empty() {

@@ -19,10 +19,6 @@ use std::time::Duration;
 /// Thermal zones (`/sys/class/thermal/thermal_zone*`).
 const THERMAL_CLASS: &str = "/sys/class/thermal";
 /// Fan PWM attributes: L4T 35/36 pwm-fan hwmon, then L4T 32.
-const FANS: &[&str] = &[
-    "/sys/devices/platform/pwm-fan/hwmon/hwmon0/pwm1",
-    "/sys/devices/pwm-fan/target_pwm",
-];
 const PERIOD: Duration = Duration::from_millis(100);
 
 /// A thermal zone: its `type` and its `temp` attribute.
@@ -60,7 +56,8 @@ pub fn zones(root: &Root) -> Vec<Zone> {
 
 /// The fan's PWM duty (0-255), where the board has a fan jpower can read.
 pub fn fan_pwm(root: &Root) -> Option<u64> {
-    FANS.iter()
+    crate::board::paths::FAN_PWM
+        .iter()
         .find_map(|f| root.open(f, false).ok()?.read_u64().ok())
 }
 

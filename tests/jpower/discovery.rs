@@ -3,7 +3,7 @@
 
 use crate::util;
 use jpower::board::rails::RailRole;
-use jpower::board::{Board, EmcTableSource, Soc};
+use jpower::board::{Board, EmcTableSource, KnobKind, Soc};
 use jpower::mode::ModeSpace;
 use jpower::sim::spec::BOARDS;
 use jpower::sysfs::Root;
@@ -152,9 +152,15 @@ fn reference_orin_agx_r36() {
     assert_eq!(b.totals.input, None);
     assert_eq!(
         b.knobs.len(),
-        12 + 6 + 2 + 1 + 2 * 2,
-        "cores, clusters, GPU, EMC, INA samples and update_interval"
+        12 + 6 + 2 + 1 + 2 * 2 + 2,
+        "cores, clusters, GPU, EMC, INA samples and update_interval, GPU rail gating and runtime PM"
     );
+    // The measurement lock's GPU knobs: rail gating on, runtime PM `auto` (word 0).
+    let values = b.read_knobs().unwrap();
+    let railgate = b.knob(KnobKind::GpuRailgate).unwrap();
+    let pm = b.knob(KnobKind::GpuPowerControl).unwrap();
+    assert_eq!((values[railgate], values[pm]), (1, 0));
+    assert!(b.knobs[pm].path.ends_with("17000000.gpu/power/control"));
 }
 
 #[test]
