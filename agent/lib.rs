@@ -37,6 +37,7 @@ pub mod cli;
 pub mod control;
 pub mod daemon;
 pub mod file_error;
+pub mod gpu;
 pub mod ipc;
 pub mod mode;
 pub mod nvpmodel;

@@ -507,7 +507,8 @@ impl SimKernel {
     }
 
     /// Reads the operating point from the tree.
-    fn operating(&self) -> io::Result<Operating> {
+    /// The running clocks and online cores, as the rails see them.
+    pub fn operating(&self) -> io::Result<Operating> {
         let mut cores = 0u32;
         let mut cpu_khz_sum = 0u64;
         for cl in 0..self.spec.clusters.len() {

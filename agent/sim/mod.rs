@@ -5,9 +5,11 @@
 //! (what `--root` would see on a real board), `kernel.json` its kernel's private state,
 //! `boot_id` the host boot it belongs to (a host reboot reboots it). Every jpower process
 //! opening the same board sees the same state. [`spec`] says what each board is, [`tree`]
-//! lays it out, [`kernel`] is its driver behaviour, [`power`] its physics and
-//! [`nvpconf`] its nvpmodel file.
+//! lays it out, [`kernel`] is its driver behaviour, [`power`] its physics,
+//! [`nvpconf`] its nvpmodel file, [`workload`] its training workloads and [`gpu`] its
+//! GPU's performance on the roofline kernels.
 
+pub mod gpu;
 pub mod kernel;
 pub mod nvpconf;
 pub mod power;
@@ -133,6 +135,11 @@ impl SimBoard {
     /// Sets what the board is busy with; the rails follow at the next sensor refresh.
     pub fn set_load(&self, load: LoadState) -> std::io::Result<()> {
         self.kernel.set_load(load)
+    }
+
+    /// The running clocks and online cores now.
+    pub fn operating(&self) -> std::io::Result<power::Operating> {
+        self.kernel.operating()
     }
 
     /// The noise-free power of every connected rail now, watts (ground truth for tests).

@@ -176,7 +176,7 @@ fn params(m: Model) -> Params {
 
 /// Per-board constants: (CUDA cores `C`, DRAM bytes per EMC cycle `bpc`, CPU `ipc`, `arch` of
 /// dense groups, `arch` of low-ILP groups).
-fn board(s: Silicon) -> (f64, f64, f64, f64, f64) {
+pub(crate) fn board(s: Silicon) -> (f64, f64, f64, f64, f64) {
     match s {
         Silicon::OrinAgx => (2048.0, 64.0, 1.0, 1.0, 1.0),
         Silicon::OrinNano => (1024.0, 32.0, 1.0, 1.0, 1.0),
@@ -187,7 +187,7 @@ fn board(s: Silicon) -> (f64, f64, f64, f64, f64) {
 }
 
 /// Switching activity of SMs stalled on DRAM, relative to SMs issuing FMAs.
-const STALL_ACTIVITY: f64 = 0.65;
+pub(crate) const STALL_ACTIVITY: f64 = 0.65;
 
 /// Loader worker processes (num_workers of the papers' scripts).
 const WORKERS: f64 = 4.0;

@@ -1,0 +1,504 @@
+//! A CUDA GPU through cudarc: the context and stream, the kernel modules loaded once (the
+//! build's fatbin when it has SASS or PTX for this GPU, else the embedded sources compiled
+//! by this machine's NVRTC), the roofline sweep timed with CUDA events, and the training
+//! backend of [`super::net`].
+//!
+//! Every launch is `unsafe` (cudarc cannot check a kernel's parameter list): each one says
+//! why its arguments match the kernel's signature in `cuda-kernels/` and stay in bounds.
+
+use super::kernels::Source;
+use super::net::Backend;
+use super::ops::{Bias, Conv, Gemm, Launch, Pool2, Relu, Sgd, Softmax, Stream, Sweep};
+use super::roofline::{Device, Kernel, Point, Run};
+use super::GpuError;
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// FMA constants of the sweep: |a| < 1 keeps the chains bounded; both are exact in FP16
+/// (a = 0.99951171875 = 0x3BFF, b = 2^-10 = 0x1400), so FP32 and FP16 chains agree.
+const SWEEP_A: f32 = 1.0 - 1.0 / 2048.0;
+const SWEEP_B: f32 = 1.0 / 1024.0;
+const SWEEP_A_H2: u32 = 0x3BFF_3BFF;
+const SWEEP_B_H2: u32 = 0x1400_1400;
+
+/// An open GPU.
+pub struct Cuda {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    modules: Vec<(Source, Arc<CudaModule>)>,
+    /// Sweep buffers (x, y, z) of `elements` floats, allocated at the first run.
+    sweep: Option<[CudaSlice<f32>; 3]>,
+    /// A Jetson's devfreq `cur_freq`, read while the sweep runs (Tegra's CUDA clock
+    /// attribute is the maximum, not the running clock).
+    clock: Option<crate::sysfs::Attr>,
+}
+
+impl Cuda {
+    /// Opens GPU `ordinal` after probing the libraries (`l4t_major`: the board's L4T
+    /// release, refused below JetPack 5), and loads every kernel module.
+    pub fn open(ordinal: usize, l4t_major: Option<u32>) -> Result<Cuda, GpuError> {
+        super::probe(l4t_major)?;
+        let count = CudaContext::device_count().map_err(GpuError::driver("device count"))?;
+        if count < 1 || ordinal >= count as usize {
+            return Err(GpuError::NoDevice);
+        }
+        let ctx = CudaContext::new(ordinal).map_err(GpuError::driver("context"))?;
+        let stream = ctx.default_stream();
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(GpuError::driver("compute capability"))?;
+        let cc = (major * 10 + minor) as u32;
+        let modules = Source::ALL
+            .iter()
+            .map(|&s| Ok((s, load(&ctx, s, cc)?)))
+            .collect::<Result<_, GpuError>>()?;
+        Ok(Cuda {
+            ctx,
+            stream,
+            modules,
+            sweep: None,
+            clock: None,
+        })
+    }
+
+    /// Reads the running GPU clock from this devfreq `cur_freq` during each sweep point.
+    pub fn watch_clock(&mut self, cur_freq: crate::sysfs::Attr) {
+        self.clock = Some(cur_freq);
+    }
+
+    /// The stream every launch goes to.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Kernel `name` of `source`.
+    pub fn function(&self, source: Source, name: &str) -> Result<CudaFunction, GpuError> {
+        let (_, m) = self
+            .modules
+            .iter()
+            .find(|(s, _)| *s == source)
+            .ok_or(GpuError::NoDevice)?;
+        m.load_function(name)
+            .map_err(GpuError::driver(format!("kernel {name}")))
+    }
+
+    fn sweep_buffers(&mut self, elements: u64) -> Result<(), GpuError> {
+        if self
+            .sweep
+            .as_ref()
+            .is_some_and(|b| b[0].len() as u64 == elements)
+        {
+            return Ok(());
+        }
+        self.sweep = None;
+        let init: Vec<f32> = (0..elements).map(|i| (i % 1024) as f32 / 1024.0).collect();
+        let x = self
+            .stream
+            .clone_htod(&init)
+            .map_err(GpuError::driver("upload"))?;
+        let y = self
+            .stream
+            .alloc_zeros::<f32>(elements as usize)
+            .map_err(GpuError::driver("alloc"))?;
+        let z = self
+            .stream
+            .clone_htod(&init)
+            .map_err(GpuError::driver("upload"))?;
+        self.sweep = Some([x, y, z]);
+        Ok(())
+    }
+
+    fn launch_point(&mut self, f: &CudaFunction, point: &Point) -> Result<(), GpuError> {
+        let n = point.elements;
+        let n4 = n / 4;
+        let [x, y, z] = self.sweep.as_mut().ok_or(GpuError::NoDevice)?;
+        let mut b = self.stream.launch_builder(f);
+        let launch = match point.kernel {
+            Kernel::SweepF32 | Kernel::SweepF16x2 => {
+                let d = Sweep {
+                    n: n as usize,
+                    iters: point.iters,
+                };
+                d.check(x.len(), y.len())?;
+                b.arg(&*x).arg(&mut *y).arg(&n).arg(&point.iters);
+                if point.kernel == Kernel::SweepF32 {
+                    b.arg(&SWEEP_A).arg(&SWEEP_B);
+                } else {
+                    b.arg(&SWEEP_A_H2).arg(&SWEEP_B_H2);
+                }
+                d.launch()
+            }
+            Kernel::Copy => {
+                let d = Stream { n4: n4 as usize };
+                d.check(&[("a", x.len()), ("b", y.len())])?;
+                b.arg(&*x).arg(&mut *y).arg(&n4);
+                d.launch()
+            }
+            Kernel::Triad => {
+                let d = Stream { n4: n4 as usize };
+                d.check(&[("a", y.len()), ("b", x.len()), ("c", z.len())])?;
+                b.arg(&mut *y).arg(&*x).arg(&*z).arg(&SWEEP_A).arg(&n4);
+                d.launch()
+            }
+        };
+        // SAFETY: the arguments follow each kernel's signature in cuda-kernels/roofline.cu
+        // (pointers, then u64 n, u32 iters, f32/u32 constants; whole allocations, so 16-byte
+        // aligned for the float4 kernels); the descriptor's check proved every buffer holds
+        // the n floats (n half2 words, n4 float4s) the grid-stride loop indexes.
+        unsafe { b.launch(config(launch)) }
+            .map_err(GpuError::driver(format!("launch {}", point.label())))?;
+        Ok(())
+    }
+}
+
+/// Loads `source` for a GPU of compute capability `cc`: the prebuilt fatbin if the driver
+/// takes it (it holds SASS or PTX for this GPU), else NVRTC's PTX for `compute_<cc>`.
+fn load(ctx: &Arc<CudaContext>, source: Source, cc: u32) -> Result<Arc<CudaModule>, GpuError> {
+    if let Some(fatbin) = source.prebuilt() {
+        match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(fatbin.to_vec())) {
+            Ok(m) => return Ok(m),
+            Err(e) => log::info!(
+                "the prebuilt {}.fatbin does not load on sm_{cc} ({e}); compiling with NVRTC",
+                source.name()
+            ),
+        }
+    }
+    let ptx = super::kernels::compile(source, cc)?;
+    ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+        .map_err(GpuError::driver(format!("loading {}.cu", source.name())))
+}
+
+impl Device for Cuda {
+    fn name(&self) -> String {
+        self.ctx.name().unwrap_or_else(|_| "CUDA GPU".into())
+    }
+
+    fn simulated(&self) -> bool {
+        false
+    }
+
+    fn run(&mut self, point: &Point, min_s: f64) -> Result<Run, GpuError> {
+        self.sweep_buffers(point.elements)?;
+        let f = self.function(Source::Roofline, point.kernel.symbol())?;
+        let event = |what| {
+            self.ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(GpuError::driver(what))
+        };
+        let (e0, e1) = (event("event")?, event("event")?);
+        self.launch_point(&f, point)?;
+        self.stream
+            .synchronize()
+            .map_err(GpuError::driver("warm-up"))?;
+        let (mut launches, mut best_s) = (0u32, f64::INFINITY);
+        let start = Instant::now();
+        while launches < 3 || start.elapsed().as_secs_f64() < min_s {
+            e0.record(&self.stream)
+                .map_err(GpuError::driver("record"))?;
+            self.launch_point(&f, point)?;
+            e1.record(&self.stream)
+                .map_err(GpuError::driver("record"))?;
+            let ms = e0.elapsed_ms(&e1).map_err(GpuError::driver("event time"))?;
+            best_s = best_s.min(f64::from(ms) * 1e-3);
+            launches += 1;
+        }
+        let total_s = start.elapsed().as_secs_f64();
+        // The running clock while busy: devfreq on a Jetson; elsewhere the SM clock
+        // attribute (kHz), the boost clock a data-centre GPU holds under load.
+        let clock_hz = match &self.clock {
+            Some(attr) => attr.read_u64().ok().map(|hz| hz as f64),
+            None => self
+                .ctx
+                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+                .ok()
+                .map(|khz| f64::from(khz) * 1e3),
+        };
+        Ok(Run {
+            launches,
+            best_s,
+            total_s,
+            clock_hz,
+        })
+    }
+}
+
+/// The training kernels of `cuda-kernels/train.cu`, looked up once.
+struct TrainKernels {
+    gemm: CudaFunction,
+    add_bias: CudaFunction,
+    bias_grad: CudaFunction,
+    relu_fwd: CudaFunction,
+    relu_bwd: CudaFunction,
+    im2col: CudaFunction,
+    col2im: CudaFunction,
+    pool_fwd: CudaFunction,
+    pool_bwd: CudaFunction,
+    softmax_xent: CudaFunction,
+    sgd: CudaFunction,
+}
+
+/// The CUDA backend of [`super::net::Net`]: every method checks its descriptor, then
+/// launches the matching kernel of `train.cu` with the descriptor's grid.
+pub struct CudaTrain {
+    stream: Arc<CudaStream>,
+    k: TrainKernels,
+}
+
+impl Cuda {
+    /// The training backend on this GPU.
+    pub fn train_backend(&self) -> Result<CudaTrain, GpuError> {
+        let f = |name: &str| self.function(Source::Train, name);
+        Ok(CudaTrain {
+            stream: self.stream.clone(),
+            k: TrainKernels {
+                gemm: f("gemm_f32")?,
+                add_bias: f("add_bias_f32")?,
+                bias_grad: f("bias_grad_f32")?,
+                relu_fwd: f("relu_fwd_f32")?,
+                relu_bwd: f("relu_bwd_f32")?,
+                im2col: f("im2col_f32")?,
+                col2im: f("col2im_f32")?,
+                pool_fwd: f("maxpool2_fwd_f32")?,
+                pool_bwd: f("maxpool2_bwd_f32")?,
+                softmax_xent: f("softmax_xent_f32")?,
+                sgd: f("sgd_momentum_f32")?,
+            },
+        })
+    }
+}
+
+fn config(l: Launch) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: l.grid,
+        block_dim: l.block,
+        shared_mem_bytes: l.shared_bytes,
+    }
+}
+
+/// A checked size as the kernels' `int` (the descriptors' checks bound every size by
+/// `i32::MAX`).
+fn int(v: usize) -> i32 {
+    v as i32
+}
+
+impl CudaTrain {
+    fn launch(&self, b: &mut cudarc::driver::LaunchArgs<'_>, l: Launch) -> Result<(), GpuError> {
+        // SAFETY: every caller pushed the arguments of its kernel's signature in
+        // cuda-kernels/train.cu, in order and with its C types (pointers, `int`, `float`),
+        // after the descriptor's `check` proved each buffer (or the sub-range passed) holds
+        // every element the kernel indexes for that descriptor, and `l` is that
+        // descriptor's own launch shape, which the kernel's bounds checks assume.
+        unsafe { b.launch(config(l)) }
+            .map(|_| ())
+            .map_err(GpuError::driver("training kernel launch"))
+    }
+}
+
+impl Backend for CudaTrain {
+    type F = CudaSlice<f32>;
+    type I = CudaSlice<i32>;
+    type Error = GpuError;
+
+    fn upload(&self, data: &[f32]) -> Result<Self::F, GpuError> {
+        self.stream
+            .clone_htod(data)
+            .map_err(GpuError::driver("upload"))
+    }
+
+    fn upload_i(&self, data: &[i32]) -> Result<Self::I, GpuError> {
+        self.stream
+            .clone_htod(data)
+            .map_err(GpuError::driver("upload"))
+    }
+
+    fn zeros(&self, n: usize) -> Result<Self::F, GpuError> {
+        self.stream
+            .alloc_zeros(n)
+            .map_err(GpuError::driver("alloc"))
+    }
+
+    fn zeros_i(&self, n: usize) -> Result<Self::I, GpuError> {
+        self.stream
+            .alloc_zeros(n)
+            .map_err(GpuError::driver("alloc"))
+    }
+
+    fn download(&self, buf: &Self::F) -> Result<Vec<f32>, GpuError> {
+        self.stream
+            .clone_dtoh(buf)
+            .map_err(GpuError::driver("download"))
+    }
+
+    fn fill_zero(&self, buf: &mut Self::F) -> Result<(), GpuError> {
+        self.stream
+            .memset_zeros(buf)
+            .map_err(GpuError::driver("memset"))
+    }
+
+    fn synchronize(&self) -> Result<(), GpuError> {
+        self.stream
+            .synchronize()
+            .map_err(GpuError::driver("synchronize"))
+    }
+
+    fn gemm(
+        &self,
+        d: &Gemm,
+        alpha: f32,
+        a: &Self::F,
+        b: &Self::F,
+        beta: f32,
+        c: &mut Self::F,
+    ) -> Result<(), GpuError> {
+        let [ra, rb, rc] = d.check(a.len(), b.len(), c.len())?;
+        let (a, b, mut c) = (a.slice(ra), b.slice(rb), c.slice_mut(rc));
+        let (ta, tb) = (i32::from(d.trans_a), i32::from(d.trans_b));
+        let (m, n, k) = (int(d.m), int(d.n), int(d.k));
+        let mut l = self.stream.launch_builder(&self.k.gemm);
+        l.arg(&ta).arg(&tb).arg(&m).arg(&n).arg(&k).arg(&alpha);
+        l.arg(&a).arg(&b).arg(&beta).arg(&mut c);
+        self.launch(&mut l, d.launch())
+    }
+
+    fn add_bias(&self, d: &Bias, y: &mut Self::F, bias: &Self::F) -> Result<(), GpuError> {
+        d.check(y.len(), bias.len())?;
+        let (n, c, hw) = (int(d.n), int(d.c), int(d.hw));
+        let mut l = self.stream.launch_builder(&self.k.add_bias);
+        l.arg(y).arg(bias).arg(&n).arg(&c).arg(&hw);
+        self.launch(&mut l, d.launch_add())
+    }
+
+    fn bias_grad(&self, d: &Bias, dy: &Self::F, db: &mut Self::F) -> Result<(), GpuError> {
+        d.check(dy.len(), db.len())?;
+        let (n, c, hw) = (int(d.n), int(d.c), int(d.hw));
+        let mut l = self.stream.launch_builder(&self.k.bias_grad);
+        l.arg(dy).arg(db).arg(&n).arg(&c).arg(&hw);
+        self.launch(&mut l, d.launch_grad())
+    }
+
+    fn relu_fwd(&self, d: &Relu, x: &Self::F, y: &mut Self::F) -> Result<(), GpuError> {
+        d.check(&[("x", x.len()), ("y", y.len())])?;
+        let n = int(d.n);
+        let mut l = self.stream.launch_builder(&self.k.relu_fwd);
+        l.arg(x).arg(y).arg(&n);
+        self.launch(&mut l, d.launch())
+    }
+
+    fn relu_bwd(
+        &self,
+        d: &Relu,
+        x: &Self::F,
+        dy: &Self::F,
+        dx: &mut Self::F,
+    ) -> Result<(), GpuError> {
+        d.check(&[("x", x.len()), ("dy", dy.len()), ("dx", dx.len())])?;
+        let n = int(d.n);
+        let mut l = self.stream.launch_builder(&self.k.relu_bwd);
+        l.arg(x).arg(dy).arg(dx).arg(&n);
+        self.launch(&mut l, d.launch())
+    }
+
+    fn im2col(
+        &self,
+        d: &Conv,
+        image: usize,
+        x: &Self::F,
+        col: &mut Self::F,
+    ) -> Result<(), GpuError> {
+        let (rx, rc) = d.check(image, x.len(), col.len())?;
+        let (x, mut col) = (x.slice(rx), col.slice_mut(rc));
+        let dims = conv_dims(d);
+        let mut l = self.stream.launch_builder(&self.k.im2col);
+        l.arg(&x).arg(&mut col);
+        for v in &dims {
+            l.arg(v);
+        }
+        self.launch(&mut l, d.launch_im2col())
+    }
+
+    fn col2im(
+        &self,
+        d: &Conv,
+        image: usize,
+        col: &Self::F,
+        dx: &mut Self::F,
+    ) -> Result<(), GpuError> {
+        let (rx, rc) = d.check(image, dx.len(), col.len())?;
+        let (col, mut dx) = (col.slice(rc), dx.slice_mut(rx));
+        let dims = conv_dims(d);
+        let mut l = self.stream.launch_builder(&self.k.col2im);
+        l.arg(&col).arg(&mut dx);
+        for v in &dims {
+            l.arg(v);
+        }
+        self.launch(&mut l, d.launch_col2im())
+    }
+
+    fn maxpool2_fwd(
+        &self,
+        d: &Pool2,
+        x: &Self::F,
+        y: &mut Self::F,
+        argmax: &mut Self::I,
+    ) -> Result<(), GpuError> {
+        d.check(x.len(), y.len(), argmax.len())?;
+        let (nc, h, w) = (int(d.nc), int(d.h), int(d.w));
+        let mut l = self.stream.launch_builder(&self.k.pool_fwd);
+        l.arg(x).arg(y).arg(argmax).arg(&nc).arg(&h).arg(&w);
+        self.launch(&mut l, d.launch())
+    }
+
+    fn maxpool2_bwd(
+        &self,
+        d: &Pool2,
+        dy: &Self::F,
+        argmax: &Self::I,
+        dx: &mut Self::F,
+    ) -> Result<(), GpuError> {
+        d.check(dx.len(), dy.len(), argmax.len())?;
+        let (nc, h, w) = (int(d.nc), int(d.h), int(d.w));
+        let mut l = self.stream.launch_builder(&self.k.pool_bwd);
+        l.arg(dy).arg(argmax).arg(dx).arg(&nc).arg(&h).arg(&w);
+        self.launch(&mut l, d.launch())
+    }
+
+    fn softmax_xent(
+        &self,
+        d: &Softmax,
+        logits: &Self::F,
+        labels: &Self::I,
+        loss: &mut Self::F,
+        dlogits: &mut Self::F,
+    ) -> Result<(), GpuError> {
+        d.check(logits.len(), labels.len(), loss.len(), dlogits.len())?;
+        let (batch, classes) = (int(d.batch), int(d.classes));
+        let mut l = self.stream.launch_builder(&self.k.softmax_xent);
+        l.arg(logits).arg(labels).arg(loss).arg(dlogits);
+        l.arg(&batch).arg(&classes);
+        self.launch(&mut l, d.launch())
+    }
+
+    fn sgd_momentum(
+        &self,
+        d: &Sgd,
+        w: &mut Self::F,
+        g: &Self::F,
+        v: &mut Self::F,
+    ) -> Result<(), GpuError> {
+        d.check(w.len(), g.len(), v.len())?;
+        let n = int(d.n);
+        let mut l = self.stream.launch_builder(&self.k.sgd);
+        l.arg(w).arg(g).arg(v).arg(&n);
+        l.arg(&d.lr).arg(&d.momentum).arg(&d.weight_decay);
+        self.launch(&mut l, d.launch())
+    }
+}
+
+/// The `int` geometry arguments of `im2col_f32` and `col2im_f32`, in order.
+fn conv_dims(d: &Conv) -> [i32; 9] {
+    [d.c, d.h, d.w, d.kh, d.kw, d.pad, d.stride, d.oh(), d.ow()].map(int)
+}

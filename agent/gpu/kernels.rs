@@ -1,0 +1,190 @@
+//! The CUDA sources of `cuda-kernels/`, embedded in the binary; the fatbins `build.rs`
+//! made with `nvcc` when it found one; compiling the sources with NVRTC (the board's own
+//! at run time, so the PTX suits its driver); and assembling PTX with `ptxas` to check
+//! registers and spills per architecture (what CI does for sm_53, sm_72 and sm_87).
+
+use super::GpuError;
+use serde::Serialize;
+use std::path::Path;
+
+/// One `.cu` file of `cuda-kernels/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// Roofline microbenchmarks: intensity sweep, copy, triad.
+    Roofline,
+    /// The training kernels of the built-in CNN.
+    Train,
+}
+
+impl Source {
+    pub const ALL: [Source; 2] = [Source::Roofline, Source::Train];
+
+    /// The file's stem.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Roofline => "roofline",
+            Source::Train => "train",
+        }
+    }
+
+    /// The CUDA C source.
+    pub fn code(self) -> &'static str {
+        match self {
+            Source::Roofline => include_str!("../../cuda-kernels/roofline.cu"),
+            Source::Train => include_str!("../../cuda-kernels/train.cu"),
+        }
+    }
+
+    /// The fatbin `build.rs` compiled with nvcc (exact SASS for the Jetson architectures
+    /// and the build host's GPU, plus PTX), if nvcc was found at build time.
+    pub fn prebuilt(self) -> Option<&'static [u8]> {
+        #[cfg(jpower_prebuilt)]
+        {
+            Some(match self {
+                Source::Roofline => include_bytes!(concat!(env!("OUT_DIR"), "/roofline.fatbin")),
+                Source::Train => include_bytes!(concat!(env!("OUT_DIR"), "/train.fatbin")),
+            })
+        }
+        #[cfg(not(jpower_prebuilt))]
+        {
+            None
+        }
+    }
+}
+
+/// The Jetson GPU architectures: Maxwell (Nano, compile-time check only: its JetPack's
+/// CUDA 10.2 cannot run cudarc), Volta (Xavier), Ampere (Orin).
+pub const JETSON_ARCHS: [u32; 3] = [53, 72, 87];
+
+/// Compiles `source` with NVRTC to PTX for `compute_<cc>`.
+pub fn compile(source: Source, cc: u32) -> Result<String, GpuError> {
+    super::nvrtc_present()?;
+    let opts = cudarc::nvrtc::CompileOptions {
+        options: vec![format!("--gpu-architecture=compute_{cc}")],
+        name: Some(format!("{}.cu", source.name())),
+        ..Default::default()
+    };
+    let arch = format!("compute_{cc}");
+    cudarc::nvrtc::compile_ptx_with_opts(source.code(), opts)
+        .map(|ptx| ptx.to_src())
+        .map_err(|e| GpuError::Compile {
+            file: source.name(),
+            arch,
+            log: match e {
+                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                    log.to_string_lossy().trim().to_string()
+                }
+                other => format!("{other:?}"),
+            },
+        })
+}
+
+/// What `ptxas -v` reports for one kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Resources {
+    pub kernel: String,
+    pub registers: u32,
+    pub stack_bytes: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+}
+
+/// Assembles `ptx` for `sm_<cc>` with the `ptxas` at `ptxas` and returns each kernel's
+/// resources; an assembler error is an error.
+pub fn assemble(ptxas: &Path, ptx: &str, cc: u32) -> Result<Vec<Resources>, GpuError> {
+    let dir = std::env::temp_dir().join(format!("jpower-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| GpuError::Ptxas(e.to_string()))?;
+    let input = dir.join(format!("sm_{cc}.ptx"));
+    std::fs::write(&input, ptx).map_err(|e| GpuError::Ptxas(e.to_string()))?;
+    let out = std::process::Command::new(ptxas)
+        .arg(format!("-arch=sm_{cc}"))
+        .arg("-v")
+        .arg("-o")
+        .arg(dir.join(format!("sm_{cc}.cubin")))
+        .arg(&input)
+        .output()
+        .map_err(|e| GpuError::Ptxas(format!("cannot run {}: {e}", ptxas.display())));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out?;
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    if !out.status.success() {
+        return Err(GpuError::Ptxas(format!("sm_{cc}: {}", log.trim())));
+    }
+    Ok(parse_ptxas(&log))
+}
+
+/// Parses `ptxas -v` output: `Compiling entry function 'k'`, then `N bytes stack frame,
+/// N bytes spill stores, N bytes spill loads` and `Used N registers`.
+pub fn parse_ptxas(log: &str) -> Vec<Resources> {
+    let number_before = |line: &str, what: &str| -> Option<u32> {
+        let i = line.find(what)?;
+        line[..i].split_whitespace().last()?.parse().ok()
+    };
+    let mut out: Vec<Resources> = Vec::new();
+    for line in log.lines() {
+        if let Some(rest) = line.split("entry function '").nth(1) {
+            out.push(Resources {
+                kernel: rest.split('\'').next().unwrap_or_default().to_string(),
+                registers: 0,
+                stack_bytes: 0,
+                spill_store_bytes: 0,
+                spill_load_bytes: 0,
+            });
+        } else if let Some(r) = out.last_mut() {
+            if let Some(n) = number_before(line, "bytes stack frame") {
+                r.stack_bytes = n;
+            }
+            if let Some(n) = number_before(line, "bytes spill stores") {
+                r.spill_store_bytes = n;
+            }
+            if let Some(n) = number_before(line, "bytes spill loads") {
+                r.spill_load_bytes = n;
+            }
+            if let Some(n) = number_before(line, "registers") {
+                r.registers = n;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptxas_output_is_parsed_per_kernel() {
+        let log = "ptxas info    : 0 bytes gmem\n\
+ptxas info    : Compiling entry function 'sweep_f32' for 'sm_87'\n\
+ptxas info    : Function properties for sweep_f32\n\
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Used 18 registers, 376 bytes cmem[0]\n\
+ptxas info    : Compiling entry function 'gemm_f32' for 'sm_87'\n\
+ptxas info    : Function properties for gemm_f32\n\
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n\
+ptxas info    : Used 255 registers, 2048 bytes smem, 400 bytes cmem[0]\n";
+        let r = parse_ptxas(log);
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].kernel.as_str(), r[0].registers), ("sweep_f32", 18));
+        assert_eq!(r[0].spill_store_bytes, 0);
+        assert_eq!(
+            (
+                r[1].registers,
+                r[1].stack_bytes,
+                r[1].spill_store_bytes,
+                r[1].spill_load_bytes
+            ),
+            (255, 8, 4, 12)
+        );
+    }
+
+    #[test]
+    fn every_source_is_embedded_and_names_its_kernels() {
+        for s in Source::ALL {
+            assert!(s.code().contains("extern \"C\""), "{}", s.name());
+        }
+        for k in ["sweep_f32", "sweep_f16x2", "copy_f32", "triad_f32"] {
+            assert!(Source::Roofline.code().contains(k), "{k}");
+        }
+    }
+}

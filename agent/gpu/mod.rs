@@ -1,0 +1,102 @@
+//! GPU work: the CUDA kernels of `cuda-kernels/`, the devices that run them and what they
+//! measure.
+//!
+//! ```text
+//!  kernels (sources, NVRTC, ptxas check, prebuilt fatbins) ──► cuda (cudarc device)
+//!                                                                │ implements
+//!  roofline (sweep points, Device + Meter, time and energy fits) ◄┤ roofline::Device
+//!  net (the built-in CNN, generic over a Backend) ◄───────────────┘ net::Backend
+//!    ▲ ops (launch shapes, bounds checks), reference (CPU kernels: net::Cpu)
+//!  peaks (vendor peaks per module), nvml (energy where there are no INA3221 rails)
+//! ```
+//!
+//! CUDA is optional at build and probed at run time: cudarc loads `libcuda` and
+//! `libnvrtc` dynamically and panics when one is missing, so [`probe`] checks both before
+//! any call. cudarc needs CUDA 11.4 or newer: boards on L4T 32 (JetPack 4, CUDA 10.2:
+//! Nano, TX2, Xavier on JetPack 4) cannot run the GPU path, and say so. A simulated board
+//! runs the roofline on its GPU model ([`crate::sim::gpu`]) and the training workload on
+//! the CPU reference.
+
+pub mod cuda;
+pub mod kernels;
+pub mod net;
+pub mod nvml;
+pub mod ops;
+pub mod peaks;
+pub mod plot;
+pub mod reference;
+pub mod roofline;
+
+/// GPU errors.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("no CUDA driver found (libcuda.so could not be loaded): the GPU path needs an NVIDIA driver with CUDA 11.4 or newer; use --sim BOARD or --cpu without one")]
+    NoDriver,
+    #[error("no NVRTC library found (libnvrtc.so): install the CUDA toolkit's NVRTC and put its lib directory on LD_LIBRARY_PATH (on a Jetson: LD_LIBRARY_PATH=/usr/local/cuda/lib64)")]
+    NoNvrtc,
+    #[error("L4T {0} ships CUDA 10.2, and jpower's CUDA layer (cudarc) needs CUDA 11.4 or newer (JetPack 5+): the GPU path cannot run on this board; the CPU reference (--cpu) can")]
+    OldJetPack(u32),
+    #[error("no CUDA device found")]
+    NoDevice,
+    #[error("CUDA {what}: {source}")]
+    Driver {
+        what: String,
+        source: cudarc::driver::DriverError,
+    },
+    #[error("compiling cuda-kernels/{file}.cu for {arch}: {log}")]
+    Compile {
+        file: &'static str,
+        arch: String,
+        log: String,
+    },
+    #[error("ptxas: {0}")]
+    Ptxas(String),
+    #[error(transparent)]
+    Shape(#[from] ops::ShapeError),
+    #[error("power: {0}")]
+    Power(String),
+}
+
+impl GpuError {
+    /// Wraps a driver error with what was being done.
+    pub fn driver(what: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> GpuError {
+        let what = what.into();
+        move |source| GpuError::Driver { what, source }
+    }
+}
+
+/// Checks that the CUDA driver and NVRTC libraries can be loaded (cudarc panics on the
+/// first call otherwise) and that the board's JetPack is new enough (`l4t_major`: the
+/// board's L4T release, `None` off a Jetson).
+pub fn probe(l4t_major: Option<u32>) -> Result<(), GpuError> {
+    if let Some(r) = l4t_major.filter(|&r| r < 34) {
+        return Err(GpuError::OldJetPack(r));
+    }
+    // SAFETY: only tries to dlopen the library by its candidate names and closes it.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(GpuError::NoDriver);
+    }
+    nvrtc_present()
+}
+
+/// Checks that NVRTC can be loaded (compiling kernels needs no driver).
+pub fn nvrtc_present() -> Result<(), GpuError> {
+    // SAFETY: as in `probe`.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(GpuError::NoNvrtc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jetpack_4_is_refused_before_any_library_is_touched() {
+        let e = probe(Some(32)).unwrap_err();
+        assert!(matches!(e, GpuError::OldJetPack(32)));
+        assert!(e.to_string().contains("CUDA 10.2"));
+    }
+}
