@@ -5,8 +5,10 @@
 
 mod bench;
 mod demo;
+mod gpu;
 mod modes;
 mod powertrain;
+mod roofline;
 mod set;
 mod status;
 mod telemetry;
@@ -92,6 +94,15 @@ pub enum Command {
     /// Predict training time and power over power modes (PowerTrain) and score it.
     #[command(subcommand)]
     Powertrain(powertrain::Command),
+    /// Train the built-in CNN on synthetic data (GPU, or the CPU reference with --cpu),
+    /// with time, power and energy per minibatch.
+    Train(gpu::TrainArgs),
+    /// Compile every CUDA kernel with NVRTC for the Jetson architectures and check
+    /// registers and spills with ptxas.
+    Kernels(gpu::KernelsArgs),
+    /// Time and energy rooflines per power mode (CUDA microbenchmarks; a simulated
+    /// board's GPU model with --sim).
+    Roofline(roofline::Args),
     /// Simulated boards.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -246,6 +257,9 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Restore(a) => set::restore(&cli.target, a.if_crashed, out),
         Command::Demo(a) => demo::run(&cli.target, a, out),
         Command::Bench(c) => bench::run(c, out),
+        Command::Roofline(a) => roofline::run(&cli.target, a, out),
+        Command::Train(a) => gpu::train(&cli.target, a, out),
+        Command::Kernels(a) => gpu::kernels(a, out),
         Command::Sim(SimCommand::List) => {
             let boards: Vec<_> = crate::sim::spec::BOARDS
                 .iter()

@@ -86,13 +86,17 @@ fn catch_interrupts() {
     }
 }
 
-/// A sampler session: telemetry running, sensor settings to put back.
-struct Session {
-    controller: Controller,
-    telemetry: Telemetry,
+/// A sampler session: telemetry running, and whatever the command changed on the board
+/// (sensor averaging, modes, the measurement lock) put back when it finishes.
+pub(super) struct Session {
+    pub controller: Controller,
+    pub telemetry: Telemetry,
+    /// The board's files, with the simulated board behind them if there is one.
+    pub sim: Option<crate::sim::SimBoard>,
     /// What to put back: the prior values, or the whole baseline if this session made it.
     restore: Option<Restore>,
-    notes: Vec<String>,
+    name: &'static str,
+    pub notes: Vec<String>,
 }
 
 enum Restore {
@@ -101,8 +105,9 @@ enum Restore {
 }
 
 impl Session {
-    fn start(target: &Target, a: &SampleArgs) -> Result<Session> {
-        let (mut controller, _sim) = target.open()?;
+    /// Starts sampling for command `name`, lowering the sensors' averaging if asked.
+    pub fn start(target: &Target, a: &SampleArgs, name: &'static str) -> Result<Session> {
+        let (controller, sim) = target.open()?;
         let prior = controller.current().clone();
         let mut notes = Vec::new();
         let period_us = (1e6 / a.rate.unwrap_or(1000.0)) as u32;
@@ -132,21 +137,9 @@ impl Session {
                 ))
             }
         };
-        let mut restore = None;
+        let (mut controller, mut restore) = (controller, None);
         if let Some(t) = wanted.filter(|t| *t != prior) {
-            // A session's own change is a lease: if this process dies, the next jpower
-            // command restores it.
-            restore = Some(if controller.state().is_none() {
-                controller.set_owner(Owner {
-                    kind: OwnerKind::Lease,
-                    pid: std::process::id(),
-                    name: "jpower watch/energy".into(),
-                });
-                Restore::Baseline
-            } else {
-                Restore::Values(Box::new(prior))
-            });
-            controller.apply_values(&t)?;
+            change(&mut controller, &mut restore, name, &t)?;
             notes.push(format!(
                 "set INA3221 averaging for the rate; {}",
                 sensor::NOISE_NOTE
@@ -180,12 +173,19 @@ impl Session {
         Ok(Session {
             controller,
             telemetry,
+            sim,
             restore,
+            name,
             notes,
         })
     }
 
-    fn finish(mut self) -> Result<Vec<String>> {
+    /// Moves the board to `target`; what it was is put back when the session finishes.
+    pub fn change(&mut self, target: &Values) -> Result<crate::control::Switch> {
+        change(&mut self.controller, &mut self.restore, self.name, target)
+    }
+
+    pub fn finish(mut self) -> Result<Vec<String>> {
         drop(self.telemetry);
         match self.restore.take() {
             Some(Restore::Values(prior)) => {
@@ -200,10 +200,33 @@ impl Session {
     }
 }
 
+/// Applies `target`, first recording what to put back: a session's own change is a lease,
+/// so if this process dies the next jpower command restores it.
+fn change(
+    controller: &mut Controller,
+    restore: &mut Option<Restore>,
+    name: &str,
+    target: &Values,
+) -> Result<crate::control::Switch> {
+    if restore.is_none() && target != controller.current() {
+        *restore = Some(if controller.state().is_none() {
+            controller.set_owner(Owner {
+                kind: OwnerKind::Lease,
+                pid: std::process::id(),
+                name: format!("jpower {name}"),
+            });
+            Restore::Baseline
+        } else {
+            Restore::Values(Box::new(controller.current().clone()))
+        });
+    }
+    Ok(controller.apply_values(target)?)
+}
+
 /// `jpower watch`.
 pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     catch_interrupts();
-    let session = Session::start(target, &a.sample)?;
+    let session = Session::start(target, &a.sample, "watch")?;
     let ring = RingReader::open(&session.telemetry.path)?;
     for n in &session.notes {
         eprintln!("jpower: note: {n}");
@@ -348,7 +371,7 @@ fn render(ring: &RingReader, now: u64, fresh_before: &[u64], dt: f64, rate: f64)
 
 /// `jpower energy -- CMD ARGS...`.
 pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
-    let session = Session::start(target, &a.sample)?;
+    let session = Session::start(target, &a.sample, "energy")?;
     let ring = RingReader::open(&session.telemetry.path)?;
     // One period so the first sample exists before the command starts.
     std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));

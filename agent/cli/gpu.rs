@@ -1,0 +1,265 @@
+//! `jpower train` (the built-in CNN on the GPU, or the CPU reference, with per-minibatch
+//! time, power and energy from telemetry markers) and `jpower kernels` (compile every
+//! kernel with NVRTC for the Jetson architectures and check registers and spills with
+//! ptxas).
+
+use super::telemetry::{SampleArgs, Session};
+use super::{Output, Target};
+use crate::gpu::cuda::Cuda;
+use crate::gpu::kernels::{self, Source, JETSON_ARCHS};
+use crate::gpu::net::{self, Backend, Cpu, Net, Synthetic};
+use crate::sim::kernel::LoadState;
+use crate::telemetry::energy::{Kind, Minibatch, Minibatches};
+use crate::telemetry::ring::{monotonic_ns, RingReader};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::json;
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// Arguments of `jpower train`.
+#[derive(Debug, clap::Args)]
+pub struct TrainArgs {
+    /// Train on the CPU reference instead of the GPU.
+    #[arg(long)]
+    pub cpu: bool,
+    /// Minibatches to train.
+    #[arg(long, default_value_t = 200)]
+    pub steps: u64,
+    /// Images per minibatch.
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// Learning rate (SGD with momentum 0.9).
+    #[arg(long, default_value_t = 0.02)]
+    pub lr: f32,
+    /// Seed of the synthetic task and the initial weights.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The CUDA device.
+    #[arg(long, default_value_t = 0)]
+    pub gpu: usize,
+    /// Write one CSV row per minibatch.
+    #[arg(long, value_name = "FILE.csv")]
+    pub csv: Option<PathBuf>,
+}
+
+/// Distinct synthetic batches uploaded once and cycled, so a step uploads nothing.
+const BATCHES: u64 = 16;
+
+/// One trained minibatch.
+#[derive(Debug, Serialize)]
+struct Step {
+    step: u64,
+    loss: f32,
+    #[serde(flatten)]
+    energy: Minibatch,
+}
+
+/// `jpower train`.
+pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
+    if a.batch == 0 || a.steps == 0 {
+        bail!("--batch and --steps must be at least 1");
+    }
+    let sample = SampleArgs {
+        rate: Some(1000.0),
+        averaging: "auto".into(),
+        rt_priority: None,
+        sampler_cpu: None,
+    };
+    let session = Session::start(target, &sample, "train")?;
+    let l4t = session.controller.board().identity.l4t_major;
+    if let Some(sim) = &session.sim {
+        // The CPU reference keeps one host core busy; a simulated board has no CUDA.
+        let cores = sim.operating()?.online_cores.max(1);
+        sim.set_load(LoadState {
+            cpu: 1.0 / f64::from(cores),
+            ..LoadState::default()
+        })?;
+    }
+    let ring = RingReader::open(&session.telemetry.path)?;
+    let result = if a.cpu {
+        run(Net::new(Cpu, a.batch, a.seed)?, &ring, a, out.json)
+    } else {
+        let cuda = Cuda::open(a.gpu, l4t)?;
+        run(
+            Net::new(cuda.train_backend()?, a.batch, a.seed)?,
+            &ring,
+            a,
+            out.json,
+        )
+    };
+    if let Some(sim) = &session.sim {
+        sim.set_load(LoadState::default())?;
+    }
+    let notes = session.finish()?;
+    let (steps, accuracy, flops) = result?;
+    if let Some(path) = &a.csv {
+        let mut s = String::from("step,loss,duration_s,mean_w,energy_j,samples\n");
+        for st in &steps {
+            let e = &st.energy;
+            let _ = writeln!(
+                s,
+                "{},{:.6},{:.6},{:.3},{:.6},{}",
+                st.step, st.loss, e.duration_s, e.mean_w, e.energy_j, e.samples
+            );
+        }
+        std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let n = steps.len() as f64;
+    let mean = |f: fn(&Step) -> f64| steps.iter().map(f).sum::<f64>() / n;
+    let (ms, w, j) = (
+        1e3 * mean(|s| s.energy.duration_s),
+        mean(|s| s.energy.mean_w),
+        mean(|s| s.energy.energy_j),
+    );
+    let first = steps.first().map_or(0.0, |s| s.loss);
+    let last = steps.last().map_or(0.0, |s| s.loss);
+    let device = if a.cpu { "CPU reference" } else { "CUDA GPU" };
+    out.print(
+        &json!({"device": device, "steps": steps.len(), "batch": a.batch, "first_loss": first,
+                "final_loss": last, "held_out_accuracy": accuracy, "flops_per_step": flops,
+                "mean_minibatch_s": ms / 1e3, "mean_w": w, "energy_per_minibatch_j": j,
+                "minibatches": steps, "notes": notes}),
+        || {
+            let mut t = format!(
+                "trained the built-in CNN on the {device}: {} minibatches of {}\n  loss {first:.3} -> {last:.3}, held-out accuracy {:.1}%\n  per minibatch: {ms:.2} ms, {w:.2} W, {:.3} J ({:.1} MFLOP)\n",
+                steps.len(), a.batch, 100.0 * accuracy, j, flops as f64 / 1e6
+            );
+            for n in &notes {
+                let _ = writeln!(t, "note: {n}");
+            }
+            t
+        },
+    )
+}
+
+/// Trains `net`, marking each minibatch in the telemetry; returns the minibatches, the
+/// held-out accuracy and the FLOPs of one step.
+fn run<B: Backend>(
+    mut net: Net<B>,
+    ring: &RingReader,
+    a: &TrainArgs,
+    quiet: bool,
+) -> Result<(Vec<Step>, f64, u64)> {
+    let task = Synthetic::new(a.seed, a.batch);
+    let batches = (0..BATCHES)
+        .map(|i| {
+            let (x, y) = task.batch(i);
+            Ok((net.backend().upload(&x)?, net.backend().upload_i(&y)?))
+        })
+        .collect::<Result<Vec<_>, B::Error>>()?;
+    let bar = if quiet || !std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(a.steps)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} minibatches, ETA {eta} {msg}",
+        )
+        .context("progress style")?,
+    );
+    let mut marks = Minibatches::default();
+    let mut steps = Vec::with_capacity(a.steps as usize);
+    for step in 0..a.steps {
+        let (x, y) = &batches[(step % BATCHES) as usize];
+        marks.begin(Kind::Train, step, monotonic_ns())?;
+        let loss = net.step(x, y, a.lr)?;
+        net.backend().synchronize()?;
+        let energy = marks.end(Kind::Train, step, monotonic_ns(), ring)?;
+        bar.set_message(format!("loss {loss:.3}, {:.2} W", energy.mean_w));
+        bar.inc(1);
+        steps.push(Step { step, loss, energy });
+    }
+    bar.finish_and_clear();
+    // Held out: batches the training never saw.
+    let (mut right, mut total) = (0usize, 0usize);
+    for i in BATCHES..BATCHES + 4 {
+        let (x, labels) = task.batch(i);
+        let logits = net.forward(&net.backend().upload(&x)?)?;
+        for (row, &label) in logits.chunks(net::CLASSES).zip(&labels) {
+            let best = (0..net::CLASSES).max_by(|&p, &q| row[p].total_cmp(&row[q]));
+            right += usize::from(best == Some(label as usize));
+            total += 1;
+        }
+    }
+    let flops = net.flops_per_step();
+    Ok((steps, right as f64 / total.max(1) as f64, flops))
+}
+
+/// Arguments of `jpower kernels`.
+#[derive(Debug, clap::Args)]
+pub struct KernelsArgs {
+    /// Compute capabilities to compile for.
+    #[arg(long, value_delimiter = ',', default_values_t = JETSON_ARCHS)]
+    pub arch: Vec<u32>,
+    /// The ptxas to assemble with [default: `ptxas` on PATH; without one, compile only].
+    #[arg(long, value_name = "PATH")]
+    pub ptxas: Option<PathBuf>,
+    /// Write each PTX as DIR/<file>.compute_<cc>.ptx.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// `jpower kernels`: fails on a compile or assembly error and on any register spill.
+pub fn kernels(a: &KernelsArgs, out: &Output) -> Result<()> {
+    let ptxas = a.ptxas.clone().or_else(|| find_on_path("ptxas"));
+    let mut rows = Vec::new();
+    let mut text = String::new();
+    let mut spills = Vec::new();
+    for source in Source::ALL {
+        for &cc in &a.arch {
+            let ptx = kernels::compile(source, cc)?;
+            let version = ptx
+                .lines()
+                .find_map(|l| l.strip_prefix(".version "))
+                .unwrap_or("?")
+                .to_string();
+            if let Some(dir) = &a.out {
+                std::fs::create_dir_all(dir)?;
+                let path = dir.join(format!("{}.compute_{cc}.ptx", source.name()));
+                std::fs::write(&path, &ptx)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            let _ = writeln!(
+                text,
+                "{}.cu compute_{cc}: PTX {version}, {} bytes",
+                source.name(),
+                ptx.len()
+            );
+            let Some(ptxas) = &ptxas else { continue };
+            for r in kernels::assemble(ptxas, &ptx, cc)? {
+                let _ = writeln!(
+                    text,
+                    "  sm_{cc} {:<18} {:>3} registers, {} B stack, {} B spill stores, {} B spill loads",
+                    r.kernel, r.registers, r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes
+                );
+                if r.spill_store_bytes + r.spill_load_bytes > 0 {
+                    spills.push(format!("{} on sm_{cc}", r.kernel));
+                }
+                rows.push(json!({"file": source.name(), "arch": cc, "ptx_version": version, "resources": r}));
+            }
+        }
+    }
+    if ptxas.is_none() {
+        let _ = writeln!(
+            text,
+            "no ptxas found: compiled only (give --ptxas PATH to check registers and spills)"
+        );
+    }
+    out.print(
+        &json!({"assembled": ptxas.is_some(), "kernels": rows, "spills": spills}),
+        || text,
+    )?;
+    if !spills.is_empty() {
+        bail!("register spills: {}", spills.join(", "));
+    }
+    Ok(())
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}

@@ -1,0 +1,449 @@
+//! `jpower roofline`: time and energy rooflines per power mode.
+//!
+//! On a Jetson (or a `--root` tree, or a simulated board): a sampler session meters the
+//! INA3221 rails at 1 kHz; for each mode the board is switched through the controller with
+//! the measurement lock, left to settle, swept, and fitted; everything is put back at the
+//! end (and by the next jpower command if this one dies). On a machine that is not a
+//! Jetson (a data-centre GPU) the sweep runs at the GPU's own clocks with NVML's energy
+//! counter. A simulated board runs the sweep on its GPU model, and every output says so.
+
+use super::telemetry::{SampleArgs, Session};
+use super::{Output, Target};
+use crate::board::{Board, BoardError};
+use crate::control::lock;
+use crate::gpu::cuda::Cuda;
+use crate::gpu::nvml::NvmlMeter;
+use crate::gpu::peaks::{self, Peaks};
+use crate::gpu::plot;
+use crate::gpu::roofline::{
+    self, fit_energy, fit_time, Device, EnergyRoofline, Kernel, Measured, Meter, RingMeter,
+    TimeRoofline,
+};
+use crate::mode::{Mode, ModeSpace};
+use crate::sim::gpu::SimGpu;
+use crate::telemetry::ring::RingReader;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `jpower roofline`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Measure these presets of the board's nvpmodel file (name or id; repeatable)
+    /// [default: every preset].
+    #[arg(long = "preset", value_name = "PRESET")]
+    pub presets: Vec<String>,
+    /// Measure N pinned modes instead: all cores at the top CPU clock, (GPU, EMC) pairs
+    /// spread evenly over the board's grid.
+    #[arg(long, value_name = "N", conflicts_with = "presets")]
+    pub sample: Option<usize>,
+    /// Elements per buffer (4-byte floats; three buffers), far larger than L2.
+    #[arg(long, default_value_t = 1 << 26)]
+    pub elements: u64,
+    /// The sweep's largest inner loop count (FP32 intensity 2 x this FLOP/byte).
+    #[arg(long, default_value_t = 256)]
+    pub max_iters: u32,
+    /// Seconds each point runs (NVML's counter wants 1 s or more).
+    #[arg(long, default_value_t = 1.0)]
+    pub point_seconds: f64,
+    /// Seconds to wait after each switch for the clocks to settle.
+    #[arg(long, default_value_t = 1.0)]
+    pub settle: f64,
+    /// Leave CPU idle states, GPU rail gating and the fan as they are.
+    #[arg(long)]
+    pub no_lock: bool,
+    /// The CUDA device.
+    #[arg(long, default_value_t = 0)]
+    pub gpu: usize,
+    /// Write every point as CSV.
+    #[arg(long, value_name = "FILE.csv")]
+    pub csv: Option<PathBuf>,
+    /// Write one CSV row per mode (the fits).
+    #[arg(long, value_name = "FILE.csv")]
+    pub modes_csv: Option<PathBuf>,
+    /// Write the plot.
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<PathBuf>,
+}
+
+/// One measured mode.
+#[derive(Debug, Serialize)]
+struct ModeResult {
+    mode: String,
+    gpu_hz: Option<f64>,
+    emc_hz: Option<f64>,
+    time: TimeRoofline,
+    energy: EnergyRoofline,
+    /// FP32 best over cores x 2 x the running clock; copy over the vendor DRAM peak at
+    /// this EMC clock.
+    f32_fraction_of_peak: Option<f64>,
+    copy_fraction_of_dram_peak: Option<f64>,
+    points: Vec<Measured>,
+}
+
+/// `jpower roofline`.
+pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
+    if a.point_seconds <= 0.0 || a.elements < 1024 || a.settle < 0.0 {
+        bail!("--point-seconds and --settle must be positive, --elements at least 1024");
+    }
+    let points = roofline::sweep(a.elements - a.elements % 4, a.max_iters);
+    let discovered = target
+        .root()
+        .and_then(|(root, _)| Ok(Board::discover(root)?));
+    let host_gpu = target.sim.is_none() && target.root.is_none();
+    let (device_name, simulated, meter_name, lock_notes, results, notes) = match discovered {
+        Err(e) if host_gpu && is_not_jetson(&e) => discrete(a, &points)?,
+        Err(e) => return Err(e),
+        Ok(_) => jetson(target, a, &points)?,
+    };
+    let title = format!(
+        "{device_name}{}",
+        if simulated { " (SIMULATED)" } else { "" }
+    );
+    if let Some(path) = &a.csv {
+        write(path, points_csv(&results))?;
+    }
+    if let Some(path) = &a.modes_csv {
+        write(path, modes_csv(&results))?;
+    }
+    if let Some(path) = &a.svg {
+        let series: Vec<plot::Series> = results
+            .iter()
+            .map(|r| plot::Series {
+                name: &r.mode,
+                points: &r.points,
+                time: &r.time,
+                energy: &r.energy,
+            })
+            .collect();
+        write(path, plot::svg(&title, &series))?;
+    }
+    out.print(
+        &serde_json::json!({"device": device_name, "simulated": simulated, "power": meter_name,
+                            "lock": lock_notes, "modes": results, "notes": notes}),
+        || text(&title, &meter_name, &lock_notes, &results, &notes),
+    )
+}
+
+type Measurement = (
+    String,
+    bool,
+    String,
+    Vec<String>,
+    Vec<ModeResult>,
+    Vec<String>,
+);
+
+fn is_not_jetson(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<BoardError>(),
+        Some(BoardError::NotJetson { .. })
+    )
+}
+
+fn write(path: &PathBuf, body: String) -> Result<()> {
+    std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))
+}
+
+/// A GPU on a machine that is not a Jetson: its own clocks, NVML energy.
+fn discrete(a: &Args, points: &[roofline::Point]) -> Result<Measurement> {
+    let mut gpu = Cuda::open(a.gpu, None)?;
+    let mut meter = NvmlMeter::open(a.gpu as u32)?;
+    let name = gpu.name();
+    let peaks = peaks::discrete(&name);
+    let r = measure_mode("as is".into(), &mut gpu, &mut meter, points, a, peaks, None)?;
+    let mut notes = vec!["not a Jetson: the GPU ran at its own clocks; power from NVML".into()];
+    if peaks.is_none() {
+        notes.push(format!(
+            "no peak table entry for {name}: fractions of peak not reported"
+        ));
+    }
+    Ok((name, false, meter.name(), Vec::new(), vec![r], notes))
+}
+
+/// A Jetson, a `--root` tree or a simulated board: modes switched, rails metered.
+fn jetson(target: &Target, a: &Args, points: &[roofline::Point]) -> Result<Measurement> {
+    let sample = SampleArgs {
+        rate: Some(1000.0),
+        averaging: "auto".into(),
+        rt_priority: None,
+        sampler_cpu: None,
+    };
+    let mut session = Session::start(target, &sample, "roofline")?;
+    let board = session.controller.board();
+    let peaks = peaks::jetson(board.identity.module.as_deref(), board.identity.soc);
+    let modes = modes(target, board, a)?;
+    let mut device: Box<dyn Device> = match &session.sim {
+        Some(sim) => Box::new(SimGpu::new(sim.clone())),
+        None => {
+            let mut cuda = Cuda::open(a.gpu, board.identity.l4t_major)?;
+            if let Some(g) = &board.gpu {
+                cuda.watch_clock(g.cur.try_clone()?);
+            }
+            Box::new(cuda)
+        }
+    };
+    let mut meter = RingMeter::new(RingReader::open(&session.telemetry.path)?);
+    let (lock_notes, _idle) = if a.no_lock {
+        (Vec::new(), None)
+    } else {
+        let mut notes = lock::describe(board);
+        let idle = match lock::hold_idle(board) {
+            Ok(h) => {
+                notes.push("CPU idle states: PM QoS latency 0 (/dev/cpu_dma_latency)".into());
+                Some(h)
+            }
+            Err(e) => {
+                notes.push(format!("CPU idle states left as they are: {e}"));
+                None
+            }
+        };
+        (notes, idle)
+    };
+    let mut results = Vec::new();
+    for (name, mode) in modes {
+        let current = session.controller.current().clone();
+        let mut values = crate::control::plan::target(board_of(&session), &mode, &current)?;
+        if !a.no_lock {
+            values = lock::target(board_of(&session), &values);
+        }
+        session
+            .change(&values)
+            .with_context(|| format!("switching to {name}"))?;
+        std::thread::sleep(Duration::from_secs_f64(a.settle));
+        let emc_hz = emc_hz(board_of(&session));
+        let r = measure_mode(
+            name,
+            device.as_mut(),
+            &mut meter,
+            points,
+            a,
+            Some(peaks),
+            emc_hz,
+        )?;
+        results.push(r);
+    }
+    let device_name = device.name();
+    let simulated = device.simulated();
+    let meter_name = meter.name();
+    let notes = session.finish()?;
+    Ok((
+        device_name,
+        simulated,
+        meter_name,
+        lock_notes,
+        results,
+        notes,
+    ))
+}
+
+fn board_of(session: &Session) -> &Board {
+    session.controller.board()
+}
+
+/// The modes to measure: `--sample N`, `--preset`s, else every preset (or the board as
+/// it is, without an nvpmodel file).
+fn modes(target: &Target, board: &Board, a: &Args) -> Result<Vec<(String, Mode)>> {
+    if let Some(n) = a.sample {
+        let space = ModeSpace::of(board);
+        let grid: Vec<(u64, u64)> = space
+            .gpu_hz
+            .iter()
+            .flat_map(|&g| space.emc_hz.iter().map(move |&e| (g, e)))
+            .collect();
+        if n == 0 || grid.is_empty() {
+            bail!(
+                "--sample {n}: the board has {} (GPU, EMC) pairs",
+                grid.len()
+            );
+        }
+        let top = space
+            .get(space.len().saturating_sub(1))
+            .context("empty mode space")?;
+        let picks = n.min(grid.len());
+        return Ok((0..picks)
+            .map(|i| {
+                let (g, e) = grid[if picks == 1 {
+                    grid.len() - 1
+                } else {
+                    i * (grid.len() - 1) / (picks - 1)
+                }];
+                let pinned = crate::mode::PinnedMode {
+                    gpu_hz: g,
+                    emc_hz: e,
+                    ..top
+                };
+                (
+                    format!("GPU {} MHz, EMC {} MHz", g / 1_000_000, e / 1_000_000),
+                    pinned.to_mode(board),
+                )
+            })
+            .collect());
+    }
+    let Some(presets) = target.presets(board)? else {
+        return Ok(vec![("as is".into(), Mode::default())]);
+    };
+    if a.presets.is_empty() {
+        return Ok(presets
+            .presets
+            .iter()
+            .map(|p| (p.name.clone(), p.mode.clone()))
+            .collect());
+    }
+    a.presets
+        .iter()
+        .map(|w| {
+            let p = presets.find(w)?;
+            Ok((p.name.clone(), p.mode.clone()))
+        })
+        .collect()
+}
+
+/// The memory clock: debugfs where readable, else the cap (uncapped: the table's top).
+fn emc_hz(board: &Board) -> Option<f64> {
+    let emc = board.emc.as_ref()?;
+    if let Some(rate) = emc.rate.as_ref().and_then(|r| r.read_u64().ok()) {
+        return Some(rate as f64);
+    }
+    let cap = board.knobs[emc.cap].read().ok()?;
+    let top = emc.table_hz.last().copied()?;
+    Some(if cap == 0 { top } else { cap.min(top) } as f64)
+}
+
+fn measure_mode(
+    mode: String,
+    device: &mut dyn Device,
+    meter: &mut dyn Meter,
+    points: &[roofline::Point],
+    a: &Args,
+    peaks: Option<Peaks>,
+    emc_hz: Option<f64>,
+) -> Result<ModeResult> {
+    let measured = roofline::measure(device, meter, points, a.point_seconds)?;
+    let time = fit_time(&measured);
+    let energy = fit_energy(&measured);
+    let gpu_hz = measured
+        .iter()
+        .filter_map(|m| m.run.clock_hz)
+        .reduce(f64::max);
+    let copy = measured
+        .iter()
+        .find(|m| m.point.kernel == Kernel::Copy)
+        .map(|m| m.bytes_per_s);
+    Ok(ModeResult {
+        mode,
+        gpu_hz,
+        emc_hz,
+        f32_fraction_of_peak: peaks
+            .zip(gpu_hz)
+            .map(|(p, hz)| time.peak_f32_flops / p.f32_flops(hz)),
+        copy_fraction_of_dram_peak: peaks.zip(copy).map(|(p, bw)| bw / p.dram(emc_hz)),
+        time,
+        energy,
+        points: measured,
+    })
+}
+
+fn points_csv(results: &[ModeResult]) -> String {
+    let mut s = String::from("mode,kernel,iters,elements,intensity,launches,best_s,gflops,gbytes_per_s,mean_s,energy_j,power_w\n");
+    for r in results {
+        for m in &r.points {
+            let _ = writeln!(
+                s,
+                "\"{}\",{},{},{},{},{},{:.9},{:.3},{:.3},{:.9},{:.6},{:.3}",
+                r.mode,
+                m.point.kernel.symbol(),
+                m.point.iters,
+                m.point.elements,
+                m.intensity,
+                m.run.launches,
+                m.run.best_s,
+                m.flops_per_s / 1e9,
+                m.bytes_per_s / 1e9,
+                m.mean_s,
+                m.energy_j,
+                m.power_w
+            );
+        }
+    }
+    s
+}
+
+fn modes_csv(results: &[ModeResult]) -> String {
+    let mut s = String::from("mode,gpu_hz,emc_hz,peak_f32_gflops,peak_f16_gflops,peak_gbytes_per_s,ridge_f32,time_rms_rel,eps_flop_pj,eps_flop_f16_pj,eps_byte_pj,pi0_w,energy_rms_rel,f32_fraction,copy_fraction\n");
+    let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.4}"));
+    for r in results {
+        let _ = writeln!(
+            s,
+            "\"{}\",{},{},{:.3},{:.3},{:.3},{:.3},{:.4},{:.4},{},{:.4},{:.4},{:.4},{},{}",
+            r.mode,
+            opt(r.gpu_hz),
+            opt(r.emc_hz),
+            r.time.peak_f32_flops / 1e9,
+            r.time.peak_f16_flops / 1e9,
+            r.time.peak_bytes_per_s / 1e9,
+            r.time.ridge_f32,
+            r.time.rms_rel_error,
+            r.energy.eps_flop_j * 1e12,
+            opt(r.energy.eps_flop_f16_j.map(|e| e * 1e12)),
+            r.energy.eps_byte_j * 1e12,
+            r.energy.pi0_w,
+            r.energy.rms_rel_error,
+            opt(r.f32_fraction_of_peak),
+            opt(r.copy_fraction_of_dram_peak)
+        );
+    }
+    s
+}
+
+fn text(
+    title: &str,
+    meter: &str,
+    lock: &[String],
+    results: &[ModeResult],
+    notes: &[String],
+) -> String {
+    let mut t = format!("roofline of {title}\npower: {meter}\n");
+    for l in lock {
+        let _ = writeln!(t, "lock: {l}");
+    }
+    let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
+    for r in results {
+        let _ = writeln!(
+            t,
+            "\n== {} (GPU {} MHz, EMC {} MHz)\n  FP32 {:.3} TFLOP/s ({} of cores x 2 x clock), FP16 {:.3} TFLOP/s\n  DRAM {:.1} GB/s (copy {} of the vendor peak at this EMC), ridge {:.1} FLOP/byte, fit error {:.1}%\n  energy: {:.2} pJ/FLOP (FP16 {}), {:.1} pJ/byte, {:.2} W constant, fit error {:.1}%",
+            r.mode,
+            r.gpu_hz.map_or("?".into(), |h| format!("{:.1}", h / 1e6)),
+            r.emc_hz.map_or("?".into(), |h| format!("{:.0}", h / 1e6)),
+            r.time.peak_f32_flops / 1e12,
+            pct(r.f32_fraction_of_peak),
+            r.time.peak_f16_flops / 1e12,
+            r.time.peak_bytes_per_s / 1e9,
+            pct(r.copy_fraction_of_dram_peak),
+            r.time.ridge_f32,
+            100.0 * r.time.rms_rel_error,
+            r.energy.eps_flop_j * 1e12,
+            r.energy.eps_flop_f16_j.map_or("-".into(), |e| format!("{:.2} pJ", e * 1e12)),
+            r.energy.eps_byte_j * 1e12,
+            r.energy.pi0_w,
+            100.0 * r.energy.rms_rel_error
+        );
+        for m in &r.points {
+            let _ = writeln!(
+                t,
+                "    {:<10} {:>7.2} FLOP/B {:>10.1} GFLOP/s {:>8.1} GB/s {:>7.2} W",
+                m.label,
+                m.intensity,
+                m.flops_per_s / 1e9,
+                m.bytes_per_s / 1e9,
+                m.power_w
+            );
+        }
+    }
+    for n in notes {
+        let _ = writeln!(t, "note: {n}");
+    }
+    t
+}
