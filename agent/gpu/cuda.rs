@@ -18,12 +18,12 @@ use cudarc::driver::{
 use std::sync::Arc;
 use std::time::Instant;
 
-/// FMA constants of the sweep: |a| < 1 keeps the chains bounded; both are exact in FP16
+/// FMA constants of the sweep (public so the GPU tests can run the reference with them): |a| < 1 keeps the chains bounded; both are exact in FP16
 /// (a = 0.99951171875 = 0x3BFF, b = 2^-10 = 0x1400), so FP32 and FP16 chains agree.
-const SWEEP_A: f32 = 1.0 - 1.0 / 2048.0;
-const SWEEP_B: f32 = 1.0 / 1024.0;
-const SWEEP_A_H2: u32 = 0x3BFF_3BFF;
-const SWEEP_B_H2: u32 = 0x1400_1400;
+pub const SWEEP_A: f32 = 1.0 - 1.0 / 2048.0;
+pub const SWEEP_B: f32 = 1.0 / 1024.0;
+pub const SWEEP_A_H2: u32 = 0x3BFF_3BFF;
+pub const SWEEP_B_H2: u32 = 0x1400_1400;
 
 /// An open GPU.
 pub struct Cuda {
@@ -84,6 +84,22 @@ impl Cuda {
             .ok_or(GpuError::NoDevice)?;
         m.load_function(name)
             .map_err(GpuError::driver(format!("kernel {name}")))
+    }
+
+    /// One launch of `point` on fresh buffers: (its input, its output), for comparing
+    /// with [`super::reference`] (the GPU tests and `scripts/gpu-check.sh`).
+    pub fn sweep_once(&mut self, point: &Point) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        self.sweep = None;
+        self.sweep_buffers(point.elements)?;
+        let f = self.function(Source::Roofline, point.kernel.symbol())?;
+        self.launch_point(&f, point)?;
+        let [x, y, _] = self.sweep.as_ref().ok_or(GpuError::NoDevice)?;
+        let download = |b| {
+            self.stream
+                .clone_dtoh(b)
+                .map_err(GpuError::driver("download"))
+        };
+        Ok((download(x)?, download(y)?))
     }
 
     fn sweep_buffers(&mut self, elements: u64) -> Result<(), GpuError> {

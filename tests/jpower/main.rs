@@ -5,6 +5,7 @@
 mod agent;
 mod cli;
 mod discovery;
+mod gpu;
 mod nvpmodel;
 mod switching;
 mod telemetry;

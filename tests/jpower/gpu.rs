@@ -1,0 +1,445 @@
+//! The GPU layer: `jpower roofline` and `jpower train` end to end on simulated boards
+//! (switch, lock, settle, measure, fit, plot, restore, crash recovery), `jpower kernels`
+//! where NVRTC is present, and, where a CUDA GPU is present, every kernel against the CPU
+//! reference. The GPU tests print a notice and pass without one (or fail, with
+//! `JPOWER_REQUIRE_GPU=1`); `scripts/gpu-check.sh` runs them on a machine with an NVIDIA
+//! GPU.
+
+use crate::util::{self, jpower, json, ok, run};
+use jpower::gpu::cuda::{Cuda, SWEEP_A, SWEEP_A_H2, SWEEP_B, SWEEP_B_H2};
+use jpower::gpu::net::{Backend, Cpu, Net, Synthetic};
+use jpower::gpu::ops::{Bias, Conv, Gemm, Pool2, Relu, Sgd, Softmax, Sweep};
+use jpower::gpu::reference;
+use jpower::gpu::roofline::{Kernel, Point};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const QUICK: [&str; 10] = [
+    "--point-seconds",
+    "0.03",
+    "--settle",
+    "0.05",
+    "--elements",
+    "4194304",
+    "--max-iters",
+    "64",
+    "--sample",
+    "2",
+];
+
+/// A file of the simulated board's tree.
+fn sim_file(rt: &Path, board_dir: &str, file: &str) -> PathBuf {
+    rt.join("sim")
+        .join(board_dir)
+        .join("root")
+        .join(file.trim_start_matches('/'))
+}
+
+const RAILGATE: &str = "/sys/devices/platform/17000000.ga10b/railgate_enable";
+const POWER_CONTROL: &str = "/sys/devices/platform/17000000.ga10b/power/control";
+const FAN: &str = "/sys/devices/platform/pwm-fan/hwmon/hwmon0/pwm1";
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn roofline_on_a_simulated_board_switches_measures_fits_plots_and_restores() {
+    let rt = util::runtime();
+    let before = json(&ok(
+        jpower(rt.path()).args(["--sim", "orin-agx", "--json", "status"])
+    ));
+    let (svg, csv, modes_csv) = (
+        rt.path().join("r.svg"),
+        rt.path().join("points.csv"),
+        rt.path().join("modes.csv"),
+    );
+    let r = json(&ok(jpower(rt.path())
+        .args(["--sim", "orin-agx", "--json", "roofline"])
+        .args(QUICK)
+        .arg("--svg")
+        .arg(&svg)
+        .arg("--csv")
+        .arg(&csv)
+        .arg("--modes-csv")
+        .arg(&modes_csv)));
+    assert_eq!(r["simulated"], true, "{r}");
+    assert!(r["device"].as_str().unwrap().contains("simulated"));
+    let lock = r["lock"].to_string();
+    assert!(
+        lock.contains("railgate_enable = 0") && lock.contains("power/control = on"),
+        "{lock}"
+    );
+    let modes = r["modes"].as_array().unwrap();
+    assert_eq!(modes.len(), 2);
+    for m in modes {
+        let f32 = m["f32_fraction_of_peak"].as_f64().unwrap();
+        let copy = m["copy_fraction_of_dram_peak"].as_f64().unwrap();
+        assert!((0.9..=1.0).contains(&f32), "FP32 at {f32} of peak: {m}");
+        assert!(
+            (0.8..=0.95).contains(&copy),
+            "copy at {copy} of the DRAM peak"
+        );
+        let e = &m["energy"];
+        assert!(e["eps_flop_j"].as_f64().unwrap() > 0.0 && e["eps_byte_j"].as_f64().unwrap() > 0.0);
+        assert!(e["pi0_w"].as_f64().unwrap() > 1.0, "{e}");
+        assert!(e["rms_rel_error"].as_f64().unwrap() < 0.1, "{e}");
+        assert!(m["time"]["ridge_f32"].as_f64().unwrap() > 1.0);
+        assert_eq!(m["points"].as_array().unwrap().len(), 2 + 2 * 7);
+    }
+    // The sample spans the grid: the first mode is the slowest GPU and EMC, the last the
+    // fastest, and the measured roofs follow the clocks.
+    let peak = |i: usize, k: &str| modes[i]["time"][k].as_f64().unwrap();
+    assert!(peak(1, "peak_f32_flops") > 3.0 * peak(0, "peak_f32_flops"));
+    assert!(peak(1, "peak_bytes_per_s") > 3.0 * peak(0, "peak_bytes_per_s"));
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("SIMULATED") && plot.contains("pJ per FLOP"));
+    assert_eq!(
+        std::fs::read_to_string(&csv).unwrap().lines().count(),
+        1 + 2 * 16
+    );
+    assert_eq!(
+        std::fs::read_to_string(&modes_csv).unwrap().lines().count(),
+        3
+    );
+    // Everything the lock and the modes touched is back.
+    let after = json(&ok(
+        jpower(rt.path()).args(["--sim", "orin-agx", "--json", "status"])
+    ));
+    assert_eq!(before["knobs"], after["knobs"]);
+    assert_eq!(read(&sim_file(rt.path(), "orin-agx-r35", RAILGATE)), "1");
+    assert_eq!(
+        read(&sim_file(rt.path(), "orin-agx-r35", POWER_CONTROL)),
+        "auto"
+    );
+}
+
+#[test]
+fn a_roofline_killed_mid_measurement_is_undone_by_the_next_command() {
+    let rt = util::runtime();
+    ok(jpower(rt.path()).args(["--sim", "orin-agx", "status"]));
+    let railgate = sim_file(rt.path(), "orin-agx-r35", RAILGATE);
+    let fan = sim_file(rt.path(), "orin-agx-r35", FAN);
+    let fan_before = read(&fan);
+    let mut child = jpower(rt.path())
+        .args([
+            "--sim",
+            "orin-agx",
+            "roofline",
+            "--sample",
+            "1",
+            "--point-seconds",
+            "30",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while read(&railgate) != "0" {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the lock never applied"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(read(&fan), "255");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let st = json(&ok(
+        jpower(rt.path()).args(["--sim", "orin-agx", "--json", "status"])
+    ));
+    assert_eq!(read(&railgate), "1", "{st}");
+    assert_eq!(
+        read(&sim_file(rt.path(), "orin-agx-r35", POWER_CONTROL)),
+        "auto"
+    );
+    assert_eq!(read(&fan), fan_before);
+}
+
+#[test]
+fn train_on_the_cpu_reference_learns_and_meters_every_minibatch() {
+    let rt = util::runtime();
+    let csv = rt.path().join("train.csv");
+    let t = json(&ok(jpower(rt.path())
+        .args([
+            "--sim",
+            "xavier-agx",
+            "--json",
+            "train",
+            "--cpu",
+            "--steps",
+            "60",
+            "--batch",
+            "16",
+        ])
+        .arg("--csv")
+        .arg(&csv)));
+    let (first, last) = (
+        t["first_loss"].as_f64().unwrap(),
+        t["final_loss"].as_f64().unwrap(),
+    );
+    assert!(last < first / 3.0, "{first} -> {last}");
+    assert!(t["held_out_accuracy"].as_f64().unwrap() > 0.9, "{t}");
+    let batches = t["minibatches"].as_array().unwrap();
+    assert_eq!(batches.len(), 60);
+    for b in batches {
+        assert!(
+            b["energy_j"].as_f64().unwrap() > 0.0 && b["mean_w"].as_f64().unwrap() > 1.0,
+            "{b}"
+        );
+        assert!(b["duration_s"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 61);
+}
+
+#[test]
+fn gpu_commands_say_what_is_missing_in_one_line() {
+    let rt = util::runtime();
+    let bad =
+        run(jpower(rt.path()).args(["--sim", "orin-agx", "roofline", "--point-seconds", "0"]));
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--point-seconds"));
+    if jpower::gpu::probe(None).is_ok() {
+        eprintln!("CUDA present: the no-driver error is not checked here");
+        return;
+    }
+    let out = run(jpower(rt.path()).args(["--sim", "orin-agx", "train", "--steps", "2"]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no CUDA driver found") || err.contains("no NVRTC"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn kernels_compile_for_the_jetson_archs_without_spills() {
+    if let Err(e) = jpower::gpu::nvrtc_present() {
+        eprintln!("skipped kernels_compile_for_the_jetson_archs_without_spills: {e} (CI installs NVIDIA's NVRTC and ptxas wheels)");
+        return;
+    }
+    let rt = util::runtime();
+    let out = rt.path().join("ptx");
+    let k = json(&ok(jpower(rt.path())
+        .args(["--json", "kernels", "--out"])
+        .arg(&out)));
+    assert_eq!(k["spills"].as_array().unwrap().len(), 0, "{k}");
+    for cc in [53, 72, 87] {
+        for f in ["roofline", "train"] {
+            let ptx = std::fs::read_to_string(out.join(format!("{f}.compute_{cc}.ptx"))).unwrap();
+            assert!(ptx.contains(&format!(".target sm_{cc}")));
+        }
+    }
+    if k["assembled"] == true {
+        // 4 roofline and 11 training kernels on each of 3 architectures.
+        assert_eq!(k["kernels"].as_array().unwrap().len(), 3 * 15);
+    }
+}
+
+/// The GPU, or `None` after a notice.
+fn gpu(test: &str) -> Option<Cuda> {
+    match Cuda::open(0, None) {
+        Ok(c) => Some(c),
+        Err(e) if std::env::var_os("JPOWER_REQUIRE_GPU").is_some() => {
+            panic!("{test}: JPOWER_REQUIRE_GPU is set but {e}")
+        }
+        Err(e) => {
+            eprintln!("skipped {test}: {e} (runs where a CUDA GPU, its driver and NVRTC are present: scripts/gpu-check.sh)");
+            None
+        }
+    }
+}
+
+fn close(name: &str, gpu: &[f32], cpu: &[f32], rel: f32) {
+    assert_eq!(gpu.len(), cpu.len(), "{name}");
+    for (i, (g, c)) in gpu.iter().zip(cpu).enumerate() {
+        assert!(
+            (g - c).abs() <= rel * c.abs().max(1.0),
+            "{name}[{i}]: GPU {g}, CPU {c}"
+        );
+    }
+}
+
+#[test]
+fn gpu_sweep_kernels_match_the_cpu_reference() {
+    let Some(mut cuda) = gpu("gpu_sweep_kernels_match_the_cpu_reference") else {
+        return;
+    };
+    let n = 1 << 16;
+    for (kernel, iters) in [
+        (Kernel::SweepF32, 9),
+        (Kernel::SweepF16x2, 9),
+        (Kernel::Copy, 0),
+        (Kernel::Triad, 0),
+    ] {
+        let p = Point {
+            kernel,
+            iters,
+            elements: n,
+        };
+        let (x, y) = cuda.sweep_once(&p).unwrap();
+        let mut want = vec![0.0f32; y.len()];
+        let d = Sweep {
+            n: n as usize,
+            iters,
+        };
+        match kernel {
+            Kernel::SweepF32 => reference::sweep_f32(&d, SWEEP_A, SWEEP_B, &x, &mut want),
+            Kernel::SweepF16x2 => {
+                let bits: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+                let mut out = vec![0u32; bits.len()];
+                reference::sweep_f16x2(&d, SWEEP_A_H2, SWEEP_B_H2, &bits, &mut out);
+                let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, out, "sweep_f16x2 bit for bit");
+                continue;
+            }
+            Kernel::Copy => want.copy_from_slice(&x),
+            Kernel::Triad => {
+                // y = x + a * z with z = x (both uploaded from the same pattern).
+                for (w, v) in want.iter_mut().zip(&x) {
+                    *w = v + SWEEP_A * v;
+                }
+            }
+        }
+        close(kernel.symbol(), &y, &want, 1e-5);
+    }
+}
+
+/// Runs every training kernel once on fixed inputs and returns every output.
+fn exercise<B: Backend>(b: &B) -> Result<Vec<Vec<f32>>, B::Error> {
+    let data =
+        |n: usize, k: f32| -> Vec<f32> { (0..n).map(|i| ((i as f32 * 0.37 + k).sin())).collect() };
+    let mut outs = Vec::new();
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        let g = Gemm::new(ta, tb, 37, 29, 19);
+        let mut c = b.upload(&data(37 * 29, 3.0))?;
+        b.gemm(
+            &g,
+            0.7,
+            &b.upload(&data(37 * 19, 1.0))?,
+            &b.upload(&data(19 * 29, 2.0))?,
+            0.3,
+            &mut c,
+        )?;
+        outs.push(b.download(&c)?);
+    }
+    let bias = Bias { n: 3, c: 5, hw: 7 };
+    let mut y = b.upload(&data(105, 4.0))?;
+    b.add_bias(&bias, &mut y, &b.upload(&data(5, 5.0))?)?;
+    outs.push(b.download(&y)?);
+    let mut db = b.zeros(5)?;
+    b.bias_grad(&bias, &y, &mut db)?;
+    outs.push(b.download(&db)?);
+    let relu = Relu { n: 105 };
+    let (mut r, mut dr) = (b.zeros(105)?, b.zeros(105)?);
+    b.relu_fwd(&relu, &y, &mut r)?;
+    b.relu_bwd(&relu, &y, &b.upload(&data(105, 6.0))?, &mut dr)?;
+    outs.push(b.download(&r)?);
+    outs.push(b.download(&dr)?);
+    let conv = Conv {
+        c: 2,
+        h: 9,
+        w: 7,
+        kh: 3,
+        kw: 3,
+        pad: 1,
+        stride: 2,
+    };
+    let x = b.upload(&data(2 * conv.x_len(), 7.0))?;
+    let mut col = b.zeros(2 * conv.col_len())?;
+    let mut dx = b.zeros(2 * conv.x_len())?;
+    for image in 0..2 {
+        b.im2col(&conv, image, &x, &mut col)?;
+        b.col2im(&conv, image, &col, &mut dx)?;
+    }
+    outs.push(b.download(&col)?);
+    outs.push(b.download(&dx)?);
+    let pool = Pool2 { nc: 6, h: 8, w: 6 };
+    let (mut py, mut arg, mut pdx) = (
+        b.zeros(pool.out_len())?,
+        b.zeros_i(pool.out_len())?,
+        b.zeros(288)?,
+    );
+    let px = b.upload(&data(288, 8.0))?;
+    b.maxpool2_fwd(&pool, &px, &mut py, &mut arg)?;
+    b.maxpool2_bwd(
+        &pool,
+        &b.upload(&data(pool.out_len(), 9.0))?,
+        &arg,
+        &mut pdx,
+    )?;
+    outs.push(b.download(&py)?);
+    outs.push(b.download(&pdx)?);
+    let sm = Softmax {
+        batch: 4,
+        classes: 10,
+    };
+    let (mut loss, mut dl) = (b.zeros(4)?, b.zeros(40)?);
+    b.softmax_xent(
+        &sm,
+        &b.upload(&data(40, 10.0))?,
+        &b.upload_i(&[3, 0, 9, 5])?,
+        &mut loss,
+        &mut dl,
+    )?;
+    outs.push(b.download(&loss)?);
+    outs.push(b.download(&dl)?);
+    let sgd = Sgd {
+        n: 50,
+        lr: 0.1,
+        momentum: 0.9,
+        weight_decay: 1e-3,
+    };
+    let (mut w, mut v) = (b.upload(&data(50, 11.0))?, b.upload(&data(50, 12.0))?);
+    b.sgd_momentum(&sgd, &mut w, &b.upload(&data(50, 13.0))?, &mut v)?;
+    outs.push(b.download(&w)?);
+    outs.push(b.download(&v)?);
+    Ok(outs)
+}
+
+#[test]
+fn gpu_training_kernels_and_the_cnn_match_the_cpu_reference() {
+    // The CPU side always runs: its shapes pass every descriptor's check.
+    let want = exercise(&Cpu).unwrap();
+    let Some(cuda) = gpu("gpu_training_kernels_and_the_cnn_match_the_cpu_reference") else {
+        return;
+    };
+    let backend = cuda.train_backend().unwrap();
+    let got = exercise(&backend).unwrap();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        close(&format!("training kernel output {i}"), g, w, 1e-4);
+    }
+    // Ten steps of the CNN on both: the same losses and parameters.
+    let task = Synthetic::new(5, 16);
+    let mut on_gpu = Net::new(cuda.train_backend().unwrap(), 16, 9).unwrap();
+    let mut on_cpu = Net::new(Cpu, 16, 9).unwrap();
+    for i in 0..10 {
+        let (x, y) = task.batch(i);
+        let lg = on_gpu
+            .step(
+                &on_gpu.backend().upload(&x).unwrap(),
+                &on_gpu.backend().upload_i(&y).unwrap(),
+                0.02,
+            )
+            .unwrap();
+        let lc = on_cpu.step(&x, &y, 0.02).unwrap();
+        assert!(
+            (lg - lc).abs() <= 1e-3 * lc.max(1.0),
+            "step {i}: GPU loss {lg}, CPU {lc}"
+        );
+    }
+    for (g, c) in on_gpu
+        .params()
+        .unwrap()
+        .iter()
+        .zip(&on_cpu.params().unwrap())
+    {
+        close("parameters after 10 steps", g, c, 1e-3);
+    }
+}
