@@ -314,7 +314,7 @@ fn gpu_sweep_kernels_match_the_cpu_reference() {
 /// Runs every training kernel once on fixed inputs and returns every output.
 fn exercise<B: Backend>(b: &B) -> Result<Vec<Vec<f32>>, B::Error> {
     let data =
-        |n: usize, k: f32| -> Vec<f32> { (0..n).map(|i| ((i as f32 * 0.37 + k).sin())).collect() };
+        |n: usize, k: f32| -> Vec<f32> { (0..n).map(|i| (i as f32 * 0.37 + k).sin()).collect() };
     let mut outs = Vec::new();
     for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
         let g = Gemm::new(ta, tb, 37, 29, 19);
