@@ -103,10 +103,10 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         if simulated { " (SIMULATED)" } else { "" }
     );
     if let Some(path) = &a.csv {
-        write(path, points_csv(&results))?;
+        write(path, points_csv(&results, simulated))?;
     }
     if let Some(path) = &a.modes_csv {
-        write(path, modes_csv(&results))?;
+        write(path, modes_csv(&results, simulated))?;
     }
     if let Some(path) = &a.svg {
         let series: Vec<plot::Series> = results
@@ -346,13 +346,13 @@ fn measure_mode(
     })
 }
 
-fn points_csv(results: &[ModeResult]) -> String {
-    let mut s = String::from("mode,kernel,iters,elements,intensity,launches,best_s,gflops,gbytes_per_s,mean_s,energy_j,power_w\n");
+fn points_csv(results: &[ModeResult], simulated: bool) -> String {
+    let mut s = String::from("simulated,mode,kernel,iters,elements,intensity,launches,best_s,gflops,gbytes_per_s,mean_s,energy_j,power_w\n");
     for r in results {
         for m in &r.points {
             let _ = writeln!(
                 s,
-                "\"{}\",{},{},{},{},{},{:.9},{:.3},{:.3},{:.9},{:.6},{:.3}",
+                "{simulated},\"{}\",{},{},{},{},{},{:.9},{:.3},{:.3},{:.9},{:.6},{:.3}",
                 r.mode,
                 m.point.kernel.symbol(),
                 m.point.iters,
@@ -371,13 +371,13 @@ fn points_csv(results: &[ModeResult]) -> String {
     s
 }
 
-fn modes_csv(results: &[ModeResult]) -> String {
-    let mut s = String::from("mode,gpu_hz,emc_hz,peak_f32_gflops,peak_f16_gflops,peak_gbytes_per_s,ridge_f32,time_rms_rel,eps_flop_pj,eps_flop_f16_pj,eps_byte_pj,pi0_w,energy_rms_rel,f32_fraction,copy_fraction\n");
+fn modes_csv(results: &[ModeResult], simulated: bool) -> String {
+    let mut s = String::from("simulated,mode,gpu_hz,emc_hz,peak_f32_gflops,peak_f16_gflops,peak_gbytes_per_s,ridge_f32,time_rms_rel,eps_flop_pj,eps_flop_f16_pj,eps_byte_pj,pi0_w,energy_rms_rel,f32_fraction,copy_fraction\n");
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.4}"));
     for r in results {
         let _ = writeln!(
             s,
-            "\"{}\",{},{},{:.3},{:.3},{:.3},{:.3},{:.4},{:.4},{},{:.4},{:.4},{:.4},{},{}",
+            "{simulated},\"{}\",{},{},{:.3},{:.3},{:.3},{:.3},{:.4},{:.4},{},{:.4},{:.4},{:.4},{},{}",
             r.mode,
             opt(r.gpu_hz),
             opt(r.emc_hz),

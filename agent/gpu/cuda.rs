@@ -11,6 +11,7 @@ use super::net::Backend;
 use super::ops::{Bias, Conv, Gemm, Launch, Pool2, Relu, Sgd, Softmax, Stream, Sweep};
 use super::roofline::{Device, Kernel, Point, Run};
 use super::GpuError;
+use crate::telemetry::ring::monotonic_ns;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
@@ -212,6 +213,7 @@ impl Device for Cuda {
             .map_err(GpuError::driver("warm-up"))?;
         let (mut launches, mut best_s) = (0u32, f64::INFINITY);
         let start = Instant::now();
+        let start_ns = monotonic_ns();
         while launches < 3 || start.elapsed().as_secs_f64() < min_s {
             e0.record(&self.stream)
                 .map_err(GpuError::driver("record"))?;
@@ -222,7 +224,7 @@ impl Device for Cuda {
             best_s = best_s.min(f64::from(ms) * 1e-3);
             launches += 1;
         }
-        let total_s = start.elapsed().as_secs_f64();
+        let end_ns = monotonic_ns();
         // The running clock while busy: devfreq on a Jetson; elsewhere the SM clock
         // attribute (kHz), the boost clock a data-centre GPU holds under load.
         let clock_hz = match &self.clock {
@@ -236,7 +238,8 @@ impl Device for Cuda {
         Ok(Run {
             launches,
             best_s,
-            total_s,
+            start_ns,
+            end_ns,
             clock_hz,
         })
     }

@@ -4,7 +4,7 @@
 //! ends of a window; windows should last a second or more. `libnvidia-ml` is loaded at
 //! run time: without it, [`NvmlMeter::open`] returns an error, nothing panics.
 
-use super::roofline::Meter;
+use super::roofline::{Meter, Run};
 use super::GpuError;
 use nvml_wrapper::Nvml;
 use std::time::Instant;
@@ -56,15 +56,15 @@ impl Meter for NvmlMeter {
         Ok(())
     }
 
-    fn end(&mut self) -> Result<(f64, f64), GpuError> {
+    fn end(&mut self, run: &Run) -> Result<f64, GpuError> {
         let (mj0, t0) = self
             .start
             .take()
             .ok_or_else(|| GpuError::Power("NVML window ended before it began".into()))?;
         let mj1 = self.counter_mj()?;
-        Ok((
-            mj1.saturating_sub(mj0) as f64 * 1e-3,
-            t0.elapsed().as_secs_f64(),
-        ))
+        // The window also holds the warm-up launch and its edges: the launches' share of
+        // it, at the window's mean power.
+        let window_s = t0.elapsed().as_secs_f64().max(run.total_s());
+        Ok(mj1.saturating_sub(mj0) as f64 * 1e-3 * run.total_s() / window_s)
     }
 }

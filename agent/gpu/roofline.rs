@@ -12,7 +12,7 @@
 //! gives the time roofline, the mean launch over the metered window the energy.
 
 use super::GpuError;
-use crate::telemetry::ring::{monotonic_ns, RingReader};
+use crate::telemetry::ring::RingReader;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -140,10 +140,19 @@ pub struct Run {
     pub launches: u32,
     /// The fastest launch, seconds.
     pub best_s: f64,
-    /// All launches, from the first start to the last end, seconds.
-    pub total_s: f64,
+    /// `CLOCK_MONOTONIC` (the telemetry ring's clock) before the first timed launch and
+    /// after the last one completed, nanoseconds.
+    pub start_ns: u64,
+    pub end_ns: u64,
     /// The GPU clock while they ran, Hz, where known.
     pub clock_hz: Option<f64>,
+}
+
+impl Run {
+    /// From the first timed launch's start to the last one's end, seconds.
+    pub fn total_s(&self) -> f64 {
+        self.end_ns.saturating_sub(self.start_ns) as f64 * 1e-9
+    }
 }
 
 /// Something that runs sweep points: a CUDA GPU or a simulated board's GPU.
@@ -161,21 +170,21 @@ pub trait Device {
 pub trait Meter {
     /// What it reads (`INA3221 ring (VDD_IN)`, `NVML total energy`).
     fn name(&self) -> String;
-    /// Marks the start of a window.
+    /// Marks the start of a window, before `run` starts.
     fn begin(&mut self) -> Result<(), GpuError>;
-    /// Ends the window begun last: (joules, seconds).
-    fn end(&mut self) -> Result<(f64, f64), GpuError>;
+    /// Ends the window begun last, after `run` returned: the joules of `run`'s timed
+    /// launches (from `run.start_ns` to `run.end_ns`).
+    fn end(&mut self, run: &Run) -> Result<f64, GpuError>;
 }
 
-/// The telemetry ring as a meter: module power integrated over the window.
+/// The telemetry ring as a meter: module power integrated over exactly the launches.
 pub struct RingMeter {
     ring: RingReader,
-    start_ns: u64,
 }
 
 impl RingMeter {
     pub fn new(ring: RingReader) -> RingMeter {
-        RingMeter { ring, start_ns: 0 }
+        RingMeter { ring }
     }
 }
 
@@ -190,24 +199,22 @@ impl Meter for RingMeter {
     }
 
     fn begin(&mut self) -> Result<(), GpuError> {
-        self.start_ns = monotonic_ns();
         Ok(())
     }
 
-    fn end(&mut self) -> Result<(f64, f64), GpuError> {
-        let t1 = monotonic_ns();
-        // Two periods, so the sample after the window's end is in the ring.
+    fn end(&mut self, run: &Run) -> Result<f64, GpuError> {
+        // Two periods, so the sample after the launches' end is in the ring.
         std::thread::sleep(Duration::from_nanos(
             2 * self.ring.info.period_ns.max(500_000),
         ));
-        let e = self.ring.energy(self.start_ns, t1);
+        let e = self.ring.energy(run.start_ns, run.end_ns);
         if e.samples == 0 {
             return Err(GpuError::Power(format!(
                 "no telemetry sample in a {:.3} s window: is the sampler running?",
                 e.duration_s
             )));
         }
-        Ok((e.module_j, e.duration_s))
+        Ok(e.module_j)
     }
 }
 
@@ -239,12 +246,9 @@ pub fn measure(
         .map(|p| {
             meter.begin()?;
             let run = device.run(p, min_s)?;
-            let (joules, window_s) = meter.end()?;
             let launches = f64::from(run.launches.max(1));
-            let mean_s = run.total_s / launches;
-            // The window also holds the warm-up launch and the meter's edges: scale its
-            // energy to the launches' share of it.
-            let energy_j = joules * (run.total_s / window_s.max(run.total_s)) / launches;
+            let mean_s = run.total_s() / launches;
+            let energy_j = meter.end(&run)? / launches;
             Ok(Measured {
                 label: p.label(),
                 point: *p,
@@ -467,7 +471,8 @@ mod tests {
             run: Run {
                 launches: 1,
                 best_s,
-                total_s: best_s,
+                start_ns: 0,
+                end_ns: (best_s * 1e9) as u64,
                 clock_hz: None,
             },
             flops_per_s: p.flops() / best_s,

@@ -23,7 +23,8 @@ use super::workload::{self, STALL_ACTIVITY};
 use super::SimBoard;
 use crate::gpu::roofline::{Device, Kernel, Point, Run};
 use crate::gpu::GpuError;
-use std::time::{Duration, Instant};
+use crate::telemetry::ring::monotonic_ns;
+use std::time::Duration;
 
 /// Per-launch overhead, seconds.
 const LAUNCH_S: f64 = 6e-6;
@@ -98,16 +99,17 @@ impl Device for SimGpu {
         let l = self.launch(point)?;
         self.board.set_load(l.load).map_err(sim_error)?;
         let launches = (min_s / l.time_s).ceil().max(2.0) as u32;
-        let start = Instant::now();
+        let start_ns = monotonic_ns();
         std::thread::sleep(Duration::from_secs_f64(l.time_s * f64::from(launches)));
-        let total_s = start.elapsed().as_secs_f64();
+        let end_ns = monotonic_ns();
         self.board
             .set_load(LoadState::default())
             .map_err(sim_error)?;
         Ok(Run {
             launches,
             best_s: l.time_s,
-            total_s,
+            start_ns,
+            end_ns,
             clock_hz: Some(l.clock_hz),
         })
     }
