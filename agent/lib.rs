@@ -39,6 +39,7 @@ pub mod daemon;
 pub mod file_error;
 pub mod gpu;
 pub mod ipc;
+pub mod live;
 pub mod mode;
 pub mod nvpmodel;
 pub mod optimize;

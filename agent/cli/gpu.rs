@@ -7,7 +7,7 @@ use super::telemetry::{SampleArgs, Session};
 use super::{Output, Target};
 use crate::gpu::cuda::Cuda;
 use crate::gpu::kernels::{self, Source, JETSON_ARCHS};
-use crate::gpu::net::{self, Backend, Cpu, Net, Synthetic};
+use crate::gpu::net::{Backend, Cpu, Trainer};
 use crate::sim::kernel::LoadState;
 use crate::telemetry::energy::{Kind, Minibatch, Minibatches};
 use crate::telemetry::ring::{monotonic_ns, RingReader};
@@ -44,9 +44,6 @@ pub struct TrainArgs {
     pub csv: Option<PathBuf>,
 }
 
-/// Distinct synthetic batches uploaded once and cycled, so a step uploads nothing.
-const BATCHES: u64 = 16;
-
 /// One trained minibatch.
 #[derive(Debug, Serialize)]
 struct Step {
@@ -70,24 +67,21 @@ pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
     let session = Session::start(target, &sample, "train")?;
     let l4t = session.controller.board().identity.l4t_major;
     if let Some(sim) = &session.sim {
-        // The CPU reference keeps one host core busy; a simulated board has no CUDA.
-        let cores = sim.operating()?.online_cores.max(1);
-        sim.set_load(LoadState {
-            cpu: 1.0 / f64::from(cores),
-            ..LoadState::default()
-        })?;
+        // A simulated board has no CUDA: the CPU reference keeps one host core busy.
+        sim.set_one_core_busy()?;
     }
     let ring = RingReader::open(&session.telemetry.path)?;
     let result = if a.cpu {
-        run(Net::new(Cpu, a.batch, a.seed)?, &ring, a, out.json)
-    } else {
-        let cuda = Cuda::open(a.gpu, l4t)?;
         run(
-            Net::new(cuda.train_backend()?, a.batch, a.seed)?,
+            Trainer::new(Cpu, a.batch, a.seed, a.lr)?,
             &ring,
-            a,
+            a.steps,
             out.json,
         )
+    } else {
+        let cuda = Cuda::open(a.gpu, l4t)?;
+        let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, a.lr)?;
+        run(trainer, &ring, a.steps, out.json)
     };
     if let Some(sim) = &session.sim {
         sim.set_load(LoadState::default())?;
@@ -134,25 +128,18 @@ pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
     )
 }
 
-/// Trains `net`, marking each minibatch in the telemetry; returns the minibatches, the
-/// held-out accuracy and the FLOPs of one step.
+/// Trains with `trainer`, marking each minibatch in the telemetry; returns the
+/// minibatches, the held-out accuracy and the FLOPs of one step.
 fn run<B: Backend>(
-    mut net: Net<B>,
+    mut trainer: Trainer<B>,
     ring: &RingReader,
-    a: &TrainArgs,
+    steps: u64,
     quiet: bool,
 ) -> Result<(Vec<Step>, f64, u64)> {
-    let task = Synthetic::new(a.seed, a.batch);
-    let batches = (0..BATCHES)
-        .map(|i| {
-            let (x, y) = task.batch(i);
-            Ok((net.backend().upload(&x)?, net.backend().upload_i(&y)?))
-        })
-        .collect::<Result<Vec<_>, B::Error>>()?;
     let bar = if quiet || !std::io::stderr().is_terminal() {
         indicatif::ProgressBar::hidden()
     } else {
-        indicatif::ProgressBar::new(a.steps)
+        indicatif::ProgressBar::new(steps)
     };
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -161,31 +148,18 @@ fn run<B: Backend>(
         .context("progress style")?,
     );
     let mut marks = Minibatches::default();
-    let mut steps = Vec::with_capacity(a.steps as usize);
-    for step in 0..a.steps {
-        let (x, y) = &batches[(step % BATCHES) as usize];
+    let mut out = Vec::with_capacity(steps as usize);
+    for step in 0..steps {
         marks.begin(Kind::Train, step, monotonic_ns())?;
-        let loss = net.step(x, y, a.lr)?;
-        net.backend().synchronize()?;
+        let loss = trainer.step()?;
         let energy = marks.end(Kind::Train, step, monotonic_ns(), ring)?;
         bar.set_message(format!("loss {loss:.3}, {:.2} W", energy.mean_w));
         bar.inc(1);
-        steps.push(Step { step, loss, energy });
+        out.push(Step { step, loss, energy });
     }
     bar.finish_and_clear();
-    // Held out: batches the training never saw.
-    let (mut right, mut total) = (0usize, 0usize);
-    for i in BATCHES..BATCHES + 4 {
-        let (x, labels) = task.batch(i);
-        let logits = net.forward(&net.backend().upload(&x)?)?;
-        for (row, &label) in logits.chunks(net::CLASSES).zip(&labels) {
-            let best = (0..net::CLASSES).max_by(|&p, &q| row[p].total_cmp(&row[q]));
-            right += usize::from(best == Some(label as usize));
-            total += 1;
-        }
-    }
-    let flops = net.flops_per_step();
-    Ok((steps, right as f64 / total.max(1) as f64, flops))
+    let accuracy = trainer.held_out_accuracy(4)?;
+    Ok((out, accuracy, trainer.net.flops_per_step()))
 }
 
 /// Arguments of `jpower kernels`.

@@ -243,7 +243,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Energy(_) => unreachable!("handled in run"),
         Command::Ring(c) => telemetry::ring(c, out),
         Command::Powertrain(c) => powertrain::run(cli.target.sim.as_deref(), c, out),
-        Command::Profile(a) => train_modes::profile(cli.target.sim.as_deref(), a, out),
+        Command::Profile(a) => train_modes::profile(&cli.target, a, out),
         Command::Predict(a) => train_modes::predict(cli.target.sim.as_deref(), a, out),
         Command::Optimize(a) => train_modes::optimize(cli.target.sim.as_deref(), a, out),
         Command::Agent(a) => crate::daemon::run(&crate::daemon::Options {

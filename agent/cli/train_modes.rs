@@ -3,6 +3,9 @@
 //! predictors into a model file, then pick modes from the predicted Pareto front.
 
 use super::Output;
+use crate::gpu::cuda::Cuda;
+use crate::gpu::net::{Cpu, Trainer};
+use crate::live::{AgentSource, Workload};
 use crate::mode::PinnedMode;
 use crate::optimize::{self, Point};
 use crate::powertrain::{self, margin_w};
@@ -39,6 +42,16 @@ pub struct ProfileArgs {
     /// Write the profile here (CSV that --truth can replay) instead of stdout.
     #[arg(long, value_name = "FILE.csv")]
     pub out: Option<PathBuf>,
+    /// Profile in real time through the running agent (a Jetson, --root or --sim board):
+    /// the built-in CNN trains while the agent switches modes and meters each minibatch.
+    #[arg(long, conflicts_with = "truth")]
+    pub live: bool,
+    /// With --live: train on the CPU reference instead of the GPU.
+    #[arg(long, requires = "live")]
+    pub cpu: bool,
+    /// With --live: images per minibatch.
+    #[arg(long, default_value_t = 32, requires = "live")]
+    pub batch: usize,
 }
 
 /// Arguments of `jpower predict`.
@@ -99,8 +112,11 @@ pub(super) fn workload(name: &str) -> Result<Model> {
 }
 
 /// `jpower profile`.
-pub fn profile(sim: Option<&str>, a: &ProfileArgs, out: &Output) -> Result<()> {
-    let spec = spec(sim)?;
+pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<()> {
+    if a.live {
+        return profile_live(target, a, out);
+    }
+    let spec = spec(target.sim.as_deref())?;
     let space = powertrain::space_of(spec);
     let mut src: Box<dyn Source> = match &a.truth {
         Some(p) => Box::new(Replay::new(&profile::read_csv(p)?, (0.02, 0.015))),
@@ -111,14 +127,85 @@ pub fn profile(sim: Option<&str>, a: &ProfileArgs, out: &Output) -> Result<()> {
             a.seed,
         )),
     };
+    let modes = choose(a, src.as_ref(), &space)?;
+    let (rows, secs) = run_profile(src.as_mut(), &modes, a, "simulated ");
+    report(&spec.id(), &rows, secs, "simulated ", a, out)
+}
+
+/// `jpower profile --live`: the built-in CNN on this machine, modes and power from the
+/// agent.
+fn profile_live(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<()> {
+    let client = target.agent()?.ok_or_else(|| {
+        anyhow!("jpower profile --live drives the agent: start `jpower agent` on this board first")
+    })?;
+    let (root, sim) = target.root()?;
+    let board = crate::board::Board::discover(root)?;
+    if let (Some(sim), true) = (&sim, a.cpu) {
+        sim.set_one_core_busy()?;
+    }
+    let space = crate::mode::ModeSpace::of(&board);
+    let name = &board.identity.model;
+    let result = if a.cpu {
+        let trainer = Trainer::new(Cpu, a.batch, a.seed, 0.02)?;
+        let src = AgentSource::new(client, trainer, space.clone());
+        live_with(src, &space, name, a, out)
+    } else {
+        let cuda = Cuda::open(0, board.identity.l4t_major)?;
+        let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, 0.02)?;
+        let src = AgentSource::new(client, trainer, space.clone());
+        live_with(src, &space, name, a, out)
+    };
+    if let Some(sim) = &sim {
+        sim.set_load(crate::sim::kernel::LoadState::default())?;
+    }
+    result
+}
+
+fn live_with<W: Workload>(
+    mut src: AgentSource<W>,
+    space: &crate::mode::ModeSpace,
+    board: &str,
+    a: &ProfileArgs,
+    out: &Output,
+) -> Result<()> {
+    let modes = choose(a, &src, space)?;
+    let (rows, secs) = run_profile(&mut src, &modes, a, "");
+    let error = src.error.take();
+    src.release()
+        .map_err(|e| anyhow!("releasing the lease: {e}"))?;
+    if let Some(e) = error {
+        bail!(
+            "profiled {} of {} modes, then: {e}",
+            rows.len(),
+            modes.len()
+        );
+    }
+    report(board, &rows, secs, "", a, out)
+}
+
+/// The modes `--strategy` picks from `src`'s.
+fn choose(
+    a: &ProfileArgs,
+    src: &dyn Source,
+    space: &crate::mode::ModeSpace,
+) -> Result<Vec<PinnedMode>> {
     let all = src.modes();
-    let modes = match a.strategy.as_str() {
+    Ok(match a.strategy.as_str() {
         "all" => all,
-        "reference" => powertrain::reference_grid(&space),
+        "reference" => powertrain::reference_grid(space),
         "random" => profile::select(&all, Strategy::Random(a.modes), a.seed),
         "stratified" => profile::select(&all, Strategy::Stratified(a.modes), a.seed),
         s => bail!("--strategy {s}: stratified, random, reference or all"),
-    };
+    })
+}
+
+/// Profiles `modes`, printing progress with an ETA on stderr.
+fn run_profile(
+    src: &mut dyn Source,
+    modes: &[PinnedMode],
+    a: &ProfileArgs,
+    clock: &str,
+) -> (Vec<profile::Row>, f64) {
     let cfg = ProfileConfig {
         minibatches: a.minibatches,
         ..ProfileConfig::default()
@@ -126,28 +213,40 @@ pub fn profile(sim: Option<&str>, a: &ProfileArgs, out: &Output) -> Result<()> {
     let mut rows = Vec::new();
     let mut secs = 0.0;
     for (i, m) in modes.iter().enumerate() {
-        if let Some(p) = profile::profile_mode(src.as_mut(), m, &cfg) {
+        if let Some(p) = profile::profile_mode(src, m, &cfg) {
             secs += p.seconds;
             rows.push(p.row);
         }
         if (i + 1) % (modes.len() / 10).max(1) == 0 {
             let eta = secs / (i + 1) as f64 * (modes.len() - i - 1) as f64 / 60.0;
             eprintln!(
-                "profiled {}/{} modes, {:.1} simulated min, ETA {eta:.1} simulated min",
+                "profiled {}/{} modes, {:.1} {clock}min, ETA {eta:.1} {clock}min",
                 i + 1,
                 modes.len(),
                 secs / 60.0
             );
         }
     }
-    let csv = profile::write_csv(&rows);
+    (rows, secs)
+}
+
+fn report(
+    board: &str,
+    rows: &[profile::Row],
+    secs: f64,
+    clock: &str,
+    a: &ProfileArgs,
+    out: &Output,
+) -> Result<()> {
+    let csv = profile::write_csv(rows);
     match &a.out {
         Some(p) => std::fs::write(p, &csv).with_context(|| format!("writing {}", p.display()))?,
         None if !out.json => print!("{csv}"),
         None => {}
     }
-    out.print(&json!({"board": spec.id(), "modes": rows.len(), "simulated_minutes": secs / 60.0, "out": a.out}), || match &a.out {
-        Some(p) => format!("profiled {} modes in {:.1} simulated minutes into {}\n", rows.len(), secs / 60.0, p.display()),
+    let minutes = secs / 60.0;
+    out.print(&json!({"board": board, "modes": rows.len(), "live": a.live, "profiling_minutes": minutes, "simulated_minutes": if a.live { None } else { Some(minutes) }, "out": a.out}), || match &a.out {
+        Some(p) => format!("profiled {} modes in {minutes:.1} {clock}minutes into {}\n", rows.len(), p.display()),
         None => String::new(),
     })
 }

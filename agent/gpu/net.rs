@@ -264,6 +264,65 @@ impl Backend for Cpu {
     }
 }
 
+/// The built-in training workload: the CNN on the synthetic task, with a fixed set of
+/// batches uploaded once and cycled, so a minibatch uploads and allocates nothing.
+pub struct Trainer<B: Backend> {
+    pub net: Net<B>,
+    task: Synthetic,
+    batches: Vec<(B::F, B::I)>,
+    lr: f32,
+    steps: u64,
+}
+
+/// Distinct training batches a [`Trainer`] cycles through.
+pub const TRAIN_BATCHES: u64 = 16;
+
+impl<B: Backend> Trainer<B> {
+    /// A network and `TRAIN_BATCHES` batches of `batch` images on `backend`.
+    pub fn new(backend: B, batch: usize, seed: u64, lr: f32) -> Result<Trainer<B>, B::Error> {
+        let net = Net::new(backend, batch, seed)?;
+        let task = Synthetic::new(seed, batch);
+        let batches = (0..TRAIN_BATCHES)
+            .map(|i| {
+                let (x, y) = task.batch(i);
+                Ok((net.backend.upload(&x)?, net.backend.upload_i(&y)?))
+            })
+            .collect::<Result<_, B::Error>>()?;
+        Ok(Trainer {
+            net,
+            task,
+            batches,
+            lr,
+            steps: 0,
+        })
+    }
+
+    /// One minibatch, finished on the device; returns its loss.
+    pub fn step(&mut self) -> Result<f32, B::Error> {
+        let (x, y) = &self.batches[(self.steps % TRAIN_BATCHES) as usize];
+        let loss = self.net.step(x, y, self.lr)?;
+        self.net.backend.synchronize()?;
+        self.steps += 1;
+        Ok(loss)
+    }
+
+    /// Accuracy on `batches` batches the training never sees.
+    pub fn held_out_accuracy(&mut self, batches: u64) -> Result<f64, B::Error> {
+        let (mut right, mut total) = (0usize, 0usize);
+        for i in TRAIN_BATCHES..TRAIN_BATCHES + batches {
+            let (x, labels) = self.task.batch(i);
+            let x = self.net.backend.upload(&x)?;
+            let logits = self.net.forward(&x)?;
+            for (row, &label) in logits.chunks(CLASSES).zip(&labels) {
+                let best = (0..CLASSES).max_by(|&p, &q| row[p].total_cmp(&row[q]));
+                right += usize::from(best == Some(label as usize));
+                total += 1;
+            }
+        }
+        Ok(right as f64 / total.max(1) as f64)
+    }
+}
+
 /// Side of the square single-channel input image.
 pub const SIDE: usize = 16;
 /// Pixels per input image.
@@ -425,11 +484,6 @@ impl<B: Backend> Net<B> {
             backend,
             s,
         })
-    }
-
-    /// The backend it runs on (to upload batches).
-    pub fn backend(&self) -> &B {
-        &self.backend
     }
 
     /// The logits `[batch][10]` of a batch.

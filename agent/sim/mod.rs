@@ -137,6 +137,16 @@ impl SimBoard {
         self.kernel.set_load(load)
     }
 
+    /// One online core busy and the rest idle: what the CPU reference of the built-in
+    /// training workload does to the board while it runs on the host.
+    pub fn set_one_core_busy(&self) -> std::io::Result<()> {
+        let cores = self.operating()?.online_cores.max(1);
+        self.set_load(LoadState {
+            cpu: 1.0 / f64::from(cores),
+            ..LoadState::default()
+        })
+    }
+
     /// The running clocks and online cores now.
     pub fn operating(&self) -> std::io::Result<power::Operating> {
         self.kernel.operating()

@@ -541,3 +541,43 @@ fn a_bad_config_is_a_file_and_line_error() {
         "{err}"
     );
 }
+
+#[test]
+fn profile_live_drives_the_agent_in_real_time_and_gives_the_board_back() {
+    let agent = Agent::start("orin-agx", "sensor_averaging = \"auto\"\n");
+    let before = agent.status();
+    let csv = agent.rt.path().join("live.csv");
+    let out = util::ok(
+        util::jpower(agent.rt.path())
+            .args(["--sim", "orin-agx", "--json", "profile", "--live", "--cpu"])
+            .args([
+                "--modes",
+                "3",
+                "--minibatches",
+                "4",
+                "--batch",
+                "4",
+                "--out",
+            ])
+            .arg(&csv),
+    );
+    let r = util::json(&out);
+    assert_eq!(r["live"], true, "{r}");
+    assert_eq!(r["modes"], 3);
+    let rows = jpower::profile::read_csv(&csv).unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        assert!(row.time_ms > 0.0 && row.power_w > 3.0, "{row:?}");
+    }
+    // The modes differ, so the metered power does.
+    assert!(
+        rows.iter()
+            .any(|r| (r.power_w - rows[0].power_w).abs() > 0.05),
+        "{rows:?}"
+    );
+    let after = agent.status();
+    assert!(after.holder.is_none(), "{after:?}");
+    assert_eq!(before.online_cpus, after.online_cpus);
+    assert_eq!(before.emc_cap_hz, after.emc_cap_hz);
+    assert_eq!(gpu_max(&before), gpu_max(&after));
+}

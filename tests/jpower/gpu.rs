@@ -208,6 +208,9 @@ fn gpu_commands_say_what_is_missing_in_one_line() {
         run(jpower(rt.path()).args(["--sim", "orin-agx", "roofline", "--point-seconds", "0"]));
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--point-seconds"));
+    let no_agent = run(jpower(rt.path()).args(["--sim", "orin-agx", "profile", "--live", "--cpu"]));
+    assert_eq!(no_agent.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&no_agent.stderr).contains("start `jpower agent`"));
     if jpower::gpu::probe(None).is_ok() {
         eprintln!("CUDA present: the no-driver error is not checked here");
         return;
@@ -426,13 +429,8 @@ fn gpu_training_kernels_and_the_cnn_match_the_cpu_reference() {
     let mut on_cpu = Net::new(Cpu, 16, 9).unwrap();
     for i in 0..10 {
         let (x, y) = task.batch(i);
-        let lg = on_gpu
-            .step(
-                &on_gpu.backend().upload(&x).unwrap(),
-                &on_gpu.backend().upload_i(&y).unwrap(),
-                0.02,
-            )
-            .unwrap();
+        let (gx, gy) = (backend.upload(&x).unwrap(), backend.upload_i(&y).unwrap());
+        let lg = on_gpu.step(&gx, &gy, 0.02).unwrap();
         let lc = on_cpu.step(&x, &y, 0.02).unwrap();
         assert!(
             (lg - lc).abs() <= 1e-3 * lc.max(1.0),
