@@ -58,36 +58,29 @@ pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
     if a.batch == 0 || a.steps == 0 {
         bail!("--batch and --steps must be at least 1");
     }
-    let sample = SampleArgs {
-        rate: Some(1000.0),
-        averaging: "auto".into(),
-        rt_priority: None,
-        sampler_cpu: None,
-    };
-    let session = Session::start(target, &sample, "train")?;
+    let session = Session::start(target, &SampleArgs::fast(), "train")?;
     let l4t = session.controller.board().identity.l4t_major;
-    if let Some(sim) = &session.sim {
-        // A simulated board has no CUDA: the CPU reference keeps one host core busy.
-        sim.set_one_core_busy()?;
-    }
-    let ring = RingReader::open(&session.telemetry.path)?;
-    let result = if a.cpu {
-        run(
-            Trainer::new(Cpu, a.batch, a.seed, a.lr)?,
-            &ring,
-            a.steps,
-            out.json,
-        )
-    } else {
-        let cuda = Cuda::open(a.gpu, l4t)?;
-        let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, a.lr)?;
-        run(trainer, &ring, a.steps, out.json)
-    };
+    let trained = (|| {
+        if let Some(sim) = &session.sim {
+            // A simulated board has no CUDA: the CPU reference keeps one host core busy.
+            sim.set_one_core_busy()?;
+        }
+        let ring = RingReader::open(&session.telemetry.path)?;
+        if a.cpu {
+            let trainer = Trainer::new(Cpu, a.batch, a.seed, a.lr)?;
+            run(trainer, &ring, a.steps, out.json)
+        } else {
+            let cuda = Cuda::open(a.gpu, l4t)?;
+            let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, a.lr)?;
+            run(trainer, &ring, a.steps, out.json)
+        }
+    })();
     if let Some(sim) = &session.sim {
         sim.set_load(LoadState::default())?;
     }
+    // Put the board back whether or not the training ran.
     let notes = session.finish()?;
-    let (steps, accuracy, flops) = result?;
+    let (steps, accuracy, flops) = trained?;
     if let Some(path) = &a.csv {
         let mut s = String::from("step,loss,duration_s,mean_w,energy_j,samples\n");
         for st in &steps {

@@ -93,23 +93,25 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         .root()
         .and_then(|(root, _)| Ok(Board::discover(root)?));
     let host_gpu = target.sim.is_none() && target.root.is_none();
-    let (device_name, simulated, meter_name, lock_notes, results, notes) = match discovered {
+    let m = match discovered {
         Err(e) if host_gpu && is_not_jetson(&e) => discrete(a, &points)?,
         Err(e) => return Err(e),
         Ok(_) => jetson(target, a, &points)?,
     };
     let title = format!(
-        "{device_name}{}",
-        if simulated { " (SIMULATED)" } else { "" }
+        "{}{}",
+        m.device,
+        if m.simulated { " (SIMULATED)" } else { "" }
     );
     if let Some(path) = &a.csv {
-        write(path, points_csv(&results, simulated))?;
+        write(path, points_csv(&m.modes, m.simulated))?;
     }
     if let Some(path) = &a.modes_csv {
-        write(path, modes_csv(&results, simulated))?;
+        write(path, modes_csv(&m.modes, m.simulated))?;
     }
     if let Some(path) = &a.svg {
-        let series: Vec<plot::Series> = results
+        let series: Vec<plot::Series> = m
+            .modes
             .iter()
             .map(|r| plot::Series {
                 name: &r.mode,
@@ -120,21 +122,21 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
             .collect();
         write(path, plot::svg(&title, &series))?;
     }
-    out.print(
-        &serde_json::json!({"device": device_name, "simulated": simulated, "power": meter_name,
-                            "lock": lock_notes, "modes": results, "notes": notes}),
-        || text(&title, &meter_name, &lock_notes, &results, &notes),
-    )
+    out.print(&serde_json::to_value(&m)?, || text(&title, &m))
 }
 
-type Measurement = (
-    String,
-    bool,
-    String,
-    Vec<String>,
-    Vec<ModeResult>,
-    Vec<String>,
-);
+/// Everything one run measured (the `--json` output).
+#[derive(Debug, Serialize)]
+struct Measurement {
+    /// What ran the sweep, whether it was a model, and what metered it.
+    device: String,
+    simulated: bool,
+    power: String,
+    /// What the measurement lock held.
+    lock: Vec<String>,
+    modes: Vec<ModeResult>,
+    notes: Vec<String>,
+}
 
 fn is_not_jetson(e: &anyhow::Error) -> bool {
     matches!(
@@ -160,18 +162,34 @@ fn discrete(a: &Args, points: &[roofline::Point]) -> Result<Measurement> {
             "no peak table entry for {name}: fractions of peak not reported"
         ));
     }
-    Ok((name, false, meter.name(), Vec::new(), vec![r], notes))
+    Ok(Measurement {
+        device: name,
+        simulated: false,
+        power: meter.name(),
+        lock: Vec::new(),
+        modes: vec![r],
+        notes,
+    })
 }
 
 /// A Jetson, a `--root` tree or a simulated board: modes switched, rails metered.
 fn jetson(target: &Target, a: &Args, points: &[roofline::Point]) -> Result<Measurement> {
-    let sample = SampleArgs {
-        rate: Some(1000.0),
-        averaging: "auto".into(),
-        rt_priority: None,
-        sampler_cpu: None,
-    };
-    let mut session = Session::start(target, &sample, "roofline")?;
+    let mut session = Session::start(target, &SampleArgs::fast(), "roofline")?;
+    let measured = measure_board(&mut session, target, a, points);
+    // Put the board back whether or not every mode was measured.
+    let notes = session.finish()?;
+    let mut m = measured?;
+    m.notes.extend(notes);
+    Ok(m)
+}
+
+/// Every mode of a started session, switched and swept.
+fn measure_board(
+    session: &mut Session,
+    target: &Target,
+    a: &Args,
+    points: &[roofline::Point],
+) -> Result<Measurement> {
     let board = session.controller.board();
     let peaks = peaks::jetson(board.identity.module.as_deref(), board.identity.soc);
     let modes = modes(target, board, a)?;
@@ -202,41 +220,31 @@ fn jetson(target: &Target, a: &Args, points: &[roofline::Point]) -> Result<Measu
         };
         (notes, idle)
     };
-    let mut results = Vec::new();
-    for (name, mode) in modes {
-        let current = session.controller.current().clone();
-        let mut values = crate::control::plan::target(board_of(&session), &mode, &current)?;
-        if !a.no_lock {
-            values = lock::target(board_of(&session), &values);
-        }
-        session
-            .change(&values)
-            .with_context(|| format!("switching to {name}"))?;
-        std::thread::sleep(Duration::from_secs_f64(a.settle));
-        let emc_hz = emc_hz(board_of(&session));
-        let r = measure_mode(
-            name,
-            device.as_mut(),
-            &mut meter,
-            points,
-            a,
-            Some(peaks),
-            emc_hz,
-        )?;
-        results.push(r);
-    }
-    let device_name = device.name();
-    let simulated = device.simulated();
-    let meter_name = meter.name();
-    let notes = session.finish()?;
-    Ok((
-        device_name,
-        simulated,
-        meter_name,
-        lock_notes,
-        results,
-        notes,
-    ))
+    let modes = modes
+        .into_iter()
+        .map(|(name, mode)| {
+            let current = session.controller.current().clone();
+            let mut values = crate::control::plan::target(board_of(session), &mode, &current)?;
+            if !a.no_lock {
+                values = lock::target(board_of(session), &values);
+            }
+            session
+                .change(&values)
+                .with_context(|| format!("switching to {name}"))?;
+            std::thread::sleep(Duration::from_secs_f64(a.settle));
+            let emc_hz = emc_hz(board_of(session));
+            let peaks = Some(peaks);
+            measure_mode(name, device.as_mut(), &mut meter, points, a, peaks, emc_hz)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Measurement {
+        device: device.name(),
+        simulated: device.simulated(),
+        power: meter.name(),
+        lock: lock_notes,
+        modes,
+        notes: Vec::new(),
+    })
 }
 
 fn board_of(session: &Session) -> &Board {
@@ -398,19 +406,13 @@ fn modes_csv(results: &[ModeResult], simulated: bool) -> String {
     s
 }
 
-fn text(
-    title: &str,
-    meter: &str,
-    lock: &[String],
-    results: &[ModeResult],
-    notes: &[String],
-) -> String {
-    let mut t = format!("roofline of {title}\npower: {meter}\n");
-    for l in lock {
+fn text(title: &str, m: &Measurement) -> String {
+    let mut t = format!("roofline of {title}\npower: {}\n", m.power);
+    for l in &m.lock {
         let _ = writeln!(t, "lock: {l}");
     }
     let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0}%", 100.0 * x));
-    for r in results {
+    for r in &m.modes {
         let _ = writeln!(
             t,
             "\n== {} (GPU {} MHz, EMC {} MHz)\n  FP32 {:.3} TFLOP/s ({} of cores x 2 x clock), FP16 {:.3} TFLOP/s\n  DRAM {:.1} GB/s (copy {} of the vendor peak at this EMC), ridge {:.1} FLOP/byte, fit error {:.1}%\n  energy: {:.2} pJ/FLOP (FP16 {}), {:.1} pJ/byte, {:.2} W constant, fit error {:.1}%",
@@ -442,7 +444,7 @@ fn text(
             );
         }
     }
-    for n in notes {
+    for n in &m.notes {
         let _ = writeln!(t, "note: {n}");
     }
     t

@@ -37,6 +37,19 @@ pub struct SampleArgs {
     pub sampler_cpu: Option<usize>,
 }
 
+impl SampleArgs {
+    /// 1 kHz with the sensors' averaging lowered to match: what metering a minibatch or a
+    /// sweep point needs.
+    pub fn fast() -> SampleArgs {
+        SampleArgs {
+            rate: Some(1000.0),
+            averaging: "auto".into(),
+            rt_priority: None,
+            sampler_cpu: None,
+        }
+    }
+}
+
 /// Arguments of `jpower watch`.
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
