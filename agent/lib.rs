@@ -25,7 +25,11 @@
 //! - [`daemon`] and [`ipc`]: the agent, its leases and budget guard, and its socket
 //!   protocol, all on top of [`control`] and [`telemetry`];
 //! - [`profile`], [`predict`], [`optimize`], [`powertrain`]: profiling training workloads
-//!   over modes (simulated ones in [`sim::workload`]), predicting every mode, choosing one.
+//!   over modes (simulated ones in [`sim::workload`], replayed ones, or live through the
+//!   agent: [`live`]), predicting every mode, choosing one;
+//! - [`gpu`]: the CUDA kernels through cudarc (probed at run time), their CPU reference,
+//!   the built-in CNN, and the time and energy rooflines per mode (a simulated board's GPU
+//!   model in [`sim::gpu`]); the measurement lock it holds is [`control::lock`].
 //!
 //! Everything above [`sysfs`] is the same code on a Jetson, on a tree given with `--root`
 //! and on a simulated board. [`runtime`] picks the runtime directory and knows the host's
