@@ -16,9 +16,11 @@ use std::io::Write;
 const FAN_FULL: u64 = 255;
 
 /// `current` with the lock's knobs set: rail gating off, runtime PM `on`, fan at full.
+/// Knobs jpower may not write are left alone (the measurement runs without them; the
+/// report says so) rather than failing the whole switch.
 pub fn target(board: &Board, current: &Values) -> Values {
     let mut t = current.clone();
-    for (i, k) in board.knobs.iter().enumerate() {
+    for (i, k) in board.knobs.iter().enumerate().filter(|(_, k)| k.writable) {
         match k.kind {
             KnobKind::GpuRailgate => t[i] = 0,
             KnobKind::GpuPowerControl => t[i] = 1,
@@ -49,7 +51,7 @@ pub fn hold_idle(board: &Board) -> Result<IdleHold, String> {
     Ok(IdleHold { _request: f })
 }
 
-/// The lock's knobs this board has, as `path -> value` lines for reports.
+/// The lock's knobs this board has, as `path = value` lines for reports.
 pub fn describe(board: &Board) -> Vec<String> {
     let locked = target(board, &board.knobs.iter().map(|_| 0).collect());
     board
@@ -62,9 +64,10 @@ pub fn describe(board: &Board) -> Vec<String> {
                 KnobKind::GpuRailgate | KnobKind::GpuPowerControl | KnobKind::Fan
             )
         })
-        .map(|(i, k)| match k.words {
-            Some(w) => format!("{} = {}", k.path.display(), w[locked[i] as usize]),
-            None => format!("{} = {}", k.path.display(), locked[i]),
+        .map(|(i, k)| match (k.writable, k.words) {
+            (false, _) => format!("{} left as it is: not writable", k.path.display()),
+            (true, Some(w)) => format!("{} = {}", k.path.display(), w[locked[i] as usize]),
+            (true, None) => format!("{} = {}", k.path.display(), locked[i]),
         })
         .collect()
 }

@@ -166,6 +166,25 @@ fn a_roofline_killed_mid_measurement_is_undone_by_the_next_command() {
 }
 
 #[test]
+fn a_lock_knob_jpower_may_not_write_is_left_alone_and_said() {
+    use std::os::unix::fs::PermissionsExt;
+    let rt = util::runtime();
+    ok(jpower(rt.path()).args(["--sim", "orin-agx", "status"]));
+    let railgate = sim_file(rt.path(), "orin-agx-r35", RAILGATE);
+    std::fs::set_permissions(&railgate, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let r = json(&ok(jpower(rt.path())
+        .args(["--sim", "orin-agx", "--json", "roofline"])
+        .args(QUICK)));
+    let lock = r["lock"].to_string();
+    assert!(
+        lock.contains("railgate_enable left as it is: not writable"),
+        "{lock}"
+    );
+    assert!(lock.contains("power/control = on"), "{lock}");
+    assert_eq!(read(&railgate), "1");
+}
+
+#[test]
 fn train_on_the_cpu_reference_learns_and_meters_every_minibatch() {
     let rt = util::runtime();
     let csv = rt.path().join("train.csv");
