@@ -415,7 +415,7 @@ fn text(title: &str, m: &Measurement) -> String {
     for r in &m.modes {
         let _ = writeln!(
             t,
-            "\n== {} (GPU {} MHz, EMC {} MHz)\n  FP32 {:.3} TFLOP/s ({} of cores x 2 x clock), FP16 {:.3} TFLOP/s\n  DRAM {:.1} GB/s (copy {} of the vendor peak at this EMC), ridge {:.1} FLOP/byte, fit error {:.1}%\n  energy: {:.2} pJ/FLOP (FP16 {}), {:.1} pJ/byte, {:.2} W constant, fit error {:.1}%",
+            "\n== {}: running at GPU {} MHz, EMC {} MHz\n  FP32 {:.3} TFLOP/s ({} of cores x 2 x clock), FP16 {:.3} TFLOP/s\n  DRAM {:.1} GB/s (copy {} of the vendor peak at this EMC), ridge {:.1} FLOP/byte, fit error {:.1}%\n  energy: {:.2} pJ/FLOP (FP16 {}), {:.1} pJ/byte, {:.2} W constant, fit error {:.1}%",
             r.mode,
             r.gpu_hz.map_or("?".into(), |h| format!("{:.1}", h / 1e6)),
             r.emc_hz.map_or("?".into(), |h| format!("{:.0}", h / 1e6)),

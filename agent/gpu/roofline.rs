@@ -191,8 +191,7 @@ impl RingMeter {
 impl Meter for RingMeter {
     fn name(&self) -> String {
         format!(
-            "INA3221 ring of {} ({} rails, {:.0} Hz)",
-            self.ring.info.board,
+            "INA3221 ring, module power ({} rails, {:.0} Hz)",
             self.ring.info.rails.len(),
             1e9 / self.ring.info.period_ns.max(1) as f64
         )

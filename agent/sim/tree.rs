@@ -222,6 +222,9 @@ pub fn lay_out(spec: &BoardSpec, dir: &Path) -> io::Result<()> {
         t.file(&format!("{dbg}/{name}"), &format!("{v}\n"), 0o600)?;
     }
 
+    // PM QoS CPU latency (the kernel's default request: no limit, 2000 s).
+    t.file(crate::board::paths::CPU_DMA_LATENCY, "2000000000\n", 0o600)?;
+
     // Thermal zones (the kernel model computes their temperature) and the fan.
     for (z, (name, _)) in super::kernel::ZONES.iter().enumerate() {
         let dir = format!("/sys/devices/virtual/thermal/thermal_zone{z}");

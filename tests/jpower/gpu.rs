@@ -69,6 +69,7 @@ fn roofline_on_a_simulated_board_switches_measures_fits_plots_and_restores() {
     assert_eq!(r["simulated"], true, "{r}");
     assert!(r["device"].as_str().unwrap().contains("simulated"));
     let lock = r["lock"].to_string();
+    assert!(lock.contains("PM QoS latency 0"), "{lock}");
     assert!(
         lock.contains("railgate_enable = 0") && lock.contains("power/control = on"),
         "{lock}"
