@@ -33,7 +33,7 @@
 //!
 //! Everything above [`sysfs`] is the same code on a Jetson, on a tree given with `--root`
 //! and on a simulated board. [`runtime`] picks the runtime directory and knows the host's
-//! boot id; [`units`] parses and prints frequencies; [`reference`] finds the reference
+//! boot id; [`units`] parses and prints frequencies; [`mod@reference`] finds the reference
 //! material tests use; [`file_error`] is the error of every parsed file.
 
 pub mod board;

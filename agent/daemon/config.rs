@@ -24,7 +24,7 @@ pub enum BudgetTotal {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// The socket path [default: `<runtime_dir>/jpower.sock`].
+    /// The socket path (default: `<runtime_dir>/jpower.sock`).
     pub socket: Option<PathBuf>,
     /// The socket's mode, octal.
     pub socket_mode: String,
