@@ -175,6 +175,111 @@ impl Linear {
     }
 }
 
+/// Ridge regression with its penalty chosen by leave-one-out cross-validation: for each
+/// of `lambdas`, `min |r - b - Z w|^2 + lambda n |w|^2` on columns standardised over the
+/// rows (constant columns get no weight), and the exact leave-one-out residuals of that
+/// fit; the penalty with the least leave-one-out squared error wins. Solved in the dual
+/// (`n x n`, Cholesky), so it suits fewer rows than columns. Returns the fit on the
+/// original columns and the chosen penalty.
+pub fn ridge_loo(
+    z: &[Vec<f64>],
+    r: &[f64],
+    lambdas: &[f64],
+) -> Result<(Linear, f64), RegressError> {
+    let p = z.first().map_or(0, Vec::len);
+    let idx = usable_rows(z, Some(r), p)?;
+    let n = idx.len();
+    if n < 3 || lambdas.is_empty() {
+        return Err(RegressError::Empty);
+    }
+    let stats: Vec<(f64, f64)> = (0..p)
+        .map(|k| moments(idx.iter().map(|&i| z[i][k])))
+        .collect();
+    let zs: Vec<Vec<f64>> = idx
+        .iter()
+        .map(|&i| {
+            let row = z[i].iter().zip(&stats);
+            row.map(|(v, &(m, s))| if s > 1e-12 { (v - m) / s } else { 0.0 })
+                .collect()
+        })
+        .collect();
+    let rm = moments(idx.iter().map(|&i| r[i])).0;
+    let rc: Vec<f64> = idx.iter().map(|&i| r[i] - rm).collect();
+    let mut kernel = vec![0.0; n * n];
+    for a in 0..n {
+        for b in 0..=a {
+            let k: f64 = zs[a].iter().zip(&zs[b]).map(|(x, y)| x * y).sum();
+            (kernel[a * n + b], kernel[b * n + a]) = (k, k);
+        }
+    }
+    let nf = n as f64;
+    let mut best: Option<(f64, f64, Vec<f64>)> = None;
+    for &lambda in lambdas {
+        let ln = lambda.max(1e-12) * nf;
+        let mut a = kernel.clone();
+        (0..n).for_each(|i| a[i * n + i] += ln);
+        let inv = spd_inverse(&mut a, n)?;
+        let alpha: Vec<f64> = (0..n)
+            .map(|i| (0..n).map(|j| inv[i * n + j] * rc[j]).sum())
+            .collect();
+        // Residual ln * alpha_i; 1 - H_ii = ln * inv_ii, less the intercept's leverage 1/n.
+        let loo = (0..n)
+            .map(|i| {
+                let lev = (ln * inv[i * n + i] - 1.0 / nf).max(1e-9);
+                (ln * alpha[i] / lev).powi(2)
+            })
+            .sum::<f64>();
+        if best.as_ref().is_none_or(|b| loo < b.0) {
+            best = Some((loo, lambda, alpha));
+        }
+    }
+    let (_, lambda, alpha) = best.ok_or(RegressError::Empty)?;
+    let w: Vec<f64> = (0..p)
+        .map(|k| {
+            let (_, s) = stats[k];
+            let v: f64 = zs.iter().zip(&alpha).map(|(row, a)| row[k] * a).sum();
+            if s > 1e-12 {
+                v / s
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let b = rm - w.iter().zip(&stats).map(|(w, (m, _))| w * m).sum::<f64>();
+    Ok((Linear { w, b }, lambda))
+}
+
+/// The inverse of the symmetric positive definite `n x n` matrix `a` (overwritten by its
+/// Cholesky factor).
+fn spd_inverse(a: &mut [f64], n: usize) -> Result<Vec<f64>, RegressError> {
+    for j in 0..n {
+        let d = a[j * n + j] - (0..j).map(|k| a[j * n + k].powi(2)).sum::<f64>();
+        if !(d > 0.0 && d.is_finite()) {
+            return Err(RegressError::Singular);
+        }
+        a[j * n + j] = d.sqrt();
+        for i in j + 1..n {
+            let s = a[i * n + j] - (0..j).map(|k| a[i * n + k] * a[j * n + k]).sum::<f64>();
+            a[i * n + j] = s / a[j * n + j];
+        }
+    }
+    // Columns of L^-T L^-1 = a^-1, by forward then back substitution of each unit vector.
+    let mut inv = vec![0.0; n * n];
+    let mut col = vec![0.0; n];
+    for c in 0..n {
+        for i in 0..n {
+            let e = if i == c { 1.0 } else { 0.0 };
+            col[i] = (e - (0..i).map(|k| a[i * n + k] * col[k]).sum::<f64>()) / a[i * n + i];
+        }
+        for i in (0..n).rev() {
+            col[i] =
+                (col[i] - (i + 1..n).map(|k| a[k * n + i] * col[k]).sum::<f64>()) / a[i * n + i];
+        }
+        (0..n).for_each(|i| inv[i * n + c] = col[i]);
+    }
+    Ok(inv)
+}
+
 /// Gaussian elimination with partial pivoting on a `d x (d+1)` augmented matrix.
 fn solve(a: &mut [f64], d: usize) -> Result<Vec<f64>, RegressError> {
     let w1 = d + 1;
@@ -340,6 +445,10 @@ pub struct Mlp {
     pub y_std: f64,
     /// True once target statistics have been fitted.
     pub fitted: bool,
+    /// A linear term on the inputs added to the output, in target units (set by
+    /// [`Mlp::refit_output`]; [`Mlp::train`] drops it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip: Option<Linear>,
 }
 
 /// Rows per block in [`Mlp::predict_batch`].
@@ -361,6 +470,7 @@ impl Mlp {
             y_mean,
             y_std,
             fitted,
+            skip: None,
         }
     }
 
@@ -407,7 +517,65 @@ impl Mlp {
             for (o, &z) in ob.iter_mut().zip(&a) {
                 *o = z * self.y_std + self.y_mean;
             }
+            if let Some(skip) = &self.skip {
+                for (o, x) in ob.iter_mut().zip(xb.chunks_exact(d)) {
+                    *o += skip.predict(x);
+                }
+            }
         }
+    }
+
+    /// The activations the output layer reads (the last hidden layer's) for one row of
+    /// standardised inputs.
+    pub fn hidden(&self, x: &[f64]) -> Vec<f64> {
+        let mut a = x.to_vec();
+        for layer in &self.layers[..self.layers.len().saturating_sub(1)] {
+            let mut b = vec![0.0; layer.n_out];
+            layer.forward_block(&a, &mut b, true);
+            a = b;
+        }
+        a
+    }
+
+    /// Transfers the network to a new target by re-fitting its read-out alone, in closed
+    /// form: the target's residual from the network's own prediction is regressed on the
+    /// hidden activations and the inputs themselves (a linear [`Mlp::skip`] term, for
+    /// what the reference never varied with) by [`ridge_loo`]. A strong penalty keeps
+    /// the reference's shape, shifted to the target's level; a weak one re-weights the
+    /// features freely; leave-one-out picks between them. Returns the penalty.
+    pub fn refit_output(
+        &mut self,
+        x: &[Vec<f64>],
+        y: &[f64],
+        lambdas: &[f64],
+    ) -> Result<f64, RegressError> {
+        if !self.valid() || !self.fitted {
+            return Err(RegressError::Empty);
+        }
+        let idx = usable_rows(x, Some(y), self.n_inputs())?;
+        let d = self.n_inputs();
+        let h: Vec<Vec<f64>> = idx
+            .iter()
+            .map(|&i| [self.hidden(&x[i]), x[i].clone()].concat())
+            .collect();
+        let r: Vec<f64> = idx.iter().map(|&i| y[i] - self.predict(&x[i])).collect();
+        let (fit, lambda) = ridge_loo(&h, &r, lambdas)?;
+        let nh = fit.w.len() - d;
+        let last = self.layers.last_mut().ok_or(RegressError::Empty)?;
+        for (w, v) in last.w.iter_mut().zip(&fit.w[..nh]) {
+            *w += v / self.y_std;
+        }
+        last.b[0] += fit.b / self.y_std;
+        let mut skip = self.skip.take().unwrap_or(Linear {
+            w: vec![0.0; d],
+            b: 0.0,
+        });
+        skip.w
+            .iter_mut()
+            .zip(&fit.w[nh..])
+            .for_each(|(w, v)| *w += v);
+        self.skip = Some(skip);
+        Ok(lambda)
     }
 
     /// Copy for transfer learning; `reinit_last` re-draws the output layer
@@ -423,7 +591,8 @@ impl Mlp {
         m
     }
 
-    /// Trains with Adam on shuffled minibatches of (standardised) `x`. Target
+    /// Trains with Adam on shuffled minibatches of (standardised) `x`, dropping any
+    /// [`Mlp::skip`] term first. Target
     /// statistics are refitted on `y`; an already fitted model first has its
     /// output layer rescaled so that its predictions are unchanged. With a
     /// validation split the best-validation weights are kept.
@@ -436,6 +605,7 @@ impl Mlp {
         if !self.valid() {
             return Err(RegressError::Empty);
         }
+        self.skip = None;
         let mut rows = usable_rows(x, Some(y), self.n_inputs())?;
         let skipped = x.len() - rows.len();
         let (m, s) = moments(rows.iter().map(|&i| y[i]));
@@ -715,6 +885,80 @@ mod tests {
         let singular = Linear::fit(&same, &[1.0, 2.0], 0.0);
         assert_eq!(singular, Err(RegressError::Singular));
         assert!(Linear::fit(&same, &[1.0, 2.0], 1e-6).is_ok());
+    }
+
+    #[test]
+    fn ridge_loo_recovers_coefficients_and_shrinks_noise() {
+        let x = data(60, 10, -1.0, 1.0, 21);
+        let y = map(&x, |r| 2.0 * r[0] - r[3] + 0.5);
+        let (fit, lambda) = ridge_loo(&x, &y, &[1e-6, 1e-3, 1.0, 100.0]).unwrap();
+        assert_eq!(lambda, 1e-6);
+        for r in &data(50, 10, -1.0, 1.0, 22) {
+            let (got, want) = (fit.predict(r), 2.0 * r[0] - r[3] + 0.5);
+            assert!((got - want).abs() < 1e-3, "{got} vs {want}");
+        }
+        // Pure noise on more columns than rows (the dual form still solves): leave-one-out
+        // prefers the strongest penalty, a near-constant fit.
+        let x = data(30, 40, -1.0, 1.0, 23);
+        let mut rng = Rng::new(24);
+        let noise: Vec<f64> = (0..30).map(|_| rng.normal()).collect();
+        let (fit, lambda) = ridge_loo(&x, &noise, &[1e-6, 1e-3, 1.0, 100.0]).unwrap();
+        assert_eq!(lambda, 100.0);
+        assert!(fit.w.iter().all(|w| w.abs() < 0.05), "{:?}", fit.w);
+        assert_eq!(
+            ridge_loo(&x[..2], &noise[..2], &[1.0]),
+            Err(RegressError::Empty)
+        );
+        assert_eq!(ridge_loo(&x, &noise, &[]), Err(RegressError::Empty));
+    }
+
+    #[test]
+    fn spd_inverse_inverts() {
+        let m = [4.0, 1.0, 0.5, 1.0, 3.0, 0.2, 0.5, 0.2, 2.0];
+        let inv = spd_inverse(&mut m.clone(), 3).unwrap();
+        for i in 0..3 {
+            for j in 0..3 {
+                let v: f64 = (0..3).map(|k| m[i * 3 + k] * inv[k * 3 + j]).sum();
+                assert!(
+                    (v - f64::from(u8::from(i == j))).abs() < 1e-12,
+                    "{i} {j} {v}"
+                );
+            }
+        }
+        let singular = spd_inverse(&mut [1.0, 1.0, 1.0, 1.0], 2);
+        assert_eq!(singular, Err(RegressError::Singular));
+    }
+
+    #[test]
+    fn refit_output_transfers_a_shift_and_an_input_trend() {
+        let xs = data(1500, 3, -1.5, 1.5, 24);
+        let mut base = Mlp::new(&[3, 32, 16, 1], 25);
+        base.train(&xs, &map(&xs, f), &quick(20, 5e-3)).unwrap();
+        // The target differs by a level and a trend in an input the reference's hidden
+        // layer need not represent linearly; 20 rows suffice to fit it.
+        let g = |x: &[f64]| f(x) + 0.7 * x[2] - 0.4;
+        let (few, test) = (data(20, 3, -1.5, 1.5, 26), data(500, 3, -1.5, 1.5, 27));
+        let mut tl = base.clone();
+        tl.refit_output(&few, &map(&few, g), &[1e-3, 1e-2, 0.1, 1.0])
+            .unwrap();
+        let (e_tl, e_base) = (rmse(&tl, &test, g), rmse(&base, &test, g));
+        println!("refit RMSE {e_tl:.4} vs untransferred {e_base:.4}");
+        assert!(e_tl < 0.3 * e_base, "refit {e_tl} base {e_base}");
+        // The skip term is part of predictions (batch and single row alike) and of the
+        // saved model; training drops it.
+        let flat: Vec<f64> = test.iter().flatten().copied().collect();
+        let mut out = vec![0.0; test.len()];
+        tl.predict_batch(&flat, 3, &mut out);
+        assert!((out[7] - tl.predict(&test[7])).abs() < 1e-12);
+        assert!(tl.skip.is_some());
+        round_trip(&tl);
+        tl.train(&few, &map(&few, g), &quick(1, 1e-3)).unwrap();
+        assert!(tl.skip.is_none());
+        assert_eq!(
+            Mlp::new(&[3, 4, 1], 0).refit_output(&few, &map(&few, g), &[1.0]),
+            Err(RegressError::Empty),
+            "an unfitted network has no output to correct"
+        );
     }
 
     #[test]
