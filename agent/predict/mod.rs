@@ -8,10 +8,12 @@
 //! - `mlp_scratch`: the same MLP trained on the target's modes alone;
 //! - `linear`: least squares on the four knobs (the SIGMETRICS'23 model);
 //! - `physics` (jpower's): physics-informed inputs (the logarithms of the clocks and of the
-//!   data-loading rate that bound GPU, memory and loading time, and the squared clocks of dynamic power), log targets,
-//!   and an ensemble of small MLPs pre-trained on the reference and transferred by
-//!   re-fitting their last layer; the ensemble's spread is the uncertainty that sets the
-//!   power-budget margin.
+//!   data-loading rate that bound GPU, memory and loading time, and the squared clocks of
+//!   dynamic power), log targets, and an ensemble of small MLPs pre-trained on the
+//!   reference and transferred by re-fitting their read-out in closed form (ridge regression of the target's residual on
+//!   the hidden layer and the inputs, the penalty chosen by leave-one-out, so few profiled
+//!   modes keep the reference's shape and more re-shape it); the ensemble's spread is the
+//!   uncertainty that sets the power-budget margin.
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
 //! ([`regress::Mlp::predict_batch`]).
@@ -288,6 +290,11 @@ fn powertrain_mlp(xs: &[Vec<f64>], y: &[f64], cfg: &FitConfig) -> Result<Mlp, Re
     Ok(m)
 }
 
+/// The ridge penalties leave-one-out chooses from when the physics ensemble transfers.
+const RIDGE_PENALTIES: [f64; 13] = [
+    1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0,
+];
+
 fn physics_layers(d: usize) -> Vec<usize> {
     vec![d, 64, 32, 1]
 }
@@ -330,7 +337,8 @@ pub fn fit(
             let (x, y) = data(rows, t, base.physics, base.log);
             // The reference's scaling is kept: the transferred layers expect it.
             let xs = scaled(&x, &base.scale);
-            // As PowerTrain: the last layer is re-initialised and trained alone.
+            // As PowerTrain: the last layer is re-initialised and trained alone (the
+            // physics ensemble re-fits its read-out in closed form instead).
             let tune = |m: &Mlp, seed: u64| -> Result<Mlp, RegressError> {
                 let mut n = m.transfer(true, seed);
                 let freeze = n.layers.len() - 1;
@@ -355,8 +363,10 @@ pub fn fit(
                     members: e
                         .members
                         .iter()
-                        .enumerate()
-                        .map(|(i, m)| tune(m, cfg.seed + i as u64))
+                        .map(|m| {
+                            let mut n = m.clone();
+                            n.refit_output(&xs, &y, &RIDGE_PENALTIES).map(|_| n)
+                        })
                         .collect::<Result<_, _>>()?,
                 }),
                 Regressor::Linear(_) => return Err(RegressError::Empty),
