@@ -8,12 +8,13 @@
 //! - `mlp_scratch`: the same MLP trained on the target's modes alone;
 //! - `linear`: least squares on the four knobs (the SIGMETRICS'23 model);
 //! - `physics` (jpower's): physics-informed inputs (the logarithms of the clocks and of the
-//!   data-loading rate that bound GPU, memory and loading time, and the squared clocks of
-//!   dynamic power), log targets, and an ensemble of small MLPs pre-trained on the
-//!   reference and transferred by re-fitting their read-out in closed form (ridge regression of the target's residual on
-//!   the hidden layer and the inputs, the penalty chosen by leave-one-out, so few profiled
-//!   modes keep the reference's shape and more re-shape it); the ensemble's spread is the
-//!   uncertainty that sets the power-budget margin.
+//!   data-loading rate that bound GPU, memory and loading time, hinges of their log-ratios
+//!   where one stage takes over from another, and the squared clocks of dynamic power), log
+//!   targets, and an ensemble of small MLPs pre-trained on the reference and transferred
+//!   by re-fitting their read-out in closed form (ridge regression of the target's
+//!   residual on the hidden layer and the inputs, the penalty chosen by leave-one-out, so
+//!   few profiled modes keep the reference's shape and more re-shape it); the ensemble's
+//!   spread is the uncertainty that sets the power-budget margin.
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
 //! ([`regress::Mlp::predict_batch`]).
@@ -91,7 +92,7 @@ pub fn features(m: &PinnedMode, physics: bool) -> Vec<f64> {
     }
     // Four data-loader workers share the cores with the training process.
     let loaders = (c - 0.5).clamp(0.5, 4.0);
-    vec![
+    let mut f = vec![
         c,
         f_cpu,
         f_gpu,
@@ -107,8 +108,19 @@ pub fn features(m: &PinnedMode, physics: bool) -> Vec<f64> {
         f_gpu * f_gpu * f_gpu,
         c * f_cpu * f_cpu,
         c * f_cpu * f_cpu * f_cpu,
-    ]
+    ];
+    // Which stage binds: time is the largest of power laws in the rates, so its log bends
+    // where the log-ratio of two bounding rates crosses a workload's balance point. Hinges
+    // of each ratio at a few points let a linear read-out place those bends.
+    let (g, e, l) = (f_gpu.ln(), f_emc.ln(), (loaders * f_cpu).ln());
+    for ratio in [l - g, l - e, g - e, f_cpu.ln() - g, f_cpu.ln() - e] {
+        f.extend(RATIO_KNOTS.iter().map(|k| (ratio - k).max(0.0)));
+    }
+    f
 }
+
+/// Where the hinges of the log-ratios of bounding rates bend (a factor of e apart).
+const RATIO_KNOTS: [f64; 4] = [-1.5, -0.5, 0.5, 1.5];
 
 /// A regressor of one kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -485,7 +497,11 @@ mod tests {
             emc_hz: 2_000_000_000,
         };
         let f = features(&m, true);
-        assert_eq!(f.len(), 12);
+        assert_eq!(f.len(), 32);
+        // The first ratio, loading over GPU rate: ln(1.5 / 0.5) = 1.0986, past three knots.
+        let ratio = 3f64.ln();
+        assert!((f[12] - (ratio + 1.5)).abs() < 1e-12 && (f[14] - (ratio - 0.5)).abs() < 1e-12);
+        assert_eq!(f[15], 0.0, "below the last knot");
         assert!((f[4] - 0.5f64.ln()).abs() < 1e-12 && (f[5] - 2f64.ln()).abs() < 1e-12);
         assert!(
             (f[7] - 1.5f64.ln()).abs() < 1e-12,
