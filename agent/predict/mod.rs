@@ -182,13 +182,13 @@ impl Model {
                     .collect()
             }
         };
+        let (lo, hi) = self.bounds;
+        let bounded = raw.into_iter().map(|(y, s)| (y.clamp(lo, hi), s));
         if self.log {
             // The spread of exp(y) for a small spread of y is exp(y) * spread.
-            raw.into_iter()
-                .map(|(y, s)| (y.exp(), y.exp() * s))
-                .collect()
+            bounded.map(|(y, s)| (y.exp(), y.exp() * s)).collect()
         } else {
-            raw
+            bounded.collect()
         }
     }
 }
