@@ -284,7 +284,7 @@ pub struct EnergyRoofline {
     pub eps_flop_j: f64,
     pub eps_byte_j: f64,
     pub pi0_w: f64,
-    /// Joules per FP16 FLOP, fitted on the FP16 points with the other terms held.
+    /// Joules per FP16 FLOP (`half2`), fitted with the others; absent without FP16 points.
     pub eps_flop_f16_j: Option<f64>,
     /// RMS relative error of the fitted energy against the points.
     pub rms_rel_error: f64,
@@ -337,79 +337,56 @@ fn rms(pairs: impl Iterator<Item = (f64, f64)>) -> f64 {
     }
 }
 
-/// Fits the energy roofline by non-negative least squares over the FP32 and bandwidth
-/// points, each row scaled by its energy so every point weighs the same relatively; the
-/// FP16 FLOP energy is fitted afterwards on the FP16 points alone.
+/// Fits the energy roofline by non-negative least squares over every point at once, with
+/// one FLOP energy per precision sharing the byte energy and the constant power (Choi et
+/// al.'s model with FP16 FLOPs as a fourth term), each row scaled by its energy so every
+/// point weighs the same relatively.
 pub fn fit_energy(points: &[Measured]) -> EnergyRoofline {
-    let rows: Vec<([f64; 3], f64)> = points
-        .iter()
-        .filter(|m| m.point.kernel.precision() == Precision::F32 && m.energy_j > 0.0)
-        .map(|m| {
-            let s = 1.0 / m.energy_j;
-            (
-                [m.point.flops() * s, m.point.bytes() * s, m.mean_s * s],
-                1.0,
-            )
-        })
-        .collect();
-    let [eps_flop_j, eps_byte_j, pi0_w] = nnls3(&rows);
-    let predict = |m: &Measured, eps_flop: f64| {
-        eps_flop * m.point.flops() + eps_byte_j * m.point.bytes() + pi0_w * m.mean_s
-    };
-    let f16: Vec<&Measured> = points
-        .iter()
-        .filter(|m| m.point.kernel.precision() == Precision::F16 && m.energy_j > 0.0)
-        .collect();
-    let eps_flop_f16_j = (!f16.is_empty()).then(|| {
-        // One unknown: minimise sum ((eps W + rest - E) / E)^2.
-        let (mut num, mut den) = (0.0, 0.0);
-        for m in &f16 {
-            let w = m.point.flops() / m.energy_j;
-            let rest = (predict(m, 0.0) - m.energy_j) / m.energy_j;
-            num -= w * rest;
-            den += w * w;
-        }
-        if den > 0.0 {
-            (num / den).max(0.0)
-        } else {
-            0.0
-        }
-    });
-    let rms_rel_error = rms(points.iter().filter(|m| m.energy_j > 0.0).map(|m| {
-        let eps = match m.point.kernel.precision() {
-            Precision::F32 => eps_flop_j,
-            Precision::F16 => eps_flop_f16_j.unwrap_or(0.0),
+    let measured = || points.iter().filter(|m| m.energy_j > 0.0);
+    let terms = |m: &Measured| {
+        let (f32_flops, f16_flops) = match m.point.kernel.precision() {
+            Precision::F32 => (m.point.flops(), 0.0),
+            Precision::F16 => (0.0, m.point.flops()),
         };
-        (predict(m, eps), m.energy_j)
+        [f32_flops, f16_flops, m.point.bytes(), m.mean_s]
+    };
+    let rows: Vec<([f64; 4], f64)> = measured()
+        .map(|m| (terms(m).map(|t| t / m.energy_j), 1.0))
+        .collect();
+    let eps = nnls(&rows);
+    let rms_rel_error = rms(measured().map(|m| {
+        let model: f64 = terms(m).iter().zip(&eps).map(|(t, e)| t * e).sum();
+        (model, m.energy_j)
     }));
+    let has_f16 = measured().any(|m| m.point.kernel.precision() == Precision::F16);
     EnergyRoofline {
-        eps_flop_j,
-        eps_byte_j,
-        pi0_w,
-        eps_flop_f16_j,
+        eps_flop_j: eps[0],
+        eps_flop_f16_j: has_f16.then_some(eps[1]),
+        eps_byte_j: eps[2],
+        pi0_w: eps[3],
         rms_rel_error,
     }
 }
 
-/// Non-negative least squares in three unknowns: the best of the unconstrained solutions
-/// over every subset of free variables whose solution is non-negative (exact for n = 3).
-pub fn nnls3(rows: &[([f64; 3], f64)]) -> [f64; 3] {
-    let mut best = ([0.0; 3], f64::INFINITY);
-    for mask in 1u8..8 {
-        let free: Vec<usize> = (0..3).filter(|i| mask & (1 << i) != 0).collect();
+/// Non-negative least squares: the best of the unconstrained solutions over every subset
+/// of free variables whose solution is non-negative (exact, and cheap for a few unknowns).
+pub fn nnls<const N: usize>(rows: &[([f64; N], f64)]) -> [f64; N] {
+    let mut best = ([0.0; N], f64::INFINITY);
+    for mask in 1u32..(1 << N) {
+        let free: Vec<usize> = (0..N).filter(|i| mask & (1 << i) != 0).collect();
         let Some(sol) = least_squares(rows, &free) else {
             continue;
         };
         if sol.iter().any(|&x| x < 0.0) {
             continue;
         }
-        let mut x = [0.0; 3];
+        let mut x = [0.0; N];
         for (&i, &v) in free.iter().zip(&sol) {
             x[i] = v;
         }
         let resid: f64 = rows
             .iter()
-            .map(|(a, b)| (a[0] * x[0] + a[1] * x[1] + a[2] * x[2] - b).powi(2))
+            .map(|(a, b)| (a.iter().zip(&x).map(|(a, x)| a * x).sum::<f64>() - b).powi(2))
             .sum();
         if resid < best.1 {
             best = (x, resid);
@@ -419,8 +396,8 @@ pub fn nnls3(rows: &[([f64; 3], f64)]) -> [f64; 3] {
 }
 
 /// Least squares over the columns `free`, by the normal equations (Gaussian elimination
-/// with partial pivoting on a matrix of at most 3 x 3, columns scaled to unit norm).
-fn least_squares(rows: &[([f64; 3], f64)], free: &[usize]) -> Option<Vec<f64>> {
+/// with partial pivoting on a matrix of at most N x N, columns scaled to unit norm).
+fn least_squares<const N: usize>(rows: &[([f64; N], f64)], free: &[usize]) -> Option<Vec<f64>> {
     let n = free.len();
     let scale: Vec<f64> = free
         .iter()
@@ -546,7 +523,7 @@ mod tests {
                 (a, 2.0 * a[0] - a[1])
             })
             .collect();
-        let x = nnls3(&rows);
+        let x = nnls(&rows);
         assert!(x.iter().all(|&v| v >= 0.0), "{x:?}");
         assert_eq!(x[1], 0.0);
     }

@@ -14,6 +14,7 @@ use jpower::gpu::roofline::{Kernel, Point};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Short points: enough for the roofs and the lock, not for the energy terms.
 const QUICK: [&str; 10] = [
     "--point-seconds",
     "0.03",
@@ -23,6 +24,22 @@ const QUICK: [&str; 10] = [
     "4194304",
     "--max-iters",
     "64",
+    "--sample",
+    "2",
+];
+/// Points long enough to resolve the FLOP energy at the slowest GPU clock, where the
+/// FLOPs draw about 0.5 W over 11 W and one 1 kHz sample carries about 1.2 W of INA3221
+/// conversion noise (the fit's FLOP energy there is about 4.5 sigma from zero), and
+/// sweeping past the ridge of the slowest mode (39 FLOP/byte).
+const FIT: [&str; 10] = [
+    "--point-seconds",
+    "0.3",
+    "--settle",
+    "0.05",
+    "--elements",
+    "4194304",
+    "--max-iters",
+    "256",
     "--sample",
     "2",
 ];
@@ -59,7 +76,7 @@ fn roofline_on_a_simulated_board_switches_measures_fits_plots_and_restores() {
     );
     let r = json(&ok(jpower(rt.path())
         .args(["--sim", "orin-agx", "--json", "roofline"])
-        .args(QUICK)
+        .args(FIT)
         .arg("--svg")
         .arg(&svg)
         .arg("--csv")
@@ -89,7 +106,7 @@ fn roofline_on_a_simulated_board_switches_measures_fits_plots_and_restores() {
         assert!(e["pi0_w"].as_f64().unwrap() > 1.0, "{e}");
         assert!(e["rms_rel_error"].as_f64().unwrap() < 0.1, "{e}");
         assert!(m["time"]["ridge_f32"].as_f64().unwrap() > 1.0);
-        assert_eq!(m["points"].as_array().unwrap().len(), 2 + 2 * 7);
+        assert_eq!(m["points"].as_array().unwrap().len(), 2 + 2 * 9);
     }
     // The sample spans the grid: the first mode is the slowest GPU and EMC, the last the
     // fastest, and the measured roofs follow the clocks.
@@ -105,7 +122,7 @@ fn roofline_on_a_simulated_board_switches_measures_fits_plots_and_restores() {
     assert!(plot.starts_with("<svg") && plot.contains("SIMULATED") && plot.contains("pJ per FLOP"));
     assert_eq!(
         std::fs::read_to_string(&csv).unwrap().lines().count(),
-        1 + 2 * 16
+        1 + 2 * 20
     );
     assert_eq!(
         std::fs::read_to_string(&modes_csv).unwrap().lines().count(),
