@@ -9,7 +9,7 @@
 
 use crate::mode::{ModeSpace, PinnedMode};
 use crate::optimize::{self, BudgetScore, Point};
-use crate::predict::{self, FitConfig, Method, Model, Target};
+use crate::predict::{self, active, FitConfig, Method, Model, Target};
 use crate::profile::{self, ProfileConfig, Row, Source, Strategy};
 use crate::sim::spec::BoardSpec;
 use serde::Serialize;
@@ -59,6 +59,65 @@ pub fn reference_grid(space: &ModeSpace) -> Vec<PinnedMode> {
         }
     }
     out
+}
+
+/// How hard the reference is profiled and the models trained.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Effort {
+    pub fit: FitConfig,
+    /// Profile this many modes of the reference grid, at random, instead of all of it.
+    pub reference_modes: Option<usize>,
+}
+
+impl Effort {
+    /// The full setting, or the quick one CI runs: 800 reference modes, 30 epochs, three
+    /// ensemble members.
+    pub fn new(quick: bool, seed: u64) -> Effort {
+        Effort {
+            fit: FitConfig {
+                seed,
+                ..if quick {
+                    FitConfig {
+                        epochs: 30,
+                        ensemble: 3,
+                        seed,
+                    }
+                } else {
+                    FitConfig::default()
+                }
+            },
+            reference_modes: quick.then_some(800),
+        }
+    }
+
+    /// The reference modes profiled on `spec`.
+    pub fn reference_modes(&self, spec: &BoardSpec) -> Vec<PinnedMode> {
+        let grid = reference_grid(&space_of(spec));
+        match self.reference_modes {
+            Some(n) if n < grid.len() => {
+                profile::select(&grid, Strategy::Random(n), self.fit.seed ^ 0x5EED)
+            }
+            _ => grid,
+        }
+    }
+}
+
+/// `method`'s time and power models pre-trained on the simulated reference `workload`,
+/// profiled on PowerTrain's reference grid of `spec`.
+pub fn pretrained(
+    spec: &BoardSpec,
+    workload: crate::sim::workload::Model,
+    method: Method,
+    effort: &Effort,
+) -> Result<(Model, Model), predict::regress::RegressError> {
+    let fit = &effort.fit;
+    let mut reference = reference_source(spec, workload, fit.seed);
+    let grid = effort.reference_modes(spec);
+    let (rows, _) = profile_modes(&mut reference, &grid, &ProfileConfig::default());
+    Ok((
+        predict::pretrain(method, &rows, Target::TimeMs, fit)?,
+        predict::pretrain(method, &rows, Target::PowerW, fit)?,
+    ))
 }
 
 /// Profiles `modes`, returning the rows and the seconds it took.
@@ -138,10 +197,11 @@ pub struct Eval<'a> {
     pub reference: &'a mut dyn Source,
     pub target: &'a mut dyn Source,
     pub modes: usize,
-    pub reference_modes: Option<usize>,
+    /// Choose the target's modes actively (where the physics ensemble is least certain)
+    /// instead of stratified over the knobs.
+    pub active: bool,
+    pub effort: Effort,
     pub profile: ProfileConfig,
-    pub fit: FitConfig,
-    pub seed: u64,
 }
 
 /// The evaluation's results, per method.
@@ -157,16 +217,33 @@ pub struct Report {
 /// Runs the evaluation.
 pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
     let space = e.target.modes();
-    let grid = {
-        let g = reference_grid(&space_of(e.spec));
-        match e.reference_modes {
-            Some(n) if n < g.len() => profile::select(&g, Strategy::Random(n), e.seed ^ 0x5EED),
-            _ => g,
-        }
-    };
+    let grid = e.effort.reference_modes(e.spec);
+    let (fit, seed) = (&e.effort.fit, e.effort.fit.seed);
     let (ref_rows, ref_secs) = profile_modes(e.reference, &grid, &e.profile);
-    let chosen = profile::select(&space, Strategy::Stratified(e.modes), e.seed);
-    let (rows, secs) = profile_modes(e.target, &chosen, &e.profile);
+    let mut pretrained = std::collections::BTreeMap::new();
+    for method in Method::ALL.into_iter().filter(|m| m.uses_reference()) {
+        let time = predict::pretrain(method, &ref_rows, Target::TimeMs, fit)?;
+        let power = predict::pretrain(method, &ref_rows, Target::PowerW, fit)?;
+        pretrained.insert(method.name(), (time, power));
+    }
+    let mut secs = 0.0;
+    let mut measure = |modes: &[PinnedMode]| {
+        let (rows, s) = profile_modes(e.target, modes, &e.profile);
+        secs += s;
+        rows
+    };
+    let rows = if e.active {
+        let (time, power) = &pretrained[Method::Physics.name()];
+        let guide = active::Guide { time, power, fit };
+        active::profile_active(&space, e.modes, &guide, seed, &mut measure)?
+    } else {
+        measure(&profile::select(
+            &space,
+            Strategy::Stratified(e.modes),
+            seed,
+        ))
+    };
+    let chosen: Vec<PinnedMode> = rows.iter().map(|r| r.mode).collect();
     let held: Vec<PinnedMode> = space
         .iter()
         .filter(|m| !chosen.contains(m))
@@ -185,26 +262,10 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
     let budgets = budgets(e.spec, &truth_points);
     let mut methods = std::collections::BTreeMap::new();
     for method in Method::ALL {
-        let (rt, rp): (Option<Model>, Option<Model>) = if method.uses_reference() {
-            (
-                Some(predict::pretrain(
-                    method,
-                    &ref_rows,
-                    Target::TimeMs,
-                    &e.fit,
-                )?),
-                Some(predict::pretrain(
-                    method,
-                    &ref_rows,
-                    Target::PowerW,
-                    &e.fit,
-                )?),
-            )
-        } else {
-            (None, None)
-        };
-        let time = predict::fit(method, &rows, Target::TimeMs, rt.as_ref(), &e.fit)?;
-        let power = predict::fit(method, &rows, Target::PowerW, rp.as_ref(), &e.fit)?;
+        let reference = pretrained.get(method.name());
+        let (rt, rp) = (reference.map(|r| &r.0), reference.map(|r| &r.1));
+        let time = predict::fit(method, &rows, Target::TimeMs, rt, fit)?;
+        let power = predict::fit(method, &rows, Target::PowerW, rp, fit)?;
         let clock = std::time::Instant::now();
         let pt = time.predict(&held);
         let pp = power.predict(&held);
@@ -235,7 +296,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         // A check run of 40 minibatches measures a mode's mean power to ~0.25% (1.5% noise).
         let measure = |p: &Point| {
             let z = crate::sim::kernel::gaussian(
-                e.seed ^ (p.mode as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                seed ^ (p.mode as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             );
             truth_points[p.mode].power_w * (1.0 + 0.015 / 40f64.sqrt() * z)
         };

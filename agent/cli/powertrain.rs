@@ -3,8 +3,7 @@
 
 use super::train_modes::workload;
 use super::Output;
-use crate::powertrain::{self, Eval};
-use crate::predict::FitConfig;
+use crate::powertrain::{self, Effort, Eval};
 use crate::profile::{self, ProfileConfig, Replay, SimSource};
 use anyhow::{Context, Result};
 use std::fmt::Write;
@@ -29,6 +28,10 @@ pub struct EvalArgs {
     /// Modes profiled for the target.
     #[arg(long, default_value_t = 50)]
     pub modes: usize,
+    /// How the target's modes are chosen: `stratified` over the knobs, or `active` (half
+    /// stratified, the rest where jpower's physics ensemble is least certain).
+    #[arg(long, default_value = "stratified", value_parser = ["stratified", "active"])]
+    pub strategy: String,
     /// Replay the target from a profile (columns cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w).
     #[arg(long, value_name = "FILE.csv")]
     pub truth: Option<PathBuf>,
@@ -73,27 +76,14 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
             &mut sim_target
         }
     };
-    let fit = if a.quick {
-        FitConfig {
-            epochs: 30,
-            ensemble: 3,
-            seed: a.seed,
-        }
-    } else {
-        FitConfig {
-            seed: a.seed,
-            ..FitConfig::default()
-        }
-    };
     let report = powertrain::evaluate(Eval {
         spec,
         reference: &mut reference,
         target,
         modes: a.modes,
-        reference_modes: a.quick.then_some(800),
+        active: a.strategy == "active",
+        effort: Effort::new(a.quick, a.seed),
         profile: ProfileConfig::default(),
-        fit,
-        seed: a.seed,
     })
     .context("fitting the predictors")?;
     let value = serde_json::to_value(&report)?;

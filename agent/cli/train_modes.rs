@@ -8,8 +8,8 @@ use crate::gpu::net::{Cpu, Trainer};
 use crate::live::{AgentSource, Workload};
 use crate::mode::PinnedMode;
 use crate::optimize::{self, Point};
-use crate::powertrain::{self, margin_w};
-use crate::predict::{self, FitConfig, Method, ModelFile, Target, MODEL_VERSION};
+use crate::powertrain::{self, margin_w, Effort};
+use crate::predict::{self, active, Method, ModelFile, Target, MODEL_VERSION};
 use crate::profile::{self, ProfileConfig, Replay, SimSource, Source, Strategy};
 use crate::sim::spec::BoardSpec;
 use crate::sim::workload::Model;
@@ -28,9 +28,18 @@ pub struct ProfileArgs {
     /// How many modes (stratified over the knobs; see --strategy).
     #[arg(long, default_value_t = 50)]
     pub modes: usize,
-    /// `stratified`, `random`, `reference` (PowerTrain's grid) or `all`.
+    /// `stratified`, `random`, `active` (half stratified, then rounds where the physics
+    /// ensemble transferred from --reference is least certain), `reference` (PowerTrain's
+    /// grid) or `all`.
     #[arg(long, default_value = "stratified")]
     pub strategy: String,
+    /// With --strategy active: the reference workload whose pre-trained models guide it.
+    #[arg(long, default_value = "resnet18")]
+    pub reference: String,
+    /// With --strategy active: pre-train the guide on 800 reference modes with fewer
+    /// epochs (as `powertrain eval --quick`).
+    #[arg(long)]
+    pub quick: bool,
     /// Minibatches recorded per mode once steady (PowerTrain: 40).
     #[arg(long, default_value_t = 40)]
     pub minibatches: u32,
@@ -114,6 +123,11 @@ pub(super) fn workload(name: &str) -> Result<Model> {
 /// `jpower profile`.
 pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<()> {
     if a.live {
+        if a.strategy == "active" {
+            bail!(
+                "--strategy active runs on simulated boards and replayed profiles, not with --live"
+            );
+        }
         return profile_live(target, a, out);
     }
     let spec = spec(target.sim.as_deref())?;
@@ -127,8 +141,27 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
             a.seed,
         )),
     };
-    let modes = choose(a, src.as_ref(), &space)?;
-    let (rows, secs) = run_profile(src.as_mut(), &modes, a, "simulated ");
+    let mut progress = Progress::new(a, "simulated ");
+    let rows = if a.strategy == "active" {
+        let effort = Effort::new(a.quick, a.seed);
+        let (time, power) =
+            powertrain::pretrained(spec, workload(&a.reference)?, Method::Physics, &effort)?;
+        let guide = active::Guide {
+            time: &time,
+            power: &power,
+            fit: &effort.fit,
+        };
+        progress.total = a.modes;
+        let candidates = src.modes();
+        active::profile_active(&candidates, a.modes, &guide, a.seed, |m| {
+            progress.run(src.as_mut(), m)
+        })?
+    } else {
+        let modes = choose(a, src.as_ref(), &space)?;
+        progress.total = modes.len();
+        progress.run(src.as_mut(), &modes)
+    };
+    let secs = progress.secs;
     report(&spec.id(), &rows, secs, "simulated ", a, out)
 }
 
@@ -169,7 +202,10 @@ fn live_with<W: Workload>(
     out: &Output,
 ) -> Result<()> {
     let modes = choose(a, &src, space)?;
-    let (rows, secs) = run_profile(&mut src, &modes, a, "");
+    let mut progress = Progress::new(a, "");
+    progress.total = modes.len();
+    let rows = progress.run(&mut src, &modes);
+    let secs = progress.secs;
     let error = src.error.take();
     src.release()
         .map_err(|e| anyhow!("releasing the lease: {e}"))?;
@@ -195,39 +231,59 @@ fn choose(
         "reference" => powertrain::reference_grid(space),
         "random" => profile::select(&all, Strategy::Random(a.modes), a.seed),
         "stratified" => profile::select(&all, Strategy::Stratified(a.modes), a.seed),
-        s => bail!("--strategy {s}: stratified, random, reference or all"),
+        "active" => bail!(
+            "--strategy active runs on simulated boards and replayed profiles, not with --live"
+        ),
+        s => bail!("--strategy {s}: stratified, random, active, reference or all"),
     })
 }
 
-/// Profiles `modes`, printing progress with an ETA on stderr.
-fn run_profile(
-    src: &mut dyn Source,
-    modes: &[PinnedMode],
-    a: &ProfileArgs,
-    clock: &str,
-) -> (Vec<profile::Row>, f64) {
-    let cfg = ProfileConfig {
-        minibatches: a.minibatches,
-        ..ProfileConfig::default()
-    };
-    let mut rows = Vec::new();
-    let mut secs = 0.0;
-    for (i, m) in modes.iter().enumerate() {
-        if let Some(p) = profile::profile_mode(src, m, &cfg) {
-            secs += p.seconds;
-            rows.push(p.row);
-        }
-        if (i + 1) % (modes.len() / 10).max(1) == 0 {
-            let eta = secs / (i + 1) as f64 * (modes.len() - i - 1) as f64 / 60.0;
-            eprintln!(
-                "profiled {}/{} modes, {:.1} {clock}min, ETA {eta:.1} {clock}min",
-                i + 1,
-                modes.len(),
-                secs / 60.0
-            );
+/// Profiling with progress and an ETA on stderr.
+struct Progress<'a> {
+    cfg: ProfileConfig,
+    /// Modes to profile in all, done so far, and the seconds they took.
+    total: usize,
+    done: usize,
+    secs: f64,
+    clock: &'a str,
+}
+
+impl<'a> Progress<'a> {
+    fn new(a: &ProfileArgs, clock: &'a str) -> Progress<'a> {
+        Progress {
+            cfg: ProfileConfig {
+                minibatches: a.minibatches,
+                ..ProfileConfig::default()
+            },
+            total: 0,
+            done: 0,
+            secs: 0.0,
+            clock,
         }
     }
-    (rows, secs)
+
+    /// Profiles `modes`, returning the rows of those it could measure.
+    fn run(&mut self, src: &mut dyn Source, modes: &[PinnedMode]) -> Vec<profile::Row> {
+        let mut rows = Vec::new();
+        for m in modes {
+            if let Some(p) = profile::profile_mode(src, m, &self.cfg) {
+                self.secs += p.seconds;
+                rows.push(p.row);
+            }
+            self.done += 1;
+            let total = self.total.max(self.done);
+            if self.done % (total / 10).max(1) == 0 || self.done == total {
+                let eta = self.secs / self.done as f64 * (total - self.done) as f64 / 60.0;
+                eprintln!(
+                    "profiled {}/{total} modes, {:.1} {clock}min, ETA {eta:.1} {clock}min",
+                    self.done,
+                    self.secs / 60.0,
+                    clock = self.clock
+                );
+            }
+        }
+        rows
+    }
 }
 
 fn report(
@@ -261,32 +317,29 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
         )
     })?;
     let rows = profile::read_csv(&a.profile)?;
-    let fit = FitConfig {
-        seed: a.seed,
-        ..FitConfig::default()
-    };
-    let (rt, rp) = if method.uses_reference() {
-        let space = powertrain::space_of(spec);
-        let mut reference = powertrain::reference_source(spec, workload(&a.reference)?, a.seed);
-        let (ref_rows, _) = powertrain::profile_modes(
-            &mut reference,
-            &powertrain::reference_grid(&space),
-            &ProfileConfig::default(),
-        );
-        (
-            Some(predict::pretrain(method, &ref_rows, Target::TimeMs, &fit)?),
-            Some(predict::pretrain(method, &ref_rows, Target::PowerW, &fit)?),
-        )
+    let effort = Effort::new(false, a.seed);
+    let fit = effort.fit;
+    let reference = if method.uses_reference() {
+        Some(powertrain::pretrained(
+            spec,
+            workload(&a.reference)?,
+            method,
+            &effort,
+        )?)
     } else {
-        (None, None)
+        None
     };
+    let (rt, rp) = (
+        reference.as_ref().map(|r| &r.0),
+        reference.as_ref().map(|r| &r.1),
+    );
     let file = ModelFile {
         version: MODEL_VERSION,
         board: spec.id(),
         workload: a.workload.clone(),
         method,
-        time: predict::fit(method, &rows, Target::TimeMs, rt.as_ref(), &fit)?,
-        power: predict::fit(method, &rows, Target::PowerW, rp.as_ref(), &fit)?,
+        time: predict::fit(method, &rows, Target::TimeMs, rt, &fit)?,
+        power: predict::fit(method, &rows, Target::PowerW, rp, &fit)?,
         profiled: rows.iter().map(|r| r.mode).collect(),
     };
     file.save(&a.save)?;

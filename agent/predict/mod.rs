@@ -19,6 +19,7 @@
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
 //! ([`regress::Mlp::predict_batch`]).
 
+pub mod active;
 pub mod regress;
 
 use crate::mode::PinnedMode;

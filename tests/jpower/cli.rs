@@ -261,3 +261,38 @@ fn profile_predict_optimize_round_trip() {
         String::from_utf8_lossy(&wrong.stderr).contains("fitted for nano@r32, not orin-agx@r35")
     );
 }
+
+#[test]
+fn active_profiling_starts_stratified_and_adds_rounds_where_the_models_disagree() {
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("a.csv");
+    let o = run(jpower(rt.path())
+        .args(["--sim", "nano", "profile", "--workload", "lstm"])
+        .args([
+            "--strategy",
+            "active",
+            "--reference",
+            "resnet18",
+            "--modes",
+            "12",
+        ])
+        .arg("--out")
+        .arg(&csv));
+    assert!(o.status.success(), "{o:?}");
+    let rows: Vec<String> = std::fs::read_to_string(&csv)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').take(4).collect::<Vec<_>>().join(","))
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = rows.iter().collect();
+    assert_eq!((rows.len(), distinct.len()), (12, 12), "{rows:?}");
+    // Progress counts every mode of every round.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("profiled 12/12 modes"), "{err}");
+    one_line_error(
+        &["--sim", "nano", "profile", "--live", "--strategy", "active"],
+        "--strategy active runs on simulated boards and replayed profiles",
+    );
+}

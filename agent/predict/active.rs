@@ -1,0 +1,228 @@
+//! Active selection of the modes to profile: after a stratified start, profile next the
+//! modes where the physics ensemble, transferred to what has been profiled so far, is
+//! least certain, and far from every mode already profiled.
+//!
+//! Each round re-fits the transfer (a closed-form read-out refit, milliseconds), predicts
+//! every candidate with its spread, and picks a batch greedily by
+//! `uncertainty x distance`: the uncertainty is the ensemble's relative spread of time and
+//! of power (squared and summed), the distance is to the nearest profiled or already
+//! picked mode, in knob-table positions scaled to [0, 1] per knob. The distance keeps a
+//! batch from piling onto one uncertain corner.
+
+use super::regress::RegressError;
+use super::{fit, FitConfig, Method, Model, Target};
+use crate::mode::PinnedMode;
+use crate::profile::{self, Row, Strategy};
+
+/// The physics models pre-trained on a reference workload that guide the choice.
+pub struct Guide<'a> {
+    pub time: &'a Model,
+    pub power: &'a Model,
+    pub fit: &'a FitConfig,
+}
+
+/// Profiles `n` of `candidates` chosen actively, through `profile` (which returns the rows
+/// of the modes it could measure), and returns every row profiled.
+pub fn profile_active(
+    candidates: &[PinnedMode],
+    n: usize,
+    guide: &Guide<'_>,
+    seed: u64,
+    mut profile: impl FnMut(&[PinnedMode]) -> Vec<Row>,
+) -> Result<Vec<Row>, RegressError> {
+    let n = n.min(candidates.len());
+    let start = (n / 2).max(n.min(8));
+    let mut rows = profile(&profile::select(
+        candidates,
+        Strategy::Stratified(start),
+        seed,
+    ));
+    let axes = Axes::of(candidates);
+    // Rounds of a tenth of the budget: few enough re-fits, small enough batches.
+    let batch = (n / 10).max(1);
+    let mut tried: Vec<PinnedMode> = rows.iter().map(|r| r.mode).collect();
+    while rows.len() < n && tried.len() < candidates.len() {
+        let time = fit(
+            Method::Physics,
+            &rows,
+            Target::TimeMs,
+            Some(guide.time),
+            guide.fit,
+        )?;
+        let power = fit(
+            Method::Physics,
+            &rows,
+            Target::PowerW,
+            Some(guide.power),
+            guide.fit,
+        )?;
+        let open: Vec<PinnedMode> = candidates
+            .iter()
+            .filter(|m| !tried.contains(m))
+            .copied()
+            .collect();
+        let (pt, pp) = (time.predict(&open), power.predict(&open));
+        let uncertainty: Vec<f64> = pt
+            .iter()
+            .zip(&pp)
+            .map(|(t, p)| (t.1 / t.0).powi(2) + (p.1 / p.0).powi(2))
+            .collect();
+        let mut near: Vec<f64> = open
+            .iter()
+            .map(|m| {
+                tried
+                    .iter()
+                    .map(|t| axes.distance(m, t))
+                    .fold(f64::MAX, f64::min)
+            })
+            .collect();
+        let mut picked = Vec::new();
+        for _ in 0..batch.min(n - rows.len()).min(open.len()) {
+            let score = |i: usize| uncertainty[i] * near[i].min(NEAR);
+            let best = (0..open.len())
+                .filter(|&i| near[i] > 0.0)
+                .max_by(|&a, &b| score(a).total_cmp(&score(b)));
+            let Some(best) = best else { break };
+            for (d, m) in near.iter_mut().zip(&open) {
+                *d = d.min(axes.distance(m, &open[best]));
+            }
+            picked.push(open[best]);
+        }
+        if picked.is_empty() {
+            break;
+        }
+        tried.extend(&picked);
+        rows.extend(profile(&picked));
+    }
+    Ok(rows)
+}
+
+/// Beyond this distance a mode counts as new: further does not make it more worth
+/// profiling (the corners of the mode space are far from everything, and rarely matter).
+const NEAR: f64 = 0.2;
+
+/// Each knob's sorted values, for distances in table positions.
+struct Axes([Vec<u64>; 4]);
+
+impl Axes {
+    fn of(modes: &[PinnedMode]) -> Axes {
+        let axis = |f: &dyn Fn(&PinnedMode) -> u64| {
+            let mut v: Vec<u64> = modes.iter().map(f).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        Axes([
+            axis(&|m| u64::from(m.cores)),
+            axis(&|m| m.cpu_hz),
+            axis(&|m| m.gpu_hz),
+            axis(&|m| m.emc_hz),
+        ])
+    }
+
+    fn distance(&self, a: &PinnedMode, b: &PinnedMode) -> f64 {
+        let knobs = |m: &PinnedMode| [u64::from(m.cores), m.cpu_hz, m.gpu_hz, m.emc_hz];
+        let (ka, kb) = (knobs(a), knobs(b));
+        self.0
+            .iter()
+            .zip(ka.iter().zip(&kb))
+            .map(|(axis, (x, y))| {
+                let pos = |v: &u64| axis.partition_point(|a| a < v) as f64;
+                let span = (axis.len().max(2) - 1) as f64;
+                ((pos(x) - pos(y)) / span).powi(2)
+            })
+            .sum::<f64>()
+            .sqrt()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mode::ModeSpace;
+    use crate::powertrain::{profile_modes, reference_grid, reference_source, space_of};
+    use crate::predict::pretrain;
+    use crate::profile::{ProfileConfig, SimSource};
+    use crate::sim::workload::Model as Workload;
+
+    #[test]
+    fn starts_stratified_then_profiles_where_the_ensemble_is_least_certain() {
+        let spec = crate::sim::spec::find("orin-agx").unwrap();
+        let cfg = FitConfig {
+            epochs: 20,
+            seed: 3,
+            ensemble: 3,
+        };
+        let grid = profile::select(&reference_grid(&space_of(spec)), Strategy::Random(400), 5);
+        let mut reference = reference_source(spec, Workload::ResNet18, 1);
+        let (ref_rows, _) = profile_modes(&mut reference, &grid, &ProfileConfig::default());
+        let time = pretrain(Method::Physics, &ref_rows, Target::TimeMs, &cfg).unwrap();
+        let power = pretrain(Method::Physics, &ref_rows, Target::PowerW, &cfg).unwrap();
+        let guide = Guide {
+            time: &time,
+            power: &power,
+            fit: &cfg,
+        };
+        let candidates: Vec<PinnedMode> = space_of(spec).iter().collect();
+        let mut target = SimSource::new(spec.silicon, Workload::BertBase, space_of(spec), 2);
+        let mut batches: Vec<Vec<PinnedMode>> = Vec::new();
+        let rows = profile_active(&candidates, 20, &guide, 9, |modes| {
+            batches.push(modes.to_vec());
+            profile_modes(&mut target, modes, &ProfileConfig::default()).0
+        })
+        .unwrap();
+        assert_eq!(rows.len(), 20);
+        let mut modes: Vec<PinnedMode> = rows.iter().map(|r| r.mode).collect();
+        modes.sort_by_key(|m| (m.cores, m.cpu_hz, m.gpu_hz, m.emc_hz));
+        modes.dedup();
+        assert_eq!(modes.len(), 20, "no mode twice");
+        assert_eq!(
+            batches[0],
+            profile::select(&candidates, Strategy::Stratified(10), 9)
+        );
+        assert_eq!(batches.len(), 1 + 5, "five rounds of two");
+        // Each round's picks are among the modes the ensemble fitted on the rows before
+        // them was least certain of: above the median relative spread.
+        let mut so_far = rows[..10].to_vec();
+        for picks in &batches[1..] {
+            let t = fit(Method::Physics, &so_far, Target::TimeMs, Some(&time), &cfg).unwrap();
+            let p = fit(Method::Physics, &so_far, Target::PowerW, Some(&power), &cfg).unwrap();
+            let spread = |m: &[PinnedMode]| -> Vec<f64> {
+                let rel = |v: Vec<(f64, f64)>| v.into_iter().map(|(y, s)| (s / y).powi(2));
+                rel(t.predict(m))
+                    .zip(rel(p.predict(m)))
+                    .map(|(a, b)| a + b)
+                    .collect()
+            };
+            let mut all = spread(&candidates);
+            all.sort_by(f64::total_cmp);
+            let median = all[all.len() / 2];
+            for s in spread(picks) {
+                assert!(s > median, "picked at spread {s}, median {median}");
+            }
+            so_far.extend(rows.iter().filter(|r| picks.contains(&r.mode)).cloned());
+        }
+    }
+
+    #[test]
+    fn distances_are_in_table_positions() {
+        let space = ModeSpace {
+            cores: vec![1, 2, 3],
+            cpu_hz: vec![1, 10, 100],
+            gpu_hz: vec![5],
+            emc_hz: vec![7, 8],
+        };
+        let modes: Vec<PinnedMode> = space.iter().collect();
+        let axes = Axes::of(&modes);
+        let m = |cores, cpu_hz, emc_hz| PinnedMode {
+            cores,
+            cpu_hz,
+            gpu_hz: 5,
+            emc_hz,
+        };
+        assert_eq!(axes.distance(&m(1, 1, 7), &m(1, 1, 7)), 0.0);
+        assert!((axes.distance(&m(1, 1, 7), &m(3, 1, 7)) - 1.0).abs() < 1e-12);
+        // One step of three on cpu (half the span) and the whole EMC span.
+        assert!((axes.distance(&m(1, 1, 7), &m(1, 10, 8)) - 1.25f64.sqrt()).abs() < 1e-12);
+    }
+}
