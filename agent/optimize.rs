@@ -59,14 +59,16 @@ pub struct BudgetScore {
 }
 
 /// The mode chosen for budget `b`: the fastest predicted to fit with its margin. With
-/// `verify` (a short run measuring a mode's power), a choice measured over the budget is
-/// dropped and the next fastest tried, up to [`VERIFY_TRIES`] runs. With nothing predicted
-/// to fit, the lowest predicted power.
+/// `verify` (a short run measuring a mode's minibatch time and power), the
+/// [`VERIFY_TRIES`] fastest predicted to fit are run and the fastest measured within the
+/// budget is chosen: the run catches both a power the model under-estimated and a time it
+/// was too optimistic about. With nothing predicted (or measured) to fit, the lowest
+/// predicted power.
 pub fn choose(
     predicted: &[Point],
     b: f64,
     margin_w: &dyn Fn(&Point) -> f64,
-    verify: Option<&dyn Fn(&Point) -> f64>,
+    verify: Option<&dyn Fn(&Point) -> Measured>,
 ) -> Option<Point> {
     let mut fits: Vec<Point> = predicted
         .iter()
@@ -85,13 +87,22 @@ pub fn choose(
         Some(measure) => fits
             .iter()
             .take(VERIFY_TRIES)
-            .find(|p| measure(p) <= b)
-            .copied()
+            .map(|p| (p, measure(p)))
+            .filter(|(_, m)| m.power_w <= b)
+            .min_by(|x, y| x.1.time_ms.total_cmp(&y.1.time_ms))
+            .map(|(p, _)| *p)
             .or_else(lowest),
     }
 }
 
-/// How many modes [`choose`] runs to verify at most.
+/// A verification run's measurement of a mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    pub time_ms: f64,
+    pub power_w: f64,
+}
+
+/// How many modes [`choose`] runs to verify.
 pub const VERIFY_TRIES: usize = 5;
 
 /// Scores choosing by `predicted` against `truth` (same modes, same order) for each
@@ -101,7 +112,7 @@ pub fn score_budgets(
     truth: &[Point],
     budgets: impl Iterator<Item = f64>,
     margin_w: impl Fn(&Point) -> f64,
-    verify: Option<&dyn Fn(&Point) -> f64>,
+    verify: Option<&dyn Fn(&Point) -> Measured>,
 ) -> BudgetScore {
     let mut penalties = Vec::new();
     let mut over = 0usize;
@@ -197,5 +208,37 @@ mod tests {
         assert_eq!(s.over_budget_1w_pct, 0.0);
         assert_eq!(s.budgets, 34);
         assert!((mape(&[110.0], &[100.0]) - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn verification_runs_the_fastest_predicted_and_keeps_the_fastest_measured_within_budget() {
+        // Predicted fastest first; measured: 0 draws too much, 1 is slower than predicted,
+        // 2 is the fastest that fits; 6 is past the runs verification makes.
+        let predicted: Vec<Point> = (0..7).map(|i| p(i, 10.0 + i as f64, 20.0)).collect();
+        let measured = [
+            (9.0, 31.0),
+            (25.0, 20.0),
+            (13.0, 20.0),
+            (14.0, 29.0),
+            (15.0, 20.0),
+            (16.0, 20.0),
+            (1.0, 20.0),
+        ];
+        let runs = std::cell::Cell::new(0);
+        let measure = |q: &Point| {
+            runs.set(runs.get() + 1);
+            let (time_ms, power_w) = measured[q.mode];
+            Measured { time_ms, power_w }
+        };
+        let chosen = choose(&predicted, 30.0, &|_| 0.0, Some(&measure)).unwrap();
+        assert_eq!((chosen.mode, runs.get()), (2, VERIFY_TRIES));
+        // Nothing measured within budget: the lowest predicted power.
+        let over = |_: &Point| Measured {
+            time_ms: 1.0,
+            power_w: 99.0,
+        };
+        let mut pts = predicted.clone();
+        pts[5].power_w = 19.0;
+        assert_eq!(choose(&pts, 30.0, &|_| 0.0, Some(&over)).unwrap().mode, 5);
     }
 }

@@ -8,7 +8,7 @@
 //! rows are the modes and the truth) while the reference stays simulated.
 
 use crate::mode::{ModeSpace, PinnedMode};
-use crate::optimize::{self, BudgetScore, Point};
+use crate::optimize::{self, BudgetScore, Measured, Point};
 use crate::predict::{self, active, FitConfig, Method, Model, Target};
 use crate::profile::{self, ProfileConfig, Row, Source, Strategy};
 use crate::sim::spec::BoardSpec;
@@ -153,7 +153,7 @@ pub struct MethodScore {
     /// Pareto front (one core).
     pub predict_ms: f64,
     pub pareto_ms: f64,
-    /// With each choice verified by a short run (`jpower optimize --verify`), jpower's method.
+    /// With the choices verified by short runs (`jpower optimize --verify`), jpower's method.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verified: Option<BudgetScore>,
 }
@@ -293,12 +293,20 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
             margin,
             None,
         );
-        // A check run of 40 minibatches measures a mode's mean power to ~0.25% (1.5% noise).
+        // A check run of 40 minibatches measures a mode's mean time to ~0.3% and its
+        // power to ~0.25% (2% and 1.5% noise per minibatch).
         let measure = |p: &Point| {
-            let z = crate::sim::kernel::gaussian(
-                seed ^ (p.mode as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            );
-            truth_points[p.mode].power_w * (1.0 + 0.015 / 40f64.sqrt() * z)
+            let noise = |k: u64, sigma: f64| {
+                let z = crate::sim::kernel::gaussian(
+                    seed ^ k ^ (p.mode as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                );
+                1.0 + sigma / 40f64.sqrt() * z
+            };
+            let truth = truth_points[p.mode];
+            Measured {
+                time_ms: truth.time_ms * noise(0x7111, 0.02),
+                power_w: truth.power_w * noise(0, 0.015),
+            }
         };
         let verified = (method == Method::Physics).then(|| {
             optimize::score_budgets(

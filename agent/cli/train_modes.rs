@@ -7,7 +7,7 @@ use crate::gpu::cuda::Cuda;
 use crate::gpu::net::{Cpu, Trainer};
 use crate::live::{AgentSource, Workload};
 use crate::mode::PinnedMode;
-use crate::optimize::{self, Point};
+use crate::optimize::{self, Measured, Point};
 use crate::powertrain::{self, margin_w, Effort};
 use crate::predict::{self, active, Method, ModelFile, Target, MODEL_VERSION};
 use crate::profile::{self, ProfileConfig, Replay, SimSource, Source, Strategy};
@@ -94,7 +94,8 @@ pub struct OptimizeArgs {
     /// The fastest mode whose power stays within this budget, watts.
     #[arg(long)]
     pub budget: Option<f64>,
-    /// Run the chosen mode briefly (simulated workload) and re-pick while it draws more.
+    /// Run the five fastest modes predicted to fit briefly (simulated workload) and keep the
+    /// fastest measured within the budget.
     #[arg(long)]
     pub verify: bool,
     /// Write the Pareto front, the profiled points and the choice as an SVG plot.
@@ -370,8 +371,16 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
                 .map(|w| SimSource::new(spec.silicon, w, powertrain::space_of(spec), 7));
             let measure = |p: &Point| {
                 let mut s = src.clone().expect("checked before use");
-                profile::profile_mode(&mut s, &modes[p.mode], &ProfileConfig::default())
-                    .map_or(f64::MAX, |r| r.row.power_w)
+                profile::profile_mode(&mut s, &modes[p.mode], &ProfileConfig::default()).map_or(
+                    Measured {
+                        time_ms: f64::MAX,
+                        power_w: f64::MAX,
+                    },
+                    |r| Measured {
+                        time_ms: r.row.time_ms,
+                        power_w: r.row.power_w,
+                    },
+                )
             };
             if a.verify && src.is_none() {
                 bail!("--verify runs the model's workload on the simulated board: {:?} is not a simulated workload", file.workload);
@@ -380,7 +389,7 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
                 &points,
                 b,
                 &margin,
-                a.verify.then_some(&measure as &dyn Fn(&Point) -> f64),
+                a.verify.then_some(&measure as &dyn Fn(&Point) -> Measured),
             )
         }
     };
