@@ -163,7 +163,9 @@ mod tests {
             power: &power,
             fit: &cfg,
         };
-        let candidates: Vec<PinnedMode> = space_of(spec).iter().collect();
+        // A random eighth of the mode space keeps the test quick in a debug build.
+        let all: Vec<PinnedMode> = space_of(spec).iter().collect();
+        let candidates = profile::select(&all, Strategy::Random(all.len() / 8), 4);
         let mut target = SimSource::new(spec.silicon, Workload::BertBase, space_of(spec), 2);
         let mut batches: Vec<Vec<PinnedMode>> = Vec::new();
         let rows = profile_active(&candidates, 20, &guide, 9, |modes| {
