@@ -555,8 +555,10 @@ fn profile_live_drives_the_agent_in_real_time_and_gives_the_board_back() {
                 "3",
                 "--minibatches",
                 "4",
+                // Minibatches of tens of milliseconds, so each spans tens of ring samples
+                // even when the sampler thread is kept waiting on a loaded machine.
                 "--batch",
-                "4",
+                "16",
                 "--out",
             ])
             .arg(&csv),
