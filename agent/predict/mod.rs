@@ -13,8 +13,9 @@
 //!   targets, and an ensemble of small MLPs pre-trained on the reference and transferred
 //!   by re-fitting their read-out in closed form (ridge regression of the target's
 //!   residual on the hidden layer and the inputs, the penalty chosen by leave-one-out, so
-//!   few profiled modes keep the reference's shape and more re-shape it); the ensemble's
-//!   spread is the uncertainty that sets the power-budget margin.
+//!   few profiled modes keep the reference's shape and more re-shape it); the ensemble
+//!   predicts the median of its eight members, and their spread is the uncertainty that
+//!   sets the power-budget margin.
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
 //! ([`regress::Mlp::predict_batch`]).
@@ -166,20 +167,22 @@ impl Model {
                 out.into_iter().map(|v| (v, 0.0)).collect()
             }
             Regressor::Ensemble(e) => {
-                let k = e.members.len().max(1) as f64;
-                let mut sum = vec![0.0; modes.len()];
-                let mut sq = vec![0.0; modes.len()];
-                let mut out = vec![0.0; modes.len()];
-                for m in &e.members {
-                    m.predict_batch(&xs, d, &mut out);
-                    for i in 0..out.len() {
-                        sum[i] += out[i];
-                        sq[i] += out[i] * out[i];
-                    }
-                }
-                sum.iter()
-                    .zip(&sq)
-                    .map(|(s, q)| (s / k, (q / k - (s / k).powi(2)).max(0.0).sqrt()))
+                let outputs: Vec<Vec<f64>> = e
+                    .members
+                    .iter()
+                    .map(|m| {
+                        let mut out = vec![0.0; modes.len()];
+                        m.predict_batch(&xs, d, &mut out);
+                        out
+                    })
+                    .collect();
+                let mut column = Vec::with_capacity(outputs.len());
+                (0..modes.len())
+                    .map(|i| {
+                        column.clear();
+                        column.extend(outputs.iter().map(|o| o[i]));
+                        median_and_spread(&mut column)
+                    })
                     .collect()
             }
         };
@@ -192,6 +195,20 @@ impl Model {
             bounded.collect()
         }
     }
+}
+
+/// The median of an ensemble's predictions (one badly pre-trained member cannot drag it)
+/// and their standard deviation (which it does widen: the disagreement is the point).
+fn median_and_spread(v: &mut [f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, 0.0);
+    }
+    v.sort_by(f64::total_cmp);
+    let k = v.len();
+    let median = (v[(k - 1) / 2] + v[k / 2]) / 2.0;
+    let mean = v.iter().sum::<f64>() / k as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / k as f64;
+    (median, var.sqrt())
 }
 
 /// How hard to train.
@@ -208,7 +225,7 @@ impl Default for FitConfig {
         FitConfig {
             epochs: 100,
             seed: 1,
-            ensemble: 4,
+            ensemble: 8,
         }
     }
 }
@@ -509,6 +526,17 @@ mod tests {
             "1.5 loader cores on 2 cores"
         );
         assert_eq!(features(&m, false), vec![2.0, 1.0, 0.5, 2.0]);
+    }
+
+    #[test]
+    fn the_ensemble_median_ignores_one_wild_member() {
+        let (m, s) = median_and_spread(&mut [1.0, 1.2, 50.0, 0.9]);
+        assert!((m - 1.1).abs() < 1e-12);
+        assert!(s > 20.0, "the spread still shows the disagreement: {s}");
+        assert_eq!(
+            median_and_spread(&mut [3.0, 1.0, 2.0]),
+            (2.0, (2.0f64 / 3.0).sqrt())
+        );
     }
 
     #[test]
