@@ -142,8 +142,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
             a.seed,
         )),
     };
-    let mut progress = Progress::new(a, "simulated ");
-    let rows = if a.strategy == "active" {
+    let (rows, secs) = if a.strategy == "active" {
         let effort = Effort::new(a.quick, a.seed);
         let (time, power) =
             powertrain::pretrained(spec, workload(&a.reference)?, Method::Physics, &effort)?;
@@ -152,17 +151,17 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
             power: &power,
             fit: &effort.fit,
         };
-        progress.total = a.modes;
+        let mut progress = Progress::new(a, a.modes, "simulated ");
         let candidates = src.modes();
-        active::profile_active(&candidates, a.modes, &guide, a.seed, |m| {
+        let rows = active::profile_active(&candidates, a.modes, &guide, a.seed, |m| {
             progress.run(src.as_mut(), m)
-        })?
+        })?;
+        (rows, progress.secs)
     } else {
         let modes = choose(a, src.as_ref(), &space)?;
-        progress.total = modes.len();
-        progress.run(src.as_mut(), &modes)
+        let mut progress = Progress::new(a, modes.len(), "simulated ");
+        (progress.run(src.as_mut(), &modes), progress.secs)
     };
-    let secs = progress.secs;
     report(&spec.id(), &rows, secs, "simulated ", a, out)
 }
 
@@ -203,8 +202,7 @@ fn live_with<W: Workload>(
     out: &Output,
 ) -> Result<()> {
     let modes = choose(a, &src, space)?;
-    let mut progress = Progress::new(a, "");
-    progress.total = modes.len();
+    let mut progress = Progress::new(a, modes.len(), "");
     let rows = progress.run(&mut src, &modes);
     let secs = progress.secs;
     let error = src.error.take();
@@ -232,9 +230,6 @@ fn choose(
         "reference" => powertrain::reference_grid(space),
         "random" => profile::select(&all, Strategy::Random(a.modes), a.seed),
         "stratified" => profile::select(&all, Strategy::Stratified(a.modes), a.seed),
-        "active" => bail!(
-            "--strategy active runs on simulated boards and replayed profiles, not with --live"
-        ),
         s => bail!("--strategy {s}: stratified, random, active, reference or all"),
     })
 }
@@ -250,13 +245,13 @@ struct Progress<'a> {
 }
 
 impl<'a> Progress<'a> {
-    fn new(a: &ProfileArgs, clock: &'a str) -> Progress<'a> {
+    fn new(a: &ProfileArgs, total: usize, clock: &'a str) -> Progress<'a> {
         Progress {
             cfg: ProfileConfig {
                 minibatches: a.minibatches,
                 ..ProfileConfig::default()
             },
-            total: 0,
+            total,
             done: 0,
             secs: 0.0,
             clock,
