@@ -267,8 +267,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         let time = predict::fit(method, &rows, Target::TimeMs, rt, fit)?;
         let power = predict::fit(method, &rows, Target::PowerW, rp, fit)?;
         let clock = std::time::Instant::now();
-        let pt = time.predict(&held);
-        let pp = power.predict(&held);
+        let (pt, pp) = predict::time_and_power(&time, &power, &held);
         let predict_ms = clock.elapsed().as_secs_f64() * 1000.0;
         let predicted: Vec<Point> = pt
             .iter()

@@ -349,7 +349,7 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
     let spec = spec(sim)?;
     let file = ModelFile::load(&a.model, Some(&spec.id()))?;
     let modes: Vec<PinnedMode> = powertrain::space_of(spec).iter().collect();
-    let (pt, pp) = (file.time.predict(&modes), file.power.predict(&modes));
+    let (pt, pp) = predict::time_and_power(&file.time, &file.power, &modes);
     let points: Vec<Point> = (0..modes.len())
         .map(|i| Point {
             mode: i,

@@ -61,7 +61,7 @@ pub fn profile_active(
             .filter(|m| !tried.contains(m))
             .copied()
             .collect();
-        let (pt, pp) = (time.predict(&open), power.predict(&open));
+        let (pt, pp) = super::time_and_power(&time, &power, &open);
         let uncertainty: Vec<f64> = pt
             .iter()
             .zip(&pp)
@@ -191,10 +191,8 @@ mod tests {
             let p = fit(Method::Physics, &so_far, Target::PowerW, Some(&power), &cfg).unwrap();
             let spread = |m: &[PinnedMode]| -> Vec<f64> {
                 let rel = |v: Vec<(f64, f64)>| v.into_iter().map(|(y, s)| (s / y).powi(2));
-                rel(t.predict(m))
-                    .zip(rel(p.predict(m)))
-                    .map(|(a, b)| a + b)
-                    .collect()
+                let (pt, pp) = super::super::time_and_power(&t, &p, m);
+                rel(pt).zip(rel(pp)).map(|(a, b)| a + b).collect()
             };
             let mut all = spread(&candidates);
             all.sort_by(f64::total_cmp);

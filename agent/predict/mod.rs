@@ -13,9 +13,12 @@
 //!   targets, and an ensemble of small MLPs pre-trained on the reference and transferred
 //!   by re-fitting their read-out in closed form (ridge regression of the target's
 //!   residual on the hidden layer and the inputs, the penalty chosen by leave-one-out, so
-//!   few profiled modes keep the reference's shape and more re-shape it); the ensemble
-//!   predicts the median of its eight members, and their spread is the uncertainty that
-//!   sets the power-budget margin.
+//!   few profiled modes keep the reference's shape and more re-shape it); the power
+//!   read-out also reads energy terms of the minibatch time (each domain's dynamic energy
+//!   per minibatch over the time it takes: measured on profiled modes, the time model's
+//!   prediction elsewhere), so power follows a target whose bottlenecks differ from the
+//!   reference's; the ensemble predicts the median of its eight members, and their
+//!   spread is the uncertainty that sets the power-budget margin.
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
 //! ([`regress::Mlp::predict_batch`]).
@@ -30,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Version of saved model files.
-pub const MODEL_VERSION: u32 = 1;
+pub const MODEL_VERSION: u32 = 2;
 
 /// A prediction method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +127,34 @@ pub fn features(m: &PinnedMode, physics: bool) -> Vec<f64> {
 /// Where the hinges of the log-ratios of bounding rates bend (a factor of e apart).
 const RATIO_KNOTS: [f64; 4] = [-1.5, -0.5, 0.5, 1.5];
 
+/// How many [`energy_terms`] there are.
+const ENERGY_TERMS: usize = 8;
+
+/// The energy terms a physics power model reads besides the mode's features: power is
+/// static power plus each domain's dynamic energy per minibatch over the minibatch's
+/// time, and a domain's dynamic energy grows with its clock (through the voltage) but
+/// hardly with the time the minibatch takes, so each term is a clock polynomial over
+/// the minibatch time (`time_ms`: measured on profiled modes, predicted elsewhere; NaN
+/// terms where it is missing).
+/// These let the power model follow a target workload whose bottlenecks, and so its
+/// utilisations, differ from the reference's.
+fn energy_terms(m: &PinnedMode, time_ms: f64) -> [f64; ENERGY_TERMS] {
+    let (f_cpu, f_gpu, f_emc) = (ghz(m.cpu_hz), ghz(m.gpu_hz), ghz(m.emc_hz));
+    let per_s = 1000.0 / time_ms;
+    [
+        1.0,
+        f_gpu,
+        f_gpu * f_gpu,
+        f_gpu * f_gpu * f_gpu,
+        f_cpu,
+        f_cpu * f_cpu,
+        f_emc,
+        // GPU cycles stalled on DRAM, whose number grows as f_gpu / f_emc.
+        f_gpu / f_emc,
+    ]
+    .map(|v| v * per_s)
+}
+
 /// A regressor of one kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -144,21 +175,32 @@ pub struct Model {
     /// Predictions are kept within this range (the training targets' range, widened
     /// by half each way): a log-space model must not extrapolate exponentially.
     pub bounds: (f64, f64),
+    /// Whether the model also reads [`energy_terms`] of the minibatch time (a physics
+    /// power model), so that it predicts from the time model's predictions.
+    pub energy: bool,
 }
 
 impl Model {
-    fn rows(&self, modes: &[PinnedMode]) -> (Vec<f64>, usize) {
-        let d = self.scale.mean.len();
+    /// The model's input rows for `modes` (row-major), and their width.
+    fn rows(&self, modes: &[PinnedMode], time_ms: &[f64]) -> (Vec<f64>, usize) {
+        let k = self.scale.mean.len();
+        let d = k + if self.energy { ENERGY_TERMS } else { 0 };
         let mut xs = vec![0.0; modes.len() * d];
-        for (m, row) in modes.iter().zip(xs.chunks_mut(d)) {
-            self.scale.apply_into(&features(m, self.physics), row);
+        for (i, (m, row)) in modes.iter().zip(xs.chunks_mut(d)).enumerate() {
+            self.scale
+                .apply_into(&features(m, self.physics), &mut row[..k]);
+            if self.energy {
+                let t = time_ms.get(i).copied().unwrap_or(f64::NAN);
+                row[k..].copy_from_slice(&energy_terms(m, t));
+            }
         }
         (xs, d)
     }
 
-    /// Predictions and their spread (0 for single models), one per mode.
-    pub fn predict(&self, modes: &[PinnedMode]) -> Vec<(f64, f64)> {
-        let (xs, d) = self.rows(modes);
+    /// Predictions and their spread (0 for single models), one per mode; an [`Model::energy`]
+    /// model reads each mode's minibatch time from `time_ms` (NaN where it is missing).
+    fn predict(&self, modes: &[PinnedMode], time_ms: &[f64]) -> Vec<(f64, f64)> {
+        let (xs, d) = self.rows(modes, time_ms);
         let raw: Vec<(f64, f64)> = match &self.reg {
             Regressor::Linear(l) => xs.chunks(d).map(|r| (l.predict(r), 0.0)).collect(),
             Regressor::Mlp(m) => {
@@ -195,6 +237,18 @@ impl Model {
             bounded.collect()
         }
     }
+}
+
+/// A prediction and its spread, per mode.
+pub type Predicted = Vec<(f64, f64)>;
+
+/// Predicted (time ms, its spread) and (power W, its spread) of every mode in `modes`: the
+/// power model reads the time model's predictions.
+pub fn time_and_power(time: &Model, power: &Model, modes: &[PinnedMode]) -> (Predicted, Predicted) {
+    let t = time.predict(modes, &[]);
+    let times: Vec<f64> = t.iter().map(|p| p.0).collect();
+    let p = power.predict(modes, &times);
+    (t, p)
 }
 
 /// The median of an ensemble's predictions (one badly pre-trained member cannot drag it)
@@ -299,6 +353,7 @@ pub fn pretrain(
         scale,
         reg,
         bounds,
+        energy: false,
     })
 }
 
@@ -348,6 +403,7 @@ pub fn fit(
                 scale,
                 reg,
                 bounds: bounds(&y, false),
+                energy: false,
             })
         }
         Method::MlpScratch => {
@@ -360,13 +416,21 @@ pub fn fit(
                 scale,
                 reg: Regressor::Mlp(m),
                 bounds: bounds(&y, false),
+                energy: false,
             })
         }
         Method::Powertrain | Method::Physics => {
             let base = reference.ok_or(RegressError::Empty)?;
             let (x, y) = data(rows, t, base.physics, base.log);
             // The reference's scaling is kept: the transferred layers expect it.
-            let xs = scaled(&x, &base.scale);
+            let mut xs = scaled(&x, &base.scale);
+            // The physics ensemble's power read-out also reads the energy terms.
+            let energy = matches!(base.reg, Regressor::Ensemble(_)) && t == Target::PowerW;
+            if energy {
+                for (row, r) in xs.iter_mut().zip(rows) {
+                    row.extend(energy_terms(&r.mode, r.time_ms));
+                }
+            }
             // As PowerTrain: the last layer is re-initialised and trained alone (the
             // physics ensemble re-fits its read-out in closed form instead).
             let tune = |m: &Mlp, seed: u64| -> Result<Mlp, RegressError> {
@@ -408,6 +472,7 @@ pub fn fit(
                 scale: base.scale.clone(),
                 reg,
                 bounds: bounds(&y, base.log),
+                energy,
             })
         }
     }
@@ -526,6 +591,61 @@ mod tests {
             "1.5 loader cores on 2 cores"
         );
         assert_eq!(features(&m, false), vec![2.0, 1.0, 0.5, 2.0]);
+    }
+
+    #[test]
+    fn the_physics_power_model_reads_the_predicted_minibatch_time() {
+        use crate::powertrain::{profile_modes, reference_grid, reference_source, space_of};
+        use crate::profile::{self, ProfileConfig, SimSource, Source, Strategy};
+        use crate::sim::workload::Model as Workload;
+        let spec = crate::sim::spec::find("orin-agx").unwrap();
+        let cfg = FitConfig {
+            epochs: 20,
+            seed: 3,
+            ensemble: 3,
+        };
+        let grid = profile::select(&reference_grid(&space_of(spec)), Strategy::Random(400), 5);
+        let mut reference = reference_source(spec, Workload::ResNet18, 1);
+        let (ref_rows, _) = profile_modes(&mut reference, &grid, &ProfileConfig::default());
+        let ref_time = pretrain(Method::Physics, &ref_rows, Target::TimeMs, &cfg).unwrap();
+        let ref_power = pretrain(Method::Physics, &ref_rows, Target::PowerW, &cfg).unwrap();
+        // YOLOv8n waits on its loaders where ResNet-18 keeps the GPU busy.
+        let mut target = SimSource::new(spec.silicon, Workload::YoloV8n, space_of(spec), 2);
+        let all: Vec<PinnedMode> = space_of(spec).iter().collect();
+        let chosen = profile::select(&all, Strategy::Stratified(50), 4);
+        let (rows, _) = profile_modes(&mut target, &chosen, &ProfileConfig::default());
+        let time = fit(
+            Method::Physics,
+            &rows,
+            Target::TimeMs,
+            Some(&ref_time),
+            &cfg,
+        )
+        .unwrap();
+        let power = fit(
+            Method::Physics,
+            &rows,
+            Target::PowerW,
+            Some(&ref_power),
+            &cfg,
+        )
+        .unwrap();
+        assert!(power.energy && !time.energy && !ref_power.energy);
+        let held = profile::select(&all, Strategy::Random(1000), 6);
+        let (pt, pp) = time_and_power(&time, &power, &held);
+        let times: Vec<f64> = pt.iter().map(|t| t.0).collect();
+        assert_eq!(power.predict(&held, &times), pp);
+        let slower: Vec<f64> = times.iter().map(|t| t * 2.0).collect();
+        let moved = power.predict(&held, &slower);
+        assert!(moved.iter().zip(&pp).all(|(a, b)| a.0 != b.0));
+        assert!(power.predict(&held[..1], &[]).iter().all(|p| p.0.is_nan()));
+        let truth: Vec<(f64, f64)> = held.iter().map(|m| target.truth(m).unwrap()).collect();
+        let mape = crate::optimize::mape(
+            &pp.iter().map(|p| p.0).collect::<Vec<_>>(),
+            &truth.iter().map(|t| t.1).collect::<Vec<_>>(),
+        );
+        println!("power MAPE {mape:.2}% over 1000 modes");
+        assert!(mape < 6.0, "power MAPE {mape}");
     }
 
     #[test]

@@ -494,10 +494,14 @@ impl Mlp {
     }
 
     /// Predicts the rows of the row-major `n x d` matrix `xs` into `out`,
-    /// [`BLOCK`] rows at a time through two reused scratch buffers. Rows
-    /// missing from `xs`, or a `d` that does not match the model, yield NaN.
+    /// [`BLOCK`] rows at a time through two reused scratch buffers. The network reads
+    /// the first [`Mlp::n_inputs`] columns; columns past them are extra inputs that
+    /// only the [`Mlp::skip`] term reads. Rows missing from `xs`, or a `d` that does
+    /// not match the model, yield NaN.
     pub fn predict_batch(&self, xs: &[f64], d: usize, out: &mut [f64]) {
-        if d == 0 || d != self.n_inputs() || !self.valid() {
+        let ni = self.n_inputs();
+        let skip_width = self.skip.as_ref().map_or(ni, |s| s.w.len());
+        if d == 0 || d != skip_width || d < ni || !self.valid() {
             return out.fill(f64::NAN);
         }
         let n = (xs.len() / d).min(out.len());
@@ -508,7 +512,9 @@ impl Mlp {
         let (xs, out) = (&xs[..n * d], &mut out[..n]);
         for (xb, ob) in xs.chunks(BLOCK * d).zip(out.chunks_mut(BLOCK)) {
             let rows = ob.len();
-            a[..rows * d].copy_from_slice(xb);
+            for (dst, row) in a[..rows * ni].chunks_exact_mut(ni).zip(xb.chunks_exact(d)) {
+                dst.copy_from_slice(&row[..ni]);
+            }
             for (l, layer) in self.layers.iter().enumerate() {
                 let src = &a[..rows * layer.n_in];
                 layer.forward_block(src, &mut b[..rows * layer.n_out], l < last);
@@ -540,9 +546,11 @@ impl Mlp {
     /// Transfers the network to a new target by re-fitting its read-out alone, in closed
     /// form: the target's residual from the network's own prediction is regressed on the
     /// hidden activations and the inputs themselves (a linear [`Mlp::skip`] term, for
-    /// what the reference never varied with) by [`ridge_loo`]. A strong penalty keeps
-    /// the reference's shape, shifted to the target's level; a weak one re-weights the
-    /// features freely; leave-one-out picks between them. Returns the penalty.
+    /// what the reference never varied with) by [`ridge_loo`]. Rows may carry extra
+    /// columns past the network's inputs, which only that linear term reads. A strong
+    /// penalty keeps the reference's shape, shifted to the target's level; a weak one
+    /// re-weights the features freely; leave-one-out picks between them. Returns the
+    /// penalty.
     pub fn refit_output(
         &mut self,
         x: &[Vec<f64>],
@@ -552,29 +560,37 @@ impl Mlp {
         if !self.valid() || !self.fitted {
             return Err(RegressError::Empty);
         }
-        let idx = usable_rows(x, Some(y), self.n_inputs())?;
-        let d = self.n_inputs();
+        let ni = self.n_inputs();
+        let d = x.first().map_or(ni, Vec::len).max(ni);
+        let idx = usable_rows(x, Some(y), d)?;
+        // The residual is from the network alone: the read-out's linear term is re-fitted
+        // (and kept if the fit fails).
+        let skip = self.skip.take();
         let h: Vec<Vec<f64>> = idx
             .iter()
-            .map(|&i| [self.hidden(&x[i]), x[i].clone()].concat())
+            .map(|&i| [self.hidden(&x[i][..ni]), x[i].clone()].concat())
             .collect();
-        let r: Vec<f64> = idx.iter().map(|&i| y[i] - self.predict(&x[i])).collect();
-        let (fit, lambda) = ridge_loo(&h, &r, lambdas)?;
+        let r: Vec<f64> = idx
+            .iter()
+            .map(|&i| y[i] - self.predict(&x[i][..ni]))
+            .collect();
+        let (fit, lambda) = match ridge_loo(&h, &r, lambdas) {
+            Ok(fit) => fit,
+            Err(e) => {
+                self.skip = skip;
+                return Err(e);
+            }
+        };
         let nh = fit.w.len() - d;
         let last = self.layers.last_mut().ok_or(RegressError::Empty)?;
         for (w, v) in last.w.iter_mut().zip(&fit.w[..nh]) {
             *w += v / self.y_std;
         }
         last.b[0] += fit.b / self.y_std;
-        let mut skip = self.skip.take().unwrap_or(Linear {
-            w: vec![0.0; d],
+        self.skip = Some(Linear {
+            w: fit.w[nh..].to_vec(),
             b: 0.0,
         });
-        skip.w
-            .iter_mut()
-            .zip(&fit.w[nh..])
-            .for_each(|(w, v)| *w += v);
-        self.skip = Some(skip);
         Ok(lambda)
     }
 
@@ -959,6 +975,31 @@ mod tests {
             Err(RegressError::Empty),
             "an unfitted network has no output to correct"
         );
+    }
+
+    #[test]
+    fn refit_output_reads_extra_columns_past_the_networks_inputs() {
+        let xs = data(1500, 3, -1.5, 1.5, 24);
+        let mut base = Mlp::new(&[3, 32, 16, 1], 25);
+        base.train(&xs, &map(&xs, f), &quick(20, 5e-3)).unwrap();
+        // The target also depends on a fourth column the network never reads.
+        let g = |x: &[f64]| f(x) + 0.9 * x[3];
+        let (few, test) = (data(30, 4, -1.5, 1.5, 28), data(500, 4, -1.5, 1.5, 29));
+        let mut tl = base.clone();
+        tl.refit_output(&few, &map(&few, g), &[1e-4, 1e-3, 1e-2, 0.1])
+            .unwrap();
+        assert_eq!(tl.skip.as_ref().map(|s| s.w.len()), Some(4));
+        let w = tl.skip.as_ref().unwrap().w[3];
+        assert!((w - 0.9).abs() < 0.1, "the extra column's weight {w}");
+        let e = rmse(&tl, &test, g);
+        assert!(e < 0.15, "refit RMSE with the extra column {e}");
+        // Rows as wide as the read-out, else NaN; the network alone reads 3 columns.
+        let flat: Vec<f64> = test.iter().flatten().copied().collect();
+        let mut out = vec![0.0; test.len()];
+        tl.predict_batch(&flat, 4, &mut out);
+        assert!((out[3] - tl.predict(&test[3])).abs() < 1e-12);
+        assert!(tl.predict(&test[3][..3]).is_nan());
+        assert!(base.predict(&test[3][..3]).is_finite());
     }
 
     #[test]
