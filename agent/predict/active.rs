@@ -140,24 +140,14 @@ impl Axes {
 mod tests {
     use super::*;
     use crate::mode::ModeSpace;
-    use crate::powertrain::{profile_modes, reference_grid, reference_source, space_of};
-    use crate::predict::pretrain;
+    use crate::powertrain::{profile_modes, space_of};
     use crate::profile::{ProfileConfig, SimSource};
     use crate::sim::workload::Model as Workload;
 
     #[test]
     fn starts_stratified_then_profiles_where_the_ensemble_is_least_certain() {
         let spec = crate::sim::spec::find("orin-agx").unwrap();
-        let cfg = FitConfig {
-            epochs: 20,
-            seed: 3,
-            ensemble: 3,
-        };
-        let grid = profile::select(&reference_grid(&space_of(spec)), Strategy::Random(400), 5);
-        let mut reference = reference_source(spec, Workload::ResNet18, 1);
-        let (ref_rows, _) = profile_modes(&mut reference, &grid, &ProfileConfig::default());
-        let time = pretrain(Method::Physics, &ref_rows, Target::TimeMs, &cfg).unwrap();
-        let power = pretrain(Method::Physics, &ref_rows, Target::PowerW, &cfg).unwrap();
+        let (cfg, time, power) = crate::predict::tests::quick_resnet18_reference();
         let guide = Guide {
             time: &time,
             power: &power,

@@ -425,7 +425,7 @@ pub fn fit(
             // The reference's scaling is kept: the transferred layers expect it.
             let mut xs = scaled(&x, &base.scale);
             // The physics ensemble's power read-out also reads the energy terms.
-            let energy = matches!(base.reg, Regressor::Ensemble(_)) && t == Target::PowerW;
+            let energy = base.physics && t == Target::PowerW;
             if energy {
                 for (row, r) in xs.iter_mut().zip(rows) {
                     row.extend(energy_terms(&r.mode, r.time_ms));
@@ -568,7 +568,7 @@ impl ModelFile {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -593,11 +593,11 @@ mod tests {
         assert_eq!(features(&m, false), vec![2.0, 1.0, 0.5, 2.0]);
     }
 
-    #[test]
-    fn the_physics_power_model_reads_the_predicted_minibatch_time() {
+    /// Physics time and power models pre-trained quickly (400 reference modes, 20 epochs,
+    /// three members) on simulated ResNet-18 on Orin AGX, and the setting used.
+    pub(crate) fn quick_resnet18_reference() -> (FitConfig, Model, Model) {
         use crate::powertrain::{profile_modes, reference_grid, reference_source, space_of};
-        use crate::profile::{self, ProfileConfig, SimSource, Source, Strategy};
-        use crate::sim::workload::Model as Workload;
+        use crate::profile::{self, ProfileConfig, Strategy};
         let spec = crate::sim::spec::find("orin-agx").unwrap();
         let cfg = FitConfig {
             epochs: 20,
@@ -605,10 +605,20 @@ mod tests {
             ensemble: 3,
         };
         let grid = profile::select(&reference_grid(&space_of(spec)), Strategy::Random(400), 5);
-        let mut reference = reference_source(spec, Workload::ResNet18, 1);
-        let (ref_rows, _) = profile_modes(&mut reference, &grid, &ProfileConfig::default());
-        let ref_time = pretrain(Method::Physics, &ref_rows, Target::TimeMs, &cfg).unwrap();
-        let ref_power = pretrain(Method::Physics, &ref_rows, Target::PowerW, &cfg).unwrap();
+        let mut reference = reference_source(spec, crate::sim::workload::Model::ResNet18, 1);
+        let (rows, _) = profile_modes(&mut reference, &grid, &ProfileConfig::default());
+        let time = pretrain(Method::Physics, &rows, Target::TimeMs, &cfg).unwrap();
+        let power = pretrain(Method::Physics, &rows, Target::PowerW, &cfg).unwrap();
+        (cfg, time, power)
+    }
+
+    #[test]
+    fn the_physics_power_model_reads_the_predicted_minibatch_time() {
+        use crate::powertrain::{profile_modes, space_of};
+        use crate::profile::{self, ProfileConfig, SimSource, Source, Strategy};
+        use crate::sim::workload::Model as Workload;
+        let spec = crate::sim::spec::find("orin-agx").unwrap();
+        let (cfg, ref_time, ref_power) = quick_resnet18_reference();
         // YOLOv8n waits on its loaders where ResNet-18 keeps the GPU busy.
         let mut target = SimSource::new(spec.silicon, Workload::YoloV8n, space_of(spec), 2);
         let all: Vec<PinnedMode> = space_of(spec).iter().collect();
