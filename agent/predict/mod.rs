@@ -17,23 +17,29 @@
 //!   read-out also reads energy terms of the minibatch time (each domain's dynamic energy
 //!   per minibatch over the time it takes: measured on profiled modes, the time model's
 //!   prediction elsewhere), so power follows a target whose bottlenecks differ from the
-//!   reference's; the ensemble predicts the median of its eight members, and their
-//!   spread is the uncertainty that sets the power-budget margin.
+//!   reference's; the read-out also blends in a physics anchor fitted to the target alone
+//!   (a pipeline model of time, a sum of static and dynamic terms for power; [`anchor`]),
+//!   which extrapolates where the reference's shape does not fit the target, weighed by
+//!   how well it predicts the profiled modes left out of its fit; the ensemble predicts
+//!   the median of its eight members, and their spread is the uncertainty that sets the
+//!   power-budget margin.
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
 //! ([`regress::Mlp::predict_batch`]).
 
 pub mod active;
+pub mod anchor;
 pub mod regress;
 
 use crate::mode::PinnedMode;
 use crate::profile::Row;
+use anchor::Anchor;
 use regress::{Ensemble, Linear, Mlp, RegressError, Standardizer, TrainConfig};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Version of saved model files.
-pub const MODEL_VERSION: u32 = 2;
+pub const MODEL_VERSION: u32 = 3;
 
 /// A prediction method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,8 +101,7 @@ pub fn features(m: &PinnedMode, physics: bool) -> Vec<f64> {
     if !physics {
         return vec![c, f_cpu, f_gpu, f_emc];
     }
-    // Four data-loader workers share the cores with the training process.
-    let loaders = (c - 0.5).clamp(0.5, 4.0);
+    let loaders = loaders(c);
     let mut f = vec![
         c,
         f_cpu,
@@ -122,6 +127,12 @@ pub fn features(m: &PinnedMode, physics: bool) -> Vec<f64> {
         f.extend(RATIO_KNOTS.iter().map(|k| (ratio - k).max(0.0)));
     }
     f
+}
+
+/// The parallelism of four data-loader workers sharing `cores` online cores with the
+/// training process.
+pub(crate) fn loaders(cores: f64) -> f64 {
+    (cores - 0.5).clamp(0.5, 4.0)
 }
 
 /// Where the hinges of the log-ratios of bounding rates bend (a factor of e apart).
@@ -178,20 +189,32 @@ pub struct Model {
     /// Whether the model also reads [`energy_terms`] of the minibatch time (a physics
     /// power model), so that it predicts from the time model's predictions.
     pub energy: bool,
+    /// A physics anchor of the target whose log the read-out blends in (a physics
+    /// transfer): its last input column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<Anchor>,
+    /// The anchor's leave-one-out error on the profiled modes (root mean square, in the
+    /// model's space: log, so relative).
+    #[serde(default)]
+    pub anchor_error: f64,
 }
 
 impl Model {
     /// The model's input rows for `modes` (row-major), and their width.
     fn rows(&self, modes: &[PinnedMode], time_ms: &[f64]) -> (Vec<f64>, usize) {
         let k = self.scale.mean.len();
-        let d = k + if self.energy { ENERGY_TERMS } else { 0 };
+        let e = k + if self.energy { ENERGY_TERMS } else { 0 };
+        let d = e + usize::from(self.anchor.is_some());
         let mut xs = vec![0.0; modes.len() * d];
         for (i, (m, row)) in modes.iter().zip(xs.chunks_mut(d)).enumerate() {
             self.scale
                 .apply_into(&features(m, self.physics), &mut row[..k]);
+            let t = time_ms.get(i).copied().unwrap_or(f64::NAN);
             if self.energy {
-                let t = time_ms.get(i).copied().unwrap_or(f64::NAN);
-                row[k..].copy_from_slice(&energy_terms(m, t));
+                row[k..e].copy_from_slice(&energy_terms(m, t));
+            }
+            if let Some(a) = &self.anchor {
+                row[e] = log_positive(a.predict(m, t));
             }
         }
         (xs, d)
@@ -229,7 +252,11 @@ impl Model {
             }
         };
         let (lo, hi) = self.bounds;
-        let bounded = raw.into_iter().map(|(y, s)| (y.clamp(lo, hi), s));
+        // The anchor's leave-one-out error widens the spread: the members share the anchor,
+        // so their disagreement alone would understate the uncertainty it brings.
+        let bounded = raw
+            .into_iter()
+            .map(|(y, s)| (y.clamp(lo, hi), s.hypot(self.anchor_error)));
         if self.log {
             // The spread of exp(y) for a small spread of y is exp(y) * spread.
             bounded.map(|(y, s)| (y.exp(), y.exp() * s)).collect()
@@ -237,6 +264,11 @@ impl Model {
             bounded.collect()
         }
     }
+}
+
+/// The log of an anchor's prediction, kept finite where the prediction is.
+fn log_positive(v: f64) -> f64 {
+    v.max(1e-6).ln()
 }
 
 /// A prediction and its spread, per mode.
@@ -354,6 +386,8 @@ pub fn pretrain(
         reg,
         bounds,
         energy: false,
+        anchor: None,
+        anchor_error: 0.0,
     })
 }
 
@@ -404,6 +438,8 @@ pub fn fit(
                 reg,
                 bounds: bounds(&y, false),
                 energy: false,
+                anchor: None,
+                anchor_error: 0.0,
             })
         }
         Method::MlpScratch => {
@@ -417,6 +453,8 @@ pub fn fit(
                 reg: Regressor::Mlp(m),
                 bounds: bounds(&y, false),
                 energy: false,
+                anchor: None,
+                anchor_error: 0.0,
             })
         }
         Method::Powertrain | Method::Physics => {
@@ -431,6 +469,29 @@ pub fn fit(
                     row.extend(energy_terms(&r.mode, r.time_ms));
                 }
             }
+            // And it blends in a physics anchor of the target, read on profiled modes as
+            // fitted without each (so that its weight is how it predicts, not how it fits).
+            let anchor = base.physics.then(|| Anchor::fit(t, rows)).flatten();
+            let mut anchor_error = 0.0;
+            let anchor_column = anchor.as_ref().map(|a| {
+                let held_out: Vec<f64> = a
+                    .cross_fitted(t, rows)
+                    .into_iter()
+                    .map(log_positive)
+                    .collect();
+                let errors: Vec<f64> = held_out
+                    .iter()
+                    .zip(&y)
+                    .map(|(a, y)| a - y)
+                    .filter(|e| e.is_finite())
+                    .collect();
+                anchor_error =
+                    (errors.iter().map(|e| e * e).sum::<f64>() / errors.len().max(1) as f64).sqrt();
+                for (row, v) in xs.iter_mut().zip(held_out) {
+                    row.push(v);
+                }
+                xs.first().map_or(0, Vec::len) - 1
+            });
             // As PowerTrain: the last layer is re-initialised and trained alone (the
             // physics ensemble re-fits its read-out in closed form instead).
             let tune = |m: &Mlp, seed: u64| -> Result<Mlp, RegressError> {
@@ -459,7 +520,8 @@ pub fn fit(
                         .iter()
                         .map(|m| {
                             let mut n = m.clone();
-                            n.refit_output(&xs, &y, &RIDGE_PENALTIES).map(|_| n)
+                            n.refit_output(&xs, &y, &RIDGE_PENALTIES, anchor_column)
+                                .map(|_| n)
                         })
                         .collect::<Result<_, _>>()?,
                 }),
@@ -473,6 +535,8 @@ pub fn fit(
                 reg,
                 bounds: bounds(&y, base.log),
                 energy,
+                anchor,
+                anchor_error,
             })
         }
     }

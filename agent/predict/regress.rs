@@ -87,6 +87,18 @@ fn usable_rows(x: &[Vec<f64>], y: Option<&[f64]>, d: usize) -> Result<Vec<usize>
     }
 }
 
+/// The least-squares slope of `y` on `x` (with an intercept); 0 where `x` is constant.
+fn slope(x: &[f64], y: &[f64]) -> f64 {
+    let (mx, my) = (moments(x.iter().copied()).0, moments(y.iter().copied()).0);
+    let cov: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let var: f64 = x.iter().map(|a| (a - mx).powi(2)).sum();
+    if var > 1e-300 {
+        cov / var
+    } else {
+        0.0
+    }
+}
+
 /// Mean and population standard deviation (NaN for an empty input).
 fn moments(v: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
     let n = v.clone().count() as f64;
@@ -549,13 +561,20 @@ impl Mlp {
     /// what the reference never varied with) by [`ridge_loo`]. Rows may carry extra
     /// columns past the network's inputs, which only that linear term reads. A strong
     /// penalty keeps the reference's shape, shifted to the target's level; a weak one
-    /// re-weights the features freely; leave-one-out picks between them. Returns the
-    /// penalty.
+    /// re-weights the features freely; leave-one-out picks between them.
+    ///
+    /// An `anchor` column (past the network's inputs) holds another model's prediction of
+    /// the target. Its weight `u` is fitted first, unpenalised: least squares of the
+    /// residual on the anchor's difference from the network, within [0, 1], blending the
+    /// two as `(1 - u) net + u anchor`; the ridge then fits what the blend leaves. The
+    /// blend is folded into the output layer and the linear term, so the refitted network
+    /// predicts from the anchor column as it is. Returns the penalty.
     pub fn refit_output(
         &mut self,
         x: &[Vec<f64>],
         y: &[f64],
         lambdas: &[f64],
+        anchor: Option<usize>,
     ) -> Result<f64, RegressError> {
         if !self.valid() || !self.fitted {
             return Err(RegressError::Empty);
@@ -566,15 +585,33 @@ impl Mlp {
         // The residual is from the network alone: the read-out's linear term is re-fitted
         // (and kept if the fit fails).
         let skip = self.skip.take();
+        if anchor.is_some_and(|a| a < ni || a >= d) {
+            self.skip = skip;
+            return Err(shape(d, anchor.unwrap_or(0)));
+        }
+        let net: Vec<f64> = idx.iter().map(|&i| self.predict(&x[i][..ni])).collect();
+        let mut r: Vec<f64> = idx.iter().zip(&net).map(|(&i, n)| y[i] - n).collect();
+        // The anchor's weight first, unpenalised: least squares of the residual on the
+        // anchor's difference from the network, within [0, 1].
+        let u = anchor.map_or(0.0, |a| {
+            let c: Vec<f64> = idx.iter().zip(&net).map(|(&i, n)| x[i][a] - n).collect();
+            let u = slope(&c, &r).clamp(0.0, 1.0);
+            r.iter_mut().zip(&c).for_each(|(r, c)| *r -= u * c);
+            u
+        });
+        // Then the ridge on what remains, over the hidden activations and the other inputs.
         let h: Vec<Vec<f64>> = idx
             .iter()
-            .map(|&i| [self.hidden(&x[i][..ni]), x[i].clone()].concat())
+            .map(|&i| {
+                let mut row = [self.hidden(&x[i][..ni]), x[i].clone()].concat();
+                if let Some(a) = anchor {
+                    let at = row.len() - d + a;
+                    row[at] = 0.0;
+                }
+                row
+            })
             .collect();
-        let r: Vec<f64> = idx
-            .iter()
-            .map(|&i| y[i] - self.predict(&x[i][..ni]))
-            .collect();
-        let (fit, lambda) = match ridge_loo(&h, &r, lambdas) {
+        let (mut fit, lambda) = match ridge_loo(&h, &r, lambdas) {
             Ok(fit) => fit,
             Err(e) => {
                 self.skip = skip;
@@ -582,11 +619,15 @@ impl Mlp {
             }
         };
         let nh = fit.w.len() - d;
+        // The linear term reads the anchor with weight u, and the network keeps 1 - u.
+        if let Some(a) = anchor {
+            fit.w[nh + a] = u;
+        }
         let last = self.layers.last_mut().ok_or(RegressError::Empty)?;
         for (w, v) in last.w.iter_mut().zip(&fit.w[..nh]) {
-            *w += v / self.y_std;
+            *w = (1.0 - u) * *w + v / self.y_std;
         }
-        last.b[0] += fit.b / self.y_std;
+        last.b[0] = (1.0 - u) * last.b[0] + (fit.b - u * self.y_mean) / self.y_std;
         self.skip = Some(Linear {
             w: fit.w[nh..].to_vec(),
             b: 0.0,
@@ -955,7 +996,7 @@ mod tests {
         let g = |x: &[f64]| f(x) + 0.7 * x[2] - 0.4;
         let (few, test) = (data(20, 3, -1.5, 1.5, 26), data(500, 3, -1.5, 1.5, 27));
         let mut tl = base.clone();
-        tl.refit_output(&few, &map(&few, g), &[1e-3, 1e-2, 0.1, 1.0])
+        tl.refit_output(&few, &map(&few, g), &[1e-3, 1e-2, 0.1, 1.0], None)
             .unwrap();
         let (e_tl, e_base) = (rmse(&tl, &test, g), rmse(&base, &test, g));
         println!("refit RMSE {e_tl:.4} vs untransferred {e_base:.4}");
@@ -971,7 +1012,7 @@ mod tests {
         tl.train(&few, &map(&few, g), &quick(1, 1e-3)).unwrap();
         assert!(tl.skip.is_none());
         assert_eq!(
-            Mlp::new(&[3, 4, 1], 0).refit_output(&few, &map(&few, g), &[1.0]),
+            Mlp::new(&[3, 4, 1], 0).refit_output(&few, &map(&few, g), &[1.0], None),
             Err(RegressError::Empty),
             "an unfitted network has no output to correct"
         );
@@ -986,7 +1027,7 @@ mod tests {
         let g = |x: &[f64]| f(x) + 0.9 * x[3];
         let (few, test) = (data(30, 4, -1.5, 1.5, 28), data(500, 4, -1.5, 1.5, 29));
         let mut tl = base.clone();
-        tl.refit_output(&few, &map(&few, g), &[1e-4, 1e-3, 1e-2, 0.1])
+        tl.refit_output(&few, &map(&few, g), &[1e-4, 1e-3, 1e-2, 0.1], None)
             .unwrap();
         assert_eq!(tl.skip.as_ref().map(|s| s.w.len()), Some(4));
         let w = tl.skip.as_ref().unwrap().w[3];
@@ -1000,6 +1041,58 @@ mod tests {
         assert!((out[3] - tl.predict(&test[3])).abs() < 1e-12);
         assert!(tl.predict(&test[3][..3]).is_nan());
         assert!(base.predict(&test[3][..3]).is_finite());
+    }
+
+    #[test]
+    fn refit_output_follows_an_anchor_where_the_network_cannot() {
+        let xs = data(1500, 3, -1.5, 1.5, 24);
+        let mut base = Mlp::new(&[3, 32, 16, 1], 25);
+        base.train(&xs, &map(&xs, f), &quick(20, 5e-3)).unwrap();
+        // The target is another function entirely; the anchor column (4th) predicts it
+        // with a small error of its own.
+        let g = |x: &[f64]| (2.0 * x[0]).sin() * x[1] - x[2] * x[2];
+        let anchored = |xs: &[Vec<f64>]| -> Vec<Vec<f64>> {
+            xs.iter()
+                .map(|x| [&x[..3], &[g(x) + 0.05 * x[0]]].concat())
+                .collect()
+        };
+        let (few, test) = (
+            anchored(&data(20, 3, -1.5, 1.5, 30)),
+            anchored(&data(500, 3, -1.5, 1.5, 31)),
+        );
+        let lambdas = [1e-3, 1e-2, 0.1, 1.0, 10.0];
+        let knobs =
+            |xs: &[Vec<f64>]| -> Vec<Vec<f64>> { xs.iter().map(|x| x[..3].to_vec()).collect() };
+        let mut plain = base.clone();
+        plain
+            .refit_output(&knobs(&few), &map(&few, g), &lambdas, None)
+            .unwrap();
+        let mut tl = base.clone();
+        tl.refit_output(&few, &map(&few, g), &lambdas, Some(3))
+            .unwrap();
+        let e_plain = rmse(&plain, &knobs(&test), g);
+        let e_anchor = rmse(&tl, &test, g);
+        println!("anchored RMSE {e_anchor:.4} vs the network alone {e_plain:.4}");
+        assert!(
+            e_anchor < 0.1 && e_anchor < 0.3 * e_plain,
+            "{e_anchor} {e_plain}"
+        );
+        let u = tl.skip.as_ref().unwrap().w[3];
+        assert!((u - 1.0).abs() < 0.1, "the anchor's weight {u}");
+        // The blend is folded in: batch and single-row predictions read the column as is.
+        let flat: Vec<f64> = test.iter().flatten().copied().collect();
+        let mut out = vec![0.0; test.len()];
+        tl.predict_batch(&flat, 4, &mut out);
+        assert!((out[9] - tl.predict(&test[9])).abs() < 1e-12);
+        // The anchor must be one of the extra columns.
+        let mut bad = base.clone();
+        assert!(bad
+            .refit_output(&few, &map(&few, g), &lambdas, Some(1))
+            .is_err());
+        assert!(bad
+            .refit_output(&few, &map(&few, g), &lambdas, Some(4))
+            .is_err());
+        assert_eq!(bad, base, "a refused refit changes nothing");
     }
 
     #[test]
