@@ -107,7 +107,7 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
             if let Some(v) = &s.verified {
                 let _ = writeln!(
                     t,
-                    "  {:<12} {:>9} {:>10} {:>9.2}% {:>9.2}% {:>8.1}%   (the five fastest predicted to fit run 40 minibatches each)",
+                    "  {:<12} {:>9} {:>10} {:>9.2}% {:>9.2}% {:>8.1}%   (up to five modes predicted to fit run 40 minibatches each)",
                     format!("{name}+verify"),
                     "",
                     "",

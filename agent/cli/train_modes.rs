@@ -94,8 +94,8 @@ pub struct OptimizeArgs {
     /// The fastest mode whose power stays within this budget, watts.
     #[arg(long)]
     pub budget: Option<f64>,
-    /// Run the five fastest modes predicted to fit briefly (simulated workload) and keep the
-    /// fastest measured within the budget.
+    /// Run up to five modes briefly (simulated workload), each the fastest predicted to fit
+    /// that has not run, and keep the fastest measured within the budget.
     #[arg(long)]
     pub verify: bool,
     /// Write the Pareto front, the profiled points and the choice as an SVG plot.

@@ -676,34 +676,46 @@ pub(crate) mod tests {
         (cfg, time, power)
     }
 
-    #[test]
-    fn the_physics_power_model_reads_the_predicted_minibatch_time() {
+    /// The quick ResNet-18 reference transferred to simulated `workload` (noise seed
+    /// `seed`) profiled on `modes` stratified modes of Orin AGX.
+    struct Transferred {
+        target: crate::profile::SimSource,
+        all: Vec<PinnedMode>,
+        time: Model,
+        power: Model,
+        ref_power: Model,
+    }
+
+    fn transferred(workload: crate::sim::workload::Model, modes: usize, seed: u64) -> Transferred {
         use crate::powertrain::{profile_modes, space_of};
-        use crate::profile::{self, ProfileConfig, SimSource, Source, Strategy};
-        use crate::sim::workload::Model as Workload;
+        use crate::profile::{self, ProfileConfig, SimSource, Strategy};
         let spec = crate::sim::spec::find("orin-agx").unwrap();
         let (cfg, ref_time, ref_power) = quick_resnet18_reference();
-        // YOLOv8n waits on its loaders where ResNet-18 keeps the GPU busy.
-        let mut target = SimSource::new(spec.silicon, Workload::YoloV8n, space_of(spec), 2);
+        let mut target = SimSource::new(spec.silicon, workload, space_of(spec), seed);
         let all: Vec<PinnedMode> = space_of(spec).iter().collect();
-        let chosen = profile::select(&all, Strategy::Stratified(50), 4);
+        let chosen = profile::select(&all, Strategy::Stratified(modes), seed);
         let (rows, _) = profile_modes(&mut target, &chosen, &ProfileConfig::default());
-        let time = fit(
-            Method::Physics,
-            &rows,
-            Target::TimeMs,
-            Some(&ref_time),
-            &cfg,
-        )
-        .unwrap();
-        let power = fit(
-            Method::Physics,
-            &rows,
-            Target::PowerW,
-            Some(&ref_power),
-            &cfg,
-        )
-        .unwrap();
+        let fit = |t, reference| fit(Method::Physics, &rows, t, Some(reference), &cfg).unwrap();
+        Transferred {
+            time: fit(Target::TimeMs, &ref_time),
+            power: fit(Target::PowerW, &ref_power),
+            target,
+            all,
+            ref_power,
+        }
+    }
+
+    #[test]
+    fn the_physics_power_model_reads_the_predicted_minibatch_time() {
+        use crate::profile::{self, Source, Strategy};
+        // YOLOv8n waits on its loaders where ResNet-18 keeps the GPU busy.
+        let Transferred {
+            target,
+            all,
+            time,
+            power,
+            ref_power,
+        } = transferred(crate::sim::workload::Model::YoloV8n, 50, 2);
         assert!(power.energy && !time.energy && !ref_power.energy);
         let held = profile::select(&all, Strategy::Random(1000), 6);
         let (pt, pp) = time_and_power(&time, &power, &held);
@@ -720,6 +732,38 @@ pub(crate) mod tests {
         );
         println!("power MAPE {mape:.2}% over 1000 modes");
         assert!(mape < 6.0, "power MAPE {mape}");
+    }
+
+    #[test]
+    fn the_anchors_carry_a_target_where_the_reference_misleads() {
+        use crate::profile::Source;
+        // ResNet-18 waits on its loaders on one or two cores; LSTM hardly ever does, and
+        // 20 profiled modes say little about one core.
+        let Transferred {
+            target,
+            all,
+            time,
+            power,
+            ..
+        } = transferred(crate::sim::workload::Model::Lstm, 20, 1);
+        assert!(matches!(time.anchor, Some(Anchor::Pipeline(_))));
+        assert!(matches!(power.anchor, Some(Anchor::Power(_))));
+        assert!(time.anchor_error > 0.0 && power.anchor_error > 0.0);
+        let one_core: Vec<PinnedMode> = all.iter().filter(|m| m.cores == 1).copied().collect();
+        let (pt, pp) = time_and_power(&time, &power, &one_core);
+        // The anchor's left-out error is part of every spread.
+        assert!(pp.iter().all(|p| p.1 >= 0.99 * p.0 * power.anchor_error));
+        let truth: Vec<(f64, f64)> = one_core.iter().map(|m| target.truth(m).unwrap()).collect();
+        let err = |pred: &Predicted, pick: fn(&(f64, f64)) -> f64| {
+            crate::optimize::mape(
+                &pred.iter().map(|p| p.0).collect::<Vec<_>>(),
+                &truth.iter().map(pick).collect::<Vec<_>>(),
+            )
+        };
+        let (t, p) = (err(&pt, |t| t.0), err(&pp, |t| t.1));
+        println!("one core, 20 modes: time MAPE {t:.1}%, power {p:.1}%");
+        // Without the anchors: time 130% and power 21% over these modes.
+        assert!(t < 15.0 && p < 10.0, "time {t}% power {p}%");
     }
 
     #[test]
