@@ -41,13 +41,10 @@ impl Anchor {
     /// Fits the anchor of target `t` to profiled rows (those whose time and target are
     /// finite and positive); `None` with fewer than three.
     pub fn fit(t: Target, rows: &[Row]) -> Option<Anchor> {
+        let usable = |v: f64| v.is_finite() && v > 0.0;
         let rows: Vec<&Row> = rows
             .iter()
-            .filter(|r| {
-                [r.time_ms, r.power_w]
-                    .iter()
-                    .all(|v| v.is_finite() && *v > 0.0)
-            })
+            .filter(|r| usable(r.time_ms) && (t == Target::TimeMs || usable(r.power_w)))
             .collect();
         if rows.len() < 3 {
             return None;
@@ -149,40 +146,32 @@ impl Pipeline {
         modes.iter().zip(time_ms).map(|(m, &t)| err(m, t)).sum()
     }
 
-    /// The fit with each mode's binding stage given; `loader_cost` fixes `a_l`.
-    fn fit_assigned(
-        modes: &[PinnedMode],
-        time_ms: &[f64],
-        bound: &[bool],
-        loader_cost: Option<f64>,
-    ) -> Pipeline {
+    /// The fit with each mode's binding stage given (`true`: the loader).
+    fn fit_assigned(modes: &[PinnedMode], time_ms: &[f64], bound: &[bool]) -> Pipeline {
         let mut a = Vec::with_capacity(modes.len());
         let mut b = Vec::with_capacity(modes.len());
         for ((m, &t), &by_loader) in modes.iter().zip(time_ms).zip(bound) {
             let terms = terms(m);
             let mut row = [0.0; COEFS];
-            let mut y = t;
-            match (by_loader, loader_cost) {
-                (false, _) => row[..3].copy_from_slice(&terms.gpu),
-                (true, None) => row[LOADER] = terms.loader,
-                (true, Some(cost)) => y -= cost * terms.loader,
+            if by_loader {
+                row[LOADER] = terms.loader;
+            } else {
+                row[..3].copy_from_slice(&terms.gpu);
             }
             row[LOADER + 1..].copy_from_slice(&terms.fetch);
             // Relative error: each row scaled by its time.
             a.push(row.map(|v| v / t));
-            b.push(y / t);
+            b.push(1.0);
         }
-        let mut coef = nonnegative_least_squares(&a, &b);
-        if let Some(cost) = loader_cost {
-            coef[LOADER] = cost;
+        Pipeline {
+            coef: nonnegative_least_squares(&a, &b),
         }
-        Pipeline { coef }
     }
 
     /// Fits the pipeline to measured times (finite and positive).
     fn fit(modes: &[PinnedMode], time_ms: &[f64]) -> Option<Pipeline> {
-        // Starting loader costs: none, and a log-spaced range over those that would make
-        // each profiled mode loader-bound.
+        // Starting assignments from loader costs: none, and a log-spaced range over those
+        // that would make each profiled mode loader-bound.
         let implied: Vec<f64> = modes
             .iter()
             .zip(time_ms)
@@ -195,14 +184,14 @@ impl Pipeline {
         let mut best: Option<(f64, Pipeline)> = None;
         for cost in starts {
             let mut bound: Vec<bool> = implied.iter().map(|c| cost > 0.8 * c).collect();
-            let mut fit = Pipeline::fit_assigned(modes, time_ms, &bound, Some(cost));
-            for _ in 0..ROUNDS {
-                fit = Pipeline::fit_assigned(modes, time_ms, &bound, None);
+            let mut fit = Pipeline::fit_assigned(modes, time_ms, &bound);
+            for _ in 1..ROUNDS {
                 let next = fit.loader_bound(modes);
                 if next == bound {
                     break;
                 }
                 bound = next;
+                fit = Pipeline::fit_assigned(modes, time_ms, &bound);
             }
             let loss = fit.loss(modes, time_ms);
             if loss.is_finite() && best.as_ref().is_none_or(|b| loss < b.0) {
@@ -262,7 +251,7 @@ impl PowerSum {
 
 /// Starting loader costs tried by [`Pipeline::fit`] besides none.
 const STARTS: usize = 16;
-/// Assignment rounds per start.
+/// Fits per start, each from the assignment the previous one implies.
 const ROUNDS: usize = 8;
 
 /// `argmin |A x - b|` over `x >= 0`, by cyclic coordinate descent on the normal equations
@@ -410,6 +399,8 @@ mod tests {
         bad[0].time_ms = f64::NAN;
         bad[1].power_w = 0.0;
         assert_eq!(Anchor::fit(Target::PowerW, &bad), None);
+        // A bad power leaves the time's rows alone.
+        assert!(Anchor::fit(Target::TimeMs, &bad).is_some());
         let three = rows(&m[..3], |m| 10.0 + f64::from(m.cores), |_, t| 100.0 / t);
         for target in [Target::TimeMs, Target::PowerW] {
             let whole = Anchor::fit(target, &three).unwrap();
