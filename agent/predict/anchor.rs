@@ -24,7 +24,7 @@
 //! better than they would a real board's profile; leave-one-out on a replayed profile
 //! (`--truth`) is what tells how far to follow them there.
 
-use super::{energy_terms, loaders, Target, ENERGY_TERMS};
+use super::{energy_terms, ghz, loaders, Target, ENERGY_TERMS};
 use crate::mode::PinnedMode;
 use crate::profile::Row;
 use serde::{Deserialize, Serialize};
@@ -106,7 +106,6 @@ struct Terms {
 }
 
 fn terms(m: &PinnedMode) -> Terms {
-    let ghz = |hz: u64| (hz as f64 * 1e-9).max(1e-3);
     let (c, g, e) = (ghz(m.cpu_hz), ghz(m.gpu_hz), ghz(m.emc_hz));
     Terms {
         gpu: [1.0 / g, 1.0 / e, 1.0 / c],
@@ -116,23 +115,27 @@ fn terms(m: &PinnedMode) -> Terms {
 }
 
 impl Pipeline {
-    /// The minibatch time at `m`, ms.
-    pub fn predict(&self, m: &PinnedMode) -> f64 {
+    /// The GPU stage's time at `m`, the loader's, and the fetch's, ms.
+    fn stages(&self, m: &PinnedMode) -> (f64, f64, f64) {
         let (t, k) = (terms(m), &self.coef);
         let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
-        let gpu = dot(&t.gpu, &k[..3]);
-        gpu.max(k[LOADER] * t.loader) + dot(&t.fetch, &k[LOADER + 1..])
+        let fetch = dot(&t.fetch, &k[LOADER + 1..]);
+        (dot(&t.gpu, &k[..LOADER]), k[LOADER] * t.loader, fetch)
+    }
+
+    /// The minibatch time at `m`, ms.
+    pub fn predict(&self, m: &PinnedMode) -> f64 {
+        let (gpu, loader, fetch) = self.stages(m);
+        gpu.max(loader) + fetch
     }
 
     /// Whether the loader binds at each of `modes`.
     fn loader_bound(&self, modes: &[PinnedMode]) -> Vec<bool> {
-        let k = &self.coef;
         modes
             .iter()
             .map(|m| {
-                let t = terms(m);
-                let gpu: f64 = t.gpu.iter().zip(k).map(|(x, c)| x * c).sum();
-                k[LOADER] * t.loader > gpu
+                let (gpu, loader, _) = self.stages(m);
+                loader > gpu
             })
             .collect()
     }
@@ -156,7 +159,7 @@ impl Pipeline {
             if by_loader {
                 row[LOADER] = terms.loader;
             } else {
-                row[..3].copy_from_slice(&terms.gpu);
+                row[..LOADER].copy_from_slice(&terms.gpu);
             }
             row[LOADER + 1..].copy_from_slice(&terms.fetch);
             // Relative error: each row scaled by its time.
@@ -213,7 +216,6 @@ const STATIC_TERMS: usize = 7;
 const POWER_TERMS: usize = STATIC_TERMS + ENERGY_TERMS;
 
 fn power_terms(m: &PinnedMode, time_ms: f64) -> [f64; POWER_TERMS] {
-    let ghz = |hz: u64| hz as f64 * 1e-9;
     let (n, c, g, e) = (
         f64::from(m.cores),
         ghz(m.cpu_hz),

@@ -472,21 +472,19 @@ pub fn fit(
             // And it blends in a physics anchor of the target, read on profiled modes as
             // fitted without each (so that its weight is how it predicts, not how it fits).
             let anchor = base.physics.then(|| Anchor::fit(t, rows)).flatten();
-            let mut anchor_error = 0.0;
-            let anchor_column = anchor.as_ref().map(|a| {
-                let held_out: Vec<f64> = a
-                    .cross_fitted(t, rows)
-                    .into_iter()
-                    .map(log_positive)
-                    .collect();
-                let errors: Vec<f64> = held_out
-                    .iter()
-                    .zip(&y)
-                    .map(|(a, y)| a - y)
-                    .filter(|e| e.is_finite())
-                    .collect();
-                anchor_error =
-                    (errors.iter().map(|e| e * e).sum::<f64>() / errors.len().max(1) as f64).sqrt();
+            let held_out: Vec<f64> = anchor.as_ref().map_or_else(Vec::new, |a| {
+                let v = a.cross_fitted(t, rows);
+                v.into_iter().map(log_positive).collect()
+            });
+            let errors: Vec<f64> = held_out
+                .iter()
+                .zip(&y)
+                .map(|(a, y)| a - y)
+                .filter(|e| e.is_finite())
+                .collect();
+            let anchor_error =
+                (errors.iter().map(|e| e * e).sum::<f64>() / errors.len().max(1) as f64).sqrt();
+            let anchor_column = anchor.as_ref().map(|_| {
                 for (row, v) in xs.iter_mut().zip(held_out) {
                     row.push(v);
                 }

@@ -582,13 +582,12 @@ impl Mlp {
         let ni = self.n_inputs();
         let d = x.first().map_or(ni, Vec::len).max(ni);
         let idx = usable_rows(x, Some(y), d)?;
+        if let Some(a) = anchor.filter(|&a| a < ni || a >= d) {
+            return Err(shape(d, a));
+        }
         // The residual is from the network alone: the read-out's linear term is re-fitted
         // (and kept if the fit fails).
         let skip = self.skip.take();
-        if anchor.is_some_and(|a| a < ni || a >= d) {
-            self.skip = skip;
-            return Err(shape(d, anchor.unwrap_or(0)));
-        }
         let net: Vec<f64> = idx.iter().map(|&i| self.predict(&x[i][..ni])).collect();
         let mut r: Vec<f64> = idx.iter().zip(&net).map(|(&i, n)| y[i] - n).collect();
         // The anchor's weight first, unpenalised: least squares of the residual on the
