@@ -8,7 +8,7 @@
 //! rows are the modes and the truth) while the reference stays simulated.
 
 use crate::mode::{ModeSpace, PinnedMode};
-use crate::optimize::{self, BudgetScore, Measured, Point};
+use crate::optimize::{self, BudgetScore, Measured, Point, Verify};
 use crate::predict::{self, active, FitConfig, Method, Model, Target};
 use crate::profile::{self, ProfileConfig, Row, Source, Strategy};
 use crate::sim::spec::BoardSpec;
@@ -260,6 +260,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         })
         .collect();
     let budgets = budgets(e.spec, &truth_points);
+    let knobs: Vec<optimize::Knobs> = held.iter().map(optimize::knobs).collect();
     let mut methods = std::collections::BTreeMap::new();
     for method in Method::ALL {
         let reference = pretrained.get(method.name());
@@ -307,13 +308,17 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
                 power_w: truth.power_w * noise(0, 0.015),
             }
         };
+        let verify = Verify {
+            run: &measure,
+            knobs: &knobs,
+        };
         let verified = (method == Method::Physics).then(|| {
             optimize::score_budgets(
                 &predicted,
                 &truth_points,
                 budgets.iter().copied(),
                 margin,
-                Some(&measure),
+                Some(&verify),
             )
         });
         let tm = optimize::mape(

@@ -7,7 +7,7 @@ use crate::gpu::cuda::Cuda;
 use crate::gpu::net::{Cpu, Trainer};
 use crate::live::{AgentSource, Workload};
 use crate::mode::PinnedMode;
-use crate::optimize::{self, Measured, Point};
+use crate::optimize::{self, Measured, Point, Verify};
 use crate::powertrain::{self, margin_w, Effort};
 use crate::predict::{self, active, Method, ModelFile, Target, MODEL_VERSION};
 use crate::profile::{self, ProfileConfig, Replay, SimSource, Source, Strategy};
@@ -95,7 +95,8 @@ pub struct OptimizeArgs {
     #[arg(long)]
     pub budget: Option<f64>,
     /// Run up to five modes briefly (simulated workload), each the fastest predicted to fit
-    /// that has not run, and keep the fastest measured within the budget.
+    /// once corrected by what the runs before it measured, and keep the fastest measured
+    /// within the budget.
     #[arg(long)]
     pub verify: bool,
     /// Write the Pareto front, the profiled points and the choice as an SVG plot.
@@ -380,12 +381,12 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
             if a.verify && src.is_none() {
                 bail!("--verify runs the model's workload on the simulated board: {:?} is not a simulated workload", file.workload);
             }
-            optimize::choose(
-                &points,
-                b,
-                &margin,
-                a.verify.then_some(&measure as &dyn Fn(&Point) -> Measured),
-            )
+            let knobs: Vec<optimize::Knobs> = modes.iter().map(optimize::knobs).collect();
+            let verify = Verify {
+                run: &measure,
+                knobs: &knobs,
+            };
+            optimize::choose(&points, b, &margin, a.verify.then_some(&verify))
         }
     };
     if let Some(path) = &a.svg {

@@ -1,0 +1,173 @@
+//! What verification runs teach about the model's misses: a Gaussian-process regression
+//! of the runs' log residuals (measured over predicted, time and power) over knob space,
+//! so that a run corrects the modes near it most and every other mode a little.
+//!
+//! The kernel is a squared exponential over log knob values (a few frequency steps wide
+//! in CPU and GPU clock, a factor of e in cores and EMC clock, whose steps are coarse)
+//! plus a constant: a model that under-estimates power at one mode tends to under-estimate
+//! it everywhere, only less so than nearby. The runs measure 40 minibatches, so the
+//! residuals are nearly exact and the noise term small.
+
+use crate::mode::PinnedMode;
+
+/// A mode's place in knob space: log cores, CPU, GPU and EMC clock.
+pub type Knobs = [f64; 4];
+
+/// Widths of the kernel along each knob, in log units.
+const WIDTH: Knobs = [1.0, 0.3, 0.3, 1.0];
+/// The kernel's constant part: the share of a miss that holds for every mode.
+const SHARED: f64 = 0.3;
+/// The noise of a run's residual, relative to the kernel's unit variance.
+const NOISE: f64 = 0.02;
+
+/// `m`'s place in knob space. A knob the board does not control (0 Hz) sits at 0.
+pub fn knobs(m: &PinnedMode) -> Knobs {
+    let ln = |v: f64| v.max(1.0).ln();
+    [
+        ln(m.cores as f64),
+        ln(m.cpu_hz as f64),
+        ln(m.gpu_hz as f64),
+        ln(m.emc_hz as f64),
+    ]
+}
+
+fn kernel(a: &Knobs, b: &Knobs) -> f64 {
+    let d2: f64 = a
+        .iter()
+        .zip(b)
+        .zip(WIDTH)
+        .map(|((x, y), w)| ((x - y) / w).powi(2))
+        .sum();
+    (-0.5 * d2).exp() + SHARED
+}
+
+/// The runs so far and the regression's weights over them.
+#[derive(Debug, Default)]
+pub struct Residuals {
+    at: Vec<Knobs>,
+    /// Log residuals of the runs, time and power.
+    miss: Vec<[f64; 2]>,
+    /// (K + noise·I)⁻¹ · miss, one column per target.
+    weights: Vec<[f64; 2]>,
+}
+
+impl Residuals {
+    /// Records a run at `at` that measured `measured` where the model predicted
+    /// `predicted` (each time and power), and refits.
+    pub fn add(&mut self, at: Knobs, predicted: [f64; 2], measured: [f64; 2]) {
+        self.at.push(at);
+        self.miss.push([
+            (measured[0] / predicted[0]).ln(),
+            (measured[1] / predicted[1]).ln(),
+        ]);
+        self.weights = self.solve();
+    }
+
+    /// The factor by which to correct a prediction (time, power) at `at`.
+    pub fn factor(&self, at: &Knobs) -> [f64; 2] {
+        let mut log = [0.0; 2];
+        for (k, w) in self.at.iter().zip(&self.weights) {
+            let c = kernel(at, k);
+            log[0] += c * w[0];
+            log[1] += c * w[1];
+        }
+        log.map(f64::exp)
+    }
+
+    /// Cholesky solve of (K + noise·I) W = miss; K is symmetric positive definite, and
+    /// the noise keeps it well conditioned however close the runs.
+    fn solve(&self) -> Vec<[f64; 2]> {
+        let n = self.at.len();
+        let mut l = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..=i {
+                let mut s = kernel(&self.at[i], &self.at[j]) + if i == j { NOISE } else { 0.0 };
+                for k in 0..j {
+                    s -= l[i * n + k] * l[j * n + k];
+                }
+                l[i * n + j] = if i == j { s.sqrt() } else { s / l[j * n + j] };
+            }
+        }
+        let mut w = self.miss.clone();
+        for i in 0..n {
+            for k in 0..i {
+                let lik = l[i * n + k];
+                let wk = w[k];
+                w[i][0] -= lik * wk[0];
+                w[i][1] -= lik * wk[1];
+            }
+            w[i] = w[i].map(|v| v / l[i * n + i]);
+        }
+        for i in (0..n).rev() {
+            for k in i + 1..n {
+                let lki = l[k * n + i];
+                let wk = w[k];
+                w[i][0] -= lki * wk[0];
+                w[i][1] -= lki * wk[1];
+            }
+            w[i] = w[i].map(|v| v / l[i * n + i]);
+        }
+        w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(cores: u32, cpu_mhz: u64, gpu_mhz: u64, emc_mhz: u64) -> Knobs {
+        knobs(&PinnedMode {
+            cores,
+            cpu_hz: cpu_mhz * 1_000_000,
+            gpu_hz: gpu_mhz * 1_000_000,
+            emc_hz: emc_mhz * 1_000_000,
+        })
+    }
+
+    #[test]
+    fn a_run_corrects_its_own_mode_nearly_fully_its_neighbours_most_and_the_rest_a_little() {
+        let mut r = Residuals::default();
+        assert_eq!(r.factor(&mode(4, 1500, 900, 2133)), [1.0, 1.0]);
+        let at = mode(4, 1500, 900, 2133);
+        r.add(at, [100.0, 20.0], [90.0, 22.0]);
+        let own = r.factor(&at);
+        assert!(
+            (own[0] - 0.9).abs() < 0.01 && (own[1] - 1.1).abs() < 0.01,
+            "{own:?}"
+        );
+        let near = r.factor(&mode(4, 1600, 900, 2133))[1];
+        let far = r.factor(&mode(12, 300, 200, 204))[1];
+        assert!(near > 1.08 && near < own[1], "{near}");
+        // The shared part: a quarter of the miss (0.3 / 1.32) holds far away.
+        assert!(far > 1.015 && far < 1.03, "{far}");
+    }
+
+    #[test]
+    fn the_regression_reproduces_each_run_and_interpolates_between_them() {
+        let mut r = Residuals::default();
+        let (a, b) = (mode(2, 1200, 600, 2133), mode(2, 2200, 600, 2133));
+        r.add(a, [50.0, 10.0], [55.0, 10.0]);
+        r.add(b, [50.0, 10.0], [45.0, 12.0]);
+        let (fa, fb) = (r.factor(&a), r.factor(&b));
+        assert!(
+            (fa[0] - 1.1).abs() < 0.01 && (fa[1] - 1.0).abs() < 0.01,
+            "{fa:?}"
+        );
+        assert!(
+            (fb[0] - 0.9).abs() < 0.01 && (fb[1] - 1.2).abs() < 0.01,
+            "{fb:?}"
+        );
+        let mid = r.factor(&mode(2, 1600, 600, 2133))[1];
+        assert!(mid > 1.0 && mid < 1.2, "{mid}");
+        // Two runs at one mode are averaged, not divided by zero.
+        r.add(a, [50.0, 10.0], [56.0, 10.0]);
+        assert!((r.factor(&a)[0] - 1.11).abs() < 0.01);
+    }
+
+    #[test]
+    fn a_knob_the_board_lacks_sits_at_zero() {
+        let k = mode(4, 1500, 0, 0);
+        assert_eq!((k[2], k[3]), (0.0, 0.0));
+        assert!(k.iter().all(|v| v.is_finite()));
+    }
+}
