@@ -369,8 +369,8 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
                 let mut s = src.clone().expect("checked before use");
                 profile::profile_mode(&mut s, &modes[p.mode], &ProfileConfig::default()).map_or(
                     Measured {
-                        time_ms: f64::MAX,
-                        power_w: f64::MAX,
+                        time_ms: f64::NAN,
+                        power_w: f64::NAN,
                     },
                     |r| Measured {
                         time_ms: r.row.time_ms,

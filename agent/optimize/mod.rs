@@ -77,9 +77,9 @@ pub struct Verify<'a> {
 /// measured ([`Residuals`]), and the fastest measured within the budget is chosen. The
 /// runs measure the power, so their candidates keep no margin; a run over the budget
 /// raises the predicted power of the modes near it (and a little of every mode), so the
-/// next candidate comes from elsewhere. When no run fits, the fastest mode that fits
-/// with its margin under the corrected predictions. With nothing predicted to fit, the
-/// lowest predicted power.
+/// next candidate comes from elsewhere; a run that measured nothing (NaN) is skipped. When
+/// no run fits, the fastest mode that fits with its margin under the corrected
+/// predictions. With nothing predicted to fit, the lowest predicted power.
 pub fn choose(
     predicted: &[Point],
     b: f64,
@@ -338,6 +338,18 @@ mod tests {
             at: vec![(4, 1500, 900), (4, 1574, 900), (8, 700, 300)],
             predicted: vec![(9.5, 29.0), (9.0, 30.5), (20.0, 15.0)],
             measured: vec![(9.5, 27.55), (9.0, 29.0), (20.0, 15.0)],
+        };
+        let (chosen, ran) = case.choose(30.0, 0.0);
+        assert_eq!(chosen, Some(1));
+        assert_eq!(ran[..2], [0, 1]);
+    }
+
+    #[test]
+    fn a_verification_run_that_measured_nothing_is_neither_chosen_nor_learnt_from() {
+        let case = Case {
+            at: vec![(4, 1500, 900), (4, 1574, 900), (8, 700, 300)],
+            predicted: vec![(9.0, 28.0), (9.5, 29.0), (20.0, 15.0)],
+            measured: vec![(f64::NAN, f64::NAN), (9.5, 29.0), (20.0, 15.0)],
         };
         let (chosen, ran) = case.choose(30.0, 0.0);
         assert_eq!(chosen, Some(1));

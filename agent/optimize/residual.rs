@@ -53,14 +53,15 @@ pub struct Residuals {
 
 impl Residuals {
     /// Records a run at `at` that measured `measured` where the model predicted
-    /// `predicted` (each time and power), and refits.
+    /// `predicted` (each time and power), and refits. A run that measured nothing (or a
+    /// prediction that is not positive) teaches nothing.
     pub fn add(&mut self, at: Knobs, predicted: [f64; 2], measured: [f64; 2]) {
-        self.at.push(at);
-        self.miss.push([
-            (measured[0] / predicted[0]).ln(),
-            (measured[1] / predicted[1]).ln(),
-        ]);
-        self.weights = self.solve();
+        let miss = [0, 1].map(|k| (measured[k] / predicted[k]).ln());
+        if miss.iter().all(|m| m.is_finite()) {
+            self.at.push(at);
+            self.miss.push(miss);
+            self.weights = self.solve();
+        }
     }
 
     /// The factor by which to correct a prediction (time, power) at `at`.
@@ -162,6 +163,11 @@ mod tests {
         // Two runs at one mode are averaged, not divided by zero.
         r.add(a, [50.0, 10.0], [56.0, 10.0]);
         assert!((r.factor(&a)[0] - 1.11).abs() < 0.01);
+        // A failed run changes nothing.
+        let before = r.factor(&b);
+        r.add(b, [50.0, 10.0], [f64::NAN, f64::NAN]);
+        r.add(b, [0.0, 10.0], [50.0, 10.0]);
+        assert_eq!(r.factor(&b), before);
     }
 
     #[test]
