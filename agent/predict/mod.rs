@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Version of saved model files.
-pub const MODEL_VERSION: u32 = 3;
+pub const MODEL_VERSION: u32 = 4;
 
 /// A prediction method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,6 +197,57 @@ pub struct Model {
     /// model's space: log, so relative).
     #[serde(default)]
     pub anchor_error: f64,
+    /// The knob ranges the network was trained on (a transfer's, its reference's):
+    /// outside them it extrapolates, and a model with an anchor predicts by the anchor
+    /// alone there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trained_on: Option<KnobRange>,
+}
+
+/// The least and the greatest value of each knob over a set of modes.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct KnobRange {
+    pub lo: PinnedMode,
+    pub hi: PinnedMode,
+}
+
+impl KnobRange {
+    /// The ranges of the modes of `rows`; `None` without rows.
+    pub fn of(rows: &[Row]) -> Option<KnobRange> {
+        let first = rows.first()?.mode;
+        Some(rows.iter().fold(
+            KnobRange {
+                lo: first,
+                hi: first,
+            },
+            |r, row| {
+                let m = row.mode;
+                KnobRange {
+                    lo: PinnedMode {
+                        cores: r.lo.cores.min(m.cores),
+                        cpu_hz: r.lo.cpu_hz.min(m.cpu_hz),
+                        gpu_hz: r.lo.gpu_hz.min(m.gpu_hz),
+                        emc_hz: r.lo.emc_hz.min(m.emc_hz),
+                    },
+                    hi: PinnedMode {
+                        cores: r.hi.cores.max(m.cores),
+                        cpu_hz: r.hi.cpu_hz.max(m.cpu_hz),
+                        gpu_hz: r.hi.gpu_hz.max(m.gpu_hz),
+                        emc_hz: r.hi.emc_hz.max(m.emc_hz),
+                    },
+                }
+            },
+        ))
+    }
+
+    /// Whether every knob of `m` lies within its range.
+    pub fn contains(&self, m: &PinnedMode) -> bool {
+        let (lo, hi) = (&self.lo, &self.hi);
+        (lo.cores..=hi.cores).contains(&m.cores)
+            && (lo.cpu_hz..=hi.cpu_hz).contains(&m.cpu_hz)
+            && (lo.gpu_hz..=hi.gpu_hz).contains(&m.gpu_hz)
+            && (lo.emc_hz..=hi.emc_hz).contains(&m.emc_hz)
+    }
 }
 
 impl Model {
@@ -252,11 +303,17 @@ impl Model {
             }
         };
         let (lo, hi) = self.bounds;
+        // Beyond the knob ranges the network was trained on, the anchor alone.
+        let anchored = |i: usize| {
+            let beyond = self.trained_on.is_some_and(|r| !r.contains(&modes[i]));
+            (beyond && self.anchor.is_some()).then(|| xs[i * d + d - 1])
+        };
         // The anchor's leave-one-out error widens the spread: the members share the anchor,
         // so their disagreement alone would understate the uncertainty it brings.
-        let bounded = raw
-            .into_iter()
-            .map(|(y, s)| (y.clamp(lo, hi), s.hypot(self.anchor_error)));
+        let bounded = raw.into_iter().enumerate().map(|(i, (y, s))| {
+            let y = anchored(i).unwrap_or(y.clamp(lo, hi));
+            (y, s.hypot(self.anchor_error))
+        });
         if self.log {
             // The spread of exp(y) for a small spread of y is exp(y) * spread.
             bounded.map(|(y, s)| (y.exp(), y.exp() * s)).collect()
@@ -388,6 +445,7 @@ pub fn pretrain(
         energy: false,
         anchor: None,
         anchor_error: 0.0,
+        trained_on: KnobRange::of(rows),
     })
 }
 
@@ -440,6 +498,7 @@ pub fn fit(
                 energy: false,
                 anchor: None,
                 anchor_error: 0.0,
+                trained_on: KnobRange::of(rows),
             })
         }
         Method::MlpScratch => {
@@ -455,6 +514,7 @@ pub fn fit(
                 energy: false,
                 anchor: None,
                 anchor_error: 0.0,
+                trained_on: KnobRange::of(rows),
             })
         }
         Method::Powertrain | Method::Physics => {
@@ -535,6 +595,7 @@ pub fn fit(
                 energy,
                 anchor,
                 anchor_error,
+                trained_on: base.trained_on,
             })
         }
     }
@@ -762,6 +823,31 @@ pub(crate) mod tests {
         println!("one core, 20 modes: time MAPE {t:.1}%, power {p:.1}%");
         // Without the anchors: time 130% and power 21% over these modes.
         assert!(t < 15.0 && p < 10.0, "time {t}% power {p}%");
+        // PowerTrain's reference grid has no one-core mode, so there the anchors predict
+        // alone; within the grid's ranges, the blend.
+        let range = time.trained_on.unwrap();
+        assert_eq!((range.lo.cores, range.hi.cores), (2, 12));
+        assert_eq!(power.trained_on, time.trained_on);
+        let (ta, pa) = (
+            time.anchor.as_ref().unwrap(),
+            power.anchor.as_ref().unwrap(),
+        );
+        for (m, (t, p)) in one_core.iter().zip(pt.iter().zip(&pp)) {
+            assert!((t.0 / ta.predict(m, f64::NAN) - 1.0).abs() < 1e-9);
+            assert!((p.0 / pa.predict(m, t.0) - 1.0).abs() < 1e-9);
+        }
+        let two_cores: Vec<PinnedMode> = all.iter().filter(|m| m.cores == 2).copied().collect();
+        let (pt, _) = time_and_power(&time, &power, &two_cores);
+        let blended = two_cores
+            .iter()
+            .zip(&pt)
+            .filter(|(m, t)| (t.0 / ta.predict(m, f64::NAN) - 1.0).abs() > 1e-6)
+            .count();
+        assert!(
+            blended > two_cores.len() / 2,
+            "{blended} of {}",
+            two_cores.len()
+        );
     }
 
     #[test]
