@@ -1,5 +1,5 @@
 //! Profiling a training workload over power modes: choose modes, switch, wait until
-//! minibatch times are steady (detected, not a fixed delay), record minibatches, and keep
+//! minibatch times and power are steady (detected, not a fixed delay), record minibatches, and keep
 //! each mode's mean time and power with their spread.
 //!
 //! Measurements come from a [`Source`]: a simulated workload on a simulated board (in
@@ -241,7 +241,8 @@ pub struct ProfileConfig {
     pub minibatches: u32,
     /// Window of the steadiness test.
     pub window: u32,
-    /// Steady when the window's mean is within this relative distance of the previous one.
+    /// Steady when the window's mean time, and its mean power, are each within this
+    /// relative distance of the previous window's.
     pub tolerance: f64,
     /// Give up waiting after this many minibatches.
     pub max_warmup: u32,
@@ -278,20 +279,24 @@ pub fn profile_mode(
 ) -> Option<Profiled> {
     let mut seconds = cfg.switch_s;
     let mut since = 0u32;
-    let mut times: Vec<f64> = Vec::new();
+    let (mut times, mut powers): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
     let w = cfg.window.max(2) as usize;
     loop {
-        let (t, _) = src.minibatch(mode, since)?;
+        let (t, p) = src.minibatch(mode, since)?;
         since += 1;
         seconds += t / 1000.0;
         times.push(t);
+        powers.push(p);
         let n = times.len();
-        if n >= 2 * w {
+        // Steady when both the time and the power have stopped moving: a power sensor
+        // that averages many conversions still reads the previous mode for a while.
+        let steady = |v: &[f64]| {
             let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len() as f64;
-            let (prev, last) = (mean(&times[n - 2 * w..n - w]), mean(&times[n - w..]));
-            if ((last - prev) / prev).abs() <= cfg.tolerance {
-                break;
-            }
+            let (prev, last) = (mean(&v[n - 2 * w..n - w]), mean(&v[n - w..]));
+            ((last - prev) / prev).abs() <= cfg.tolerance
+        };
+        if n >= 2 * w && steady(&times) && steady(&powers) {
+            break;
         }
         if since >= cfg.max_warmup {
             break;
