@@ -9,6 +9,7 @@
 //! residuals are nearly exact and the noise term small.
 
 use crate::mode::PinnedMode;
+use crate::predict::regress::spd_inverse;
 
 /// A mode's place in knob space: log cores, CPU, GPU and EMC clock.
 pub type Knobs = [f64; 4];
@@ -75,40 +76,22 @@ impl Residuals {
         log.map(f64::exp)
     }
 
-    /// Cholesky solve of (K + noise·I) W = miss; K is symmetric positive definite, and
-    /// the noise keeps it well conditioned however close the runs.
+    /// (K + noise·I)⁻¹ · miss. K is symmetric positive definite, and the noise keeps it
+    /// well conditioned however close the runs.
     fn solve(&self) -> Vec<[f64; 2]> {
         let n = self.at.len();
-        let mut l = vec![0.0; n * n];
-        for i in 0..n {
-            for j in 0..=i {
-                let mut s = kernel(&self.at[i], &self.at[j]) + if i == j { NOISE } else { 0.0 };
-                for k in 0..j {
-                    s -= l[i * n + k] * l[j * n + k];
-                }
-                l[i * n + j] = if i == j { s.sqrt() } else { s / l[j * n + j] };
-            }
-        }
-        let mut w = self.miss.clone();
-        for i in 0..n {
-            for k in 0..i {
-                let lik = l[i * n + k];
-                let wk = w[k];
-                w[i][0] -= lik * wk[0];
-                w[i][1] -= lik * wk[1];
-            }
-            w[i] = w[i].map(|v| v / l[i * n + i]);
-        }
-        for i in (0..n).rev() {
-            for k in i + 1..n {
-                let lki = l[k * n + i];
-                let wk = w[k];
-                w[i][0] -= lki * wk[0];
-                w[i][1] -= lki * wk[1];
-            }
-            w[i] = w[i].map(|v| v / l[i * n + i]);
-        }
-        w
+        let mut k: Vec<f64> = (0..n * n)
+            .map(|ij| {
+                let (i, j) = (ij / n, ij % n);
+                kernel(&self.at[i], &self.at[j]) + if i == j { NOISE } else { 0.0 }
+            })
+            .collect();
+        let Ok(inv) = spd_inverse(&mut k, n) else {
+            return vec![[0.0; 2]; n];
+        };
+        inv.chunks(n)
+            .map(|row| [0, 1].map(|t| row.iter().zip(&self.miss).map(|(a, m)| a * m[t]).sum()))
+            .collect()
     }
 }
 

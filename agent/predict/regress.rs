@@ -263,7 +263,7 @@ pub fn ridge_loo(
 
 /// The inverse of the symmetric positive definite `n x n` matrix `a` (overwritten by its
 /// Cholesky factor).
-fn spd_inverse(a: &mut [f64], n: usize) -> Result<Vec<f64>, RegressError> {
+pub(crate) fn spd_inverse(a: &mut [f64], n: usize) -> Result<Vec<f64>, RegressError> {
     for j in 0..n {
         let d = a[j * n + j] - (0..j).map(|k| a[j * n + k].powi(2)).sum::<f64>();
         if !(d > 0.0 && d.is_finite()) {
