@@ -1,59 +1,51 @@
 //! jpower: power-mode control and power telemetry for NVIDIA Jetson boards.
 //!
+//! The folders are the layers; data flows down, and no module imports one above its own
+//! layer (`tests/jpower/layers.rs` holds the table and checks every import):
+//!
 //! ```text
-//!   cli, daemon ──────┐   one binary: CLI commands and the agent (ipc: its protocol)
-//!    │                │
-//!    ▼                ▼
-//!  preset ◄─ nvpmodel   mode (Mode, ModeSpace, KnobRequest)
-//!    │                │
-//!    ▼                ▼
-//!  control (plan ─► Controller: journal, read-back, rollback, restore; state files)
+//!  cli        one module per command; the only layer that chooses a board (and so may
+//!    │        name the simulator) and that talks to people
+//!  sim        simulated boards: a kernel model below the file layer, and workloads and a
+//!    │        GPU model behind the traits the layers above define
+//!  predict    profiling over modes (simulated, replayed or live through the agent),
+//!    │        predictors, optimisation under a budget, the PowerTrain evaluation
+//!  gpu        CUDA kernels through cudarc (probed at run time), their CPU reference, the
+//!    │        built-in CNN, time and energy rooflines
+//!  daemon     the agent: leases, budget guard, configuration; implements ipc's handler
 //!    │
-//!    ▼
-//!  board (discovery: identity, CPU clusters, GPU devfreq, EMC cap, INA3221 rails)
+//!  ipc        the socket protocol (self-contained wire types), codec, client, server
 //!    │
-//!    ▼
-//!  sysfs (Root + Attr: files opened once, pread/pwrite at offset 0)
-//!    │                         │
-//!    ▼                         ▼
-//!  a real board (`/`)        sim (a board as files + its kernel model below the file layer)
+//!  telemetry  the sampler thread, the shared-memory ring, energy, thermal watching
+//!    │
+//!  control    modes and presets, plans, the Controller (journal, read-back, rollback,
+//!    │        restore), state files, the measurement lock
+//!  board      the file layer (sysfs: files opened once, pread/pwrite inside the root),
+//!    │        discovery (identity, CPU clusters, GPU devfreq, EMC cap, INA3221 rails and
+//!    │        their math), nvpmodel files
+//!  support    units, the runtime directory and boot id, file errors, reference material
 //! ```
 //!
-//! Beside the control path:
-//! - [`telemetry`]: the sampler thread, the shared-memory ring, energy and thermal
-//!   watching, fed by the board's rails;
-//! - [`daemon`] and [`ipc`]: the agent, its leases and budget guard, and its socket
-//!   protocol, all on top of [`control`] and [`telemetry`];
-//! - [`profile`], [`predict`], [`optimize`], [`powertrain`]: profiling training workloads
-//!   over modes (simulated ones in [`sim::workload`], replayed ones, or live through the
-//!   agent: [`live`]), predicting every mode, choosing one;
-//! - [`gpu`]: the CUDA kernels through cudarc (probed at run time), their CPU reference,
-//!   the built-in CNN, and the time and energy rooflines per mode (a simulated board's GPU
-//!   model in [`sim::gpu`]); the measurement lock it holds is [`control::lock`].
-//!
-//! Everything above [`sysfs`] is the same code on a Jetson, on a tree given with `--root`
-//! and on a simulated board. [`runtime`] picks the runtime directory and knows the host's
-//! boot id; [`units`] parses and prints frequencies; [`mod@reference`] finds the reference
-//! material tests use; [`file_error`] is the error of every parsed file.
+//! Everything above the file layer is the same code on a Jetson, on a tree given with
+//! `--root` and on a simulated board, whose kernel model answers the file layer's reads
+//! and writes ([`sim`]).
+
+pub mod support;
 
 pub mod board;
-pub mod cli;
+
 pub mod control;
-pub mod daemon;
-pub mod file_error;
-pub mod gpu;
-pub mod ipc;
-pub mod live;
-pub mod mode;
-pub mod nvpmodel;
-pub mod optimize;
-pub mod powertrain;
-pub mod predict;
-pub mod preset;
-pub mod profile;
-pub mod reference;
-pub mod runtime;
-pub mod sim;
-pub mod sysfs;
+
 pub mod telemetry;
-pub mod units;
+
+pub mod ipc;
+
+pub mod daemon;
+
+pub mod gpu;
+
+pub mod predict;
+
+pub mod sim;
+
+pub mod cli;

@@ -15,11 +15,14 @@
 //! hop each, so the cycles real sysfs has (`device` links) cannot loop discovery. What is
 //! missing is a warning; only a tree with no Tegra SoC at all is an error.
 
+pub mod ina3221;
+pub mod nvpmodel;
 pub mod paths;
 pub mod rails;
+pub mod sysfs;
 
-use crate::sysfs::{parse_cpu_list, Attr, Root, SysfsError};
-use crate::units::FreqUnit;
+use crate::board::sysfs::{parse_cpu_list, Attr, Root, SysfsError};
+use crate::support::units::FreqUnit;
 use paths::Uncapped;
 use rails::{InaChip, Rail, Totals};
 use serde::Serialize;
@@ -27,6 +30,9 @@ use std::path::PathBuf;
 
 /// Most knobs one board may have (the controller's fixed-size buffers).
 pub const MAX_KNOBS: usize = 64;
+
+/// Values of every knob of a board, by knob index, in the files' units.
+pub type Values = heapless::Vec<u64, MAX_KNOBS>;
 
 /// Discovery errors.
 #[derive(Debug, thiserror::Error)]

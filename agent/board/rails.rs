@@ -10,9 +10,19 @@
 //! and channels whose reads fail with `ENODATA` (disabled) are not rails.
 
 use super::paths;
-use crate::sysfs::{Attr, Root, SysfsError};
-use crate::telemetry::RailValue;
+use crate::board::sysfs::{Attr, Root, SysfsError};
 use serde::Serialize;
+
+/// One rail's reading in a sample, in the ring's integer units.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RailValue {
+    /// Microwatts.
+    pub power_uw: u32,
+    /// Millivolts (0 where the driver reports power only: L4T 32 IIO).
+    pub voltage_mv: u32,
+    /// Milliamperes (0 where the driver reports power only).
+    pub current_ma: u32,
+}
 
 /// What a rail contributes to the totals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

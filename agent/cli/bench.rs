@@ -6,11 +6,11 @@
 //!   same rail files, and the cost of reading the latest sample from the ring.
 
 use super::{scratch_dir, Output};
+use crate::board::sysfs::{format_u64, Root};
 use crate::board::Board;
+use crate::control::mode::ModeSpace;
 use crate::control::state::Owner;
 use crate::control::{plan, Controller};
-use crate::mode::ModeSpace;
-use crate::sysfs::{format_u64, Root};
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::os::fd::AsRawFd;
@@ -129,7 +129,7 @@ fn sample(board_id: &str, seconds: f64, dir: &std::path::Path) -> Result<serde_j
     let tree = dir.join("root");
     let spec = crate::sim::export(board_id, &tree)?;
     let board = Board::discover(Root::host(&tree))?;
-    let values: plan::Values = board.read_knobs()?.into_iter().collect();
+    let values: crate::board::Values = board.read_knobs()?.into_iter().collect();
     let path = dir.join("bench.ring");
     let cfg = SamplerConfig {
         rate_hz: Some(1000.0),

@@ -3,11 +3,12 @@
 //! training-like load and show power and energy respond, then restore the baseline.
 
 use super::{modes::summary, status, Output, Target};
-use crate::mode::{Mode, ModeSpace};
+use crate::board::ina3221;
+use crate::control::mode::{Mode, ModeSpace};
 use crate::sim::kernel::LoadState;
 use crate::telemetry::ring::{monotonic_ns, RingReader};
 use crate::telemetry::sampler::SamplerConfig;
-use crate::telemetry::{sensor, Telemetry};
+use crate::telemetry::Telemetry;
 use anyhow::Result;
 use serde_json::json;
 use std::fmt::Write;
@@ -50,7 +51,7 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     }
 
     // Telemetry: the INA3221 averaging lowered to refresh at 1 kHz, a sampler into the ring.
-    let fast = sensor::averaging_target(c.board(), c.current(), 1000);
+    let fast = ina3221::averaging_target(c.board(), c.current(), 1000);
     c.apply_values(&fast)?;
     let cfg = SamplerConfig {
         rate_hz: Some(1000.0),
@@ -64,7 +65,7 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         ring.info.rails.len(),
         telemetry.path.display()
     );
-    let _ = writeln!(text, "  ({})", sensor::NOISE_NOTE);
+    let _ = writeln!(text, "  ({})", ina3221::NOISE_NOTE);
     if let Some(sim) = &sim {
         sim.set_load(LoadState {
             cpu: 0.5,

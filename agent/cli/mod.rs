@@ -14,12 +14,12 @@ mod status;
 mod telemetry;
 mod train_modes;
 
+use crate::board::sysfs::Root;
 use crate::board::Board;
+use crate::control::preset::Presets;
 use crate::control::state::Owner;
 use crate::control::Controller;
-use crate::preset::Presets;
 use crate::sim::SimBoard;
-use crate::sysfs::Root;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -150,7 +150,7 @@ impl Target {
                 return dir;
             }
         }
-        crate::runtime::runtime_dir(self.runtime_dir.as_deref())
+        crate::support::runtime::runtime_dir(self.runtime_dir.as_deref())
     }
 
     /// The board's files, simulated or not.

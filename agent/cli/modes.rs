@@ -1,8 +1,8 @@
 //! `jpower modes`: presets and the mode space.
 
 use super::{Output, Target};
-use crate::mode::{EmcLimit, Mode, ModeSpace, Range};
-use crate::units::Freq;
+use crate::control::mode::{EmcLimit, Mode, ModeSpace, Range};
+use crate::support::units::Freq;
 use anyhow::Result;
 use serde_json::json;
 use std::fmt::Write;
@@ -26,7 +26,7 @@ pub fn summary(m: &Mode) -> String {
     };
     let mut s = String::new();
     if let Some(on) = &m.online_cpus {
-        let _ = write!(s, "cores {} ", crate::sysfs::format_cpu_list(on));
+        let _ = write!(s, "cores {} ", crate::board::sysfs::format_cpu_list(on));
     }
     if let Some(Some(c)) = m.cpu.iter().find(|c| c.is_some()) {
         let _ = write!(s, " cpu {} ", r(c));

@@ -3,8 +3,8 @@
 
 use super::train_modes::workload;
 use super::Output;
-use crate::powertrain::{self, Effort, Eval};
-use crate::profile::{self, ProfileConfig, Replay, SimSource};
+use crate::predict::evaluate::{self, Effort, Eval};
+use crate::predict::profile::{self, ProfileConfig, Replay, SimSource};
 use anyhow::{Context, Result};
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -50,8 +50,8 @@ pub struct EvalArgs {
 pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
     let Command::Eval(a) = cmd;
     let spec = super::train_modes::spec(Some(sim.unwrap_or("orin-agx")))?;
-    let space = powertrain::space_of(spec);
-    let mut reference = powertrain::reference_source(spec, workload(&a.reference)?, a.seed);
+    let space = evaluate::space_of(spec);
+    let mut reference = evaluate::reference_source(spec, workload(&a.reference)?, a.seed);
     let mut sim_target;
     let mut replay;
     let target: &mut dyn profile::Source = match &a.truth {
@@ -76,7 +76,7 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
             &mut sim_target
         }
     };
-    let report = powertrain::evaluate(Eval {
+    let report = evaluate::evaluate(Eval {
         spec,
         reference: &mut reference,
         target,

@@ -11,6 +11,7 @@ use super::telemetry::{SampleArgs, Session};
 use super::{Output, Target};
 use crate::board::{Board, BoardError};
 use crate::control::lock;
+use crate::control::mode::{Mode, ModeSpace};
 use crate::gpu::cuda::Cuda;
 use crate::gpu::nvml::NvmlMeter;
 use crate::gpu::peaks::{self, Peaks};
@@ -19,7 +20,6 @@ use crate::gpu::roofline::{
     self, fit_energy, fit_time, Device, EnergyRoofline, Kernel, Measured, Meter, RingMeter,
     TimeRoofline,
 };
-use crate::mode::{Mode, ModeSpace};
 use crate::sim::gpu::SimGpu;
 use crate::telemetry::ring::RingReader;
 use anyhow::{bail, Context, Result};
@@ -278,7 +278,7 @@ fn modes(target: &Target, board: &Board, a: &Args) -> Result<Vec<(String, Mode)>
                 } else {
                     i * (grid.len() - 1) / (picks - 1)
                 }];
-                let pinned = crate::mode::PinnedMode {
+                let pinned = crate::control::mode::PinnedMode {
                     gpu_hz: g,
                     emc_hz: e,
                     ..top

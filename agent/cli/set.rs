@@ -2,11 +2,11 @@
 
 use super::{Output, Target};
 use crate::board::Board;
+use crate::control::mode::{KnobRequest, Mode};
 use crate::control::{Restored, Switch};
 use crate::ipc::client::Client;
 use crate::ipc::protocol::{LeaseKind, ModeRequest, ReplyBody, RequestBody};
-use crate::mode::{KnobRequest, Mode};
-use crate::units::{parse_freq, FreqUnit};
+use crate::support::units::{parse_freq, FreqUnit};
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
 use std::fmt::Write;

@@ -3,7 +3,7 @@
 use super::{Output, Target};
 use crate::board::Board;
 use crate::control::Controller;
-use crate::units::Freq;
+use crate::support::units::Freq;
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::fmt::Write;

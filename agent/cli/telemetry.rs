@@ -5,12 +5,13 @@
 //! controller and put it back when they finish.
 
 use super::{Output, Target};
-use crate::control::plan::Values;
+use crate::board::ina3221;
+use crate::board::Values;
 use crate::control::state::{Owner, OwnerKind};
 use crate::control::Controller;
 use crate::telemetry::ring::{monotonic_ns, RingReader};
 use crate::telemetry::sampler::SamplerConfig;
-use crate::telemetry::{flags, sensor, Telemetry};
+use crate::telemetry::{flags, Telemetry};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::fmt::Write as _;
@@ -126,14 +127,14 @@ impl Session {
         let period_us = (1e6 / a.rate.unwrap_or(1000.0)) as u32;
         let wanted = match a.averaging.as_str() {
             "keep" => None,
-            "auto" => Some(sensor::averaging_target(
+            "auto" => Some(ina3221::averaging_target(
                 controller.board(),
                 &prior,
                 period_us,
             )),
             n => {
                 let samples: u32 = n.parse().context("--averaging: keep, auto or a count")?;
-                if !sensor::SAMPLES.contains(&samples) {
+                if !ina3221::SAMPLES.contains(&samples) {
                     bail!("--averaging {samples}: the INA3221 averages 1, 4, 16, 64, 128, 256, 512 or 1024 samples");
                 }
                 let channels = controller
@@ -143,10 +144,10 @@ impl Session {
                     .map(|c| c.enabled)
                     .max()
                     .unwrap_or(3);
-                Some(sensor::averaging_target(
+                Some(ina3221::averaging_target(
                     controller.board(),
                     &prior,
-                    channels * samples * sensor::CONVERSION_US,
+                    channels * samples * ina3221::CONVERSION_US,
                 ))
             }
         };
@@ -155,7 +156,7 @@ impl Session {
             change(&mut controller, &mut restore, name, &t)?;
             notes.push(format!(
                 "set INA3221 averaging for the rate; {}",
-                sensor::NOISE_NOTE
+                ina3221::NOISE_NOTE
             ));
         }
         let cfg = SamplerConfig {

@@ -3,17 +3,17 @@
 //! predictors into a model file, then pick modes from the predicted Pareto front.
 
 use super::Output;
+use crate::control::mode::PinnedMode;
 use crate::gpu::cuda::Cuda;
 use crate::gpu::net::{Cpu, Trainer};
-use crate::live::{AgentSource, Workload};
-use crate::mode::PinnedMode;
-use crate::optimize::{self, Measured, Point, Verify};
-use crate::powertrain::{self, margin_w, Effort};
+use crate::predict::evaluate::{self, margin_w, Effort};
+use crate::predict::live::{AgentSource, Workload};
+use crate::predict::optimize::{self, Measured, Point, Verify};
+use crate::predict::profile::{self, ProfileConfig, Replay, SimSource, Source, Strategy};
 use crate::predict::{self, active, Method, ModelFile, Target, MODEL_VERSION};
-use crate::profile::{self, ProfileConfig, Replay, SimSource, Source, Strategy};
 use crate::sim::spec::BoardSpec;
 use crate::sim::workload::Model;
-use crate::units::Freq;
+use crate::support::units::Freq;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 use std::fmt::Write;
@@ -133,7 +133,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
         return profile_live(target, a, out);
     }
     let spec = spec(target.sim.as_deref())?;
-    let space = powertrain::space_of(spec);
+    let space = evaluate::space_of(spec);
     let mut src: Box<dyn Source> = match &a.truth {
         Some(p) => Box::new(Replay::new(&profile::read_csv(p)?, (0.02, 0.015))),
         None => Box::new(SimSource::new(
@@ -146,7 +146,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
     let (rows, secs) = if a.strategy == "active" {
         let effort = Effort::new(a.quick, a.seed);
         let (time, power) =
-            powertrain::pretrained(spec, workload(&a.reference)?, Method::Physics, &effort)?;
+            evaluate::pretrained(spec, workload(&a.reference)?, Method::Physics, &effort)?;
         let guide = active::Guide {
             time: &time,
             power: &power,
@@ -177,7 +177,7 @@ fn profile_live(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result
     if let (Some(sim), true) = (&sim, a.cpu) {
         sim.set_one_core_busy()?;
     }
-    let space = crate::mode::ModeSpace::of(&board);
+    let space = crate::control::mode::ModeSpace::of(&board);
     let name = &board.identity.model;
     let result = if a.cpu {
         let trainer = Trainer::new(Cpu, a.batch, a.seed, 0.02)?;
@@ -197,7 +197,7 @@ fn profile_live(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result
 
 fn live_with<W: Workload>(
     mut src: AgentSource<W>,
-    space: &crate::mode::ModeSpace,
+    space: &crate::control::mode::ModeSpace,
     board: &str,
     a: &ProfileArgs,
     out: &Output,
@@ -223,12 +223,12 @@ fn live_with<W: Workload>(
 fn choose(
     a: &ProfileArgs,
     src: &dyn Source,
-    space: &crate::mode::ModeSpace,
+    space: &crate::control::mode::ModeSpace,
 ) -> Result<Vec<PinnedMode>> {
     let all = src.modes();
     Ok(match a.strategy.as_str() {
         "all" => all,
-        "reference" => powertrain::reference_grid(space),
+        "reference" => evaluate::reference_grid(space),
         "random" => profile::select(&all, Strategy::Random(a.modes), a.seed),
         "stratified" => profile::select(&all, Strategy::Stratified(a.modes), a.seed),
         s => bail!("--strategy {s}: stratified, random, active, reference or all"),
@@ -317,7 +317,7 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
     let effort = Effort::new(false, a.seed);
     let fit = effort.fit;
     let reference = if method.uses_reference() {
-        Some(powertrain::pretrained(
+        Some(evaluate::pretrained(
             spec,
             workload(&a.reference)?,
             method,
@@ -349,7 +349,7 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
 pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()> {
     let spec = spec(sim)?;
     let file = ModelFile::load(&a.model, Some(&spec.id()))?;
-    let modes: Vec<PinnedMode> = powertrain::space_of(spec).iter().collect();
+    let modes: Vec<PinnedMode> = evaluate::space_of(spec).iter().collect();
     let (pt, pp) = predict::time_and_power(&file.time, &file.power, &modes);
     let points: Vec<Point> = (0..modes.len())
         .map(|i| Point {
@@ -364,7 +364,7 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
         Some(b) => {
             let margin = |p: &Point| margin_w(file.method, p.power_w, pp[p.mode].1);
             let src = Model::from_name(&file.workload)
-                .map(|w| SimSource::new(spec.silicon, w, powertrain::space_of(spec), 7));
+                .map(|w| SimSource::new(spec.silicon, w, evaluate::space_of(spec), 7));
             let measure = |p: &Point| {
                 let mut s = src.clone().expect("checked before use");
                 profile::profile_mode(&mut s, &modes[p.mode], &ProfileConfig::default()).map_or(

@@ -7,7 +7,7 @@
 //! while the file is open and is dropped by the kernel when the process exits, however it
 //! exits.
 
-use super::plan::Values;
+use crate::board::Values;
 use crate::board::{paths, Board, KnobKind};
 use std::fs::File;
 use std::io::Write;

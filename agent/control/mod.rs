@@ -14,13 +14,16 @@
 //! if the owner was an agent or lease that died.
 
 pub mod lock;
+pub mod mode;
 pub mod plan;
+pub mod preset;
 pub mod state;
 
+use crate::board::sysfs::SysfsError;
 use crate::board::Board;
-use crate::mode::Mode;
-use crate::sysfs::SysfsError;
-use plan::{PlanError, Values};
+use crate::board::Values;
+use crate::control::mode::Mode;
+use plan::PlanError;
 use state::{Journal, Owner, State, StateError, StatePaths, SwitchStats};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -149,7 +152,7 @@ impl Controller {
         let Some(st) = self.paths.load()? else {
             return Ok(());
         };
-        if st.boot_id != crate::runtime::boot_id() {
+        if st.boot_id != crate::support::runtime::boot_id() {
             self.paths.remove()?;
             self.note(format!(
                 "discarded state of {} from an earlier boot (a reboot reset the board)",

@@ -14,11 +14,8 @@
 //! Only knobs whose value changes are written. Values are in each file's unit. Nothing
 //! here allocates: plans and value sets are fixed-capacity.
 
-use crate::board::{Board, MAX_KNOBS};
-use crate::mode::{validate, EmcLimit, Mode, ModeError, Range};
-
-/// Values of every knob of a board, by knob index, in the files' units.
-pub type Values = heapless::Vec<u64, MAX_KNOBS>;
+use crate::board::{Board, Values, MAX_KNOBS};
+use crate::control::mode::{validate, EmcLimit, Mode, ModeError, Range};
 
 /// One write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 //!   the board back to those values before doing anything else. No fsync: the runtime
 //!   directory is tmpfs, and a power loss reboots the board anyway.
 
-use super::plan::Values;
+use crate::board::Values;
 use crate::board::{Board, MAX_KNOBS};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -58,7 +58,7 @@ impl Owner {
 
     /// Whether the owner's death means a crash to recover from.
     pub fn crashed(&self) -> bool {
-        self.kind != OwnerKind::Cli && !crate::runtime::process_alive(self.pid)
+        self.kind != OwnerKind::Cli && !crate::support::runtime::process_alive(self.pid)
     }
 }
 
@@ -89,7 +89,7 @@ impl State {
             board_key: board.key(),
             model: board.identity.model.clone(),
             root: board.root.dir().to_path_buf(),
-            boot_id: crate::runtime::boot_id(),
+            boot_id: crate::support::runtime::boot_id(),
             owner,
             baseline: board
                 .knobs

@@ -83,7 +83,7 @@ impl Default for Config {
 }
 
 /// Configuration errors, with file and line.
-pub type ConfigError = crate::file_error::FileError;
+pub type ConfigError = crate::support::file_error::FileError;
 
 impl Config {
     /// Reads `path`; a missing default file means the defaults.
@@ -97,7 +97,7 @@ impl Config {
             Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
                 Ok(Config::default())
             }
-            Err(source) => Err(crate::file_error::FileError::Io { path, source }),
+            Err(source) => Err(crate::support::file_error::FileError::Io { path, source }),
         }
     }
 
@@ -105,7 +105,7 @@ impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
         let cfg: Config =
-            toml::from_str(text).map_err(|e| crate::file_error::FileError::Invalid {
+            toml::from_str(text).map_err(|e| crate::support::file_error::FileError::Invalid {
                 path: path.to_path_buf(),
                 line: e.span().map_or(1, |s| line_of(s.start)),
                 message: e.message().trim().to_string(),
@@ -115,7 +115,7 @@ impl Config {
                 .lines()
                 .position(|l| l.trim_start().starts_with(key))
                 .map_or(1, |i| i + 1);
-            crate::file_error::FileError::Invalid {
+            crate::support::file_error::FileError::Invalid {
                 path: path.to_path_buf(),
                 line,
                 message: format!("{key}: {message}"),
@@ -131,7 +131,7 @@ impl Config {
             "keep" | "auto" => {}
             n if n
                 .parse::<u32>()
-                .is_ok_and(|s| crate::telemetry::sensor::SAMPLES.contains(&s)) => {}
+                .is_ok_and(|s| crate::board::ina3221::SAMPLES.contains(&s)) => {}
             n => {
                 return Err(bad(
                     "sensor_averaging",

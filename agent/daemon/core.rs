@@ -3,12 +3,13 @@
 
 use super::guard::Guard;
 use super::Config;
-use crate::control::plan::{self, Values};
+use crate::board::Values;
+use crate::control::mode::{KnobRequest, ModeSpace};
+use crate::control::plan;
+use crate::control::preset::Presets;
 use crate::control::state::{Owner, OwnerKind};
 use crate::control::Controller;
 use crate::ipc::protocol::*;
-use crate::mode::{KnobRequest, ModeSpace};
-use crate::preset::Presets;
 use crate::telemetry::ring::{monotonic_ns, RingReader};
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;
@@ -405,7 +406,7 @@ impl Core {
                         reason: "it expired without renewal".into(),
                     });
                     self.end_lease("it expired without renewal");
-                } else if !crate::runtime::process_alive(l.holder.pid) {
+                } else if !crate::support::runtime::process_alive(l.holder.pid) {
                     self.end_lease("the client's process died");
                 }
             }

@@ -4,8 +4,8 @@
 //! the hysteresis. The effective mode is the holder's request limited by the caps.
 
 use crate::board::Board;
-use crate::control::plan::Values;
-use crate::units::Freq;
+use crate::board::Values;
+use crate::support::units::Freq;
 use std::time::{Duration, Instant};
 
 /// One cap.

@@ -21,12 +21,13 @@ mod session;
 
 pub use config::Config;
 
+use crate::board::ina3221;
 use crate::board::Board;
 use crate::control::state::{Owner, OwnerKind};
 use crate::control::Controller;
 use crate::telemetry::ring::RingReader;
 use crate::telemetry::sampler::SamplerConfig;
-use crate::telemetry::{sensor, Telemetry};
+use crate::telemetry::Telemetry;
 use anyhow::{Context, Result};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -218,17 +219,17 @@ pub fn run(opts: &Options) -> Result<()> {
     let period_us = (1e6 / rate.unwrap_or(1000.0)) as u32;
     let averaging = match config.sensor_averaging.as_str() {
         "keep" => None,
-        "auto" => Some(sensor::averaging_target(
+        "auto" => Some(ina3221::averaging_target(
             controller.board(),
             controller.current(),
             period_us,
         )),
         n => {
             let s: u32 = n.parse().unwrap_or(512);
-            Some(sensor::averaging_target(
+            Some(ina3221::averaging_target(
                 controller.board(),
                 controller.current(),
-                3 * s * sensor::CONVERSION_US,
+                3 * s * ina3221::CONVERSION_US,
             ))
         }
     };
@@ -247,7 +248,7 @@ pub fn run(opts: &Options) -> Result<()> {
         log::warn!(
             "set INA3221 averaging for {:.0} Hz: {}",
             rate.unwrap_or(1000.0),
-            sensor::NOISE_NOTE
+            ina3221::NOISE_NOTE
         );
     }
     let telemetry = Telemetry::start(controller.board(), controller.current(), &runtime_dir, &cfg)?;

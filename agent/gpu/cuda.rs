@@ -35,7 +35,7 @@ pub struct Cuda {
     sweep: Option<[CudaSlice<f32>; 3]>,
     /// A Jetson's devfreq `cur_freq`, read while the sweep runs (Tegra's CUDA clock
     /// attribute is the maximum, not the running clock).
-    clock: Option<crate::sysfs::Attr>,
+    clock: Option<crate::board::sysfs::Attr>,
 }
 
 impl Cuda {
@@ -67,7 +67,7 @@ impl Cuda {
     }
 
     /// Reads the running GPU clock from this devfreq `cur_freq` during each sweep point.
-    pub fn watch_clock(&mut self, cur_freq: crate::sysfs::Attr) {
+    pub fn watch_clock(&mut self, cur_freq: crate::board::sysfs::Attr) {
         self.clock = Some(cur_freq);
     }
 

@@ -16,8 +16,8 @@
 
 use super::regress::RegressError;
 use super::{fit, FitConfig, Method, Model, Target};
-use crate::mode::PinnedMode;
-use crate::profile::{self, Row, Strategy};
+use crate::control::mode::PinnedMode;
+use crate::predict::profile::{self, Row, Strategy};
 
 /// The physics models pre-trained on a reference workload that guide the choice.
 pub struct Guide<'a> {
@@ -160,9 +160,9 @@ impl Axes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mode::ModeSpace;
-    use crate::powertrain::{profile_modes, space_of};
-    use crate::profile::{ProfileConfig, SimSource};
+    use crate::control::mode::ModeSpace;
+    use crate::predict::evaluate::{profile_modes, space_of};
+    use crate::predict::profile::{ProfileConfig, SimSource};
     use crate::sim::workload::Model as Workload;
 
     #[test]

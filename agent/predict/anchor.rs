@@ -25,8 +25,8 @@
 //! (`--truth`) is what tells how far to follow them there.
 
 use super::{energy_terms, ghz, loaders, Target, ENERGY_TERMS};
-use crate::mode::PinnedMode;
-use crate::profile::Row;
+use crate::control::mode::PinnedMode;
+use crate::predict::profile::Row;
 use serde::{Deserialize, Serialize};
 
 /// A physics model of the time or the power.

@@ -29,10 +29,14 @@
 
 pub mod active;
 pub mod anchor;
+pub mod evaluate;
+pub mod live;
+pub mod optimize;
+pub mod profile;
 pub mod regress;
 
-use crate::mode::PinnedMode;
-use crate::profile::Row;
+use crate::control::mode::PinnedMode;
+use crate::predict::profile::Row;
 use anchor::Anchor;
 use regress::{Ensemble, Linear, Mlp, RegressError, Standardizer, TrainConfig};
 use serde::{Deserialize, Serialize};
@@ -719,8 +723,8 @@ pub(crate) mod tests {
     /// Physics time and power models pre-trained quickly (400 reference modes, 20 epochs,
     /// three members) on simulated ResNet-18 on Orin AGX, and the setting used.
     pub(crate) fn quick_resnet18_reference() -> (FitConfig, Model, Model) {
-        use crate::powertrain::{profile_modes, reference_grid, reference_source, space_of};
-        use crate::profile::{self, ProfileConfig, Strategy};
+        use crate::predict::evaluate::{profile_modes, reference_grid, reference_source, space_of};
+        use crate::predict::profile::{self, ProfileConfig, Strategy};
         let spec = crate::sim::spec::find("orin-agx").unwrap();
         let cfg = FitConfig {
             epochs: 20,
@@ -738,7 +742,7 @@ pub(crate) mod tests {
     /// The quick ResNet-18 reference transferred to simulated `workload` (noise seed
     /// `seed`) profiled on `modes` stratified modes of Orin AGX.
     struct Transferred {
-        target: crate::profile::SimSource,
+        target: crate::predict::profile::SimSource,
         all: Vec<PinnedMode>,
         time: Model,
         power: Model,
@@ -746,8 +750,8 @@ pub(crate) mod tests {
     }
 
     fn transferred(workload: crate::sim::workload::Model, modes: usize, seed: u64) -> Transferred {
-        use crate::powertrain::{profile_modes, space_of};
-        use crate::profile::{self, ProfileConfig, SimSource, Strategy};
+        use crate::predict::evaluate::{profile_modes, space_of};
+        use crate::predict::profile::{self, ProfileConfig, SimSource, Strategy};
         let spec = crate::sim::spec::find("orin-agx").unwrap();
         let (cfg, ref_time, ref_power) = quick_resnet18_reference();
         let mut target = SimSource::new(spec.silicon, workload, space_of(spec), seed);
@@ -766,7 +770,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_physics_power_model_reads_the_predicted_minibatch_time() {
-        use crate::profile::{self, Source, Strategy};
+        use crate::predict::profile::{self, Source, Strategy};
         // YOLOv8n waits on its loaders where ResNet-18 keeps the GPU busy.
         let Transferred {
             target,
@@ -785,7 +789,7 @@ pub(crate) mod tests {
         assert!(moved.iter().zip(&pp).all(|(a, b)| a.0 != b.0));
         assert!(power.predict(&held[..1], &[]).iter().all(|p| p.0.is_nan()));
         let truth: Vec<(f64, f64)> = held.iter().map(|m| target.truth(m).unwrap()).collect();
-        let mape = crate::optimize::mape(
+        let mape = crate::predict::optimize::mape(
             &pp.iter().map(|p| p.0).collect::<Vec<_>>(),
             &truth.iter().map(|t| t.1).collect::<Vec<_>>(),
         );
@@ -795,7 +799,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_anchors_carry_a_target_where_the_reference_misleads() {
-        use crate::profile::Source;
+        use crate::predict::profile::Source;
         // ResNet-18 waits on its loaders on one or two cores; LSTM hardly ever does, and
         // 20 profiled modes say little about one core.
         let Transferred {
@@ -814,7 +818,7 @@ pub(crate) mod tests {
         assert!(pp.iter().all(|p| p.1 >= 0.99 * p.0 * power.anchor_error));
         let truth: Vec<(f64, f64)> = one_core.iter().map(|m| target.truth(m).unwrap()).collect();
         let err = |pred: &Predicted, pick: fn(&(f64, f64)) -> f64| {
-            crate::optimize::mape(
+            crate::predict::optimize::mape(
                 &pred.iter().map(|p| p.0).collect::<Vec<_>>(),
                 &truth.iter().map(pick).collect::<Vec<_>>(),
             )

@@ -28,7 +28,7 @@
 use super::power::{self, Load, Operating};
 use super::spec::{BoardSpec, InaDriver};
 use super::tree::{ina_channel_dir, rail_watts, HWMON_SAMPLES};
-use crate::sysfs::{format_cpu_list, parse_u64, Driver};
+use crate::board::sysfs::{format_cpu_list, parse_u64, Driver};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -606,7 +606,7 @@ impl SimKernel {
     }
 
     fn store_samples(&self, st: &mut KernelState, chip: usize, v: u64) -> io::Result<()> {
-        let snapped = nearest(&crate::telemetry::sensor::SAMPLES, v as f64);
+        let snapped = nearest(&crate::board::ina3221::SAMPLES, v as f64);
         st.ina_mut(chip).samples = snapped;
         let dir = ina_channel_dir(self.spec.ina_driver, &self.spec.ina[chip]);
         self.put(&format!("{dir}/samples"), &snapped.to_string())
@@ -790,7 +790,7 @@ impl Driver for SimKernel {
             _ => s.gpu_load,
         };
         let mut tmp = [0u8; 24];
-        let n = crate::sysfs::format_u64(value, &mut tmp);
+        let n = crate::board::sysfs::format_u64(value, &mut tmp);
         let n = n.min(buf.len());
         buf[..n].copy_from_slice(&tmp[..n]);
         Some(Ok(n))

@@ -33,7 +33,7 @@ pub(crate) mod check {
     }
 }
 
-use crate::sysfs::Root;
+use crate::board::sysfs::Root;
 use kernel::{Fault, LoadState, SimKernel};
 use spec::BoardSpec;
 use std::path::{Path, PathBuf};
@@ -102,7 +102,7 @@ impl SimBoard {
     }
 
     fn boot_if_needed(&self) -> std::io::Result<()> {
-        let boot = crate::runtime::boot_id();
+        let boot = crate::support::runtime::boot_id();
         let stamp = self.dir.join("boot_id");
         let booted = std::fs::read_to_string(&stamp).map(|s| s.trim() == boot);
         if booted.unwrap_or(false) && self.dir.join("root").exists() {

@@ -6,7 +6,7 @@
 
 use super::power::{self, DomainPower, Load, Operating};
 use super::spec::{BoardSpec, Dom, InaDriver, InaSpec, PresetSpec, RailSpec, Release};
-use crate::sysfs::{format_cpu_list, write_file};
+use crate::board::sysfs::{format_cpu_list, write_file};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 

@@ -11,27 +11,17 @@
 //!  energy (trapezoid over timestamps; minibatch begin/end markers)
 //! ```
 //!
-//! [`sensor`] knows how fast each rail can really refresh (the INA3221 averages `samples`
+//! [`crate::board::ina3221`] knows how fast each rail can really refresh (the INA3221 averages `samples`
 //! conversions; NVIDIA's boot script sets 512, a new value every ~430 ms) and can lower
 //! the averaging to reach a requested rate, through the controller so it is restored
 //! like every other knob.
 
+use crate::board::rails::RailValue;
+
 pub mod energy;
 pub mod ring;
 pub mod sampler;
-pub mod sensor;
 pub mod thermal;
-
-/// One rail's reading in a sample, in the ring's integer units.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RailValue {
-    /// Microwatts.
-    pub power_uw: u32,
-    /// Millivolts (0 where the driver reports power only: L4T 32 IIO).
-    pub voltage_mv: u32,
-    /// Milliamperes (0 where the driver reports power only).
-    pub current_ma: u32,
-}
 
 /// Flags of a sample.
 pub mod flags {
@@ -70,7 +60,7 @@ impl Sample {
 }
 
 use crate::board::Board;
-use crate::control::plan::Values;
+use crate::board::Values;
 use ring::RingInfo;
 use sampler::{Sampler, SamplerConfig, SamplerError};
 use std::path::{Path, PathBuf};
@@ -83,7 +73,9 @@ pub fn ring_path(runtime_dir: &Path, key: &str) -> PathBuf {
 /// The ring description of `board` with its knobs at `values` (which set the sensors'
 /// refresh intervals).
 pub fn ring_info(board: &Board, values: &Values) -> RingInfo {
-    let rails = sampler::rail_table(&board.rails, |r| sensor::refresh_us(board, r.chip, values));
+    let rails = sampler::rail_table(&board.rails, |r| {
+        crate::board::ina3221::refresh_us(board, r.chip, values)
+    });
     let module_mask = board.totals.module.iter().fold(0u32, |m, &i| m | (1 << i));
     RingInfo {
         board: board.identity.model.clone(),

@@ -12,8 +12,9 @@
 //! published, and its fresh bit stays clear.
 
 use super::ring::{monotonic_ns, RailInfo, RingError, RingInfo, RingWriter, MAX_RAILS};
-use super::{RailValue, Sample};
+use super::Sample;
 use crate::board::rails::Rail;
+use crate::board::rails::RailValue;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -9,8 +9,8 @@
 
 use super::flags;
 use super::ring::{monotonic_ns, RingWriter, MAX_ZONES};
+use crate::board::sysfs::{Attr, Root};
 use crate::board::Board;
-use crate::sysfs::{Attr, Root};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;

@@ -566,7 +566,7 @@ fn profile_live_drives_the_agent_in_real_time_and_gives_the_board_back() {
     let r = util::json(&out);
     assert_eq!(r["live"], true, "{r}");
     assert_eq!(r["modes"], 3);
-    let rows = jpower::profile::read_csv(&csv).unwrap();
+    let rows = jpower::predict::profile::read_csv(&csv).unwrap();
     assert_eq!(rows.len(), 3);
     for row in &rows {
         assert!(row.time_ms > 0.0 && row.power_w > 3.0, "{row:?}");

@@ -3,10 +3,10 @@
 
 use crate::util;
 use jpower::board::rails::RailRole;
+use jpower::board::sysfs::Root;
 use jpower::board::{Board, EmcTableSource, KnobKind, Soc};
-use jpower::mode::ModeSpace;
+use jpower::control::mode::ModeSpace;
 use jpower::sim::spec::BOARDS;
-use jpower::sysfs::Root;
 
 #[test]
 fn every_simulated_board_is_discovered_from_its_exported_tree() {

@@ -2,10 +2,10 @@
 //! the real NVIDIA files of the reference directory mapped onto boards by kind.
 
 use crate::util;
+use jpower::board::sysfs::Root;
 use jpower::board::Board;
-use jpower::mode::{EmcLimit, Range};
-use jpower::preset::Presets;
-use jpower::sysfs::Root;
+use jpower::control::mode::{EmcLimit, Range};
+use jpower::control::preset::Presets;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {

@@ -3,11 +3,12 @@
 
 use crate::util;
 use jpower::board::Board;
-use jpower::control::plan::{self, Values};
+use jpower::board::Values;
+use jpower::control::mode::{Mode, ModeSpace};
+use jpower::control::plan;
+use jpower::control::preset::Presets;
 use jpower::control::state::{Owner, OwnerKind};
 use jpower::control::{ControlError, Controller, Restored, Rollback};
-use jpower::mode::{Mode, ModeSpace};
-use jpower::preset::Presets;
 use jpower::sim::kernel::Fault;
 use jpower::sim::SimBoard;
 use proptest::prelude::*;

@@ -2,6 +2,7 @@
 //! simulator's ground truth, staleness, throttling, and the telemetry commands.
 
 use crate::util;
+use jpower::board::ina3221;
 use jpower::board::Board;
 use jpower::control::state::Owner;
 use jpower::control::Controller;
@@ -11,7 +12,7 @@ use jpower::telemetry::ring::{
     monotonic_ns, Missing, RailInfo, RingError, RingInfo, RingReader, RingWriter,
 };
 use jpower::telemetry::sampler::SamplerConfig;
-use jpower::telemetry::{flags, sensor, Sample, Telemetry};
+use jpower::telemetry::{flags, Sample, Telemetry};
 use std::path::Path;
 use std::time::Duration;
 
@@ -252,7 +253,7 @@ fn sampled(
     let sim = SimBoard::open(id, rt).unwrap();
     let mut c = Controller::open(Board::discover(sim.root()).unwrap(), rt, Owner::cli()).unwrap();
     if let Some(p) = period_us {
-        let t = sensor::averaging_target(c.board(), c.current(), p);
+        let t = ina3221::averaging_target(c.board(), c.current(), p);
         c.apply_values(&t).unwrap();
     }
     let cfg = SamplerConfig {

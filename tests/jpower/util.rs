@@ -45,7 +45,7 @@ pub fn json(s: &str) -> serde_json::Value {
 
 /// The reference directory's `sub`, or `None` after a notice that `test` was skipped.
 pub fn reference(sub: &str, test: &str) -> Option<PathBuf> {
-    jpower::reference::locate(sub, test)
+    jpower::support::reference::locate(sub, test)
 }
 
 /// A reference board tree, copied into a temp dir with its links made real.

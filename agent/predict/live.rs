@@ -6,11 +6,11 @@
 //! training loop in another process or language can do exactly this over the socket
 //! (docs/protocol.md: `set_mode`, `minibatch_begin`, `minibatch_end`).
 
+use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::gpu::net::{Backend, Trainer};
 use crate::ipc::client::Client;
 use crate::ipc::protocol::{LeaseKind, ModeRequest, ReplyBody, RequestBody};
-use crate::mode::{ModeSpace, PinnedMode};
-use crate::profile::Source;
+use crate::predict::profile::Source;
 use crate::telemetry::energy::Kind;
 
 /// A workload the profiler runs one minibatch at a time.

@@ -7,10 +7,10 @@
 //! runs in simulated time; with `--truth FILE` the target is replayed from the file (its
 //! rows are the modes and the truth) while the reference stays simulated.
 
-use crate::mode::{ModeSpace, PinnedMode};
-use crate::optimize::{self, BudgetScore, Measured, Point, Verify};
+use crate::control::mode::{ModeSpace, PinnedMode};
+use crate::predict::optimize::{self, BudgetScore, Measured, Point, Verify};
+use crate::predict::profile::{self, ProfileConfig, Row, Source, Strategy};
 use crate::predict::{self, active, FitConfig, Method, Model, Target};
-use crate::profile::{self, ProfileConfig, Row, Source, Strategy};
 use crate::sim::spec::BoardSpec;
 use serde::Serialize;
 

@@ -8,7 +8,7 @@
 //! it everywhere, only less so than nearby. The runs measure 40 minibatches, so the
 //! residuals are nearly exact and the noise term small.
 
-use crate::mode::PinnedMode;
+use crate::control::mode::PinnedMode;
 use crate::predict::regress::spd_inverse;
 
 /// A mode's place in knob space: log cores, CPU, GPU and EMC clock.

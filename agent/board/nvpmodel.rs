@@ -684,7 +684,7 @@ GPU MAX_FREQ 306000000
     /// Loads a real NVIDIA conf from `$JPOWER_REFERENCE_DIR/nvpmodel` (default `../shared`);
     /// `None`, after saying so, when that directory is absent.
     fn reference(file: &str, test: &str) -> Option<NvpConfig> {
-        let dir = crate::reference::locate("nvpmodel", test)?;
+        let dir = crate::support::reference::locate("nvpmodel", test)?;
         Some(NvpConfig::load(&dir.join(file)).unwrap_or_else(|e| panic!("{e}")))
     }
 

@@ -12,8 +12,8 @@
 //! raises the conversion noise and makes the INA3221 warning and critical alarms (which
 //! compare each averaged value) noisier: jpower says so whenever it does it.
 
+use crate::board::Values;
 use crate::board::{Board, KnobKind};
-use crate::control::plan::Values;
 
 /// The averaging counts the chip supports.
 pub const SAMPLES: [u32; 8] = [1, 4, 16, 64, 128, 256, 512, 1024];

@@ -273,7 +273,7 @@ mod tests {
                 .at
                 .iter()
                 .map(|&(cores, cpu, gpu)| {
-                    knobs(&crate::mode::PinnedMode {
+                    knobs(&crate::control::mode::PinnedMode {
                         cores,
                         cpu_hz: cpu * 1_000_000,
                         gpu_hz: gpu * 1_000_000,

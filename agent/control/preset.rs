@@ -15,9 +15,9 @@
 //! (reported as snapped). Parameters jpower does not model (DLA, PVA, CVNAS, GPU power
 //! control, TPC power gating) are kept as skipped, with the reason.
 
+use crate::board::nvpmodel::{NvpConfig, NvpError, ParamType, SettingValue};
 use crate::board::Board;
-use crate::mode::{EmcLimit, Mode, Range};
-use crate::nvpmodel::{NvpConfig, NvpError, ParamType, SettingValue};
+use crate::control::mode::{EmcLimit, Mode, Range};
 use serde::Serialize;
 use std::path::PathBuf;
 

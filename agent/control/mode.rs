@@ -11,7 +11,7 @@
 //! ([`ModeSpace`]), enumerated without allocation as [`PinnedMode`]s.
 
 use crate::board::Board;
-use crate::units::{parse_freq, Freq, FreqParseError, FreqUnit};
+use crate::support::units::{parse_freq, Freq, FreqParseError, FreqUnit};
 use serde::{Deserialize, Serialize};
 
 /// A frequency range, Hz.

@@ -7,7 +7,7 @@
 //! FILE.csv`, columns `cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w`, one row per mode) so
 //! profiles recorded on a real Jetson can be replayed and scored.
 
-use crate::mode::{ModeSpace, PinnedMode};
+use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::sim::power::Silicon;
 use crate::sim::workload::{self, Model};
 use serde::Serialize;
@@ -135,19 +135,20 @@ impl Source for Replay {
 }
 
 /// Profile and truth-file errors, with file and line.
-pub type ProfileError = crate::file_error::FileError;
+pub type ProfileError = crate::support::file_error::FileError;
 
 /// The columns of truth and profile CSV files.
 pub const CSV_HEADER: &str = "cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w";
 
 /// Reads a truth/profile CSV (extra columns after the six are ignored).
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| crate::file_error::FileError::Io {
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        crate::support::file_error::FileError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
-    let bad = |line: usize, message: String| crate::file_error::FileError::Invalid {
+        }
+    })?;
+    let bad = |line: usize, message: String| crate::support::file_error::FileError::Invalid {
         path: path.to_path_buf(),
         line,
         message,

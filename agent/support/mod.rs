@@ -1,0 +1,8 @@
+//! What every layer leans on and nothing else: frequency units, the runtime directory
+//! and the host's boot id, the error of every parsed file, and where reference material
+//! lives.
+
+pub mod file_error;
+pub mod reference;
+pub mod runtime;
+pub mod units;
