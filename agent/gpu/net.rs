@@ -14,6 +14,7 @@
 
 use super::ops::{Bias, Conv, Gemm, Pool2, Relu, Sgd, ShapeError, Softmax};
 use super::reference;
+use crate::support::rng::{mix, SplitMix64};
 
 /// What a training step needs from a device; the CPU reference and CUDA implement it.
 /// Each kernel method maps to the `train.cu` kernel of the same name (`<name>_f32`): the
@@ -452,9 +453,9 @@ impl<B: Backend> Net<B> {
     /// weights, Xavier-uniform fully connected weights, zero biases, all drawn from `seed`.
     pub fn new(backend: B, batch: usize, seed: u64) -> Result<Net<B>, B::Error> {
         let s = Shapes::new(batch);
-        let mut rng = SplitMix64(seed);
+        let mut rng = SplitMix64::new(seed);
         let mut uniform =
-            |n: usize, limit: f32| (0..n).map(|_| rng.uniform(limit)).collect::<Vec<f32>>();
+            |n: usize, limit: f32| (0..n).map(|_| uniform(&mut rng, limit)).collect::<Vec<f32>>();
         let taps = KERNEL * KERNEL;
         let conv_w = uniform(FILTERS * taps, (6.0 / taps as f32).sqrt());
         let fc_w = uniform(
@@ -607,9 +608,9 @@ pub struct Synthetic {
 impl Synthetic {
     /// The task drawn from `seed`, served in batches of `batch`.
     pub fn new(seed: u64, batch: usize) -> Synthetic {
-        let mut rng = SplitMix64(seed);
+        let mut rng = SplitMix64::new(seed);
         let templates = (0..CLASSES * PIXELS)
-            .map(|_| rng.uniform(TEMPLATE))
+            .map(|_| uniform(&mut rng, TEMPLATE))
             .collect();
         Synthetic {
             seed,
@@ -621,13 +622,13 @@ impl Synthetic {
     /// Batch number `index`: images `[batch][1][16][16]` and labels `[batch]`, the same
     /// for the same seed and index.
     pub fn batch(&self, index: u64) -> (Vec<f32>, Vec<i32>) {
-        let mut rng = SplitMix64(mix(self.seed ^ mix(index.wrapping_add(1))));
+        let mut rng = SplitMix64::new(mix(self.seed ^ mix(index.wrapping_add(1))));
         let mut x = Vec::with_capacity(self.batch * PIXELS);
         let labels = (0..self.batch)
             .map(|_| {
-                let label = (rng.next() % CLASSES as u64) as usize;
+                let label = (rng.next_u64() % CLASSES as u64) as usize;
                 let template = &self.templates[label * PIXELS..][..PIXELS];
-                x.extend(template.iter().map(|&t| t + rng.uniform(NOISE)));
+                x.extend(template.iter().map(|&t| t + uniform(&mut rng, NOISE)));
                 label as i32
             })
             .collect();
@@ -635,27 +636,10 @@ impl Synthetic {
     }
 }
 
-/// The SplitMix64 generator (Steele, Lea, Flood 2014).
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
-    }
-
-    /// Uniform in `[-limit, limit)`.
-    fn uniform(&mut self, limit: f32) -> f32 {
-        let unit = (self.next() >> 40) as f32 / (1u32 << 24) as f32;
-        (2.0 * unit - 1.0) * limit
-    }
-}
-
-/// SplitMix64's output function, a bijective 64-bit mixer.
-fn mix(z: u64) -> u64 {
-    let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+/// Uniform in `[-limit, limit)`, with 24 bits.
+fn uniform(rng: &mut SplitMix64, limit: f32) -> f32 {
+    let unit = (rng.next_u64() >> 40) as f32 / (1u32 << 24) as f32;
+    (2.0 * unit - 1.0) * limit
 }
 
 #[cfg(test)]
@@ -735,14 +719,14 @@ mod tests {
         let mut net = Net::new(Cpu, batch, 2).unwrap();
         net.loss_and_grads(&x, &y).unwrap();
         let grads: Vec<Vec<f32>> = net.params.iter().map(|p| p.g.clone()).collect();
-        let mut rng = SplitMix64(11);
+        let mut rng = SplitMix64::new(11);
         // Small enough that few ReLU and max-pool kinks are crossed, large enough that the
         // f32 rounding of the loss (~1e-7) stays ~1e-4 in the difference quotient.
         let eps = 3e-4;
         let mut checked = 0;
         for (t, grad) in grads.iter().enumerate() {
             for _ in 0..6 {
-                let j = (rng.next() % grad.len() as u64) as usize;
+                let j = (rng.next_u64() % grad.len() as u64) as usize;
                 let w = net.params[t].w[j];
                 net.params[t].w[j] = w + eps;
                 let up = net.loss_and_grads(&x, &y).unwrap();

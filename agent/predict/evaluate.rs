@@ -297,8 +297,8 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         // power to ~0.25% (2% and 1.5% noise per minibatch).
         let measure = |p: &Point| {
             let noise = |k: u64, sigma: f64| {
-                let z = crate::sim::kernel::gaussian(
-                    seed ^ k ^ (p.mode as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                let z = crate::support::rng::gaussian(
+                    seed ^ k ^ crate::support::rng::spread(p.mode as u64),
                 );
                 1.0 + sigma / 40f64.sqrt() * z
             };

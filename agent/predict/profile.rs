@@ -10,6 +10,7 @@
 use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::sim::power::Silicon;
 use crate::sim::workload::{self, Model};
+use crate::support::rng::{self, SplitMix64};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -69,7 +70,7 @@ fn point(m: &PinnedMode) -> workload::Point {
 impl Source for SimSource {
     fn minibatch(&mut self, mode: &PinnedMode, since_switch: u32) -> Option<(f64, f64)> {
         self.count += 1;
-        let seed = self.seed ^ self.count.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let seed = self.seed ^ rng::spread(self.count);
         Some(workload::measure(
             self.silicon,
             self.model,
@@ -117,7 +118,7 @@ impl Source for Replay {
         let (t, p) = *self.rows.get(mode)?;
         self.count += 1;
         let g = |salt: u64| {
-            crate::sim::kernel::gaussian(self.count.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ salt)
+            rng::gaussian(rng::spread(self.count) ^ salt)
         };
         Some((
             t * (1.0 + self.noise.0 * g(1)),
@@ -343,23 +344,15 @@ pub enum Strategy {
     Stratified(usize),
 }
 
-fn splitmix(x: &mut u64) -> u64 {
-    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// Picks modes from `modes` by `strategy` (deterministic from `seed`).
 pub fn select(modes: &[PinnedMode], strategy: Strategy, seed: u64) -> Vec<PinnedMode> {
-    let mut s = seed;
+    let mut rng = SplitMix64::new(seed);
     match strategy {
         Strategy::All => modes.to_vec(),
         Strategy::Random(n) => {
             let mut idx: Vec<usize> = (0..modes.len()).collect();
             for i in (1..idx.len()).rev() {
-                idx.swap(i, (splitmix(&mut s) % (i as u64 + 1)) as usize);
+                idx.swap(i, rng.below(i + 1));
             }
             idx.into_iter().take(n).map(|i| modes[i]).collect()
         }
@@ -375,7 +368,7 @@ pub fn select(modes: &[PinnedMode], strategy: Strategy, seed: u64) -> Vec<Pinned
             let mut perms: Vec<Vec<usize>> = (0..4).map(|_| (0..n).collect()).collect();
             for p in &mut perms {
                 for i in (1..p.len()).rev() {
-                    p.swap(i, (splitmix(&mut s) % (i as u64 + 1)) as usize);
+                    p.swap(i, rng.below(i + 1));
                 }
             }
             let pick = |axis: &[u64], k: usize| {

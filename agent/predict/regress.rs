@@ -5,6 +5,7 @@
 //! non-finite rows are skipped. Weights are serde `Vec<f64>`, row-major.
 #![allow(clippy::needless_range_loop)]
 
+use crate::support::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -35,34 +36,9 @@ fn shape(expected: usize, got: usize) -> RegressError {
     RegressError::Shape { expected, got }
 }
 
-/// splitmix64: tiny and deterministic; used for init, shuffling and dropout.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x6A09_E667_F3BC_C909)
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-    fn normal(&mut self) -> f64 {
-        let (u1, u2) = (1.0 - self.f64(), self.f64());
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, (self.next_u64() % (i as u64 + 1)) as usize);
-        }
-    }
+/// The generator of init, shuffling and dropout, seeded apart from other streams.
+fn rng(seed: u64) -> SplitMix64 {
+    SplitMix64::new(seed ^ 0x6A09_E667_F3BC_C909)
 }
 
 /// Checks every row has width `d` (and `y` matches `x`); returns the indices
@@ -391,7 +367,7 @@ pub struct Layer {
 }
 
 impl Layer {
-    fn he(n_in: usize, n_out: usize, rng: &mut Rng) -> Layer {
+    fn he(n_in: usize, n_out: usize, rng: &mut SplitMix64) -> Layer {
         let sd = (2.0 / n_in.max(1) as f64).sqrt();
         let w = (0..n_in * n_out).map(|_| rng.normal() * sd).collect();
         let b = vec![0.0; n_out];
@@ -474,7 +450,7 @@ impl Mlp {
         if let Some(last) = sizes.last_mut() {
             *last = 1;
         }
-        let mut rng = Rng::new(seed);
+        let mut rng = rng(seed);
         let layers = sizes.windows(2).map(|p| Layer::he(p[0], p[1], &mut rng));
         let (layers, y_mean, y_std, fitted) = (layers.collect(), 0.0, 1.0, false);
         Mlp {
@@ -640,7 +616,7 @@ impl Mlp {
         let mut m = self.clone();
         if reinit_last {
             if let Some(l) = m.layers.last_mut() {
-                *l = Layer::he(l.n_in, l.n_out, &mut Rng::new(seed));
+                *l = Layer::he(l.n_in, l.n_out, &mut rng(seed));
             }
             m.fitted = false;
         }
@@ -676,7 +652,7 @@ impl Mlp {
         }
         (self.y_mean, self.y_std, self.fitted) = (m, s, true);
 
-        let mut rng = Rng::new(cfg.seed ^ 0xD1B5_4A32_D192_ED03);
+        let mut rng = rng(cfg.seed ^ 0xD1B5_4A32_D192_ED03);
         rng.shuffle(&mut rows);
         let n_val = (rows.len() as f64 * cfg.val_fraction.clamp(0.0, 1.0)) as usize;
         let (val, train) = rows.split_at(if n_val < rows.len() { n_val } else { 0 });
@@ -760,7 +736,7 @@ impl Mlp {
         x: &[f64],
         y: f64,
         cfg: &TrainConfig,
-        rng: &mut Rng,
+        rng: &mut SplitMix64,
         sc: &mut Scratch,
         grads: &mut [Layer],
     ) -> f64 {
@@ -772,7 +748,7 @@ impl Mlp {
             if l + 1 < nl {
                 let p = cfg.dropout.get(l).copied().unwrap_or(0.0).clamp(0.0, 0.95);
                 for (o, g) in hi[0].iter_mut().zip(sc.gates[l].iter_mut()) {
-                    let on = *o > 0.0 && (p == 0.0 || rng.f64() >= p);
+                    let on = *o > 0.0 && (p == 0.0 || rng.unit() >= p);
                     *g = if on { 1.0 / (1.0 - p) } else { 0.0 };
                     *o *= *g;
                 }
@@ -881,7 +857,7 @@ impl Ensemble {
         let (mut members, mut reports) = (Vec::with_capacity(k), Vec::with_capacity(k));
         for i in 0..k as u64 {
             let mut c = cfg.clone();
-            c.seed = cfg.seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            c.seed = cfg.seed.wrapping_add(crate::support::rng::spread(i));
             let mut mlp = Mlp::new(layers, c.seed);
             reports.push(mlp.train(x, y, &c)?);
             members.push(mlp);
@@ -900,8 +876,8 @@ mod tests {
     use super::*;
 
     fn data(n: usize, d: usize, lo: f64, hi: f64, seed: u64) -> Vec<Vec<f64>> {
-        let mut r = Rng::new(seed);
-        let mut row = move || (0..d).map(|_| lo + (hi - lo) * r.f64()).collect();
+        let mut r = rng(seed);
+        let mut row = move || (0..d).map(|_| lo + (hi - lo) * r.unit()).collect();
         (0..n).map(|_| row()).collect()
     }
     fn f(x: &[f64]) -> f64 {
@@ -956,7 +932,7 @@ mod tests {
         // Pure noise on more columns than rows (the dual form still solves): leave-one-out
         // prefers the strongest penalty, a near-constant fit.
         let x = data(30, 40, -1.0, 1.0, 23);
-        let mut rng = Rng::new(24);
+        let mut rng = rng(24);
         let noise: Vec<f64> = (0..30).map(|_| rng.normal()).collect();
         let (fit, lambda) = ridge_loo(&x, &noise, &[1e-6, 1e-3, 1.0, 100.0]).unwrap();
         assert_eq!(lambda, 100.0);
@@ -1167,7 +1143,7 @@ mod tests {
             };
             let loss_and_grad = |m: &Mlp| {
                 let mut g: Vec<Layer> = m.layers.iter().map(Layer::zeros_like).collect();
-                let (mut sc, mut rng) = (Scratch::new(&m.layers), Rng::new(42));
+                let (mut sc, mut rng) = (Scratch::new(&m.layers), rng(42));
                 let loss = m.backprop(&[0.3, -0.7, 1.1], 0.9, &cfg, &mut rng, &mut sc, &mut g);
                 (loss, g)
             };

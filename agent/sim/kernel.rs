@@ -29,6 +29,7 @@ use super::power::{self, Load, Operating};
 use super::spec::{BoardSpec, InaDriver};
 use super::tree::{ina_channel_dir, rail_watts, HWMON_SAMPLES};
 use crate::board::sysfs::{format_cpu_list, parse_u64, Driver};
+use crate::support::rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -588,11 +589,11 @@ impl SimKernel {
                 if rail.mv == 0 {
                     continue;
                 }
-                let seed = epochs[i].wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ((i * 3 + ch) as u64);
+                let seed = rng::spread(epochs[i]) ^ ((i * 3 + ch) as u64);
                 let mv = (f64::from(rail.mv) / 8.0).round() * 8.0;
                 let true_ma = rail_watts(self.spec, rail, &d).max(0.0) * 1e6 / mv;
                 let sigma = (NOISE_REL * true_ma + NOISE_LSB * lsb_ma) / averaged;
-                let ma = ((true_ma + sigma * gaussian(seed)) / lsb_ma)
+                let ma = ((true_ma + sigma * rng::gaussian(seed)) / lsb_ma)
                     .round()
                     .max(0.0)
                     * lsb_ma;
@@ -659,21 +660,6 @@ fn monotonic_us() -> u64 {
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
-}
-
-/// A deterministic standard-normal-like number from a seed (sum of four uniforms).
-pub(crate) fn gaussian(seed: u64) -> f64 {
-    let mut x = seed;
-    let mut sum = 0.0;
-    for _ in 0..4 {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        sum += (z >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
-    }
-    sum * 3f64.sqrt()
 }
 
 impl Driver for SimKernel {
@@ -859,15 +845,6 @@ mod tests {
         assert_eq!(pick(&t, 150, 350, true), 300);
         assert_eq!(pick(&t, 150, 350, false), 200);
         assert_eq!(pick(&t, 250, 260, true), 200);
-    }
-
-    #[test]
-    fn noise_is_centred_and_bounded() {
-        let xs: Vec<f64> = (0..10_000).map(gaussian).collect();
-        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
-        assert!(mean.abs() < 0.05, "{mean}");
-        assert!((var - 1.0).abs() < 0.1, "{var}");
     }
 
     #[test]

@@ -67,6 +67,7 @@
 //!   barely moves it (published -25.8 %); MobileNet epochs run ~15-20 % short of Sec 5.2.2/5.1.6.
 
 use super::power::{domain_power, Load, Operating, Silicon};
+use crate::support::rng::hash;
 
 /// A DNN training workload of PowerTrain Table 3 (minibatch 16, 4 loader workers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -290,18 +291,10 @@ pub fn truth(silicon: Silicon, model: Model, p: &Point) -> Truth {
     }
 }
 
-/// splitmix64 finaliser: a well-mixed 64-bit hash of `z`.
-fn splitmix(z: u64) -> u64 {
-    let z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// Two independent standard normal deviates from `h` (Box-Muller on two hashed uniforms).
 fn normals(h: u64) -> (f64, f64) {
     let unit = |x: u64| ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-    let (a, b) = (splitmix(h), splitmix(h ^ 0x5DEE_CE66_D1CE_4E5B));
+    let (a, b) = (hash(h), hash(h ^ 0x5DEE_CE66_D1CE_4E5B));
     let (r, th) = (
         (-2.0 * unit(a).ln()).sqrt(),
         std::f64::consts::TAU * unit(b),
@@ -321,12 +314,12 @@ pub fn measure(
     seed: u64,
 ) -> (f64, f64) {
     let t = truth(silicon, model, p);
-    let mut h = splitmix(seed ^ (u64::from(since_switch) << 40));
+    let mut h = hash(seed ^ (u64::from(since_switch) << 40));
     for x in [silicon as u64, model as u64, u64::from(p.cores)] {
-        h = splitmix(h ^ x);
+        h = hash(h ^ x);
     }
     for x in [p.cpu_hz, p.gpu_hz, p.emc_hz] {
-        h = splitmix(h ^ x.to_bits());
+        h = hash(h ^ x.to_bits());
     }
     let (z1, z2) = normals(h);
     let settle = (-f64::from(since_switch) / 2.0).exp();

@@ -4,5 +4,6 @@
 
 pub mod file_error;
 pub mod reference;
+pub mod rng;
 pub mod runtime;
 pub mod units;

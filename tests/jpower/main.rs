@@ -6,6 +6,7 @@ mod agent;
 mod cli;
 mod discovery;
 mod gpu;
+mod layers;
 mod nvpmodel;
 mod switching;
 mod telemetry;
