@@ -8,8 +8,9 @@ use super::{Output, Target};
 use crate::gpu::cuda::Cuda;
 use crate::gpu::kernels::{self, Source, JETSON_ARCHS};
 use crate::gpu::net::{Backend, Cpu, Trainer};
+use crate::ipc::protocol::Kind;
 use crate::sim::kernel::LoadState;
-use crate::telemetry::energy::{Kind, Minibatch, Minibatches};
+use crate::telemetry::energy::{Minibatch, Minibatches};
 use crate::telemetry::ring::{monotonic_ns, RingReader};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -50,7 +51,7 @@ struct Step {
     step: u64,
     loss: f32,
     #[serde(flatten)]
-    energy: Minibatch,
+    energy: Minibatch<Kind>,
 }
 
 /// `jpower train`.

@@ -210,6 +210,28 @@ impl Target {
     }
 }
 
+/// `jpower agent`: the board the options name, with the configuration's runtime directory
+/// where none is given.
+fn agent(target: &Target, a: &AgentArgs) -> Result<()> {
+    let config = crate::daemon::Config::load(a.config.as_deref())?;
+    let mut target = target.clone();
+    if target.runtime_dir.is_none() {
+        target.runtime_dir = config.runtime_dir.clone();
+    }
+    let runtime_dir = target.runtime_dir();
+    // A simulated board's handle lives as long as the agent.
+    let (root, _sim) = target.root()?;
+    let board = Board::discover(root)?;
+    let presets = target.presets(&board)?;
+    crate::daemon::run(crate::daemon::Options {
+        config,
+        board,
+        presets,
+        runtime_dir,
+        socket: target.socket.clone(),
+    })
+}
+
 /// Runs the CLI; returns the exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -246,11 +268,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Profile(a) => train_modes::profile(&cli.target, a, out),
         Command::Predict(a) => train_modes::predict(cli.target.sim.as_deref(), a, out),
         Command::Optimize(a) => train_modes::optimize(cli.target.sim.as_deref(), a, out),
-        Command::Agent(a) => crate::daemon::run(&crate::daemon::Options {
-            target: cli.target.clone(),
-            socket: cli.target.socket.clone(),
-            config: a.config.clone(),
-        }),
+        Command::Agent(a) => agent(&cli.target, a),
         Command::Status => status::run(&cli.target, out),
         Command::Modes(a) => modes::run(&cli.target, a, out),
         Command::Set(a) => set::run(&cli.target, a, out),

@@ -4,7 +4,8 @@
 use super::train_modes::workload;
 use super::Output;
 use crate::predict::evaluate::{self, Effort, Eval};
-use crate::predict::profile::{self, ProfileConfig, Replay, SimSource};
+use crate::predict::profile::{self, ProfileConfig, Replay};
+use crate::sim::sources::{reference_source, SimSource};
 use anyhow::{Context, Result};
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -50,8 +51,8 @@ pub struct EvalArgs {
 pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
     let Command::Eval(a) = cmd;
     let spec = super::train_modes::spec(Some(sim.unwrap_or("orin-agx")))?;
-    let space = evaluate::space_of(spec);
-    let mut reference = evaluate::reference_source(spec, workload(&a.reference)?, a.seed);
+    let space = spec.mode_space();
+    let mut reference = reference_source(spec, workload(&a.reference)?, a.seed);
     let mut sim_target;
     let mut replay;
     let target: &mut dyn profile::Source = match &a.truth {
@@ -77,13 +78,16 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
         }
     };
     let report = evaluate::evaluate(Eval {
-        spec,
+        board: spec.id(),
         reference: &mut reference,
+        reference_space: space,
         target,
         modes: a.modes,
         active: a.strategy == "active",
         effort: Effort::new(a.quick, a.seed),
         profile: ProfileConfig::default(),
+        // The papers' budgets on Orin AGX.
+        budgets: (spec.name == "orin-agx").then(|| (17..=50).map(f64::from).collect()),
     })
     .context("fitting the predictors")?;
     let value = serde_json::to_value(&report)?;

@@ -9,8 +9,9 @@ use crate::gpu::net::{Cpu, Trainer};
 use crate::predict::evaluate::{self, margin_w, Effort};
 use crate::predict::live::{AgentSource, Workload};
 use crate::predict::optimize::{self, Measured, Point, Verify};
-use crate::predict::profile::{self, ProfileConfig, Replay, SimSource, Source, Strategy};
+use crate::predict::profile::{self, ProfileConfig, Replay, Source, Strategy};
 use crate::predict::{self, active, Method, ModelFile, Target, MODEL_VERSION};
+use crate::sim::sources::{reference_source, SimSource};
 use crate::sim::spec::BoardSpec;
 use crate::sim::workload::Model;
 use crate::support::units::Freq;
@@ -115,6 +116,22 @@ pub(super) fn spec(sim: Option<&str>) -> Result<&'static BoardSpec> {
     })
 }
 
+/// `method`'s models pre-trained on the simulated reference workload `name` on `spec`.
+pub(super) fn pretrained(
+    spec: &BoardSpec,
+    name: &str,
+    method: Method,
+    effort: &Effort,
+) -> Result<(predict::Model, predict::Model)> {
+    let mut reference = reference_source(spec, workload(name)?, effort.fit.seed);
+    Ok(evaluate::pretrained(
+        &mut reference,
+        &spec.mode_space(),
+        method,
+        effort,
+    )?)
+}
+
 /// A simulated workload by name.
 pub(super) fn workload(name: &str) -> Result<Model> {
     Model::from_name(name).ok_or_else(|| {
@@ -133,7 +150,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
         return profile_live(target, a, out);
     }
     let spec = spec(target.sim.as_deref())?;
-    let space = evaluate::space_of(spec);
+    let space = spec.mode_space();
     let mut src: Box<dyn Source> = match &a.truth {
         Some(p) => Box::new(Replay::new(&profile::read_csv(p)?, (0.02, 0.015))),
         None => Box::new(SimSource::new(
@@ -145,8 +162,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
     };
     let (rows, secs) = if a.strategy == "active" {
         let effort = Effort::new(a.quick, a.seed);
-        let (time, power) =
-            evaluate::pretrained(spec, workload(&a.reference)?, Method::Physics, &effort)?;
+        let (time, power) = pretrained(spec, &a.reference, Method::Physics, &effort)?;
         let guide = active::Guide {
             time: &time,
             power: &power,
@@ -317,12 +333,7 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
     let effort = Effort::new(false, a.seed);
     let fit = effort.fit;
     let reference = if method.uses_reference() {
-        Some(evaluate::pretrained(
-            spec,
-            workload(&a.reference)?,
-            method,
-            &effort,
-        )?)
+        Some(pretrained(spec, &a.reference, method, &effort)?)
     } else {
         None
     };
@@ -349,7 +360,7 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
 pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()> {
     let spec = spec(sim)?;
     let file = ModelFile::load(&a.model, Some(&spec.id()))?;
-    let modes: Vec<PinnedMode> = evaluate::space_of(spec).iter().collect();
+    let modes: Vec<PinnedMode> = spec.mode_space().iter().collect();
     let (pt, pp) = predict::time_and_power(&file.time, &file.power, &modes);
     let points: Vec<Point> = (0..modes.len())
         .map(|i| Point {
@@ -364,7 +375,7 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
         Some(b) => {
             let margin = |p: &Point| margin_w(file.method, p.power_w, pp[p.mode].1);
             let src = Model::from_name(&file.workload)
-                .map(|w| SimSource::new(spec.silicon, w, evaluate::space_of(spec), 7));
+                .map(|w| SimSource::new(spec.silicon, w, spec.mode_space(), 7));
             let measure = |p: &Point| {
                 let mut s = src.clone().expect("checked before use");
                 profile::profile_mode(&mut s, &modes[p.mode], &ProfileConfig::default()).map_or(

@@ -23,6 +23,7 @@ pub use config::Config;
 
 use crate::board::ina3221;
 use crate::board::Board;
+use crate::control::preset::Presets;
 use crate::control::state::{Owner, OwnerKind};
 use crate::control::Controller;
 use crate::telemetry::ring::RingReader;
@@ -98,12 +99,16 @@ impl Shared {
     }
 }
 
-/// How to run the agent.
-#[derive(Debug, Clone)]
+/// What the agent runs on, as the caller found it: the configuration, the discovered
+/// board (real, a `--root` tree or a simulated one: the agent cannot tell), its presets,
+/// the runtime directory, and the socket path given on the command line.
+#[derive(Debug)]
 pub struct Options {
-    pub target: crate::cli::Target,
+    pub config: Config,
+    pub board: Board,
+    pub presets: Option<Presets>,
+    pub runtime_dir: PathBuf,
     pub socket: Option<PathBuf>,
-    pub config: Option<PathBuf>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -183,15 +188,14 @@ fn sd_notify(msg: &str) {
 }
 
 /// Runs the agent until SIGTERM or SIGINT.
-pub fn run(opts: &Options) -> Result<()> {
-    let config = Config::load(opts.config.as_deref())?;
-    let mut target = opts.target.clone();
-    if target.runtime_dir.is_none() {
-        target.runtime_dir = config.runtime_dir.clone();
-    }
-    let runtime_dir = target.runtime_dir();
-    let (root, _sim) = target.root()?;
-    let board = Board::discover(root)?;
+pub fn run(opts: Options) -> Result<()> {
+    let Options {
+        config,
+        board,
+        presets,
+        runtime_dir,
+        socket,
+    } = opts;
     for w in &board.warnings {
         log::warn!("{w}");
     }
@@ -213,7 +217,6 @@ pub fn run(opts: &Options) -> Result<()> {
     {
         anyhow::bail!("budget_total = \"input\", but this board has no input rail (its module power is the sum of its rails): use \"module\"");
     }
-    let presets = target.presets(controller.board())?;
 
     let rate = config.sample_rate_hz;
     let period_us = (1e6 / rate.unwrap_or(1000.0)) as u32;
@@ -233,7 +236,7 @@ pub fn run(opts: &Options) -> Result<()> {
             ))
         }
     };
-    let socket = socket_path(opts.socket.as_deref(), &config, &runtime_dir);
+    let socket = socket_path(socket.as_deref(), &config, &runtime_dir);
     let listener = bind(&socket, &config)?;
 
     // Telemetry starts after the sensor settings so the ring knows the refresh.

@@ -454,8 +454,11 @@ impl<B: Backend> Net<B> {
     pub fn new(backend: B, batch: usize, seed: u64) -> Result<Net<B>, B::Error> {
         let s = Shapes::new(batch);
         let mut rng = SplitMix64::new(seed);
-        let mut uniform =
-            |n: usize, limit: f32| (0..n).map(|_| uniform(&mut rng, limit)).collect::<Vec<f32>>();
+        let mut uniform = |n: usize, limit: f32| {
+            (0..n)
+                .map(|_| uniform(&mut rng, limit))
+                .collect::<Vec<f32>>()
+        };
         let taps = KERNEL * KERNEL;
         let conv_w = uniform(FILTERS * taps, (6.0 / taps as f32).sqrt());
         let fc_w = uniform(

@@ -4,7 +4,6 @@
 //! tagged and snake_case, no untagged or flattened enums, so bincode 2 and JSON agree.
 //! Every request carries an `id` that its reply echoes; subscription events carry id 0.
 
-use crate::telemetry::energy::Kind;
 use serde::{Deserialize, Serialize};
 
 /// The protocol version; `hello` rejects any other.
@@ -232,6 +231,24 @@ pub struct WindowReply {
     pub samples: u64,
     pub mean_w: f64,
     pub energy_j: f64,
+}
+
+/// What a minibatch does: training or inference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Train,
+    Infer,
+}
+
+impl std::fmt::Display for Kind {
+    /// `train` or `infer`, as the protocol spells them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Train => "train",
+            Kind::Infer => "infer",
+        })
+    }
 }
 
 /// A finished minibatch.

@@ -161,8 +161,9 @@ impl Axes {
 mod tests {
     use super::*;
     use crate::control::mode::ModeSpace;
-    use crate::predict::evaluate::{profile_modes, space_of};
-    use crate::predict::profile::{ProfileConfig, SimSource};
+    use crate::predict::evaluate::profile_modes;
+    use crate::predict::profile::ProfileConfig;
+    use crate::sim::sources::SimSource;
     use crate::sim::workload::Model as Workload;
 
     #[test]
@@ -175,9 +176,9 @@ mod tests {
             fit: &cfg,
         };
         // A random eighth of the mode space keeps the test quick in a debug build.
-        let all: Vec<PinnedMode> = space_of(spec).iter().collect();
+        let all: Vec<PinnedMode> = spec.mode_space().iter().collect();
         let candidates = profile::select(&all, Strategy::Random(all.len() / 8), 4);
-        let mut target = SimSource::new(spec.silicon, Workload::BertBase, space_of(spec), 2);
+        let mut target = SimSource::new(spec.silicon, Workload::BertBase, spec.mode_space(), 2);
         let mut batches: Vec<Vec<PinnedMode>> = Vec::new();
         let rows = profile_active(&candidates, 20, &guide, 9, |modes| {
             batches.push(modes.to_vec());

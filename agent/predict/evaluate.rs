@@ -11,27 +11,7 @@ use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::predict::optimize::{self, BudgetScore, Measured, Point, Verify};
 use crate::predict::profile::{self, ProfileConfig, Row, Source, Strategy};
 use crate::predict::{self, active, FitConfig, Method, Model, Target};
-use crate::sim::spec::BoardSpec;
 use serde::Serialize;
-
-/// The mode space of a simulated board, from its tables.
-pub fn space_of(spec: &BoardSpec) -> ModeSpace {
-    ModeSpace {
-        cores: (1..=spec.cpus() as u32).collect(),
-        cpu_hz: spec.cpu_khz.iter().map(|k| k * 1000).collect(),
-        gpu_hz: spec.gpu.table_hz.to_vec(),
-        emc_hz: spec.emc.table_hz.to_vec(),
-    }
-}
-
-/// The simulated reference workload on `spec` (its own noise seed, apart from the target's).
-pub fn reference_source(
-    spec: &BoardSpec,
-    model: crate::sim::workload::Model,
-    seed: u64,
-) -> profile::SimSource {
-    profile::SimSource::new(spec.silicon, model, space_of(spec), seed ^ 0xA5A5)
-}
 
 /// PowerTrain's reference grid: even core counts, every other CPU frequency from the
 /// third plus the maximum, every GPU and EMC frequency (4,368 modes on Orin AGX).
@@ -90,9 +70,9 @@ impl Effort {
         }
     }
 
-    /// The reference modes profiled on `spec`.
-    pub fn reference_modes(&self, spec: &BoardSpec) -> Vec<PinnedMode> {
-        let grid = reference_grid(&space_of(spec));
+    /// The reference modes profiled on a board of mode space `space`.
+    pub fn reference_modes(&self, space: &ModeSpace) -> Vec<PinnedMode> {
+        let grid = reference_grid(space);
         match self.reference_modes {
             Some(n) if n < grid.len() => {
                 profile::select(&grid, Strategy::Random(n), self.fit.seed ^ 0x5EED)
@@ -102,18 +82,17 @@ impl Effort {
     }
 }
 
-/// `method`'s time and power models pre-trained on the simulated reference `workload`,
-/// profiled on PowerTrain's reference grid of `spec`.
+/// `method`'s time and power models pre-trained on the `reference` workload, profiled on
+/// PowerTrain's reference grid of its board's mode space `space`.
 pub fn pretrained(
-    spec: &BoardSpec,
-    workload: crate::sim::workload::Model,
+    reference: &mut dyn Source,
+    space: &ModeSpace,
     method: Method,
     effort: &Effort,
 ) -> Result<(Model, Model), predict::regress::RegressError> {
     let fit = &effort.fit;
-    let mut reference = reference_source(spec, workload, fit.seed);
-    let grid = effort.reference_modes(spec);
-    let (rows, _) = profile_modes(&mut reference, &grid, &ProfileConfig::default());
+    let grid = effort.reference_modes(space);
+    let (rows, _) = profile_modes(reference, &grid, &ProfileConfig::default());
     Ok((
         predict::pretrain(method, &rows, Target::TimeMs, fit)?,
         predict::pretrain(method, &rows, Target::PowerW, fit)?,
@@ -168,12 +147,9 @@ pub fn margin_w(method: Method, power: f64, spread: f64) -> f64 {
     }
 }
 
-/// The budgets scored: the papers' 17-50 W on Orin AGX, else each whole watt within the
-/// board's range of true power.
-pub fn budgets(spec: &BoardSpec, truth: &[Point]) -> Vec<f64> {
-    if spec.name == "orin-agx" {
-        return (17..=50).map(f64::from).collect();
-    }
+/// The budgets scored where the caller names none: each whole watt within the range of
+/// true power.
+pub fn budgets(truth: &[Point]) -> Vec<f64> {
     let lo = truth
         .iter()
         .map(|p| p.power_w)
@@ -192,9 +168,12 @@ pub fn budgets(spec: &BoardSpec, truth: &[Point]) -> Vec<f64> {
 
 /// The whole evaluation's inputs.
 pub struct Eval<'a> {
-    pub spec: &'static BoardSpec,
-    /// The reference workload's source and the target's.
+    /// The board's name in the report.
+    pub board: String,
+    /// The reference workload's source, on a board of mode space `reference_space`, and
+    /// the target's.
     pub reference: &'a mut dyn Source,
+    pub reference_space: ModeSpace,
     pub target: &'a mut dyn Source,
     pub modes: usize,
     /// Choose the target's modes actively (where the physics ensemble is least certain)
@@ -202,6 +181,9 @@ pub struct Eval<'a> {
     pub active: bool,
     pub effort: Effort,
     pub profile: ProfileConfig,
+    /// The budgets to score choices at (the papers' 17-50 W on Orin AGX); `None`: each
+    /// whole watt within the range of true power.
+    pub budgets: Option<Vec<f64>>,
 }
 
 /// The evaluation's results, per method.
@@ -217,7 +199,7 @@ pub struct Report {
 /// Runs the evaluation.
 pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
     let space = e.target.modes();
-    let grid = e.effort.reference_modes(e.spec);
+    let grid = e.effort.reference_modes(&e.reference_space);
     let (fit, seed) = (&e.effort.fit, e.effort.fit.seed);
     let (ref_rows, ref_secs) = profile_modes(e.reference, &grid, &e.profile);
     let mut pretrained = std::collections::BTreeMap::new();
@@ -259,7 +241,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
             power_w: p,
         })
         .collect();
-    let budgets = budgets(e.spec, &truth_points);
+    let budgets = e.budgets.clone().unwrap_or_else(|| budgets(&truth_points));
     let knobs: Vec<optimize::Knobs> = held.iter().map(optimize::knobs).collect();
     let mut methods = std::collections::BTreeMap::new();
     for method in Method::ALL {
@@ -347,7 +329,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         );
     }
     Ok(Report {
-        board: e.spec.id(),
+        board: e.board.clone(),
         evaluated_modes: held.len(),
         reference_modes: ref_rows.len(),
         reference_profiling_minutes: ref_secs / 60.0,
@@ -362,7 +344,7 @@ mod tests {
     #[test]
     fn the_reference_grid_is_powertrains() {
         let spec = crate::sim::spec::find("orin-agx").unwrap();
-        let g = reference_grid(&space_of(spec));
+        let g = reference_grid(&spec.mode_space());
         assert_eq!(g.len(), 4368);
         let cpus: std::collections::BTreeSet<u64> = g.iter().map(|m| m.cpu_hz / 1000).collect();
         let want = [

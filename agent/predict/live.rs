@@ -9,9 +9,9 @@
 use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::gpu::net::{Backend, Trainer};
 use crate::ipc::client::Client;
+use crate::ipc::protocol::Kind;
 use crate::ipc::protocol::{LeaseKind, ModeRequest, ReplyBody, RequestBody};
 use crate::predict::profile::Source;
-use crate::telemetry::energy::Kind;
 
 /// A workload the profiler runs one minibatch at a time.
 pub trait Workload {

@@ -723,15 +723,20 @@ pub(crate) mod tests {
     /// Physics time and power models pre-trained quickly (400 reference modes, 20 epochs,
     /// three members) on simulated ResNet-18 on Orin AGX, and the setting used.
     pub(crate) fn quick_resnet18_reference() -> (FitConfig, Model, Model) {
-        use crate::predict::evaluate::{profile_modes, reference_grid, reference_source, space_of};
+        use crate::predict::evaluate::{profile_modes, reference_grid};
         use crate::predict::profile::{self, ProfileConfig, Strategy};
+        use crate::sim::sources::reference_source;
         let spec = crate::sim::spec::find("orin-agx").unwrap();
         let cfg = FitConfig {
             epochs: 20,
             seed: 3,
             ensemble: 3,
         };
-        let grid = profile::select(&reference_grid(&space_of(spec)), Strategy::Random(400), 5);
+        let grid = profile::select(
+            &reference_grid(&spec.mode_space()),
+            Strategy::Random(400),
+            5,
+        );
         let mut reference = reference_source(spec, crate::sim::workload::Model::ResNet18, 1);
         let (rows, _) = profile_modes(&mut reference, &grid, &ProfileConfig::default());
         let time = pretrain(Method::Physics, &rows, Target::TimeMs, &cfg).unwrap();
@@ -742,7 +747,7 @@ pub(crate) mod tests {
     /// The quick ResNet-18 reference transferred to simulated `workload` (noise seed
     /// `seed`) profiled on `modes` stratified modes of Orin AGX.
     struct Transferred {
-        target: crate::predict::profile::SimSource,
+        target: crate::sim::sources::SimSource,
         all: Vec<PinnedMode>,
         time: Model,
         power: Model,
@@ -750,12 +755,13 @@ pub(crate) mod tests {
     }
 
     fn transferred(workload: crate::sim::workload::Model, modes: usize, seed: u64) -> Transferred {
-        use crate::predict::evaluate::{profile_modes, space_of};
-        use crate::predict::profile::{self, ProfileConfig, SimSource, Strategy};
+        use crate::predict::evaluate::profile_modes;
+        use crate::predict::profile::{self, ProfileConfig, Strategy};
+        use crate::sim::sources::SimSource;
         let spec = crate::sim::spec::find("orin-agx").unwrap();
         let (cfg, ref_time, ref_power) = quick_resnet18_reference();
-        let mut target = SimSource::new(spec.silicon, workload, space_of(spec), seed);
-        let all: Vec<PinnedMode> = space_of(spec).iter().collect();
+        let mut target = SimSource::new(spec.silicon, workload, spec.mode_space(), seed);
+        let all: Vec<PinnedMode> = spec.mode_space().iter().collect();
         let chosen = profile::select(&all, Strategy::Stratified(modes), seed);
         let (rows, _) = profile_modes(&mut target, &chosen, &ProfileConfig::default());
         let fit = |t, reference| fit(Method::Physics, &rows, t, Some(reference), &cfg).unwrap();

@@ -3,13 +3,11 @@
 //! each mode's mean time and power with their spread.
 //!
 //! Measurements come from a [`Source`]: a simulated workload on a simulated board (in
-//! simulated time, so thousands of modes take seconds), or a replayed profile (`--truth
+//! simulated time, so thousands of modes take seconds; `sim::sources`), or a replayed profile (`--truth
 //! FILE.csv`, columns `cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w`, one row per mode) so
 //! profiles recorded on a real Jetson can be replayed and scored.
 
-use crate::control::mode::{ModeSpace, PinnedMode};
-use crate::sim::power::Silicon;
-use crate::sim::workload::{self, Model};
+use crate::control::mode::PinnedMode;
 use crate::support::rng::{self, SplitMix64};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -34,60 +32,6 @@ pub trait Source {
     fn truth(&self, mode: &PinnedMode) -> Option<(f64, f64)>;
     /// The modes this source can measure (all of the board's, or a truth file's rows).
     fn modes(&self) -> Vec<PinnedMode>;
-}
-
-/// A simulated workload on a simulated board.
-#[derive(Debug, Clone)]
-pub struct SimSource {
-    pub silicon: Silicon,
-    pub model: Model,
-    pub space: ModeSpace,
-    seed: u64,
-    count: u64,
-}
-
-impl SimSource {
-    pub fn new(silicon: Silicon, model: Model, space: ModeSpace, seed: u64) -> SimSource {
-        SimSource {
-            silicon,
-            model,
-            space,
-            seed,
-            count: 0,
-        }
-    }
-}
-
-fn point(m: &PinnedMode) -> workload::Point {
-    workload::Point {
-        cores: m.cores,
-        cpu_hz: m.cpu_hz as f64,
-        gpu_hz: m.gpu_hz as f64,
-        emc_hz: m.emc_hz as f64,
-    }
-}
-
-impl Source for SimSource {
-    fn minibatch(&mut self, mode: &PinnedMode, since_switch: u32) -> Option<(f64, f64)> {
-        self.count += 1;
-        let seed = self.seed ^ rng::spread(self.count);
-        Some(workload::measure(
-            self.silicon,
-            self.model,
-            &point(mode),
-            since_switch,
-            seed,
-        ))
-    }
-
-    fn truth(&self, mode: &PinnedMode) -> Option<(f64, f64)> {
-        let t = workload::truth(self.silicon, self.model, &point(mode));
-        Some((t.time_ms, t.power_w))
-    }
-
-    fn modes(&self) -> Vec<PinnedMode> {
-        self.space.iter().collect()
-    }
 }
 
 /// A replayed profile, with optional noise (relative sigma of time and power).
@@ -117,9 +61,7 @@ impl Source for Replay {
     fn minibatch(&mut self, mode: &PinnedMode, _since_switch: u32) -> Option<(f64, f64)> {
         let (t, p) = *self.rows.get(mode)?;
         self.count += 1;
-        let g = |salt: u64| {
-            rng::gaussian(rng::spread(self.count) ^ salt)
-        };
+        let g = |salt: u64| rng::gaussian(rng::spread(self.count) ^ salt);
         Some((
             t * (1.0 + self.noise.0 * g(1)),
             p * (1.0 + self.noise.1 * g(2)),
@@ -459,7 +401,7 @@ mod tests {
 
     #[test]
     fn strategies_pick_distinct_modes() {
-        let space = ModeSpace {
+        let space = crate::control::mode::ModeSpace {
             cores: (1..=12).collect(),
             cpu_hz: (1..=29).map(|i| i * 100).collect(),
             gpu_hz: (1..=13).map(|i| i * 10).collect(),

@@ -6,13 +6,14 @@
 //! `boot_id` the host boot it belongs to (a host reboot reboots it). Every jpower process
 //! opening the same board sees the same state. [`spec`] says what each board is, [`tree`]
 //! lays it out, [`kernel`] is its driver behaviour, [`power`] its physics,
-//! [`nvpconf`] its nvpmodel file, [`workload`] its training workloads and [`gpu`] its
-//! GPU's performance on the roofline kernels.
+//! [`nvpconf`] its nvpmodel file, [`workload`] its training workloads (made profiling
+//! sources in [`sources`]) and [`gpu`] its GPU's performance on the roofline kernels.
 
 pub mod gpu;
 pub mod kernel;
 pub mod nvpconf;
 pub mod power;
+pub mod sources;
 pub mod spec;
 pub mod tree;
 pub mod workload;

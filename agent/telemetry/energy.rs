@@ -4,7 +4,7 @@
 
 use super::ring::RingReader;
 use super::Sample;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::HashMap;
 
 /// Energy over a window.
@@ -115,28 +115,10 @@ impl RingReader {
     }
 }
 
-/// What a minibatch does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    Train,
-    Infer,
-}
-
-impl Kind {
-    /// `train` or `infer`, as the protocol spells them.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Train => "train",
-            Kind::Infer => "infer",
-        }
-    }
-}
-
-/// One finished minibatch.
+/// One finished minibatch of workload kind `K` (the protocol's: training or inference).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Minibatch {
-    pub kind: Kind,
+pub struct Minibatch<K> {
+    pub kind: K,
     pub id: u64,
     pub duration_s: f64,
     pub mean_w: f64,
@@ -147,22 +129,30 @@ pub struct Minibatch {
 
 /// Marker errors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MarkerError {
-    #[error("{} minibatch {id} was never begun", kind.name())]
-    NotBegun { kind: Kind, id: u64 },
-    #[error("{} minibatch {id} is already open", kind.name())]
-    AlreadyOpen { kind: Kind, id: u64 },
+pub enum MarkerError<K: std::fmt::Display> {
+    #[error("{kind} minibatch {id} was never begun")]
+    NotBegun { kind: K, id: u64 },
+    #[error("{kind} minibatch {id} is already open")]
+    AlreadyOpen { kind: K, id: u64 },
 }
 
 /// Open minibatches, by kind and id.
-#[derive(Debug, Default)]
-pub struct Minibatches {
-    open: HashMap<(Kind, u64), u64>,
+#[derive(Debug)]
+pub struct Minibatches<K> {
+    open: HashMap<(K, u64), u64>,
 }
 
-impl Minibatches {
+impl<K> Default for Minibatches<K> {
+    fn default() -> Self {
+        Minibatches {
+            open: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display> Minibatches<K> {
     /// Marks the start of minibatch `id` at `t_ns`.
-    pub fn begin(&mut self, kind: Kind, id: u64, t_ns: u64) -> Result<(), MarkerError> {
+    pub fn begin(&mut self, kind: K, id: u64, t_ns: u64) -> Result<(), MarkerError<K>> {
         if self.open.contains_key(&(kind, id)) {
             return Err(MarkerError::AlreadyOpen { kind, id });
         }
@@ -173,11 +163,11 @@ impl Minibatches {
     /// Marks its end at `t_ns` and accounts it from the ring.
     pub fn end(
         &mut self,
-        kind: Kind,
+        kind: K,
         id: u64,
         t_ns: u64,
         ring: &RingReader,
-    ) -> Result<Minibatch, MarkerError> {
+    ) -> Result<Minibatch<K>, MarkerError<K>> {
         let start = self
             .open
             .remove(&(kind, id))
@@ -252,24 +242,24 @@ mod tests {
         }
         let ring = RingReader::open(&path).unwrap();
         let mut m = Minibatches::default();
-        m.begin(Kind::Train, 1, 0).unwrap();
+        m.begin("train", 1, 0).unwrap();
         assert_eq!(
-            m.begin(Kind::Train, 1, 0),
+            m.begin("train", 1, 0),
             Err(MarkerError::AlreadyOpen {
-                kind: Kind::Train,
+                kind: "train",
                 id: 1
             })
         );
-        m.begin(Kind::Infer, 1, 1_500_000_000).unwrap();
-        let train = m.end(Kind::Train, 1, 999_000_000, &ring).unwrap();
+        m.begin("infer", 1, 1_500_000_000).unwrap();
+        let train = m.end("train", 1, 999_000_000, &ring).unwrap();
         assert!((train.energy_j - 9.99).abs() < 0.01, "{train:?}");
         assert!((train.mean_w - 10.0).abs() < 0.01);
-        let infer = m.end(Kind::Infer, 1, 2_000_000_000, &ring).unwrap();
+        let infer = m.end("infer", 1, 2_000_000_000, &ring).unwrap();
         assert!((infer.energy_j - 10.0).abs() < 0.01, "{infer:?}");
         assert_eq!(
-            m.end(Kind::Infer, 1, 0, &ring),
+            m.end("infer", 1, 0, &ring),
             Err(MarkerError::NotBegun {
-                kind: Kind::Infer,
+                kind: "infer",
                 id: 1
             })
         );

@@ -4,10 +4,10 @@
 use crate::util;
 use jpower::ipc::client::{Client, ClientError};
 use jpower::ipc::codec::Encoding;
+use jpower::ipc::protocol::Kind;
 use jpower::ipc::protocol::*;
 use jpower::sim::kernel::LoadState;
 use jpower::sim::SimBoard;
-use jpower::telemetry::energy::Kind;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
