@@ -294,18 +294,20 @@ fn ipc_text(r: &serde_json::Value) -> String {
     let row = |k: &str| {
         let v = &r[k];
         format!(
-            "  {k:<22} p50 {:>7.1} us   p99 {:>7.1} us\n",
+            "  {k:<28} p50 {:>7.1} us   p99 {:>7.1} us\n",
             v["p50_us"].as_f64().unwrap_or(0.0),
             v["p99_us"].as_f64().unwrap_or(0.0)
         )
     };
     format!(
-        "bench ipc ({} requests each, bincode frames, simulated orin-agx)\n{}{}{}{}  status p99 / echo p99 = {:.2}x (target <= 2x)\n",
+        "bench ipc ({} requests each, bincode frames, simulated orin-agx)\n{}{}{}{}{}{}  status p99 / echo p99 = {:.2}x (target <= 2x)\n",
         r["requests"],
         row("echo_floor"),
         row("status_1_client"),
         row("status_16_readers"),
         row("set_mode_with_15_readers"),
+        row("status_with_16_subscribers"),
+        row("set_mode_with_16_subscribers"),
         r["ratio_p99"].as_f64().unwrap_or(0.0)
     )
 }
@@ -456,6 +458,50 @@ fn ipc(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(out)
     })?;
+    // 16 subscribers at 100 Hz while one client alternates set_mode and status: what a
+    // robot's dashboards cost its controller.
+    stop.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (sub_status, sub_set_mode) = std::thread::scope(|s| -> Result<(Vec<u64>, Vec<u64>)> {
+        for _ in 0..16 {
+            s.spawn(|| {
+                if let Ok(mut c) = connect() {
+                    if c.request(RequestBody::Subscribe { every_ms: 10 }).is_ok() {
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            if c.read().is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        let mut ctl = connect()?;
+        let m = |gpu| ModeRequest::Knobs {
+            cores: Some(8),
+            cpu_khz: Some(1_497_600),
+            gpu_hz: Some(gpu),
+            emc_hz: None,
+            snap: false,
+        };
+        let (mut status, mut set) = (Vec::new(), Vec::new());
+        for i in 0..(n / 20).max(50) {
+            let t = Instant::now();
+            let r = ctl.request(RequestBody::SetMode {
+                mode: m(if i % 2 == 0 { 522_750_000 } else { 624_750_000 }),
+                lease: LeaseKind::Session,
+                timeout_ms: None,
+            });
+            set.push(t.elapsed().as_nanos() as u64);
+            if r.is_err() {
+                break;
+            }
+            let t = Instant::now();
+            ctl.request(RequestBody::Status)?;
+            status.push(t.elapsed().as_nanos() as u64);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok((status, set))
+    })?;
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(agent.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -469,6 +515,8 @@ fn ipc(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
         "status_1_client": one,
         "status_16_readers": percentiles(readers.concat()),
         "set_mode_with_15_readers": percentiles(set_mode),
+        "status_with_16_subscribers": percentiles(sub_status),
+        "set_mode_with_16_subscribers": percentiles(sub_set_mode),
         "ratio_p99": ratio,
         "target_ratio_p99": 2.0,
     }))
