@@ -157,7 +157,6 @@ impl Core {
                 agent: format!("jpower {}", env!("CARGO_PKG_VERSION")),
                 board: self.controller.board().identity.model.clone(),
             },
-            RequestBody::Status => ReplyBody::Status(self.status()),
             RequestBody::Modes => ReplyBody::Modes {
                 presets: self.presets.as_ref().map_or_else(Vec::new, |p| {
                     p.presets
@@ -195,10 +194,11 @@ impl Core {
                 }
                 ReplyBody::Budget { watts }
             }
-            RequestBody::Telemetry { window_ms } => ReplyBody::Telemetry(self.telemetry(window_ms)),
-            RequestBody::MinibatchBegin { .. } | RequestBody::MinibatchEnd { .. } | RequestBody::Subscribe { .. } => {
-                err(ErrorCode::BadRequest, "handled by the connection")
-            }
+            RequestBody::Status
+            | RequestBody::Telemetry { .. }
+            | RequestBody::MinibatchBegin { .. }
+            | RequestBody::MinibatchEnd { .. }
+            | RequestBody::Subscribe { .. } => err(ErrorCode::BadRequest, "handled by the connection"),
         }
     }
 
@@ -471,22 +471,33 @@ impl Core {
         self.notify_holder(ReplyBody::ExternalChange { paths });
     }
 
+    /// The mean of the budgeted total over the last `window`, from the ring without
+    /// copying it (integer microwatts add exactly in an f64, in any order).
     fn mean_power(&self, window: Duration) -> Option<f64> {
         let now = monotonic_ns();
-        let samples = self
-            .ring
-            .since(now.saturating_sub(window.as_nanos() as u64));
-        if samples.len() < 2 {
-            return None;
-        }
         let pick = |s: &crate::telemetry::Sample| match self.config.budget_total {
             super::config::BudgetTotal::Module => s.module_uw,
             super::config::BudgetTotal::Input => s.input_uw,
         };
-        Some(samples.iter().map(|s| f64::from(pick(s))).sum::<f64>() / samples.len() as f64 * 1e-6)
+        let (sum, n) = self
+            .ring
+            .newest_since(now.saturating_sub(window.as_nanos() as u64))
+            .fold((0.0, 0usize), |(sum, n), s| {
+                (sum + f64::from(pick(&s)), n + 1)
+            });
+        (n >= 2).then(|| sum / n as f64 * 1e-6)
     }
 
-    fn status(&self) -> Status {
+    /// A status reply as the core knows it (an error once stopping); `module_w` is the
+    /// caller's to read from the ring, outside the lock.
+    pub fn status(&self) -> ReplyBody {
+        if self.stopping {
+            return err(ErrorCode::Failed, "the agent is stopping");
+        }
+        ReplyBody::Status(self.board_status())
+    }
+
+    fn board_status(&self) -> Status {
         let b = self.controller.board();
         let v = self.controller.current();
         let stats = self.controller.stats();
@@ -516,43 +527,9 @@ impl Core {
             holder: self.lease.as_ref().map(|l| l.holder.clone()),
             budget_w: self.guard.budget_w,
             guard: self.guard.describe(),
-            module_w: self.ring.latest().map(|s| f64::from(s.module_uw) * 1e-6),
+            module_w: None,
             ring_path: self.ring_path.clone(),
             last_switch_us: (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
-        }
-    }
-
-    fn telemetry(&self, window_ms: Option<u64>) -> TelemetryReply {
-        let latest = self.ring.latest().map(|s| SampleReply {
-            t_ns: s.t_ns,
-            module_mw: u64::from(s.module_uw) / 1000,
-            flags: s.flags,
-            rails: self
-                .ring
-                .info
-                .rails
-                .iter()
-                .zip(s.rails())
-                .map(|(r, v)| RailReply {
-                    name: r.name.clone(),
-                    power_mw: u64::from(v.power_uw) / 1000,
-                })
-                .collect(),
-        });
-        let window = window_ms.map(|ms| {
-            let now = monotonic_ns();
-            let e = self.ring.energy(now.saturating_sub(ms * 1_000_000), now);
-            WindowReply {
-                duration_ms: e.duration_s * 1000.0,
-                samples: e.samples as u64,
-                mean_w: e.mean_module_w,
-                energy_j: e.module_j,
-            }
-        });
-        TelemetryReply {
-            ring_path: self.ring_path.clone(),
-            latest,
-            window,
         }
     }
 

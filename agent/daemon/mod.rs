@@ -1,13 +1,15 @@
 //! `jpower agent`: the one process that owns the board.
 //!
 //! ```text
-//!  main thread: config, discovery, recovery, default mode, sampler; then waits for
-//!  SIGTERM/SIGINT (and pings the systemd watchdog)
-//!    ├─ accept thread: one session thread per client, at most `max_clients`
+//!  main thread: recovery, default mode, sampler; then waits for SIGTERM/SIGINT (and
+//!  pings the systemd watchdog)
+//!    ├─ accept thread (ipc::server): one thread per client, at most `max_clients`,
+//!    │  answered through the Handler in `connection`
 //!    ├─ tick thread (100 ms): lease expiry and holder death, changes behind jpower's
 //!    │  back, the budget guard
 //!    └─ sampler + thermal threads (telemetry), writing the ring
-//!  all board changes: Core behind one mutex, never held across socket I/O
+//!  board state: Core behind one mutex, never held across socket I/O; what only reads
+//!  the ring (telemetry, subscriptions, minibatch markers) never takes it
 //! ```
 //!
 //! On SIGTERM/SIGINT it restores what session leases hold, removes the socket and exits 0.
@@ -15,9 +17,9 @@
 //! `ExecStopPost=jpower restore`) restores the board.
 
 pub mod config;
+mod connection;
 mod core;
 pub mod guard;
-mod session;
 
 pub use config::Config;
 
@@ -26,13 +28,13 @@ use crate::board::Board;
 use crate::control::preset::Presets;
 use crate::control::state::{Owner, OwnerKind};
 use crate::control::Controller;
+use crate::ipc::server::{self, Server};
 use crate::telemetry::ring::RingReader;
 use crate::telemetry::sampler::SamplerConfig;
 use crate::telemetry::Telemetry;
-use anyhow::{Context, Result};
-use std::os::unix::net::{UnixListener, UnixStream};
+use anyhow::Result;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -85,9 +87,9 @@ fn supplementary_groups(pid: u32) -> Vec<u32> {
 /// What every thread shares.
 pub struct Shared {
     core: Mutex<core::Core>,
+    /// The ring, read without the core's lock.
     pub ring: RingReader,
-    pub stop: AtomicBool,
-    pub clients: AtomicUsize,
+    pub ring_path: String,
     pub access: Access,
     /// When the tick last completed (`CLOCK_MONOTONIC` ns): the watchdog's proof of life.
     pub last_tick: AtomicU64,
@@ -123,56 +125,6 @@ pub fn socket_path(explicit: Option<&Path>, config: &Config, runtime_dir: &Path)
         .map(Path::to_path_buf)
         .or_else(|| config.socket.clone())
         .unwrap_or_else(|| runtime_dir.join("jpower.sock"))
-}
-
-fn bind(path: &Path, config: &Config) -> Result<UnixListener> {
-    use std::os::unix::fs::PermissionsExt;
-    if path.exists() {
-        anyhow::ensure!(
-            UnixStream::connect(path).is_err(),
-            "another agent is serving {}",
-            path.display()
-        );
-        std::fs::remove_file(path)
-            .with_context(|| format!("removing the stale socket {}", path.display()))?;
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let listener =
-        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
-    std::fs::set_permissions(
-        path,
-        std::fs::Permissions::from_mode(config.socket_mode_bits()),
-    )?;
-    if let Ok(Some(g)) = nix::unistd::Group::from_name(&config.read_group) {
-        if let Err(e) = nix::unistd::chown(path, None, Some(g.gid)) {
-            log::warn!(
-                "cannot give {} to group {}: {e}",
-                path.display(),
-                config.read_group
-            );
-        }
-    }
-    Ok(listener)
-}
-
-/// Tells a client over the limit why it is closed (in JSON: its encoding is unknown yet).
-fn refuse(mut stream: UnixStream, max: usize) {
-    use crate::ipc::protocol::{ErrorCode, Reply};
-    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-    let mut buf = Vec::new();
-    let reply = Reply::error(
-        0,
-        ErrorCode::Busy,
-        format!("too many clients: {max} are connected"),
-    );
-    let _ = crate::ipc::codec::send(
-        &mut stream,
-        crate::ipc::codec::Encoding::Json,
-        &reply,
-        &mut buf,
-    );
 }
 
 /// Tells systemd (`Type=notify`) something, if it is listening.
@@ -237,7 +189,7 @@ pub fn run(opts: Options) -> Result<()> {
         }
     };
     let socket = socket_path(socket.as_deref(), &config, &runtime_dir);
-    let listener = bind(&socket, &config)?;
+    let listener = server::bind(&socket, config.socket_mode_bits(), &config.read_group)?;
 
     // Telemetry starts after the sensor settings so the ring knows the refresh.
     let cfg = SamplerConfig {
@@ -284,8 +236,7 @@ pub fn run(opts: Options) -> Result<()> {
     let shared = Arc::new(Shared {
         core: Mutex::new(core),
         ring,
-        stop: AtomicBool::new(false),
-        clients: AtomicUsize::new(0),
+        ring_path,
         access: Access::new(&config.control_group),
         last_tick: AtomicU64::new(crate::telemetry::ring::monotonic_ns()),
     });
@@ -297,50 +248,14 @@ pub fn run(opts: Options) -> Result<()> {
     // SAFETY: ignoring SIGPIPE so a client that vanishes mid-write is an EPIPE, not a kill.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 
-    let accept = {
-        let shared = shared.clone();
-        let max = config.max_clients;
-        listener.set_nonblocking(true)?;
-        std::thread::Builder::new()
-            .name("jpower-accept".into())
-            .spawn(move || {
-                let next = AtomicU64::new(1);
-                while !shared.stop.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            let _ = stream.set_nonblocking(false);
-                            if shared.clients.load(Ordering::Relaxed) >= max {
-                                log::warn!("refusing a client: {max} already connected");
-                                refuse(stream, max);
-                                continue;
-                            }
-                            shared.clients.fetch_add(1, Ordering::Relaxed);
-                            let id = next.fetch_add(1, Ordering::Relaxed);
-                            let s = shared.clone();
-                            let spawned = std::thread::Builder::new()
-                                .name(format!("jpower-client-{id}"))
-                                .spawn(move || session::serve(s, stream, id));
-                            if spawned.is_err() {
-                                shared.clients.fetch_sub(1, Ordering::Relaxed);
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(Duration::from_millis(20))
-                        }
-                        Err(e) => {
-                            log::warn!("accept: {e}");
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
-                    }
-                }
-            })?
-    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = Server::start(listener, shared.clone(), config.max_clients, stop.clone())?;
     let ticker = {
-        let shared = shared.clone();
+        let (shared, stop) = (shared.clone(), stop.clone());
         std::thread::Builder::new()
             .name("jpower-tick".into())
             .spawn(move || {
-                while !shared.stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::Relaxed) {
                     shared.lock().tick();
                     shared
                         .last_tick
@@ -375,8 +290,8 @@ pub fn run(opts: Options) -> Result<()> {
     }
     sd_notify("STOPPING=1");
     log::info!("stopping");
-    shared.stop.store(true, Ordering::Relaxed);
-    let _ = accept.join();
+    stop.store(true, Ordering::Relaxed);
+    server.join();
     let _ = ticker.join();
     drop(telemetry);
     shared.lock().shutdown();

@@ -1,7 +1,9 @@
-//! The agent's socket protocol: the types both sides share ([`protocol`]), the two
-//! encodings on one socket ([`codec`]), and the Rust client ([`client`]).
+//! The agent's socket protocol: the types both sides share ([`protocol`], importing
+//! nothing else of the crate), the two encodings on one socket ([`codec`]), the Rust
+//! client ([`client`]) and the server side over a handler trait ([`server`]).
 //! `docs/protocol.md` documents it for Python, C++ and `socat`.
 
 pub mod client;
 pub mod codec;
 pub mod protocol;
+pub mod server;

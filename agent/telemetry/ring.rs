@@ -566,19 +566,20 @@ impl RingReader {
         }
     }
 
-    /// Samples with `t_ns >= since_ns`, oldest first (what is still in the ring).
-    pub fn since(&self, since_ns: u64) -> Vec<Sample> {
+    /// Samples with `t_ns >= since_ns`, newest first (what is still in the ring).
+    /// Allocates nothing.
+    pub fn newest_since(&self, since_ns: u64) -> impl Iterator<Item = Sample> + '_ {
         let w = self.write_seq();
         // Keep a margin: the writer may be overwriting the oldest slots.
         let oldest = w.saturating_sub(u64::from(self.info.slot_count).saturating_sub(4));
-        let mut out = Vec::new();
-        for n in (oldest..w).rev() {
-            match self.sample(n) {
-                Ok(s) if s.t_ns >= since_ns => out.push(s),
-                Ok(_) => break,
-                Err(_) => break,
-            }
-        }
+        (oldest..w)
+            .rev()
+            .map_while(move |n| self.sample(n).ok().filter(|s| s.t_ns >= since_ns))
+    }
+
+    /// Samples with `t_ns >= since_ns`, oldest first (what is still in the ring).
+    pub fn since(&self, since_ns: u64) -> Vec<Sample> {
+        let mut out: Vec<Sample> = self.newest_since(since_ns).collect();
         out.reverse();
         out
     }

@@ -1,0 +1,142 @@
+//! A client connection as the agent sees it, and how its requests reach the board: what
+//! only reads the ring (telemetry, subscription samples, minibatch markers, the power in
+//! a status) is answered without the core's lock; what reads or changes the board's
+//! state takes the lock for exactly that and never across socket I/O, which the
+//! [`crate::ipc::server`] does.
+
+use super::core::Peer;
+use super::Shared;
+use crate::ipc::protocol::{
+    ErrorCode, Kind, MinibatchReply, RailReply, ReplyBody, RequestBody, SampleReply,
+    TelemetryReply, WindowReply,
+};
+use crate::ipc::server::{Credentials, Handler};
+use crate::telemetry::energy::Minibatches;
+use crate::telemetry::ring::{monotonic_ns, RingReader};
+use std::sync::mpsc::{self, Receiver};
+
+/// One connection's state.
+#[derive(Debug)]
+pub struct Connection {
+    peer: Peer,
+    /// Minibatches begun and not yet ended.
+    minibatches: Minibatches<Kind>,
+    /// Events for this connection (lease ended, guard steps, outside changes).
+    events: Receiver<ReplyBody>,
+}
+
+fn error(code: ErrorCode, message: String) -> ReplyBody {
+    ReplyBody::Error { code, message }
+}
+
+/// The newest sample as the protocol carries it.
+fn sample(ring: &RingReader) -> Option<SampleReply> {
+    ring.latest().map(|s| SampleReply {
+        t_ns: s.t_ns,
+        module_mw: u64::from(s.module_uw) / 1000,
+        flags: s.flags,
+        rails: ring
+            .info
+            .rails
+            .iter()
+            .zip(s.rails())
+            .map(|(r, v)| RailReply {
+                name: r.name.clone(),
+                power_mw: u64::from(v.power_uw) / 1000,
+            })
+            .collect(),
+    })
+}
+
+/// The newest sample and, with `window_ms`, the window's statistics.
+fn telemetry(ring: &RingReader, ring_path: &str, window_ms: Option<u64>) -> TelemetryReply {
+    let window = window_ms.map(|ms| {
+        let now = monotonic_ns();
+        let e = ring.energy(now.saturating_sub(ms.saturating_mul(1_000_000)), now);
+        WindowReply {
+            duration_ms: e.duration_s * 1000.0,
+            samples: e.samples as u64,
+            mean_w: e.mean_module_w,
+            energy_j: e.module_j,
+        }
+    });
+    TelemetryReply {
+        ring_path: ring_path.to_string(),
+        latest: sample(ring),
+        window,
+    }
+}
+
+impl Handler for Shared {
+    type Connection = Connection;
+
+    fn open(&self, client: u64, c: Credentials) -> Connection {
+        let (tx, rx) = mpsc::channel();
+        self.lock().connect(client, tx);
+        Connection {
+            peer: Peer {
+                client,
+                pid: c.pid,
+                uid: c.uid,
+                name: format!("client {client}"),
+                may_control: self.access.may_control(c.pid, c.uid, c.gid),
+            },
+            minibatches: Minibatches::default(),
+            events: rx,
+        }
+    }
+
+    fn handle(&self, conn: &mut Connection, body: RequestBody) -> ReplyBody {
+        match body {
+            RequestBody::Hello { ref client, .. } => {
+                conn.peer.name = client.clone();
+                self.lock().handle(&conn.peer, body)
+            }
+            RequestBody::Status => match self.lock().status() {
+                ReplyBody::Status(mut st) => {
+                    st.module_w = self.ring.latest().map(|s| f64::from(s.module_uw) * 1e-6);
+                    ReplyBody::Status(st)
+                }
+                other => other,
+            },
+            RequestBody::Telemetry { window_ms } => {
+                ReplyBody::Telemetry(telemetry(&self.ring, &self.ring_path, window_ms))
+            }
+            RequestBody::MinibatchBegin { kind, id } => {
+                match conn.minibatches.begin(kind, id, monotonic_ns()) {
+                    Ok(()) => ReplyBody::Ok,
+                    Err(e) => error(ErrorCode::Conflict, e.to_string()),
+                }
+            }
+            RequestBody::MinibatchEnd { kind, id } => {
+                match conn.minibatches.end(kind, id, monotonic_ns(), &self.ring) {
+                    Ok(m) => ReplyBody::Minibatch(MinibatchReply {
+                        kind,
+                        id,
+                        duration_ms: m.duration_s * 1000.0,
+                        mean_w: m.mean_w,
+                        energy_j: m.energy_j,
+                    }),
+                    Err(e) => error(ErrorCode::NotFound, e.to_string()),
+                }
+            }
+            body => self.lock().handle(&conn.peer, body),
+        }
+    }
+
+    fn event(&self, conn: &mut Connection) -> Option<ReplyBody> {
+        conn.events.try_recv().ok()
+    }
+
+    fn sample(&self, _conn: &mut Connection) -> Option<ReplyBody> {
+        sample(&self.ring).map(ReplyBody::Sample)
+    }
+
+    fn name<'a>(&self, conn: &'a Connection) -> &'a str {
+        &conn.peer.name
+    }
+
+    fn close(&self, conn: Connection) {
+        self.lock().disconnect(conn.peer.client);
+    }
+}

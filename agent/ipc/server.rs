@@ -1,0 +1,280 @@
+//! The agent's side of the socket, whatever answers the requests: binding it (its mode
+//! and group, never stealing a live agent's socket), accepting at most `max_clients`
+//! connections, and one thread per connection that decodes requests in either encoding,
+//! answers each through a [`Handler`], forwards the handler's events and subscription
+//! samples, and closes only that connection on a malformed, oversized or truncated frame.
+//!
+//! A slow client times out on its own socket; nothing here holds a lock of the handler's
+//! while blocked on I/O.
+
+use super::codec::{send, CodecError, Encoding, Framed};
+use super::protocol::{ErrorCode, Reply, ReplyBody, Request, RequestBody};
+use std::io;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long a started frame may take to arrive whole.
+const FRAME_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often an idle connection looks at its subscription, its events and the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The fastest subscription.
+const MIN_SUBSCRIPTION: Duration = Duration::from_millis(10);
+
+/// What a connecting peer is, from `SO_PEERCRED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Credentials {
+    pub pid: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// What answers the requests of every connection.
+pub trait Handler: Send + Sync + 'static {
+    /// What the handler keeps per connection (who the peer is, its open minibatches, its
+    /// events).
+    type Connection: Send;
+
+    /// A connection was accepted.
+    fn open(&self, client: u64, peer: Credentials) -> Self::Connection;
+    /// Answers one request (never `Subscribe`, which the server keeps).
+    fn handle(&self, conn: &mut Self::Connection, body: RequestBody) -> ReplyBody;
+    /// The connection's next pending event, if any.
+    fn event(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
+    /// A subscription sample, if there is one yet.
+    fn sample(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
+    /// How the connection is named in the log.
+    fn name<'a>(&self, conn: &'a Self::Connection) -> &'a str;
+    /// The connection closed.
+    fn close(&self, conn: Self::Connection);
+}
+
+/// Server errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("another agent is serving {0}")]
+    InUse(PathBuf),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+/// Binds the socket at `path` with `mode`, giving it to group `group` where it exists.
+/// A stale socket is replaced; a live one is an error.
+pub fn bind(path: &Path, mode: u32, group: &str) -> Result<UnixListener, ServerError> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |what: &'static str| {
+        move |source| ServerError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(ServerError::InUse(path.to_path_buf()));
+        }
+        std::fs::remove_file(path).map_err(io("removing the stale socket"))?;
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io("creating the directory of"))?;
+    }
+    let listener = UnixListener::bind(path).map_err(io("binding"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(io("setting the mode of"))?;
+    if let Ok(Some(g)) = nix::unistd::Group::from_name(group) {
+        if let Err(e) = nix::unistd::chown(path, None, Some(g.gid)) {
+            log::warn!("cannot give {} to group {group}: {e}", path.display());
+        }
+    }
+    Ok(listener)
+}
+
+/// A server accepting on its own thread until `stop` is set.
+#[derive(Debug)]
+pub struct Server {
+    accept: JoinHandle<()>,
+}
+
+impl Server {
+    /// Starts accepting on `listener`, at most `max_clients` connections at once.
+    pub fn start<H: Handler>(
+        listener: UnixListener,
+        handler: Arc<H>,
+        max_clients: usize,
+        stop: Arc<AtomicBool>,
+    ) -> io::Result<Server> {
+        listener.set_nonblocking(true)?;
+        let clients = Arc::new(AtomicUsize::new(0));
+        let accept = std::thread::Builder::new()
+            .name("jpower-accept".into())
+            .spawn(move || {
+                let next = AtomicU64::new(1);
+                while !stop.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            let _ = stream.set_nonblocking(false);
+                            if clients.load(Ordering::Relaxed) >= max_clients {
+                                log::warn!("refusing a client: {max_clients} already connected");
+                                refuse(stream, max_clients);
+                                continue;
+                            }
+                            clients.fetch_add(1, Ordering::Relaxed);
+                            let id = next.fetch_add(1, Ordering::Relaxed);
+                            let (h, s, c) = (handler.clone(), stop.clone(), clients.clone());
+                            let spawned = std::thread::Builder::new()
+                                .name(format!("jpower-client-{id}"))
+                                .spawn(move || {
+                                    serve(&*h, stream, id, &s);
+                                    c.fetch_sub(1, Ordering::Relaxed);
+                                });
+                            if spawned.is_err() {
+                                clients.fetch_sub(1, Ordering::Relaxed);
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(20))
+                        }
+                        Err(e) => {
+                            log::warn!("accept: {e}");
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                }
+            })?;
+        Ok(Server { accept })
+    }
+
+    /// Waits for the accept thread to see the stop flag.
+    pub fn join(self) {
+        let _ = self.accept.join();
+    }
+}
+
+/// Tells a client over the limit why it is closed (in JSON: its encoding is unknown yet).
+fn refuse(mut stream: UnixStream, max: usize) {
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let mut buf = Vec::new();
+    let reply = Reply::error(
+        0,
+        ErrorCode::Busy,
+        format!("too many clients: {max} are connected"),
+    );
+    let _ = send(&mut stream, Encoding::Json, &reply, &mut buf);
+}
+
+/// The peer's credentials (nobody's where the kernel will not say).
+fn credentials(stream: &UnixStream) -> Credentials {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    getsockopt(stream, PeerCredentials)
+        .map(|c| Credentials {
+            pid: c.pid() as u32,
+            uid: c.uid(),
+            gid: c.gid(),
+        })
+        .unwrap_or(Credentials {
+            pid: 0,
+            uid: u32::MAX,
+            gid: u32::MAX,
+        })
+}
+
+/// Serves one connection until it closes, misbehaves, or `stop` is set.
+fn serve<H: Handler>(handler: &H, mut stream: UnixStream, client: u64, stop: &AtomicBool) {
+    let mut conn = handler.open(client, credentials(&stream));
+    let _ = stream.set_read_timeout(Some(POLL));
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let mut framed = Framed::default();
+    let mut out = Vec::new();
+    let mut subscription: Option<(Duration, Instant)> = None;
+    let mut partial_since: Option<Instant> = None;
+    let result: Result<(), CodecError> = (|| loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        while let Some(req) = framed.next_message::<Request>()? {
+            // A whole message arrived: the next one's clock starts now.
+            partial_since = None;
+            let enc = framed.encoding().unwrap_or(Encoding::Json);
+            let body = match req.body {
+                _ if req.id == 0 => ReplyBody::Error {
+                    code: ErrorCode::BadRequest,
+                    message: "request ids start at 1: id 0 marks events".into(),
+                },
+                RequestBody::Subscribe { every_ms } => {
+                    subscription = (every_ms > 0).then(|| {
+                        (
+                            Duration::from_millis(every_ms).max(MIN_SUBSCRIPTION),
+                            Instant::now(),
+                        )
+                    });
+                    ReplyBody::Ok
+                }
+                body => handler.handle(&mut conn, body),
+            };
+            send(&mut stream, enc, &Reply { id: req.id, body }, &mut out)?;
+        }
+        partial_since = match (framed.partial(), partial_since) {
+            (true, None) => Some(Instant::now()),
+            (true, Some(t)) if t.elapsed() > FRAME_TIMEOUT => {
+                return Err(CodecError::Malformed(
+                    "truncated frame: no complete message within 5 s".into(),
+                ));
+            }
+            (true, since) => since,
+            (false, _) => None,
+        };
+        let enc = framed.encoding().unwrap_or(Encoding::Json);
+        while let Some(event) = handler.event(&mut conn) {
+            send(&mut stream, enc, &Reply { id: 0, body: event }, &mut out)?;
+        }
+        if let Some((every, due)) = &mut subscription {
+            let now = Instant::now();
+            if now >= *due {
+                // A client that cannot keep up skips samples rather than piling them up.
+                *due = (*due + *every).max(now);
+                if let Some(body) = handler.sample(&mut conn) {
+                    send(&mut stream, enc, &Reply { id: 0, body }, &mut out)?;
+                }
+            }
+        }
+        // Wake in time for the next subscription sample.
+        let wait = subscription.map_or(POLL, |(_, due)| {
+            due.saturating_duration_since(Instant::now())
+                .clamp(Duration::from_millis(1), POLL)
+        });
+        let _ = stream.set_read_timeout(Some(wait));
+        match framed.fill(&mut stream) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e.into()),
+        }
+    })();
+    if let Err(e) = result {
+        if !matches!(e, CodecError::Io(_)) {
+            log::warn!("closing {}: {e}", handler.name(&conn));
+            let enc = framed.encoding().unwrap_or(Encoding::Json);
+            let _ = send(
+                &mut stream,
+                enc,
+                &Reply::error(0, ErrorCode::BadRequest, e.to_string()),
+                &mut out,
+            );
+        }
+    }
+    handler.close(conn);
+}
