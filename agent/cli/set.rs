@@ -6,7 +6,6 @@ use crate::control::mode::{KnobRequest, Mode};
 use crate::control::{Restored, Switch};
 use crate::ipc::client::Client;
 use crate::ipc::protocol::{LeaseKind, ModeRequest, ReplyBody, RequestBody};
-use crate::support::units::{parse_freq, FreqUnit};
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -68,20 +67,20 @@ fn overlay(mut base: Mode, over: Mode) -> Mode {
 
 /// `jpower set`.
 pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
-    let knobs = KnobRequest {
-        cores: a.cores,
-        cpu_freq: a.cpu_freq.clone(),
-        gpu_freq: a.gpu_freq.clone(),
-        emc_freq: a.emc_freq.clone(),
-        snap: a.snap,
-    };
+    let knobs = KnobRequest::parse(
+        a.cores,
+        a.cpu_freq.as_deref(),
+        a.gpu_freq.as_deref(),
+        a.emc_freq.as_deref(),
+        a.snap,
+    )?;
     if a.preset.is_none() && knobs.is_empty() {
         bail!(
             "nothing to set: name a preset or give --cores, --cpu-freq, --gpu-freq or --emc-freq"
         );
     }
     if let Some(client) = target.agent()? {
-        return set_through_agent(client, a, out);
+        return set_through_agent(client, a, &knobs, out);
     }
     let (mut c, _sim) = target.open()?;
     let mut notes = Vec::new();
@@ -132,29 +131,21 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
 }
 
 /// `jpower set` when an agent runs: a persistent lease through its socket.
-fn set_through_agent(mut client: Client, a: &Args, out: &Output) -> Result<()> {
-    let hz = |text: &Option<String>, unit| -> Result<Option<u64>> {
-        text.as_deref()
-            .map(|t| parse_freq(t, unit))
-            .transpose()
-            .map_err(Into::into)
-    };
+fn set_through_agent(
+    mut client: Client,
+    a: &Args,
+    knobs: &KnobRequest,
+    out: &Output,
+) -> Result<()> {
     let mode = match &a.preset {
-        Some(name)
-            if a.cores.is_none()
-                && a.cpu_freq.is_none()
-                && a.gpu_freq.is_none()
-                && a.emc_freq.is_none() =>
-        {
-            ModeRequest::Preset { name: name.clone() }
-        }
+        Some(name) if knobs.is_empty() => ModeRequest::Preset { name: name.clone() },
         Some(_) => bail!("through the agent, give a preset or knob values, not both"),
         None => ModeRequest::Knobs {
-            cores: a.cores.map(|c| c as u32),
-            cpu_khz: hz(&a.cpu_freq, FreqUnit::KHz)?.map(|h| h / 1000),
-            gpu_hz: hz(&a.gpu_freq, FreqUnit::Hz)?,
-            emc_hz: hz(&a.emc_freq, FreqUnit::Hz)?,
-            snap: a.snap,
+            cores: knobs.cores.map(|c| c as u32),
+            cpu_khz: knobs.cpu_hz.map(|h| h / 1000),
+            gpu_hz: knobs.gpu_hz,
+            emc_hz: knobs.emc_hz,
+            snap: knobs.snap,
         },
     };
     let reply = client.request(RequestBody::SetMode {

@@ -205,20 +205,38 @@ pub fn validate(
     })
 }
 
-/// A mode given as knobs (any subset), as the CLI and the socket take it.
+/// A mode given as knobs (any subset), as the CLI and the socket take it, in Hz.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KnobRequest {
     pub cores: Option<usize>,
-    /// Frequencies as text: `1.3GHz`, or a bare number in the file's unit.
-    pub cpu_freq: Option<String>,
-    pub gpu_freq: Option<String>,
-    pub emc_freq: Option<String>,
+    pub cpu_hz: Option<u64>,
+    pub gpu_hz: Option<u64>,
+    pub emc_hz: Option<u64>,
     /// Use the nearest available value instead of refusing.
     #[serde(default)]
     pub snap: bool,
 }
 
 impl KnobRequest {
+    /// A request from the command line's text: `1.3GHz`, or a bare number in the file's
+    /// unit (kHz for the CPU, Hz for the GPU and the EMC).
+    pub fn parse(
+        cores: Option<usize>,
+        cpu: Option<&str>,
+        gpu: Option<&str>,
+        emc: Option<&str>,
+        snap: bool,
+    ) -> Result<KnobRequest, FreqParseError> {
+        let hz = |text: Option<&str>, unit| text.map(|t| parse_freq(t, unit)).transpose();
+        Ok(KnobRequest {
+            cores,
+            cpu_hz: hz(cpu, FreqUnit::KHz)?,
+            gpu_hz: hz(gpu, FreqUnit::Hz)?,
+            emc_hz: hz(emc, FreqUnit::Hz)?,
+            snap,
+        })
+    }
+
     /// The pinned mode this request names on `board`.
     pub fn resolve(&self, board: &Board) -> Result<Mode, ModeError> {
         let mut mode = Mode {
@@ -234,16 +252,15 @@ impl KnobRequest {
             }
             mode.online_cpus = Some(board.cpus.iter().map(|c| c.0).take(n).collect());
         }
-        if let Some(text) = &self.cpu_freq {
+        if let Some(hz) = self.cpu_hz {
             if board.clusters.is_empty() {
                 return Err(ModeError::Absent("CPU frequency"));
             }
-            let hz = parse_freq(text, FreqUnit::KHz)?;
             for (i, c) in board.clusters.iter().enumerate() {
                 mode.cpu[i] = Some(Range::pinned(validate("CPU", &c.table_hz, hz, self.snap)?));
             }
         }
-        if let Some(text) = &self.gpu_freq {
+        if let Some(requested) = self.gpu_hz {
             let gpu = board
                 .gpu
                 .as_ref()
@@ -251,12 +268,12 @@ impl KnobRequest {
             let hz = validate(
                 "GPU",
                 &gpu.table_hz,
-                parse_freq(text, FreqUnit::Hz)?,
+                requested,
                 self.snap,
             )?;
             mode.gpu = Some(Range::pinned(hz));
         }
-        if let Some(text) = &self.emc_freq {
+        if let Some(requested) = self.emc_hz {
             let emc = board
                 .emc
                 .as_ref()
@@ -264,7 +281,7 @@ impl KnobRequest {
             let hz = validate(
                 "EMC",
                 &emc.table_hz,
-                parse_freq(text, FreqUnit::Hz)?,
+                requested,
                 self.snap,
             )?;
             mode.emc = Some(EmcLimit::CapHz(hz));
@@ -275,9 +292,9 @@ impl KnobRequest {
     /// Whether the request names nothing.
     pub fn is_empty(&self) -> bool {
         self.cores.is_none()
-            && self.cpu_freq.is_none()
-            && self.gpu_freq.is_none()
-            && self.emc_freq.is_none()
+            && self.cpu_hz.is_none()
+            && self.gpu_hz.is_none()
+            && self.emc_hz.is_none()
     }
 }
 

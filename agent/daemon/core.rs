@@ -246,9 +246,9 @@ impl Core {
                 snap,
             } => KnobRequest {
                 cores: cores.map(|c| c as usize),
-                cpu_freq: cpu_khz.map(|v| format!("{v}kHz")),
-                gpu_freq: gpu_hz.map(|v| format!("{v}Hz")),
-                emc_freq: emc_hz.map(|v| format!("{v}Hz")),
+                cpu_hz: cpu_khz.map(|v| v.saturating_mul(1000)),
+                gpu_hz: *gpu_hz,
+                emc_hz: *emc_hz,
                 snap: *snap,
             }
             .resolve(board),
