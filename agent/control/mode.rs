@@ -265,12 +265,7 @@ impl KnobRequest {
                 .gpu
                 .as_ref()
                 .ok_or(ModeError::Absent("GPU frequency"))?;
-            let hz = validate(
-                "GPU",
-                &gpu.table_hz,
-                requested,
-                self.snap,
-            )?;
+            let hz = validate("GPU", &gpu.table_hz, requested, self.snap)?;
             mode.gpu = Some(Range::pinned(hz));
         }
         if let Some(requested) = self.emc_hz {
@@ -278,12 +273,7 @@ impl KnobRequest {
                 .emc
                 .as_ref()
                 .ok_or(ModeError::Absent("EMC (memory) frequency"))?;
-            let hz = validate(
-                "EMC",
-                &emc.table_hz,
-                requested,
-                self.snap,
-            )?;
+            let hz = validate("EMC", &emc.table_hz, requested, self.snap)?;
             mode.emc = Some(EmcLimit::CapHz(hz));
         }
         Ok(mode)
