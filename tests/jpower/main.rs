@@ -8,6 +8,7 @@ mod discovery;
 mod gpu;
 mod layers;
 mod nvpmodel;
+mod ring_layout;
 mod switching;
 mod telemetry;
 mod util;

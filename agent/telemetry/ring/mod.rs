@@ -1,0 +1,602 @@
+//! The shared-memory telemetry ring: the sampler writes, any local process reads, no one
+//! waits. The byte layout and both protocols are specified in `docs/telemetry-ring.md`;
+//! [`layout`] is that document in code, and [`seqlock`] the slot protocol on its own.
+//!
+//! Every field a reader may see change is accessed as an atomic of its width (relaxed for
+//! slot payloads, which the per-slot sequence word guards), so the protocol is free of data
+//! races in the Rust memory model and costs plain loads and stores on arm64 and x86.
+//! Each atomic names its partner: `seq` in [`seqlock`]; `write_seq` (writer, release) with
+//! the reader's acquire load.
+
+pub mod layout;
+pub mod seqlock;
+
+pub use layout::{HEADER_SIZE, MAGIC, MAX_RAILS, MAX_ZONES, VERSION};
+
+use super::Sample;
+use layout::{Header, SlotHead, SlotRail, TEMP_UNREADABLE};
+use memmap2::{Mmap, MmapMut};
+use seqlock::Read;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+
+/// What a ring describes, fixed when it is created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingInfo {
+    /// The board model (cut to 31 bytes in the ring).
+    pub board: String,
+    /// Whether the board is simulated.
+    pub simulated: bool,
+    /// The requested sampling period, ns (0 until the sampler knows it).
+    pub period_ns: u64,
+    /// Slots, a power of two.
+    pub slot_count: u32,
+    /// The rails, in the order of each sample's values.
+    pub rails: Vec<RailInfo>,
+    /// Bit `r`: rail `r` is summed into module power.
+    pub module_mask: u32,
+    /// The module's input rail, where the board has one.
+    pub input_rail: Option<usize>,
+}
+
+/// One rail of the ring's table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RailInfo {
+    /// Its label (`VDD_GPU_SOC`), cut to 23 bytes in the ring.
+    pub name: String,
+    /// 0 input, 1 module, 2 sub-rail, 3 carrier.
+    pub role: u8,
+    /// The sensor's refresh interval, microseconds.
+    pub refresh_us: u32,
+}
+
+/// Ring errors.
+#[derive(Debug, thiserror::Error)]
+pub enum RingError {
+    /// The file could not be created, opened or mapped.
+    #[error("telemetry ring {}: {source}", path.display())]
+    Io {
+        /// The ring's path.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The file is not a ring this jpower reads.
+    #[error("telemetry ring {}: {why}", path.display())]
+    Invalid {
+        /// The ring's path.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// A mapped ring seen through its layout: the header and the slots. Bounds and
+/// alignment are checked when it is made (the mapping is page-aligned and slots are a
+/// multiple of 8 bytes), so every access after that is in bounds.
+struct Mapped {
+    base: *const u8,
+    slot_count: u64,
+    slot_size: usize,
+    rails: usize,
+}
+
+// SAFETY: every field a thread may see change is an atomic; the rest is written before
+// the ring is published (or before the mapping is shared) and never again.
+unsafe impl Send for Mapped {}
+// SAFETY: as above.
+unsafe impl Sync for Mapped {}
+
+impl Mapped {
+    /// The layout over `len` mapped bytes at `base`, if they hold the header and the slots.
+    fn new(
+        base: *const u8,
+        len: usize,
+        slot_count: u32,
+        slot_size: usize,
+        rails: usize,
+    ) -> Option<Mapped> {
+        let fits = rails <= MAX_RAILS
+            && slot_size >= layout::slot_size(rails)
+            && slot_size % 8 == 0
+            && slot_count.is_power_of_two()
+            && len >= HEADER_SIZE + slot_count as usize * slot_size
+            && base as usize % std::mem::align_of::<Header>() == 0;
+        fits.then_some(Mapped {
+            base,
+            slot_count: u64::from(slot_count),
+            slot_size,
+            rails,
+        })
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the mapping holds a whole, aligned header (checked in `new`) and lives
+        // as long as `self`; fields that change are atomics.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    /// The slot of sample `n`: its head and its rails.
+    fn slot(&self, n: u64) -> (&SlotHead, &[SlotRail]) {
+        let at = HEADER_SIZE + (n % self.slot_count) as usize * self.slot_size;
+        // SAFETY: the slot lies inside the mapping and is 8-aligned (checked in `new`:
+        // slots are a multiple of 8 bytes after a 4096-byte header); its rails follow its
+        // head within the slot's size; every field is atomic.
+        unsafe {
+            let head = self.base.add(at);
+            (
+                &*(head as *const SlotHead),
+                std::slice::from_raw_parts(
+                    head.add(std::mem::size_of::<SlotHead>()) as *const SlotRail,
+                    self.rails,
+                ),
+            )
+        }
+    }
+}
+
+/// The writing side (the sampler, and the thermal watcher for header fields).
+pub struct RingWriter {
+    _map: MmapMut,
+    ring: Mapped,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for RingWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingWriter")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// A fixed-size, NUL-padded copy of `s` (cut to leave at least one NUL).
+fn padded<const N: usize>(s: &str) -> [u8; N] {
+    let mut out = [0u8; N];
+    let n = s.len().min(N - 1);
+    out[..n].copy_from_slice(&s.as_bytes()[..n]);
+    out
+}
+
+/// The header of a new ring describing `info` with `slot_size`-byte slots, version 0.
+fn new_header(info: &RingInfo, slot_size: usize) -> Header {
+    let rail = |r: usize| {
+        let (name, role, refresh_us) = info
+            .rails
+            .get(r)
+            .map_or(("", 0, 0), |r| (r.name.as_str(), r.role, r.refresh_us));
+        layout::RailEntry {
+            name: padded(name),
+            role,
+            reserved0: [0; 3],
+            refresh_us,
+            fresh_count: AtomicU64::new(0),
+            last_fresh_ns: AtomicU64::new(0),
+            reserved1: [0; 16],
+        }
+    };
+    let zone = |_| layout::ZoneEntry {
+        name: Default::default(),
+        temp_mc: AtomicI32::new(TEMP_UNREADABLE),
+        updated_ns: AtomicU64::new(0),
+    };
+    Header {
+        magic: MAGIC,
+        version: AtomicU32::new(0),
+        header_size: HEADER_SIZE as u32,
+        slot_size: slot_size as u32,
+        slot_count: info.slot_count,
+        rail_count: info.rails.len() as u32,
+        flags: u32::from(info.simulated),
+        writer_pid: u64::from(std::process::id()),
+        realtime_offset_ns: realtime_offset_ns(),
+        period_ns: info.period_ns,
+        write_seq: AtomicU64::new(0),
+        overruns: AtomicU64::new(0),
+        read_errors: AtomicU64::new(0),
+        module_mask: info.module_mask,
+        input_rail: info.input_rail.map_or(-1, |i| i as i32),
+        power_exp: -6,
+        voltage_exp: -3,
+        current_exp: -3,
+        reserved: 0,
+        throttle: AtomicU32::new(0),
+        board: padded(&info.board),
+        rails: std::array::from_fn(rail),
+        thermal: std::array::from_fn(zone),
+        zero: [0; HEADER_SIZE - 1664],
+    }
+}
+
+impl RingWriter {
+    /// Creates the ring at `path`: owner-only, initialised, version published last, then
+    /// mode 0640. An older ring at `path` is replaced atomically.
+    pub fn create(path: &Path, info: &RingInfo) -> Result<RingWriter, RingError> {
+        let io = |source| RingError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let invalid = |why: &str| RingError::Invalid {
+            path: path.to_path_buf(),
+            why: why.into(),
+        };
+        if info.rails.len() > MAX_RAILS {
+            return Err(invalid("more than 16 rails"));
+        }
+        if !info.slot_count.is_power_of_two() {
+            return Err(invalid("slot count must be a power of two"));
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let slot_size = layout::slot_size(info.rails.len());
+        let len = HEADER_SIZE + info.slot_count as usize * slot_size;
+        let tmp = path.with_extension("ring.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        let file: File = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io)?;
+        file.set_len(len as u64).map_err(io)?;
+        // SAFETY: the file is ours (just created, owner-only) and sized before mapping.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io)?;
+        let ring = Mapped::new(
+            map.as_mut_ptr(),
+            len,
+            info.slot_count,
+            slot_size,
+            info.rails.len(),
+        )
+        .ok_or_else(|| invalid("the mapping does not hold the layout"))?;
+        // SAFETY: the mapping holds an aligned header (checked by `Mapped::new`), no one
+        // else can see it yet (owner-only, not yet at its final path), and the slots after
+        // it are zero, which is a valid empty slot.
+        unsafe { std::ptr::write(map.as_mut_ptr() as *mut Header, new_header(info, slot_size)) };
+        std::fs::rename(&tmp, path).map_err(io)?;
+        // Partner: the reader's version check in `RingReader::open`.
+        ring.header().version.store(VERSION, Ordering::Release);
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640)).map_err(io)?;
+        Ok(RingWriter {
+            _map: map,
+            ring,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The ring's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Publishes sample number `n` (the caller counts from 0). Allocates nothing.
+    pub fn publish(&self, n: u64, s: &Sample) {
+        let (head, rails) = self.ring.slot(n);
+        seqlock::write(&head.seq, n, || {
+            head.t_ns.store(s.t_ns, Ordering::Relaxed);
+            head.flags.store(s.flags, Ordering::Relaxed);
+            head.fresh.store(s.fresh, Ordering::Relaxed);
+            head.module_uw.store(s.module_uw, Ordering::Relaxed);
+            head.input_uw.store(s.input_uw, Ordering::Relaxed);
+            for (slot, v) in rails.iter().zip(&s.rails) {
+                slot.power_uw.store(v.power_uw, Ordering::Relaxed);
+                slot.voltage_mv.store(v.voltage_mv, Ordering::Relaxed);
+                slot.current_ma.store(v.current_ma, Ordering::Relaxed);
+            }
+        });
+        // Partner: `RingReader::write_seq`.
+        self.ring.header().write_seq.store(n + 1, Ordering::Release);
+    }
+
+    /// Counts missed periods.
+    pub fn add_overruns(&self, n: u64) {
+        self.ring.header().overruns.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a failed rail read.
+    pub fn add_read_error(&self) {
+        self.ring
+            .header()
+            .read_errors
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a fresh value of rail `r` at `t_ns`.
+    pub fn rail_fresh(&self, r: usize, t_ns: u64) {
+        let e = &self.ring.header().rails[r];
+        e.fresh_count.fetch_add(1, Ordering::Relaxed);
+        e.last_fresh_ns.store(t_ns, Ordering::Relaxed);
+    }
+
+    /// The current throttle flags (set by the thermal watcher, copied into each sample).
+    pub fn throttle(&self) -> u32 {
+        self.ring.header().throttle.load(Ordering::Relaxed)
+    }
+
+    /// Sets the throttle flags.
+    pub fn set_throttle(&self, flags: u32) {
+        self.ring.header().throttle.store(flags, Ordering::Relaxed);
+    }
+
+    /// Names thermal zone `z` (at start, before readers care) and records a temperature.
+    pub fn set_zone(&self, z: usize, name: &str, temp_mc: Option<i32>, t_ns: u64) {
+        let Some(e) = self.ring.header().thermal.get(z) else {
+            return;
+        };
+        let bytes: [u8; 20] = padded(name);
+        for (word, chunk) in e.name.iter().zip(bytes.chunks(4)) {
+            let v = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            word.store(v, Ordering::Relaxed);
+        }
+        e.temp_mc
+            .store(temp_mc.unwrap_or(TEMP_UNREADABLE), Ordering::Relaxed);
+        e.updated_ns.store(t_ns, Ordering::Relaxed);
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC) as u64
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own (vDSO: no syscall).
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+fn realtime_offset_ns() -> i64 {
+    clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Why a sample could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// Not written yet.
+    NotYet,
+    /// Overwritten by the writer lapping the ring.
+    Lost,
+}
+
+/// The reading side, for any process.
+pub struct RingReader {
+    _map: Mmap,
+    ring: Mapped,
+    /// What the ring describes.
+    pub info: RingInfo,
+    /// The writing process.
+    pub writer_pid: u32,
+    /// `CLOCK_REALTIME - CLOCK_MONOTONIC` when the ring was created, ns.
+    pub realtime_offset_ns: i64,
+}
+
+impl std::fmt::Debug for RingReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingReader")
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+/// A NUL-padded string field.
+fn text(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+impl RingReader {
+    /// Maps and checks a ring (magic, version, sizes).
+    pub fn open(path: &Path) -> Result<RingReader, RingError> {
+        let invalid = |why: String| RingError::Invalid {
+            path: path.to_path_buf(),
+            why,
+        };
+        let file = File::open(path).map_err(|source| RingError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        // SAFETY: read-only mapping; the writer only changes fields through atomics.
+        let map = unsafe { Mmap::map(&file) }.map_err(|source| RingError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if map.len() < HEADER_SIZE {
+            return Err(invalid(format!(
+                "{} bytes, shorter than its 4096-byte header",
+                map.len()
+            )));
+        }
+        if map[..8] != MAGIC {
+            return Err(invalid("not a jpower telemetry ring (bad magic)".into()));
+        }
+        if map.as_ptr() as usize % std::mem::align_of::<Header>() != 0 {
+            return Err(invalid("misaligned mapping".into()));
+        }
+        // SAFETY: the mapping holds a whole, aligned header (checked above) and outlives
+        // `h`; fields that change are atomics.
+        let h = unsafe { &*(map.as_ptr() as *const Header) };
+        // Partner: the writer's release store of the version in `create`.
+        match h.version.load(Ordering::Acquire) {
+            VERSION => {}
+            0 => {
+                return Err(invalid(
+                    "the writer is still initialising it (version 0); retry".into(),
+                ))
+            }
+            v => {
+                return Err(invalid(format!(
+                    "layout version {v}, this jpower reads version {VERSION}"
+                )))
+            }
+        }
+        let (slot_size, slot_count, rails) =
+            (h.slot_size as usize, h.slot_count, h.rail_count as usize);
+        if h.header_size as usize != HEADER_SIZE
+            || rails > MAX_RAILS
+            || slot_size < layout::slot_size(rails)
+            || slot_size % 8 != 0
+            || !slot_count.is_power_of_two()
+        {
+            return Err(invalid("inconsistent header sizes".into()));
+        }
+        let ring = Mapped::new(map.as_ptr(), map.len(), slot_count, slot_size, rails).ok_or_else(
+            || {
+                invalid(format!(
+                    "truncated: {} bytes for {slot_count} slots",
+                    map.len()
+                ))
+            },
+        )?;
+        let info = RingInfo {
+            board: text(&h.board),
+            simulated: h.flags & 1 == 1,
+            period_ns: h.period_ns,
+            slot_count,
+            rails: h.rails[..rails]
+                .iter()
+                .map(|r| RailInfo {
+                    name: text(&r.name),
+                    role: r.role,
+                    refresh_us: r.refresh_us,
+                })
+                .collect(),
+            module_mask: h.module_mask,
+            input_rail: (h.input_rail >= 0).then_some(h.input_rail as usize),
+        };
+        Ok(RingReader {
+            writer_pid: h.writer_pid as u32,
+            realtime_offset_ns: h.realtime_offset_ns,
+            _map: map,
+            ring,
+            info,
+        })
+    }
+
+    /// Samples published so far.
+    pub fn write_seq(&self) -> u64 {
+        // Partner: the writer's release store at the end of `publish`.
+        self.ring.header().write_seq.load(Ordering::Acquire)
+    }
+
+    /// Missed periods and failed reads so far.
+    pub fn counters(&self) -> (u64, u64) {
+        let h = self.ring.header();
+        (
+            h.overruns.load(Ordering::Relaxed),
+            h.read_errors.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Fresh values counted and the time of the newest, per rail.
+    pub fn rail_freshness(&self, r: usize) -> (u64, u64) {
+        let e = &self.ring.header().rails[r];
+        (
+            e.fresh_count.load(Ordering::Relaxed),
+            e.last_fresh_ns.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Thermal zones with a name: (name, temperature in m°C if readable).
+    pub fn zones(&self) -> Vec<(String, Option<i32>)> {
+        self.ring
+            .header()
+            .thermal
+            .iter()
+            .filter_map(|e| {
+                let mut name = [0u8; 20];
+                for (chunk, word) in name.chunks_mut(4).zip(&e.name) {
+                    chunk.copy_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+                }
+                let name = text(&name);
+                let t = e.temp_mc.load(Ordering::Relaxed);
+                (!name.is_empty()).then(|| (name, (t != TEMP_UNREADABLE).then_some(t)))
+            })
+            .collect()
+    }
+
+    /// The current throttle flags.
+    pub fn throttle(&self) -> u32 {
+        self.ring.header().throttle.load(Ordering::Relaxed)
+    }
+
+    /// Sample number `n`, if it is in the ring and whole. Allocates nothing.
+    pub fn sample(&self, n: u64) -> Result<Sample, Missing> {
+        let (head, rails) = self.ring.slot(n);
+        // A writer killed inside a slot leaves it odd forever: give up after many tries.
+        for _ in 0..10_000 {
+            let w = self.write_seq();
+            if n >= w {
+                return Err(Missing::NotYet);
+            }
+            if w - n > self.ring.slot_count {
+                return Err(Missing::Lost);
+            }
+            let copy = seqlock::read(&head.seq, n, || {
+                let mut s = Sample {
+                    n,
+                    t_ns: head.t_ns.load(Ordering::Relaxed),
+                    flags: head.flags.load(Ordering::Relaxed),
+                    fresh: head.fresh.load(Ordering::Relaxed),
+                    module_uw: head.module_uw.load(Ordering::Relaxed),
+                    input_uw: head.input_uw.load(Ordering::Relaxed),
+                    rail_count: rails.len(),
+                    ..Sample::default()
+                };
+                for (v, slot) in s.rails.iter_mut().zip(rails) {
+                    v.power_uw = slot.power_uw.load(Ordering::Relaxed);
+                    v.voltage_mv = slot.voltage_mv.load(Ordering::Relaxed);
+                    v.current_ma = slot.current_ma.load(Ordering::Relaxed);
+                }
+                s
+            });
+            match copy {
+                Read::Whole(s) => return Ok(s),
+                Read::Lost => return Err(Missing::Lost),
+                Read::Retry => std::hint::spin_loop(),
+            }
+        }
+        Err(Missing::Lost)
+    }
+
+    /// The newest sample, if any. Allocates nothing.
+    pub fn latest(&self) -> Option<Sample> {
+        loop {
+            let w = self.write_seq();
+            if w == 0 {
+                return None;
+            }
+            match self.sample(w - 1) {
+                Ok(s) => return Some(s),
+                Err(Missing::NotYet) => return None,
+                Err(Missing::Lost) => continue,
+            }
+        }
+    }
+
+    /// Samples with `t_ns >= since_ns`, newest first (what is still in the ring).
+    /// Allocates nothing.
+    pub fn newest_since(&self, since_ns: u64) -> impl Iterator<Item = Sample> + '_ {
+        let w = self.write_seq();
+        // Keep a margin: the writer may be overwriting the oldest slots.
+        let oldest = w.saturating_sub(u64::from(self.info.slot_count).saturating_sub(4));
+        (oldest..w)
+            .rev()
+            .map_while(move |n| self.sample(n).ok().filter(|s| s.t_ns >= since_ns))
+    }
+
+    /// Samples with `t_ns >= since_ns`, oldest first (what is still in the ring).
+    pub fn since(&self, since_ns: u64) -> Vec<Sample> {
+        let mut out: Vec<Sample> = self.newest_since(since_ns).collect();
+        out.reverse();
+        out
+    }
+}
