@@ -37,6 +37,8 @@
 //! * V-f curves: typical DVFS ranges (~0.6 V floor to ~1 V at max clock; T210 Nano ~0.8-1.15 V),
 //!   unpublished per board, so constrained only through the power ratios above.
 
+use crate::control::mode::PinnedMode;
+
 /// Which board's silicon the coefficients describe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Silicon {
@@ -52,7 +54,9 @@ pub enum Silicon {
     Nano,
 }
 
-/// The running clocks (what cur_freq shows, Hz) and online core count.
+/// The simulator's operating point: the running clocks (what cur_freq shows, Hz) and the
+/// online core count, in the floating point its physics computes in. A pinned mode is
+/// one ([`Operating::from`] a [`PinnedMode`]); under DVFS the running clocks are.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Operating {
     /// Online CPU cores; clamped to `1..=Coeffs::max_cores`.
@@ -63,6 +67,17 @@ pub struct Operating {
     pub gpu_hz: f64,
     /// EMC (memory controller) clock, Hz.
     pub emc_hz: f64,
+}
+
+impl From<&PinnedMode> for Operating {
+    fn from(m: &PinnedMode) -> Operating {
+        Operating {
+            online_cores: m.cores,
+            cpu_hz: m.cpu_hz as f64,
+            gpu_hz: m.gpu_hz as f64,
+            emc_hz: m.emc_hz as f64,
+        }
+    }
 }
 
 /// Utilisation of each domain in 0..=1 (cpu_util is per online core, averaged).

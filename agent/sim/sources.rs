@@ -4,7 +4,7 @@
 //! characterisation, concurrent training and inference) registers here, so nothing above
 //! the file layer names the simulator; only the CLI, which chooses the board, does.
 
-use super::power::Silicon;
+use super::power::{Operating, Silicon};
 use super::spec::BoardSpec;
 use super::workload::{self, Model};
 use crate::control::mode::{ModeSpace, PinnedMode};
@@ -50,15 +50,6 @@ impl SimSource {
     }
 }
 
-fn point(m: &PinnedMode) -> workload::Point {
-    workload::Point {
-        cores: m.cores,
-        cpu_hz: m.cpu_hz as f64,
-        gpu_hz: m.gpu_hz as f64,
-        emc_hz: m.emc_hz as f64,
-    }
-}
-
 impl Source for SimSource {
     fn minibatch(&mut self, mode: &PinnedMode, since_switch: u32) -> Option<(f64, f64)> {
         self.count += 1;
@@ -66,14 +57,14 @@ impl Source for SimSource {
         Some(workload::measure(
             self.silicon,
             self.model,
-            &point(mode),
+            &Operating::from(mode),
             since_switch,
             seed,
         ))
     }
 
     fn truth(&self, mode: &PinnedMode) -> Option<(f64, f64)> {
-        let t = workload::truth(self.silicon, self.model, &point(mode));
+        let t = workload::truth(self.silicon, self.model, &Operating::from(mode));
         Some((t.time_ms, t.power_w))
     }
 

@@ -106,19 +106,6 @@ impl Model {
     }
 }
 
-/// A pinned power mode.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Point {
-    /// Online CPU cores (clamped to the board's count).
-    pub cores: u32,
-    /// CPU clock, Hz.
-    pub cpu_hz: f64,
-    /// GPU clock, Hz.
-    pub gpu_hz: f64,
-    /// EMC clock, Hz.
-    pub emc_hz: f64,
-}
-
 /// Noise-free truth for one minibatch at a mode.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Truth {
@@ -227,10 +214,10 @@ fn ghz(hz: f64) -> f64 {
 }
 
 /// The model of the module docs: time breakdown, utilisations and operating point.
-fn breakdown(silicon: Silicon, model: Model, p: &Point) -> Breakdown {
+fn breakdown(silicon: Silicon, model: Model, p: &Operating) -> Breakdown {
     let (cuda, bpc, ipc, dense_arch, ilp_arch) = board(silicon);
     let w = params(model);
-    let n = p.cores.clamp(1, silicon.coeffs().max_cores);
+    let n = p.online_cores.clamp(1, silicon.coeffs().max_cores);
     let (fc, fg, fe) = (ghz(p.cpu_hz), ghz(p.gpu_hz), ghz(p.emc_hz));
     let (tflops, bw, work) = (
         cuda * 2.0 * fg / 1000.0,
@@ -275,7 +262,7 @@ fn breakdown(silicon: Silicon, model: Model, p: &Point) -> Breakdown {
 
 /// Noise-free time, power and utilisations of one minibatch of `model` on `silicon` at `p`.
 /// Out-of-range inputs are clamped (cores to the board's count, clocks to >= 1 MHz).
-pub fn truth(silicon: Silicon, model: Model, p: &Point) -> Truth {
+pub fn truth(silicon: Silicon, model: Model, p: &Operating) -> Truth {
     let b = breakdown(silicon, model, p);
     let module = domain_power(silicon, &b.op, &b.load).module_total();
     let power_w = match silicon {
@@ -309,13 +296,13 @@ fn normals(h: u64) -> (f64, f64) {
 pub fn measure(
     silicon: Silicon,
     model: Model,
-    p: &Point,
+    p: &Operating,
     since_switch: u32,
     seed: u64,
 ) -> (f64, f64) {
     let t = truth(silicon, model, p);
     let mut h = hash(seed ^ (u64::from(since_switch) << 40));
-    for x in [silicon as u64, model as u64, u64::from(p.cores)] {
+    for x in [silicon as u64, model as u64, u64::from(p.online_cores)] {
         h = hash(h ^ x);
     }
     for x in [p.cpu_hz, p.gpu_hz, p.emc_hz] {
@@ -343,22 +330,22 @@ mod tests {
     use crate::sim::check::{near, within};
     use Model::*;
 
-    fn pt(cores: u32, cpu_mhz: f64, gpu_mhz: f64, emc_mhz: f64) -> Point {
+    fn pt(cores: u32, cpu_mhz: f64, gpu_mhz: f64, emc_mhz: f64) -> Operating {
         let (cpu_hz, gpu_hz, emc_hz) = (cpu_mhz * 1e6, gpu_mhz * 1e6, emc_mhz * 1e6);
-        Point {
-            cores,
+        Operating {
+            online_cores: cores,
             cpu_hz,
             gpu_hz,
             emc_hz,
         }
     }
-    fn omaxn() -> Point {
+    fn omaxn() -> Operating {
         pt(12, 2201.6, 1300.5, 3199.0)
     }
-    fn xmaxn() -> Point {
+    fn xmaxn() -> Operating {
         pt(8, 2265.6, 1377.0, 2133.0)
     }
-    fn epoch_min(s: Silicon, m: Model, p: &Point) -> f64 {
+    fn epoch_min(s: Silicon, m: Model, p: &Operating) -> f64 {
         truth(s, m, p).time_ms * f64::from(minibatches_per_epoch(m)) / 60_000.0
     }
     /// MHz lists `a, a + step, ..` (`n` values), then `last`.
@@ -466,7 +453,7 @@ mod tests {
         let (b, c) = (pt(8, 1190.4, 675.75, 1331.2), pt(8, 1190.4, 905.25, 1331.2));
         let (d, e) = (pt(8, 1190.4, 905.25, 1600.0), pt(8, 2112.0, 905.25, 1600.0));
         let (f, h) = (pt(2, 2112.0, 905.25, 1600.0), pt(8, 2265.6, 1377.0, 1065.6));
-        let bd = |m, p: &Point| breakdown(XavierAgx, m, p);
+        let bd = |m, p: &Operating| breakdown(XavierAgx, m, p);
         for (m, want) in [(ResNet18, 22.3), (MobileNetV3, 12.6)] {
             let got = drop(bd(m, &b).compute(), bd(m, &c).compute());
             near(
