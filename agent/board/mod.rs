@@ -39,7 +39,10 @@ pub type Values = heapless::Vec<u64, MAX_KNOBS>;
 pub enum BoardError {
     /// Nothing under the root says Tegra.
     #[error("{} is not a Jetson: no nvidia,tegra* SoC in its device tree or tegra_fuse; use --sim BOARD for a simulated board or --root DIR for a board's tree", root.display())]
-    NotJetson { root: PathBuf },
+    NotJetson {
+        /// The root that was searched.
+        root: PathBuf,
+    },
     /// More knobs than the controller holds.
     #[error("board has {0} knobs, more than the {MAX_KNOBS} jpower supports")]
     TooManyKnobs(usize),
@@ -49,9 +52,13 @@ pub enum BoardError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Soc {
+    /// Tegra X1 (Jetson Nano, TX1).
     T210,
+    /// Tegra X2, Parker (Jetson TX2).
     T186,
+    /// Xavier (Jetson AGX Xavier, Xavier NX).
     T194,
+    /// Orin (Jetson AGX Orin, Orin NX, Orin Nano).
     T234,
 }
 
@@ -109,9 +116,11 @@ pub struct Identity {
     pub compatible: Vec<String>,
     /// The module part number (`p3701-0000`), if the compatible list names one.
     pub module: Option<String>,
+    /// The SoC, from `compatible` or the `tegra_fuse` chip id.
     pub soc: Soc,
     /// L4T major release (`36`) and revision (`5.0`), from `/etc/nv_tegra_release`.
     pub l4t_major: Option<u32>,
+    /// L4T revision (`5.0`), from `/etc/nv_tegra_release`.
     pub l4t_revision: Option<String>,
 }
 
@@ -123,18 +132,22 @@ pub enum KnobKind {
     CpuOnline(usize),
     /// `scaling_min_freq` / `scaling_max_freq` of cluster N.
     CpuMin(usize),
+    /// `scaling_max_freq` of cluster N.
     CpuMax(usize),
     /// devfreq `min_freq` / `max_freq` of the GPU.
     GpuMin,
+    /// devfreq `max_freq` of the GPU.
     GpuMax,
     /// The nvpmodel EMC cap.
     EmcCap,
     /// INA3221 hwmon `samples` (averaging) and `update_interval` of chip N.
     InaSamples(usize),
+    /// INA3221 hwmon `update_interval` of chip N.
     InaUpdateInterval(usize),
     /// The GPU's `railgate_enable` (0/1) and runtime PM `power/control` (`auto`/`on`):
     /// the measurement lock keeps the GPU powered, as `jetson_clocks` does.
     GpuRailgate,
+    /// The GPU's runtime PM `power/control` (`auto`/`on`).
     GpuPowerControl,
     /// The fan's PWM duty, 0-255 (the board's fan daemon may move it: not watched).
     Fan,
@@ -167,6 +180,7 @@ pub const POWER_CONTROL: &[&str] = &["auto", "on"];
 /// A writable attribute jpower may touch, opened once.
 #[derive(Debug)]
 pub struct Knob {
+    /// What it controls.
     pub kind: KnobKind,
     /// The path on the board (`/sys/...`), as saved in state files.
     pub path: PathBuf,
@@ -176,6 +190,7 @@ pub struct Knob {
     pub writable: bool,
     /// For attributes holding a word, the words its values index (`None`: a number).
     pub words: Option<&'static [&'static str]>,
+    /// The opened attribute.
     pub attr: Attr,
 }
 
@@ -208,6 +223,7 @@ pub struct Cluster {
     pub table_hz: Vec<u64>,
     /// Knob indices of its min and max.
     pub min: usize,
+    /// Knob index of its max.
     pub max: usize,
     /// `scaling_cur_freq`.
     pub cur: Attr,
@@ -218,11 +234,17 @@ pub struct Cluster {
 pub struct Gpu {
     /// The nvgpu device directory and the devfreq directory (board paths, links resolved).
     pub dir: PathBuf,
+    /// The devfreq directory (a board path, links resolved).
     pub devfreq: PathBuf,
+    /// Available frequencies, Hz, ascending (`available_frequencies`).
     pub table_hz: Vec<u64>,
+    /// Knob index of its `min_freq`.
     pub min: usize,
+    /// Knob index of its `max_freq`.
     pub max: usize,
+    /// `cur_freq`, the running frequency.
     pub cur: Attr,
+    /// The devfreq governor at discovery (`nvhost_podgov`, ...; empty if unreadable).
     pub governor: String,
 }
 
@@ -239,8 +261,11 @@ pub enum EmcTableSource {
 /// The memory controller's cap.
 #[derive(Debug)]
 pub struct Emc {
+    /// Knob index of the cap file.
     pub cap: usize,
+    /// The rates the cap may take, Hz, ascending.
     pub table_hz: Vec<u64>,
+    /// Where those rates came from.
     pub table_source: EmcTableSource,
     /// What the cap file holds for "no cap".
     pub uncapped: Uncapped,
@@ -261,16 +286,25 @@ impl Emc {
 /// A discovered board.
 #[derive(Debug)]
 pub struct Board {
+    /// Where the board's files are.
     pub root: Root,
+    /// What the board is.
     pub identity: Identity,
     /// CPU ids and the knob index of each one's `online` file (cpu0 may have none).
     pub cpus: Vec<(usize, Option<usize>)>,
+    /// Its CPU clusters, one per cpufreq policy.
     pub clusters: Vec<Cluster>,
+    /// The GPU's devfreq device, if found.
     pub gpu: Option<Gpu>,
+    /// The memory controller's cap, if there is a cap file.
     pub emc: Option<Emc>,
+    /// Its INA3221 power monitors.
     pub ina: Vec<InaChip>,
+    /// Its power rails.
     pub rails: Vec<Rail>,
+    /// Which rails make up the totals.
     pub totals: Totals,
+    /// Every knob jpower may touch; `KnobKind`s and fields above refer to them by index.
     pub knobs: Vec<Knob>,
     /// What was missing or unusable.
     pub warnings: Vec<String>,

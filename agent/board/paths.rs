@@ -21,7 +21,9 @@ pub const NVPMODEL_CONF: &str = "/etc/nvpmodel.conf";
 
 /// CPU topology.
 pub const CPU_DIR: &str = "/sys/devices/system/cpu";
+/// The CPUs that may exist, as a cpu list (`0-11`).
 pub const CPU_POSSIBLE: &str = "/sys/devices/system/cpu/possible";
+/// The cpufreq policies (`policyN`, one per CPU cluster).
 pub const CPUFREQ_DIR: &str = "/sys/devices/system/cpu/cpufreq";
 
 /// devfreq devices (the GPU is one of them).
@@ -33,6 +35,7 @@ pub const GPU_OF_NAMES: &[&str] = &["gv11b", "gp10b", "ga10b", "gb10b", "gpu"];
 
 /// In the GPU's device directory: rail gating (0/1) and runtime PM (`auto`/`on`).
 pub const GPU_RAILGATE: &str = "railgate_enable";
+/// In the GPU's device directory: runtime PM control (`auto`/`on`).
 pub const GPU_POWER_CONTROL: &str = "power/control";
 
 /// The fan's PWM duty (0-255): L4T 35/36 hwmon, then L4T 32's pwm-fan.
@@ -70,7 +73,9 @@ pub enum Uncapped {
 /// One candidate EMC cap file.
 #[derive(Debug, Clone, Copy)]
 pub struct EmcCapFile {
+    /// The cap file's path.
     pub path: &'static str,
+    /// What the file holds for "no cap".
     pub uncapped: Uncapped,
 }
 

@@ -60,9 +60,17 @@ const ROLES: &[(&str, RailRole)] = &[
 #[derive(Debug)]
 pub enum RailSource {
     /// The driver reports power (mW).
-    Power { mw: Attr },
+    Power {
+        /// `in_power{K}_input`, milliwatts.
+        mw: Attr,
+    },
     /// Voltage (mV) and current (mA); power is their product.
-    VoltCurr { mv: Attr, ma: Attr },
+    VoltCurr {
+        /// `in{K}_input`, millivolts.
+        mv: Attr,
+        /// `curr{K}_input`, milliamperes.
+        ma: Attr,
+    },
 }
 
 /// One INA3221 chip with at least one rail.
@@ -83,10 +91,13 @@ pub struct InaChip {
 pub struct Rail {
     /// Its label (`VDD_GPU_SOC`).
     pub label: String,
+    /// What it contributes to the totals.
     pub role: RailRole,
     /// Index of its chip in the board's list, and the channel (0-based).
     pub chip: usize,
+    /// Its channel on that chip, 0-based.
     pub channel: usize,
+    /// How its power is read.
     pub source: RailSource,
 }
 

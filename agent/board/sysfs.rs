@@ -38,20 +38,38 @@ pub trait Driver: Send + Sync + std::fmt::Debug {
 pub enum SysfsError {
     /// The attribute could not be opened.
     #[error("cannot open {}: {}", path.display(), errno_text(source))]
-    Open { path: PathBuf, source: io::Error },
+    Open {
+        /// The attribute's path.
+        path: PathBuf,
+        /// The error from `open`.
+        source: io::Error,
+    },
     /// A read failed.
     #[error("failed to read {}: {}", path.display(), errno_text(source))]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The attribute's path.
+        path: PathBuf,
+        /// The error from `read`.
+        source: io::Error,
+    },
     /// A write failed.
     #[error("failed to write {value} to {}: {}", path.display(), errno_text(source))]
     Write {
+        /// The attribute's path.
         path: PathBuf,
+        /// The value written (`choice N` for a word index with no word).
         value: String,
+        /// The error from `write`.
         source: io::Error,
     },
     /// The contents were not what the attribute should hold.
     #[error("unexpected contents {text:?} in {}", path.display())]
-    Parse { path: PathBuf, text: String },
+    Parse {
+        /// The attribute's path.
+        path: PathBuf,
+        /// What it held, trimmed.
+        text: String,
+    },
 }
 
 impl SysfsError {

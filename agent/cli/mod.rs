@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Parser)]
 #[command(name = "jpower", version, about)]
 pub struct Cli {
+    /// Which board the command acts on.
     #[command(flatten)]
     pub target: Target,
     /// Print one JSON object instead of text.
@@ -36,6 +37,7 @@ pub struct Cli {
     /// More log output on stderr (-v info, -vv debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
@@ -134,7 +136,12 @@ pub enum SimCommand {
     /// List the simulated boards.
     List,
     /// Write a simulated board's tree (sysfs, procfs, /etc) as files into DIR.
-    Export { board: String, dir: PathBuf },
+    Export {
+        /// The simulated board (`orin-agx`, `orin-agx@r36`, ...; see `jpower sim list`).
+        board: String,
+        /// A new or empty directory to write the tree into.
+        dir: PathBuf,
+    },
 }
 
 impl Target {
@@ -306,6 +313,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
 
 /// Text or JSON output.
 pub struct Output {
+    /// Whether to print JSON (`--json`) rather than text.
     pub json: bool,
 }
 

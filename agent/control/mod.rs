@@ -31,14 +31,20 @@ use std::time::Instant;
 /// What went wrong inside a switch.
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
+    /// Writing a knob failed.
     #[error(transparent)]
     Write(SysfsError),
+    /// Reading a knob back after the write failed.
     #[error(transparent)]
     Read(SysfsError),
+    /// A knob read back a value other than the one written.
     #[error("{} reads back {read} after writing {wrote}", path.display())]
     ReadBack {
+        /// The knob's path on the board.
         path: PathBuf,
+        /// The value written.
         wrote: u64,
+        /// The value read back.
         read: u64,
     },
 }
@@ -46,8 +52,10 @@ pub enum Failure {
 /// How the rollback after a failure went.
 #[derive(Debug, thiserror::Error)]
 pub enum Rollback {
+    /// Every knob is back at its prior value; the number of writes that took.
     #[error("rolled back {0} write(s): the board is as it was before")]
     Done(usize),
+    /// A write (or the read of the knobs) failed during the rollback; why.
     #[error("rollback failed too ({0}); the journal keeps the prior state and the next jpower command retries")]
     Failed(String),
 }
@@ -55,21 +63,37 @@ pub enum Rollback {
 /// Control errors.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
+    /// The mode could not be planned on this board.
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The saved state or its lock failed.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The transaction journal could not be opened or written.
     #[error("transaction journal {}: {source}", path.display())]
     Journal {
+        /// The journal's path.
         path: PathBuf,
+        /// The error from the journal.
         source: std::io::Error,
     },
+    /// Reading the knobs failed.
     #[error(transparent)]
     Read(#[from] SysfsError),
+    /// The switch needs a knob jpower cannot write.
     #[error("no write permission on {}: run as root, or install jpower's udev rules and join group jpower", path.display())]
-    ReadOnly { path: PathBuf },
+    ReadOnly {
+        /// The knob's path on the board.
+        path: PathBuf,
+    },
+    /// A switch failed part way; what failed and how the rollback went.
     #[error("{cause}; {rollback}")]
-    Failed { cause: Failure, rollback: Rollback },
+    Failed {
+        /// What failed.
+        cause: Failure,
+        /// How the rollback went.
+        rollback: Rollback,
+    },
 }
 
 /// A completed switch.
@@ -90,7 +114,9 @@ pub enum Restored {
     Nothing,
     /// The baseline is back; paths in the state file this board no longer has.
     Baseline {
+        /// The switch back to the baseline.
         switch: Box<Switch>,
+        /// Paths in the state file this board no longer has (left alone).
         unknown: Vec<PathBuf>,
     },
 }

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 /// A frequency range, Hz.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Range {
+    /// Lowest frequency allowed, Hz.
     pub min_hz: u64,
+    /// Highest frequency allowed, Hz.
     pub max_hz: u64,
 }
 
@@ -48,7 +50,9 @@ pub struct Mode {
     pub online_cpus: Option<Vec<usize>>,
     /// Per cluster, in the board's cluster order.
     pub cpu: Vec<Option<Range>>,
+    /// The GPU's devfreq range.
     pub gpu: Option<Range>,
+    /// The EMC cap.
     pub emc: Option<EmcLimit>,
 }
 
@@ -57,6 +61,7 @@ pub struct Mode {
 pub struct PinnedMode {
     /// Online cores, the lowest-numbered first.
     pub cores: u32,
+    /// CPU frequency of every cluster, Hz.
     pub cpu_hz: u64,
     /// `0` where the board has no GPU control.
     pub gpu_hz: u64,
@@ -90,9 +95,13 @@ impl PinnedMode {
 /// The valid pinned modes of a board.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModeSpace {
+    /// Core counts, 1 to the board's CPU count.
     pub cores: Vec<u32>,
+    /// CPU frequencies every cluster offers, Hz.
     pub cpu_hz: Vec<u64>,
+    /// GPU frequencies, Hz (`[0]` where the board has no GPU control).
     pub gpu_hz: Vec<u64>,
+    /// EMC caps, Hz (`[0]` where the board has no EMC cap).
     pub emc_hz: Vec<u64>,
 }
 
@@ -152,13 +161,17 @@ impl ModeSpace {
 /// Why a request cannot become a mode.
 #[derive(Debug, thiserror::Error)]
 pub enum ModeError {
+    /// A frequency that does not parse.
     #[error(transparent)]
     Parse(#[from] FreqParseError),
     /// The value is not in the board's table.
     #[error("{domain} frequency {} is not available on this board; nearest: {}; pass --snap to use the nearest", Freq(*requested_hz), nearest_list(.nearest))]
     NotInTable {
+        /// `CPU`, `GPU` or `EMC`.
         domain: &'static str,
+        /// The frequency asked for, Hz.
         requested_hz: u64,
+        /// The table's nearest entries below and above it, Hz.
         nearest: Vec<u64>,
     },
     /// The board does not have this knob.
@@ -166,7 +179,12 @@ pub enum ModeError {
     Absent(&'static str),
     /// Cores out of range.
     #[error("--cores {requested}: this board has {available} CPUs (cpu0 always stays online, so 1..={available})")]
-    Cores { requested: usize, available: usize },
+    Cores {
+        /// The number of cores asked for.
+        requested: usize,
+        /// The board's CPU count.
+        available: usize,
+    },
 }
 
 fn nearest_list(v: &[u64]) -> String {
@@ -208,9 +226,13 @@ pub fn validate(
 /// A mode given as knobs (any subset), as the CLI and the socket take it, in Hz.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KnobRequest {
+    /// CPUs to keep online, the lowest-numbered first.
     pub cores: Option<usize>,
+    /// CPU frequency of every cluster, Hz, pinned (min = max).
     pub cpu_hz: Option<u64>,
+    /// GPU frequency, Hz, pinned (min = max).
     pub gpu_hz: Option<u64>,
+    /// EMC cap, Hz.
     pub emc_hz: Option<u64>,
     /// Use the nearest available value instead of refusing.
     #[serde(default)]

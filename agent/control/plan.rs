@@ -20,7 +20,9 @@ use crate::control::mode::{validate, EmcLimit, Mode, ModeError, Range};
 /// One write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Step {
+    /// Index of the knob in the board's list.
     pub knob: usize,
+    /// The value to write, in the file's unit.
     pub value: u64,
 }
 
@@ -30,18 +32,30 @@ pub type Plan = heapless::Vec<Step, MAX_KNOBS>;
 /// Why a mode cannot be turned into knob values.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
+    /// A value the board's tables do not have.
     #[error(transparent)]
     Mode(#[from] ModeError),
+    /// The mode would take cpu0 offline.
     #[error("cpu0 cannot go offline")]
     Cpu0Offline,
+    /// A range whose min is above its max.
     #[error("{domain} range {min_hz}..{max_hz} Hz has its min above its max")]
     Inverted {
+        /// `CPU` or `GPU`.
         domain: &'static str,
+        /// The range's min, Hz.
         min_hz: u64,
+        /// The range's max, Hz.
         max_hz: u64,
     },
+    /// The mode names more CPU clusters than the board has.
     #[error("the mode names {named} CPU clusters, the board has {present}")]
-    Clusters { named: usize, present: usize },
+    Clusters {
+        /// Clusters the mode names.
+        named: usize,
+        /// Clusters the board has.
+        present: usize,
+    },
 }
 
 fn range_values(

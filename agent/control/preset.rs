@@ -34,17 +34,24 @@ enum Kind {
 /// A setting jpower does not apply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Skipped {
+    /// The nvpmodel parameter (`GPU_POWER_CONTROL_ENABLE`).
     pub param: String,
+    /// The parameter's argument (`GPU_PWR_CNTL_EN`).
     pub arg: String,
+    /// The value the file sets, as written there.
     pub value: String,
+    /// Why jpower does not apply it.
     pub why: &'static str,
 }
 
 /// One preset.
 #[derive(Debug, Clone, Serialize)]
 pub struct Preset {
+    /// The nvpmodel mode id.
     pub id: u32,
+    /// The nvpmodel mode name (`MAXN`, `MODE_30W`).
     pub name: String,
+    /// What it sets on this board.
     pub mode: Mode,
     /// Settings not applied, and why.
     pub skipped: Vec<Skipped>,
@@ -55,20 +62,28 @@ pub struct Preset {
 /// The presets of one file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Presets {
+    /// The nvpmodel file (a real path).
     pub source: PathBuf,
+    /// The id of the file's default mode.
     pub default_id: u32,
+    /// Every mode of the file, in file order.
     pub presets: Vec<Preset>,
 }
 
 /// Import errors.
 #[derive(Debug, thiserror::Error)]
 pub enum PresetError {
+    /// The nvpmodel file does not parse.
     #[error(transparent)]
     Parse(#[from] NvpError),
+    /// No preset has the name or id asked for.
     #[error("no preset {wanted:?} in {}; presets: {known}", file.display())]
     Unknown {
+        /// The name or id asked for.
         wanted: String,
+        /// The nvpmodel file searched.
         file: PathBuf,
+        /// The presets there, as `NAME (id)`, comma-separated.
         known: String,
     },
 }

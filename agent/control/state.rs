@@ -28,7 +28,9 @@ pub const STATE_VERSION: u32 = 1;
 /// Who holds the board's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owner {
+    /// What kind of owner it is.
     pub kind: OwnerKind,
+    /// The owning process.
     pub pid: u32,
     /// A label for logs (`jpower set`, a client's name).
     pub name: String,
@@ -65,19 +67,28 @@ impl Owner {
 /// One saved knob.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Saved {
+    /// The knob's path on the board.
     pub path: PathBuf,
+    /// Its value, in the file's unit.
     pub value: u64,
 }
 
 /// The state file's contents.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
+    /// Layout version ([`STATE_VERSION`]).
     pub version: u32,
+    /// The board's key ([`Board::key`]): its model and root.
     pub board_key: String,
+    /// The board's device-tree model.
     pub model: String,
+    /// The root the board was found under.
     pub root: PathBuf,
+    /// The host's boot id when the state was saved; state from another boot is discarded.
     pub boot_id: String,
+    /// Who holds the board's settings.
     pub owner: Owner,
+    /// Every knob jpower may touch, with its value before jpower's first write.
     pub baseline: Vec<Saved>,
 }
 
@@ -120,13 +131,26 @@ impl State {
 /// State-file errors.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// The state, journal or lock file could not be read or written.
     #[error("state file {}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// Another process held the board's lock for longer than the wait.
     #[error("another jpower process (pid {pid}) controls this board; if it is the agent, go through it (--socket)")]
-    Busy { pid: String },
+    Busy {
+        /// The holder's pid, as its lock file says (empty if unreadable).
+        pid: String,
+    },
+    /// The state file does not parse.
     #[error("state file {}: {source}", path.display())]
     Corrupt {
+        /// The state file.
         path: PathBuf,
+        /// The parser's error.
         source: serde_json::Error,
     },
 }
@@ -134,8 +158,11 @@ pub enum StateError {
 /// The files of one board's state.
 #[derive(Debug, Clone)]
 pub struct StatePaths {
+    /// `<runtime>/state/<board-key>.json`, the baseline and its owner.
     pub state: PathBuf,
+    /// `<runtime>/state/<board-key>.journal`, the transaction journal.
     pub journal: PathBuf,
+    /// `<runtime>/state/<board-key>.lock`, the lock file a controlling process holds.
     pub lock: PathBuf,
 }
 

@@ -40,9 +40,11 @@ pub struct Config {
     pub sensor_averaging: String,
     /// Sampler thread SCHED_FIFO priority and CPU.
     pub rt_priority: Option<i32>,
+    /// CPU the sampler thread is pinned to [default: none].
     pub sampler_cpu: Option<usize>,
     /// Power budget, watts.
     pub budget_w: Option<f64>,
+    /// Which total the budget applies to (`module` or `input`).
     pub budget_total: BudgetTotal,
     /// Moving-average window of the budget guard, milliseconds.
     pub budget_window_ms: u64,

@@ -11,9 +11,13 @@ use std::time::{Duration, Instant};
 /// One cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cap {
+    /// GPU frequency at most this, Hz.
     GpuHz(u64),
+    /// CPU frequency of every cluster at most this, Hz.
     CpuHz(u64),
+    /// EMC cap at most this, Hz.
     EmcHz(u64),
+    /// At most this many cores online.
     Cores(usize),
 }
 
@@ -31,6 +35,7 @@ impl std::fmt::Display for Cap {
 /// The guard's state.
 #[derive(Debug, Default)]
 pub struct Guard {
+    /// The budget, watts (`None`: no budget).
     pub budget_w: Option<f64>,
     caps: Vec<Cap>,
     last_change: Option<Instant>,

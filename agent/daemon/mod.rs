@@ -89,7 +89,9 @@ pub struct Shared {
     core: Mutex<core::Core>,
     /// The ring, read without the core's lock.
     pub ring: RingReader,
+    /// The ring's path, as `status` and `telemetry` report it.
     pub ring_path: String,
+    /// Who may control.
     pub access: Access,
     /// When the tick last completed (`CLOCK_MONOTONIC` ns): the watchdog's proof of life.
     pub last_tick: AtomicU64,
@@ -106,10 +108,16 @@ impl Shared {
 /// the runtime directory, and the socket path given on the command line.
 #[derive(Debug)]
 pub struct Options {
+    /// The agent's configuration.
     pub config: Config,
+    /// The discovered board.
     pub board: Board,
+    /// The board's nvpmodel presets (`None` without an nvpmodel file).
     pub presets: Option<Presets>,
+    /// Where state files, the telemetry ring and, by default, the socket live.
     pub runtime_dir: PathBuf,
+    /// The socket given on the command line (`None`: the configuration's, else
+    /// `<runtime-dir>/jpower.sock`).
     pub socket: Option<PathBuf>,
 }
 

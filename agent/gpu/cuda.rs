@@ -22,8 +22,11 @@ use std::time::Instant;
 /// FMA constants of the sweep (public so the GPU tests can run the reference with them): |a| < 1 keeps the chains bounded; both are exact in FP16
 /// (a = 0.99951171875 = 0x3BFF, b = 2^-10 = 0x1400), so FP32 and FP16 chains agree.
 pub const SWEEP_A: f32 = 1.0 - 1.0 / 2048.0;
+/// The sweep's additive constant, b = 2^-10 (`0x1400` in FP16).
 pub const SWEEP_B: f32 = 1.0 / 1024.0;
+/// [`SWEEP_A`] in FP16, twice: both halves of a `half2`.
 pub const SWEEP_A_H2: u32 = 0x3BFF_3BFF;
+/// [`SWEEP_B`] in FP16, twice: both halves of a `half2`.
 pub const SWEEP_B_H2: u32 = 0x1400_1400;
 
 /// An open GPU.

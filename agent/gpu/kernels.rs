@@ -17,6 +17,7 @@ pub enum Source {
 }
 
 impl Source {
+    /// Every source file.
     pub const ALL: [Source; 2] = [Source::Roofline, Source::Train];
 
     /// The file's stem.
@@ -82,10 +83,15 @@ pub fn compile(source: Source, cc: u32) -> Result<String, GpuError> {
 /// What `ptxas -v` reports for one kernel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Resources {
+    /// The entry function's name.
     pub kernel: String,
+    /// Registers per thread.
     pub registers: u32,
+    /// Stack frame per thread, bytes.
     pub stack_bytes: u32,
+    /// Bytes spilled to local memory (stores).
     pub spill_store_bytes: u32,
+    /// Bytes reloaded from spills (loads).
     pub spill_load_bytes: u32,
 }
 

@@ -30,29 +30,44 @@ pub mod roofline;
 /// GPU errors.
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
+    /// The CUDA driver library could not be loaded.
     #[error("no CUDA driver found (libcuda.so could not be loaded): the GPU path needs an NVIDIA driver with CUDA 11.4 or newer; use --sim BOARD or --cpu without one")]
     NoDriver,
+    /// The NVRTC library could not be loaded.
     #[error("no NVRTC library found (libnvrtc.so): install the CUDA toolkit's NVRTC and put its lib directory on LD_LIBRARY_PATH (on a Jetson: LD_LIBRARY_PATH=/usr/local/cuda/lib64)")]
     NoNvrtc,
+    /// The board's L4T release (its major number) ships a CUDA older than 11.4.
     #[error("L4T {0} ships CUDA 10.2, and jpower's CUDA layer (cudarc) needs CUDA 11.4 or newer (JetPack 5+): the GPU path cannot run on this board; the CPU reference (--cpu) can")]
     OldJetPack(u32),
+    /// No CUDA device at the ordinal asked for, or a kernel module or buffer the GPU was not opened
+    /// with.
     #[error("no CUDA device found")]
     NoDevice,
+    /// A CUDA driver call failed.
     #[error("CUDA {what}: {source}")]
     Driver {
+        /// What was being done.
         what: String,
+        /// The driver's error.
         source: cudarc::driver::DriverError,
     },
+    /// NVRTC could not compile a kernel file.
     #[error("compiling cuda-kernels/{file}.cu for {arch}: {log}")]
     Compile {
+        /// The file's stem in `cuda-kernels/`.
         file: &'static str,
+        /// The virtual architecture (`compute_87`).
         arch: String,
+        /// NVRTC's log.
         log: String,
     },
+    /// `ptxas` could not be run or refused the PTX; what went wrong.
     #[error("ptxas: {0}")]
     Ptxas(String),
+    /// Buffers of the wrong size for an operation.
     #[error(transparent)]
     Shape(#[from] ops::ShapeError),
+    /// Power could not be measured (NVML or the simulated board); why.
     #[error("power: {0}")]
     Power(String),
 }

@@ -30,9 +30,11 @@ pub trait Backend {
 
     /// A new buffer holding `data` (and likewise for `i32`).
     fn upload(&self, data: &[f32]) -> Result<Self::F, Self::Error>;
+    /// A new `i32` buffer holding `data`.
     fn upload_i(&self, data: &[i32]) -> Result<Self::I, Self::Error>;
     /// A new buffer of `n` zeros (and likewise for `i32`).
     fn zeros(&self, n: usize) -> Result<Self::F, Self::Error>;
+    /// A new `i32` buffer of `n` zeros.
     fn zeros_i(&self, n: usize) -> Result<Self::I, Self::Error>;
     /// Copies a buffer to the host (waiting for the work that writes it).
     fn download(&self, buf: &Self::F) -> Result<Vec<f32>, Self::Error>;
@@ -41,6 +43,7 @@ pub trait Backend {
     /// Waits for all launched work.
     fn synchronize(&self) -> Result<(), Self::Error>;
 
+    /// `gemm_f32`: `C = alpha op(A) op(B) + beta C` on the matrices `d` picks.
     fn gemm(
         &self,
         d: &Gemm,
@@ -50,9 +53,13 @@ pub trait Backend {
         beta: f32,
         c: &mut Self::F,
     ) -> Result<(), Self::Error>;
+    /// `add_bias_f32`: adds `bias[ch]` to every element of channel `ch` of `y`.
     fn add_bias(&self, d: &Bias, y: &mut Self::F, bias: &Self::F) -> Result<(), Self::Error>;
+    /// `bias_grad_f32`: `db[ch]` is the sum of channel `ch` of `dy` over images and positions.
     fn bias_grad(&self, d: &Bias, dy: &Self::F, db: &mut Self::F) -> Result<(), Self::Error>;
+    /// `relu_fwd_f32`: `y = max(x, 0)`.
     fn relu_fwd(&self, d: &Relu, x: &Self::F, y: &mut Self::F) -> Result<(), Self::Error>;
+    /// `relu_bwd_f32`: `dx = dy` where the pre-activation `x > 0`, else 0.
     fn relu_bwd(
         &self,
         d: &Relu,
@@ -76,6 +83,8 @@ pub trait Backend {
         col: &Self::F,
         dx: &mut Self::F,
     ) -> Result<(), Self::Error>;
+    /// `maxpool2_fwd_f32`: the max of each 2x2 window into `y`, and its flat input index into
+    /// `argmax`.
     fn maxpool2_fwd(
         &self,
         d: &Pool2,
@@ -91,6 +100,8 @@ pub trait Backend {
         argmax: &Self::I,
         dx: &mut Self::F,
     ) -> Result<(), Self::Error>;
+    /// `softmax_xent_f32`: each sample's cross-entropy `loss` and the gradient `dlogits` (divided
+    /// by the batch size).
     fn softmax_xent(
         &self,
         d: &Softmax,
@@ -99,6 +110,7 @@ pub trait Backend {
         loss: &mut Self::F,
         dlogits: &mut Self::F,
     ) -> Result<(), Self::Error>;
+    /// `sgd_momentum_f32`: `v = momentum v + g + weight_decay w`, then `w -= lr v`.
     fn sgd_momentum(
         &self,
         d: &Sgd,
@@ -268,6 +280,7 @@ impl Backend for Cpu {
 /// The built-in training workload: the CNN on the synthetic task, with a fixed set of
 /// batches uploaded once and cycled, so a minibatch uploads and allocates nothing.
 pub struct Trainer<B: Backend> {
+    /// The network being trained.
     pub net: Net<B>,
     task: Synthetic,
     batches: Vec<(B::F, B::I)>,

@@ -28,21 +28,29 @@ pub enum ShapeError {
     /// A buffer shorter than the launch would index.
     #[error("{op}: buffer `{buffer}` holds {actual} elements, needs at least {expected}")]
     Length {
+        /// The kernel (`gemm`, `softmax_xent`, ...).
         op: &'static str,
+        /// The buffer's name (`A`, `labels`, ...).
         buffer: &'static str,
+        /// Elements the launch needs.
         expected: usize,
+        /// Elements the buffer holds.
         actual: usize,
     },
     /// A size beyond the kernels' `int` indices or the grid limits.
     #[error("{op}: {what} exceeds the kernel's 32-bit indices or the grid limits")]
     TooLarge {
+        /// The kernel.
         op: &'static str,
+        /// The size that is too large.
         what: &'static str,
     },
     /// A convolution that has no output.
     #[error("{op}: {what}")]
     Geometry {
+        /// The kernel.
         op: &'static str,
+        /// What is wrong with the geometry.
         what: &'static str,
     },
 }
@@ -140,7 +148,9 @@ fn nth(
 /// `iters` FMAs on each of 8 chains per element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sweep {
+    /// Elements in and out (`u32` ones for `half2`).
     pub n: usize,
+    /// FMAs on each chain.
     pub iters: u32,
 }
 
@@ -161,6 +171,7 @@ impl Sweep {
 /// a multiple of 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stream {
+    /// Float4s in each buffer.
     pub n4: usize,
 }
 
@@ -186,11 +197,17 @@ impl Stream {
 /// (0 for a buffer holding one; the image's index for a batch of per-image matrices).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gemm {
+    /// Whether A is stored transposed (`k x m`).
     pub trans_a: bool,
+    /// Whether B is stored transposed (`n x k`).
     pub trans_b: bool,
+    /// Rows of `op(A)` and of C.
     pub m: usize,
+    /// Columns of `op(B)` and of C.
     pub n: usize,
+    /// Columns of `op(A)`, rows of `op(B)`: the inner dimension.
     pub k: usize,
+    /// Which matrix of its buffer each operand (A, B, C) is.
     pub at: [usize; 3],
 }
 
@@ -256,8 +273,11 @@ impl Gemm {
 /// rows of a matrix ([`Bias::rows`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bias {
+    /// Images, or matrix rows.
     pub n: usize,
+    /// Channels: one bias each.
     pub c: usize,
+    /// Elements per channel of an image (`h w`; 1 for a matrix).
     pub hw: usize,
 }
 
@@ -292,6 +312,7 @@ impl Bias {
 /// `relu_fwd_f32` and `relu_bwd_f32` over `n` elements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Relu {
+    /// Elements.
     pub n: usize,
 }
 
@@ -312,12 +333,19 @@ impl Relu {
 /// touch the `image`-th of each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conv {
+    /// Input channels.
     pub c: usize,
+    /// Input height.
     pub h: usize,
+    /// Input width.
     pub w: usize,
+    /// Kernel height.
     pub kh: usize,
+    /// Kernel width.
     pub kw: usize,
+    /// Zero padding on each side.
     pub pad: usize,
+    /// Stride, in both directions.
     pub stride: usize,
 }
 
@@ -404,8 +432,11 @@ impl Conv {
 /// `h x w` (input) into `nc` planes of `h/2 x w/2` (output, and one argmax per output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pool2 {
+    /// Planes: images times channels.
     pub nc: usize,
+    /// Input height.
     pub h: usize,
+    /// Input width.
     pub w: usize,
 }
 
@@ -440,7 +471,9 @@ impl Pool2 {
 /// `softmax_xent_f32` over `batch` rows of `classes` logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Softmax {
+    /// Rows: samples of the batch.
     pub batch: usize,
+    /// Logits per row.
     pub classes: usize,
 }
 
@@ -469,9 +502,13 @@ impl Softmax {
 /// `w -= lr v`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sgd {
+    /// Parameters.
     pub n: usize,
+    /// Learning rate.
     pub lr: f32,
+    /// Momentum factor.
     pub momentum: f32,
+    /// L2 weight decay, added to the gradient.
     pub weight_decay: f32,
 }
 

@@ -8,9 +8,13 @@ use std::fmt::Write;
 
 /// One mode's series.
 pub struct Series<'a> {
+    /// The mode's name, as the legend shows it.
     pub name: &'a str,
+    /// The points measured in this mode.
     pub points: &'a [Measured],
+    /// The time roofline fitted to them.
     pub time: &'a TimeRoofline,
+    /// The energy roofline fitted to them.
     pub energy: &'a EnergyRoofline,
 }
 

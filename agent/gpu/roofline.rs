@@ -54,7 +54,9 @@ impl Kernel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Precision {
+    /// FP32.
     F32,
+    /// FP16 (`half2`).
     F16,
 }
 
@@ -62,8 +64,11 @@ pub enum Precision {
 /// (4-byte floats; `half2` pairs for FP16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Point {
+    /// The kernel.
     pub kernel: Kernel,
+    /// Its inner loop count (0 for `copy` and `triad`).
     pub iters: u32,
+    /// Elements each launch loads and stores.
     pub elements: u64,
 }
 
@@ -143,6 +148,7 @@ pub struct Run {
     /// `CLOCK_MONOTONIC` (the telemetry ring's clock) before the first timed launch and
     /// after the last one completed, nanoseconds.
     pub start_ns: u64,
+    /// `CLOCK_MONOTONIC` after the last timed launch completed, nanoseconds.
     pub end_ns: u64,
     /// The GPU clock while they ran, Hz, where known.
     pub clock_hz: Option<f64>,
@@ -183,6 +189,7 @@ pub struct RingMeter {
 }
 
 impl RingMeter {
+    /// A meter reading `ring`.
     pub fn new(ring: RingReader) -> RingMeter {
         RingMeter { ring }
     }
@@ -220,16 +227,23 @@ impl Meter for RingMeter {
 /// One measured point.
 #[derive(Debug, Clone, Serialize)]
 pub struct Measured {
+    /// The point's short label (`copy`, `f32 x16`).
     pub label: String,
+    /// The kernel and size that ran.
     pub point: Point,
+    /// Its arithmetic intensity, FLOP/byte.
     pub intensity: f64,
+    /// Its launches, their timing and the GPU clock.
     pub run: Run,
     /// Best launch: FLOP/s and bytes/s.
     pub flops_per_s: f64,
+    /// Best launch: DRAM bytes/s.
     pub bytes_per_s: f64,
     /// Per launch over the metered window: seconds, joules, mean watts.
     pub mean_s: f64,
+    /// Per launch over the metered window: joules.
     pub energy_j: f64,
+    /// Per launch over the metered window: mean watts.
     pub power_w: f64,
 }
 
@@ -268,6 +282,7 @@ pub fn measure(
 pub struct TimeRoofline {
     /// Best FP32 and FP16 FLOP/s of the sweep.
     pub peak_f32_flops: f64,
+    /// Best FP16 FLOP/s of the sweep.
     pub peak_f16_flops: f64,
     /// Best DRAM bytes/s (copy, triad, the memory-bound sweep points).
     pub peak_bytes_per_s: f64,
@@ -282,7 +297,9 @@ pub struct TimeRoofline {
 pub struct EnergyRoofline {
     /// Joules per FP32 FLOP, per DRAM byte, and the constant power in watts.
     pub eps_flop_j: f64,
+    /// Joules per DRAM byte.
     pub eps_byte_j: f64,
+    /// Constant power, watts.
     pub pi0_w: f64,
     /// Joules per FP16 FLOP (`half2`), fitted with the others; absent without FP16 points.
     pub eps_flop_f16_j: Option<f64>,

@@ -9,17 +9,28 @@ use std::time::Duration;
 /// Client errors.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The socket could not be connected to.
     #[error("cannot connect to the agent at {path}: {source}")]
     Connect {
+        /// The socket's path.
         path: String,
+        /// The error from `connect`.
         source: std::io::Error,
     },
+    /// The connection's input could not be decoded, or reading or writing it failed.
     #[error(transparent)]
     Codec(#[from] CodecError),
+    /// The agent closed the connection before replying.
     #[error("the agent closed the connection")]
     Closed,
+    /// The agent answered the request with an error.
     #[error("agent: {message} ({code:?})")]
-    Agent { code: ErrorCode, message: String },
+    Agent {
+        /// The error's stable code.
+        code: ErrorCode,
+        /// The agent's message, for people.
+        message: String,
+    },
 }
 
 /// A connection to the agent.

@@ -14,7 +14,9 @@ use std::io::{self, Read, Write};
 /// The encoding a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
+    /// Length-prefixed bincode frames (the first byte was `0x00`).
     Bincode,
+    /// Newline-delimited JSON (the first byte was `{`).
     Json,
 }
 
@@ -29,12 +31,16 @@ pub fn bincode_config() -> impl bincode::config::Config {
 /// Why input could not be decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
+    /// The first byte chose neither encoding.
     #[error("the first byte must be 0x00 (a bincode frame) or '{{' (JSON), not {0:#04x}")]
     UnknownEncoding(u8),
+    /// A frame or JSON line longer than [`MAX_FRAME`] (its length, bytes).
     #[error("frame of {0} bytes exceeds the 64 KiB limit")]
     TooLarge(usize),
+    /// A message that does not decode, or a frame with bytes left over; the decoder's reason.
     #[error("malformed message: {0}")]
     Malformed(String),
+    /// Reading or writing the connection failed.
     #[error(transparent)]
     Io(#[from] io::Error),
 }

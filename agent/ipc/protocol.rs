@@ -14,7 +14,9 @@ pub const MAX_FRAME: usize = 64 * 1024;
 /// A request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Request {
+    /// Chosen by the client, from 1 up; the reply echoes it (0 is refused).
     pub id: u64,
+    /// What the request asks.
     pub body: RequestBody,
 }
 
@@ -23,14 +25,21 @@ pub struct Request {
 #[serde(rename_all = "snake_case")]
 pub enum RequestBody {
     /// Opens the session: the client's protocol version and a name for logs.
-    Hello { version: u32, client: String },
+    Hello {
+        /// The client's protocol version (must be [`PROTOCOL_VERSION`]).
+        version: u32,
+        /// A name for the client, used in the agent's logs and `status.holder.client`.
+        client: String,
+    },
     /// The board and what it is doing.
     Status,
     /// Presets and the mode space's size.
     Modes,
     /// Applies a mode under a lease (one controller at a time).
     SetMode {
+        /// The mode to apply.
         mode: ModeRequest,
+        /// How long the lease holds.
         lease: LeaseKind,
         /// A session lease ends if not renewed within this time (`null`: the config's
         /// `lease_timeout_ms`, 0 = none). Persistent leases do not expire.
@@ -41,29 +50,57 @@ pub enum RequestBody {
     /// Ends the caller's lease: the settings from before it come back.
     Release,
     /// Sets (or clears, with `null`) the power budget.
-    SetBudget { watts: Option<f64> },
+    SetBudget {
+        /// The budget, watts (positive and finite); `null` clears it.
+        watts: Option<f64>,
+    },
     /// The latest sample, and the mean power and energy of the last `window_ms`.
-    Telemetry { window_ms: Option<u64> },
+    Telemetry {
+        /// The window to summarise, milliseconds back from now; `null`: no window statistics.
+        window_ms: Option<u64>,
+    },
     /// Marks a minibatch's start.
-    MinibatchBegin { kind: Kind, id: u64 },
+    MinibatchBegin {
+        /// Training or inference.
+        kind: Kind,
+        /// The minibatch's number; `(kind, id)` names the minibatch on this connection.
+        id: u64,
+    },
     /// Marks its end; the reply carries its duration, mean power and energy.
-    MinibatchEnd { kind: Kind, id: u64 },
+    MinibatchEnd {
+        /// Training or inference, as given to `minibatch_begin`.
+        kind: Kind,
+        /// The minibatch's number, as given to `minibatch_begin`.
+        id: u64,
+    },
     /// Streams a sample event every `every_ms` (0 stops).
-    Subscribe { every_ms: u64 },
+    Subscribe {
+        /// Interval between sample events, milliseconds (at least 10); 0 stops the subscription.
+        every_ms: u64,
+    },
 }
 
 /// A mode, as a preset or as pinned knobs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModeRequest {
+    /// A preset of the board's nvpmodel file.
     Preset {
+        /// The preset's name (case-insensitive) or its id as a string.
         name: String,
     },
+    /// Pinned knobs; those left `null` keep what is requested now.
     Knobs {
+        /// Number of CPUs online (1 to the CPU count; cpu0 stays online).
         cores: Option<u32>,
+        /// CPU frequency of every cluster, kHz, pinned (min = max).
         cpu_khz: Option<u64>,
+        /// GPU frequency, Hz, pinned (min = max).
         gpu_hz: Option<u64>,
+        /// The nvpmodel EMC cap, Hz (a ceiling, not a lock).
         emc_hz: Option<u64>,
+        /// Whether a frequency not in the board's table takes the nearest table value instead of
+        /// being refused.
         snap: bool,
     },
 }
@@ -81,7 +118,9 @@ pub enum LeaseKind {
 /// A reply (or, with id 0, an event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reply {
+    /// The request's id, or 0 for an event or the error sent before a connection closes.
     pub id: u64,
+    /// What the reply says.
     pub body: ReplyBody,
 }
 
@@ -89,30 +128,49 @@ pub struct Reply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReplyBody {
+    /// Answers `hello`.
     Hello {
+        /// The protocol version the agent speaks.
         version: u32,
+        /// The agent's name and version (`jpower 0.1.0`).
         agent: String,
+        /// The board's device-tree model.
         board: String,
     },
+    /// Answers `status`.
     Status(Status),
+    /// Answers `modes`.
     Modes {
+        /// The presets of the board's nvpmodel file (empty when it has none).
         presets: Vec<PresetInfo>,
+        /// The number of distinct modes (cores x CPU x GPU x EMC settings).
         space_size: u64,
     },
+    /// Answers `set_mode`.
     ModeSet {
+        /// The number of sysfs writes the switch made.
         writes: u32,
+        /// How long the switch took, microseconds.
         switch_us: f64,
+        /// The lease now held.
         lease: LeaseKind,
         /// The budget guard holds the board below the request.
         capped: bool,
     },
+    /// Answers `release`.
     Released {
+        /// Whether a lease was ended and the settings from before it restored (false without a
+        /// lease, or when the restore failed).
         restored: bool,
     },
+    /// Answers `set_budget`.
     Budget {
+        /// The budget now in force, watts; `null` when cleared.
         watts: Option<f64>,
     },
+    /// Answers `telemetry`.
     Telemetry(TelemetryReply),
+    /// Answers `minibatch_end`.
     Minibatch(MinibatchReply),
     /// Success with nothing to say (renew, subscribe).
     Ok,
@@ -120,21 +178,30 @@ pub enum ReplyBody {
     Sample(SampleReply),
     /// The budget guard changed the cap (sent to the lease holder).
     Guard {
+        /// What the guard did, in words.
         step: String,
+        /// The module's mean power over the guard's window, watts.
         module_w: f64,
+        /// The budget, watts.
         budget_w: f64,
     },
     /// A knob changed behind jpower's back during the caller's lease.
     ExternalChange {
+        /// The knobs' sysfs paths, relative to the board root.
         paths: Vec<String>,
     },
+    /// A request failed; with id 0, input that could not be decoded (the connection then
+    /// closes) or a connection beyond `max_clients`.
     Error {
+        /// The error's stable code, for programs.
         code: ErrorCode,
+        /// What went wrong, for people; the wording may change.
         message: String,
     },
     /// The caller's lease ended without a request of its own (it expired, or another
     /// controller took over a persistent lease).
     LeaseEnded {
+        /// Why the lease ended, in words.
         reason: String,
     },
 }
@@ -165,71 +232,101 @@ pub enum ErrorCode {
 /// `status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Status {
+    /// The board's device-tree model.
     pub board: String,
+    /// The SoC, lowercase (`t234`, `t194`, `t210`, ...).
     pub soc: String,
+    /// Whether the board is simulated.
     pub simulated: bool,
+    /// The CPUs online.
     pub online_cpus: Vec<u32>,
     /// Per cluster: min, max, running.
     pub cpu_khz: Vec<[u64; 3]>,
+    /// GPU min, max and running frequency, Hz; `null` without a GPU devfreq device.
     pub gpu_hz: Option<[u64; 3]>,
     /// `null`: no cap.
     pub emc_cap_hz: Option<u64>,
+    /// Who holds the lease; `null` when nobody does.
     pub holder: Option<Holder>,
+    /// The power budget, watts; `null` without one.
     pub budget_w: Option<f64>,
     /// The guard's caps in force, in words (they may not bind the current request).
     pub guard: Option<String>,
+    /// Module power of the latest sample, watts.
     pub module_w: Option<f64>,
+    /// Path of the telemetry ring (`docs/telemetry-ring.md`).
     pub ring_path: String,
+    /// How long the last mode switch took, microseconds; `null` before the first.
     pub last_switch_us: Option<f64>,
 }
 
 /// Who holds the board.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
+    /// The hello name with the pid appended (`client N (pid P)` without a hello).
     pub client: String,
+    /// The holder's process id (`SO_PEERCRED`).
     pub pid: u32,
+    /// The holder's user id (`SO_PEERCRED`).
     pub uid: u32,
+    /// The kind of lease held.
     pub lease: LeaseKind,
 }
 
 /// A preset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PresetInfo {
+    /// The preset's nvpmodel id.
     pub id: u32,
+    /// The preset's name.
     pub name: String,
+    /// Whether it is the nvpmodel file's default mode.
     pub default: bool,
 }
 
 /// `telemetry`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TelemetryReply {
+    /// Path of the telemetry ring (`docs/telemetry-ring.md`).
     pub ring_path: String,
+    /// The ring's newest sample; `null` before the first.
     pub latest: Option<SampleReply>,
+    /// Statistics of the last `window_ms`; `null` when the request gave none.
     pub window: Option<WindowReply>,
 }
 
 /// One sample.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleReply {
+    /// When the sample was taken, `CLOCK_MONOTONIC` nanoseconds.
     pub t_ns: u64,
+    /// The module's total power, milliwatts.
     pub module_mw: u64,
+    /// Each rail's power, in the ring's rail order.
     pub rails: Vec<RailReply>,
+    /// Bit 0 throttled, bit 1 INA3221 warning alarm, bit 2 critical alarm (as in the ring's slots).
     pub flags: u32,
 }
 
 /// One rail of a sample.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RailReply {
+    /// The rail's name (`VDD_GPU_SOC`).
     pub name: String,
+    /// The rail's power, milliwatts.
     pub power_mw: u64,
 }
 
 /// A window's statistics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowReply {
+    /// The window's length, milliseconds.
     pub duration_ms: f64,
+    /// Samples in the window.
     pub samples: u64,
+    /// Mean module power over the window, watts.
     pub mean_w: f64,
+    /// Module energy over the window (trapezoid integral), joules.
     pub energy_j: f64,
 }
 
@@ -237,7 +334,9 @@ pub struct WindowReply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// A training minibatch.
     Train,
+    /// An inference minibatch.
     Infer,
 }
 
@@ -254,10 +353,15 @@ impl std::fmt::Display for Kind {
 /// A finished minibatch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MinibatchReply {
+    /// Training or inference.
     pub kind: Kind,
+    /// The minibatch's number, as the client gave it.
     pub id: u64,
+    /// Time between the two markers, as the agent handled them, milliseconds.
     pub duration_ms: f64,
+    /// Mean module power between the markers, watts.
     pub mean_w: f64,
+    /// Module energy between the markers (trapezoid integral), joules.
     pub energy_j: f64,
 }
 

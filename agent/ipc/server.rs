@@ -28,8 +28,11 @@ const MIN_SUBSCRIPTION: Duration = Duration::from_millis(10);
 /// What a connecting peer is, from `SO_PEERCRED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Credentials {
+    /// The peer's process id.
     pub pid: u32,
+    /// The peer's user id.
     pub uid: u32,
+    /// The peer's primary group id (supplementary groups are not in `SO_PEERCRED`).
     pub gid: u32,
 }
 
@@ -56,12 +59,17 @@ pub trait Handler: Send + Sync + 'static {
 /// Server errors.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// A live agent already answers on the socket's path.
     #[error("another agent is serving {0}")]
     InUse(PathBuf),
+    /// A file-system operation on the socket failed.
     #[error("{what} {path}: {source}")]
     Io {
+        /// What was being done (`binding`, `removing the stale socket`, ...).
         what: &'static str,
+        /// The socket's path.
         path: PathBuf,
+        /// The underlying error.
         source: io::Error,
     },
 }

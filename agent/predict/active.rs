@@ -21,8 +21,11 @@ use crate::predict::profile::{self, Row, Strategy};
 
 /// The physics models pre-trained on a reference workload that guide the choice.
 pub struct Guide<'a> {
+    /// The time model pre-trained on the reference.
     pub time: &'a Model,
+    /// The power model pre-trained on the reference.
     pub power: &'a Model,
+    /// How the target's models are fitted as modes are profiled.
     pub fit: &'a FitConfig,
 }
 

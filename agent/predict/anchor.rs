@@ -33,7 +33,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Anchor {
+    /// Minibatch time as a pipeline of loading, GPU and fetch stages.
     Pipeline(Pipeline),
+    /// Power as a sum of static and dynamic terms.
     Power(PowerSum),
 }
 

@@ -44,6 +44,7 @@ pub fn reference_grid(space: &ModeSpace) -> Vec<PinnedMode> {
 /// How hard the reference is profiled and the models trained.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Effort {
+    /// Epochs, seed and ensemble size of the fits.
     pub fit: FitConfig,
     /// Profile this many modes of the reference grid, at random, instead of all of it.
     pub reference_modes: Option<usize>,
@@ -120,17 +121,26 @@ pub fn profile_modes(
 /// One method's scores.
 #[derive(Debug, Clone, Serialize)]
 pub struct MethodScore {
+    /// Minibatch-time MAPE over the modes not profiled, percent.
     pub time_mape: f64,
+    /// Power MAPE over the modes not profiled, percent.
     pub power_mape: f64,
+    /// Median time penalty of the mode chosen under each budget, percent (see [`BudgetScore`]).
     pub median_time_penalty_pct: f64,
+    /// 90th-percentile time penalty, percent.
     pub p90_time_penalty_pct: f64,
+    /// Share of budgets whose chosen mode truly draws more than the budget + 1 W, percent.
     pub over_budget_1w_pct: f64,
+    /// Modes of the target profiled.
     pub profiled_modes: usize,
+    /// Time spent profiling the target, minutes (simulated time on a simulated board).
     pub profiling_minutes: f64,
+    /// Budgets scored.
     pub budgets: usize,
     /// Wall time to predict time and power of every scored mode, and to build their
     /// Pareto front (one core).
     pub predict_ms: f64,
+    /// Wall time to build the Pareto front of the predictions, milliseconds.
     pub pareto_ms: f64,
     /// With the choices verified by short runs (`jpower optimize --verify`), jpower's method.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,13 +183,18 @@ pub struct Eval<'a> {
     /// The reference workload's source, on a board of mode space `reference_space`, and
     /// the target's.
     pub reference: &'a mut dyn Source,
+    /// The reference board's mode space.
     pub reference_space: ModeSpace,
+    /// The target workload's source.
     pub target: &'a mut dyn Source,
+    /// Modes of the target to profile.
     pub modes: usize,
     /// Choose the target's modes actively (where the physics ensemble is least certain)
     /// instead of stratified over the knobs.
     pub active: bool,
+    /// How hard the reference is profiled and the models trained.
     pub effort: Effort,
+    /// How each mode is profiled.
     pub profile: ProfileConfig,
     /// The budgets to score choices at (the papers' 17-50 W on Orin AGX); `None`: each
     /// whole watt within the range of true power.
@@ -189,10 +204,15 @@ pub struct Eval<'a> {
 /// The evaluation's results, per method.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The board's name in the report.
     pub board: String,
+    /// Modes scored: the target's modes not profiled.
     pub evaluated_modes: usize,
+    /// Modes of the reference profiled.
     pub reference_modes: usize,
+    /// Time spent profiling the reference, minutes.
     pub reference_profiling_minutes: f64,
+    /// Each method's scores, by method name.
     pub methods: std::collections::BTreeMap<String, MethodScore>,
 }
 

@@ -37,6 +37,7 @@ pub struct AgentSource<W: Workload> {
 }
 
 impl<W: Workload> AgentSource<W> {
+    /// Measures `workload` through the agent at `client`, over the modes of `space`.
     pub fn new(client: Client, workload: W, space: ModeSpace) -> AgentSource<W> {
         AgentSource {
             client,

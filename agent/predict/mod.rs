@@ -49,13 +49,19 @@ pub const MODEL_VERSION: u32 = 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
+    /// PowerTrain: the paper's MLP pre-trained on a reference workload, its last layer fine-tuned
+    /// on the target's modes.
     Powertrain,
+    /// The same MLP trained on the target's modes alone.
     MlpScratch,
+    /// Least squares on the four knobs.
     Linear,
+    /// jpower's physics-informed ensemble, transferred from a reference by re-fitting its read-out.
     Physics,
 }
 
 impl Method {
+    /// Every method.
     pub const ALL: [Method; 4] = [
         Method::Powertrain,
         Method::MlpScratch,
@@ -73,6 +79,7 @@ impl Method {
         }
     }
 
+    /// The method of a [`Method::name`], if there is one.
     pub fn from_name(s: &str) -> Option<Method> {
         Method::ALL.into_iter().find(|m| m.name() == s)
     }
@@ -86,7 +93,9 @@ impl Method {
 /// What is predicted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Target {
+    /// Minibatch time, milliseconds.
     TimeMs,
+    /// Mean power over a minibatch, watts.
     PowerW,
 }
 
@@ -174,18 +183,24 @@ fn energy_terms(m: &PinnedMode, time_ms: f64) -> [f64; ENERGY_TERMS] {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Regressor {
+    /// Ridge-regularised least squares.
     Linear(Linear),
+    /// One multilayer perceptron.
     Mlp(Mlp),
+    /// Several MLPs whose median is the prediction.
     Ensemble(Ensemble),
 }
 
 /// One fitted model: inputs, scaling, regressor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Model {
+    /// Whether the inputs include the physics-informed ones ([`features`]).
     pub physics: bool,
     /// Whether the regressor predicts the logarithm of the target.
     pub log: bool,
+    /// Standardises the inputs.
     pub scale: Standardizer,
+    /// The fitted regressor, on standardised inputs.
     pub reg: Regressor,
     /// Predictions are kept within this range (the training targets' range, widened
     /// by half each way): a log-space model must not extrapolate exponentially.
@@ -211,7 +226,9 @@ pub struct Model {
 /// The least and the greatest value of each knob over a set of modes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct KnobRange {
+    /// Each knob's least value over the modes.
     pub lo: PinnedMode,
+    /// Each knob's greatest value over the modes.
     pub hi: PinnedMode,
 }
 
@@ -361,7 +378,9 @@ fn median_and_spread(v: &mut [f64]) -> (f64, f64) {
 /// How hard to train.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FitConfig {
+    /// Training epochs (PowerTrain's fine-tuning runs three times as many).
     pub epochs: usize,
+    /// Seed of weight initialisation, shuffling and dropout.
     pub seed: u64,
     /// Ensemble members of the physics method.
     pub ensemble: usize,
@@ -608,12 +627,17 @@ pub fn fit(
 /// A saved pair of models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelFile {
+    /// File layout version ([`MODEL_VERSION`]).
     pub version: u32,
     /// The board's id (`orin-agx@r35`) or model string.
     pub board: String,
+    /// The workload the models predict (`resnet18`, ...).
     pub workload: String,
+    /// The method that fitted them.
     pub method: Method,
+    /// The minibatch-time model.
     pub time: Model,
+    /// The power model.
     pub power: Model,
     /// Modes the models were fitted on (they are measured, not predicted).
     pub profiled: Vec<PinnedMode>,
@@ -622,25 +646,38 @@ pub struct ModelFile {
 /// Model-file errors.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelFileError {
+    /// The file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The model file.
         path: std::path::PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
+    /// The file is not JSON of a model file.
     #[error("{}: not a jpower model file: {source}", path.display())]
     Format {
+        /// The model file.
         path: std::path::PathBuf,
+        /// The parser's error.
         source: serde_json::Error,
     },
+    /// The file's layout version is not [`MODEL_VERSION`].
     #[error("{}: model file version {found}, this jpower reads version {MODEL_VERSION}", path.display())]
     Version {
+        /// The model file.
         path: std::path::PathBuf,
+        /// The version it has.
         found: u32,
     },
+    /// The models were fitted for another board.
     #[error("{}: the model was fitted for {found}, not {wanted}", path.display())]
     Board {
+        /// The model file.
         path: std::path::PathBuf,
+        /// The board the file names.
         found: String,
+        /// The board asked for.
         wanted: String,
     },
 }

@@ -16,11 +16,15 @@ use std::path::Path;
 /// One mode's time and power (a row of a profile or of a truth file).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Row {
+    /// The pinned mode measured.
     pub mode: PinnedMode,
+    /// Mean minibatch time, milliseconds.
     pub time_ms: f64,
+    /// Mean power, watts.
     pub power_w: f64,
     /// Spread of the recorded minibatches (0 in truth files).
     pub time_std_ms: f64,
+    /// Standard deviation of the minibatches' power, watts (0 in truth files).
     pub power_std_w: f64,
 }
 
@@ -44,6 +48,7 @@ pub struct Replay {
 }
 
 impl Replay {
+    /// Replays `rows`, with relative noise sigmas `noise` of (time, power).
     pub fn new(rows: &[Row], noise: (f64, f64)) -> Replay {
         Replay {
             rows: rows
@@ -209,7 +214,9 @@ impl Default for ProfileConfig {
 /// One mode's profile and what it cost.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Profiled {
+    /// The mode's mean time and power, with their spread.
     pub row: Row,
+    /// Minibatches run before time and power were steady (at most the configured maximum).
     pub warmup: u32,
     /// Simulated (or replayed) seconds spent on this mode.
     pub seconds: f64,

@@ -15,7 +15,12 @@ pub enum RegressError {
     /// No usable (finite) training rows, or no layers/members.
     Empty,
     /// Lengths disagree.
-    Shape { expected: usize, got: usize },
+    Shape {
+        /// The length expected.
+        expected: usize,
+        /// The length found.
+        got: usize,
+    },
     /// The normal equations are singular (use `ridge > 0`).
     Singular,
 }
@@ -85,7 +90,9 @@ fn moments(v: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
 /// Per-feature z-scoring. Constant features get `std = 1`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Standardizer {
+    /// Each feature's mean.
     pub mean: Vec<f64>,
+    /// Each feature's standard deviation (1 for a constant feature).
     pub std: Vec<f64>,
 }
 
@@ -120,11 +127,14 @@ impl Standardizer {
 /// `(Xc'Xc/n + ridge I) w = Xc'yc/n` on centred data, `b = ȳ - w·x̄`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Linear {
+    /// Weights, one per input.
     pub w: Vec<f64>,
+    /// Intercept.
     pub b: f64,
 }
 
 impl Linear {
+    /// Fits `y` on `x` with penalty `ridge`, skipping rows that are not finite.
     pub fn fit(x: &[Vec<f64>], y: &[f64], ridge: f64) -> Result<Linear, RegressError> {
         let d = x.first().map_or(0, Vec::len);
         let idx = usable_rows(x, Some(y), d)?;
@@ -305,7 +315,9 @@ fn solve(a: &mut [f64], d: usize) -> Result<Vec<f64>, RegressError> {
 /// absolute percentage error (as a fraction) on the original scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Loss {
+    /// Mean squared error.
     Mse,
+    /// Mean absolute percentage error.
     Mape,
 }
 
@@ -313,14 +325,19 @@ pub enum Loss {
 /// dropout 0.4/0.3 after hidden layers 1/2, best-validation checkpoint).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainConfig {
+    /// Passes over the training rows.
     pub epochs: usize,
+    /// Rows per minibatch (one Adam step each).
     pub batch: usize,
+    /// Adam's learning rate.
     pub lr: f64,
     /// Dropout probability after each hidden layer (missing entries = 0).
     pub dropout: Vec<f64>,
     /// Fraction held out for best-epoch selection (0 = keep final weights).
     pub val_fraction: f64,
+    /// Seed of the shuffling, the validation split and dropout.
     pub seed: u64,
+    /// The loss minimised and reported.
     pub loss: Loss,
     /// Number of leading layers whose weights stay fixed (0 = train all).
     pub freeze: usize,
@@ -345,8 +362,11 @@ impl Default for TrainConfig {
 /// loss is that epoch's running mean, with dropout active).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainReport {
+    /// The epoch whose weights were kept (the last one without validation rows).
     pub best_epoch: usize,
+    /// Training loss at that epoch.
     pub train_loss: f64,
+    /// Validation loss at that epoch; `None` without validation rows.
     pub val_loss: Option<f64>,
     /// Rows skipped because a feature or the target was not finite.
     pub skipped: usize,
@@ -360,9 +380,13 @@ pub fn powertrain_layers(n_inputs: usize) -> Vec<usize> {
 /// One dense layer; `w` is row-major `n_in x n_out` (`w[i * n_out + o]`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Layer {
+    /// Inputs.
     pub n_in: usize,
+    /// Outputs.
     pub n_out: usize,
+    /// Weights, row-major `n_in x n_out`.
     pub w: Vec<f64>,
+    /// Biases, one per output.
     pub b: Vec<f64>,
 }
 
@@ -428,8 +452,11 @@ impl Layer {
 /// standardised; the target is standardised internally (`y_mean`, `y_std`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mlp {
+    /// The dense layers, input first; ReLU after each but the last.
     pub layers: Vec<Layer>,
+    /// Mean of the training targets.
     pub y_mean: f64,
+    /// Standard deviation of the training targets (1 if they are constant).
     pub y_std: f64,
     /// True once target statistics have been fitted.
     pub fitted: bool,
@@ -462,6 +489,7 @@ impl Mlp {
         }
     }
 
+    /// Inputs the network takes (0 without layers).
     pub fn n_inputs(&self) -> usize {
         self.layers.first().map_or(0, |l| l.n_in)
     }
@@ -839,6 +867,7 @@ fn loss_grad(loss: Loss, z: f64, y: f64, m: f64, s: f64) -> (f64, f64) {
 /// uncertainty estimate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ensemble {
+    /// The member networks.
     pub members: Vec<Mlp>,
 }
 

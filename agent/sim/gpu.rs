@@ -39,12 +39,14 @@ pub struct SimGpu {
 pub struct Launch {
     /// Seconds.
     pub time_s: f64,
+    /// The utilisation of each domain during the launch.
     pub load: LoadState,
     /// The GPU clock it ran at, Hz.
     pub clock_hz: f64,
 }
 
 impl SimGpu {
+    /// The GPU of `board`, timed by its model at the board's running clocks.
     pub fn new(board: SimBoard) -> SimGpu {
         SimGpu { board }
     }

@@ -72,7 +72,9 @@ pub struct KernelState {
 /// One chip's conversion settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InaConfig {
+    /// Conversions averaged per reading (hwmon `samples`).
     pub samples: u32,
+    /// Bus and shunt conversion time each, microseconds.
     pub ct_us: u32,
 }
 
@@ -116,8 +118,11 @@ impl KernelState {
 /// Utilisation of each domain, 0..=1.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadState {
+    /// CPU utilisation.
     pub cpu: f64,
+    /// GPU utilisation.
     pub gpu: f64,
+    /// Memory (EMC) bandwidth utilisation.
     pub emc: f64,
 }
 
@@ -125,9 +130,17 @@ pub struct LoadState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// The `n`-th write from now (1-based) fails with `errno` and changes nothing.
-    FailWrite { n: u64, errno: i32 },
+    FailWrite {
+        /// Which write from now fails, 1-based.
+        n: u64,
+        /// The errno it fails with.
+        errno: i32,
+    },
     /// The process aborts (as if killed) right after the `n`-th write from now.
-    AbortAfterWrites { n: u64 },
+    AbortAfterWrites {
+        /// Which write from now the process aborts after, 1-based.
+        n: u64,
+    },
 }
 
 impl Fault {

@@ -49,8 +49,11 @@ pub enum SimError {
     /// The board's files could not be laid out or read.
     #[error("simulated board {board} at {}: {source}", dir.display())]
     Io {
+        /// The board's id (`orin-agx@r35`).
         board: String,
+        /// The directory of its files.
         dir: PathBuf,
+        /// The underlying error.
         source: std::io::Error,
     },
     /// Export refuses to write into a non-empty directory.

@@ -31,14 +31,18 @@ pub fn reference_source(spec: &BoardSpec, model: Model, seed: u64) -> SimSource 
 /// A simulated workload on a simulated board.
 #[derive(Debug, Clone)]
 pub struct SimSource {
+    /// Which board's silicon models the time and power.
     pub silicon: Silicon,
+    /// The training workload.
     pub model: Model,
+    /// The modes it can measure.
     pub space: ModeSpace,
     seed: u64,
     count: u64,
 }
 
 impl SimSource {
+    /// `model` on `silicon` over the modes of `space`, its noise seeded by `seed`.
     pub fn new(silicon: Silicon, model: Model, space: ModeSpace, seed: u64) -> SimSource {
         SimSource {
             silicon,

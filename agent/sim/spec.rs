@@ -48,11 +48,17 @@ pub enum InaDriver {
 /// A power domain of the physics model (see [`super::power::DomainPower`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dom {
+    /// CPU cluster(s).
     Cpu,
+    /// GPU.
     Gpu,
+    /// Computer-vision accelerators (DLA, PVA).
     Cv,
+    /// SoC fabric, memory controller and always-on logic.
     Soc,
+    /// DRAM (VDDQ / VDD2).
     Dram,
+    /// Carrier board / system 5 V rail (outside the module total).
     Carrier,
 }
 
@@ -95,7 +101,9 @@ pub struct GpuSpec {
     pub devfreq_dev: bool,
     /// Device-tree node (`/sys/firmware/devicetree/base/...`), its `name` and `compatible`.
     pub of_node: &'static str,
+    /// The device-tree node's `name` (`gpu`, `gv11b`).
     pub of_name: &'static str,
+    /// The device-tree node's `compatible` (`nvidia,ga10b`).
     pub of_compatible: &'static str,
     /// Available frequencies, Hz.
     pub table_hz: &'static [u64],
@@ -115,14 +123,21 @@ pub struct EmcSpec {
 /// A preset as an nvpmodel file states it (`-1` = maximum, `0` = minimum / no cap).
 #[derive(Debug, Clone, Copy)]
 pub struct PresetSpec {
+    /// The `POWER_MODEL` id.
     pub id: u32,
+    /// The `POWER_MODEL` name (`MAXN`, `MODE_30W`).
     pub name: &'static str,
     /// Online cores, lowest-numbered first.
     pub cores: usize,
+    /// CPU `MIN_FREQ` of each cluster with an online core, kHz.
     pub cpu_min_khz: i64,
+    /// CPU `MAX_FREQ` of each cluster with an online core, kHz.
     pub cpu_max_khz: i64,
+    /// GPU `MIN_FREQ`, Hz.
     pub gpu_min_hz: i64,
+    /// GPU `MAX_FREQ`, Hz.
     pub gpu_max_hz: i64,
+    /// EMC `MAX_FREQ`: the cap, Hz.
     pub emc_max_hz: i64,
     /// TPC power-gating mask, on boards whose nvpmodel sets one.
     pub tpc_pg_mask: Option<u32>,
@@ -133,6 +148,7 @@ pub struct PresetSpec {
 pub struct BoardSpec {
     /// `orin-agx`, `xavier-agx`, ...
     pub name: &'static str,
+    /// The L4T release it runs.
     pub release: Release,
     /// `REVISION` in `/etc/nv_tegra_release`.
     pub revision: &'static str,
@@ -140,17 +156,23 @@ pub struct BoardSpec {
     pub release_board: &'static str,
     /// Device-tree `model` and `compatible` entries.
     pub model: &'static str,
+    /// Device-tree `compatible` entries.
     pub compatible: &'static [&'static str],
     /// Cores per cluster, in CPU order (`[4, 4, 4]` = policy0, policy4, policy8).
     pub clusters: &'static [usize],
     /// Available CPU frequencies, kHz.
     pub cpu_khz: &'static [u64],
+    /// The GPU's nvgpu and devfreq layout.
     pub gpu: GpuSpec,
+    /// The nvpmodel EMC cap.
     pub emc: EmcSpec,
+    /// Which driver exposes the INA3221 monitors.
     pub ina_driver: InaDriver,
+    /// The INA3221 chips.
     pub ina: &'static [InaSpec],
     /// Coefficients of the physics model.
     pub silicon: Silicon,
+    /// The nvpmodel presets.
     pub presets: &'static [PresetSpec],
     /// `PM_CONFIG DEFAULT`.
     pub default_preset: u32,

@@ -10,14 +10,19 @@ use std::collections::HashMap;
 /// Energy over a window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Energy {
+    /// Start of the window, `CLOCK_MONOTONIC` nanoseconds.
     pub start_ns: u64,
+    /// End of the window, `CLOCK_MONOTONIC` nanoseconds.
     pub end_ns: u64,
+    /// The window's length, seconds.
     pub duration_s: f64,
     /// Samples inside the window.
     pub samples: usize,
     /// Samples per second inside the window.
     pub rate_hz: f64,
+    /// Module energy over the window, joules.
     pub module_j: f64,
+    /// Mean module power over the window, watts.
     pub mean_module_w: f64,
     /// Per rail, in the ring's rail order.
     pub rails_j: Vec<f64>,
@@ -118,22 +123,41 @@ impl RingReader {
 /// One finished minibatch of workload kind `K` (the protocol's: training or inference).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Minibatch<K> {
+    /// Training or inference.
     pub kind: K,
+    /// The minibatch's number, as the client gave it.
     pub id: u64,
+    /// Time from the begin marker to the end marker, seconds.
     pub duration_s: f64,
+    /// Mean module power between the markers, watts.
     pub mean_w: f64,
+    /// Module energy between the markers, joules.
     pub energy_j: f64,
+    /// Samples between the markers.
     pub samples: usize,
+    /// Bound on the energy's error, joules (see [`Energy::error_bound_j`]).
     pub error_bound_j: f64,
 }
 
 /// Marker errors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MarkerError<K: std::fmt::Display> {
+    /// `end` of a minibatch that is not open.
     #[error("{kind} minibatch {id} was never begun")]
-    NotBegun { kind: K, id: u64 },
+    NotBegun {
+        /// The minibatch's kind.
+        kind: K,
+        /// The minibatch's number.
+        id: u64,
+    },
+    /// `begin` of a minibatch that is already open.
     #[error("{kind} minibatch {id} is already open")]
-    AlreadyOpen { kind: K, id: u64 },
+    AlreadyOpen {
+        /// The minibatch's kind.
+        kind: K,
+        /// The minibatch's number.
+        id: u64,
+    },
 }
 
 /// Open minibatches, by kind and id.

@@ -48,7 +48,9 @@ pub struct Sample {
     pub module_uw: u32,
     /// The input rail's power, or 0.
     pub input_uw: u32,
+    /// How many entries of `rails` are in use.
     pub rail_count: usize,
+    /// Each rail's reading, in the ring's rail order; the first `rail_count` are in use.
     pub rails: [RailValue; ring::MAX_RAILS],
 }
 
@@ -91,8 +93,10 @@ pub fn ring_info(board: &Board, values: &Values) -> RingInfo {
 /// A running sampler and thermal watcher writing one ring.
 #[derive(Debug)]
 pub struct Telemetry {
+    /// The sampling thread writing the ring.
     pub sampler: Sampler,
     _watcher: thermal::Watcher,
+    /// The ring's path.
     pub path: PathBuf,
 }
 

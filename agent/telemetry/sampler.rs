@@ -55,23 +55,30 @@ pub fn default_rate_hz(fastest_refresh_us: u32) -> f64 {
 /// What a stopped sampler did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SamplerStats {
+    /// Samples written to the ring.
     pub samples: u64,
     /// CPU time of the sampler thread (user + system, `getrusage(RUSAGE_THREAD)`).
     pub cpu_ns: u64,
+    /// Wall-clock time the sampler ran, nanoseconds.
     pub wall_ns: u64,
 }
 
 /// Sampler errors.
 #[derive(Debug, thiserror::Error)]
 pub enum SamplerError {
+    /// The ring could not be created.
     #[error(transparent)]
     Ring(#[from] RingError),
+    /// Duplicating the rails' file descriptors, or starting the sampler or thermal thread, failed.
     #[error("cannot duplicate rail descriptors: {0}")]
     Clone(std::io::Error),
+    /// The board has no rails.
     #[error("no rails to sample")]
     NoRails,
+    /// More rails than a ring holds ([`MAX_RAILS`]).
     #[error("more than {MAX_RAILS} rails")]
     TooManyRails,
+    /// A sampling rate that is not finite, positive and at most 100 kHz; the rate, Hz.
     #[error("invalid sampling rate {0} Hz")]
     Rate(f64),
 }

@@ -24,7 +24,9 @@ const PERIOD: Duration = Duration::from_millis(100);
 /// A thermal zone: its `type` and its `temp` attribute.
 #[derive(Debug)]
 pub struct Zone {
+    /// The zone's `type` (`cpu-thermal`, `CPU-therm` on L4T 32, ...).
     pub name: String,
+    /// Its `temp` attribute, milli-degrees Celsius.
     pub temp: Attr,
 }
 

@@ -13,7 +13,9 @@ use serde::Serialize;
 pub struct Point {
     /// Index into the caller's list of modes.
     pub mode: usize,
+    /// Minibatch time, milliseconds.
     pub time_ms: f64,
+    /// Power, watts.
     pub power_w: f64,
 }
 
@@ -55,8 +57,12 @@ pub fn fastest_under(
 /// How choices under a range of budgets compare with the true optimum.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BudgetScore {
+    /// Budgets scored (those some mode truly meets).
     pub budgets: usize,
+    /// Median over the budgets of how much slower the chosen mode truly is than the true fastest
+    /// within the budget, percent.
     pub median_time_penalty_pct: f64,
+    /// 90th percentile of that time penalty, percent.
     pub p90_time_penalty_pct: f64,
     /// Share of budgets whose chosen mode truly draws more than the budget + 1 W.
     pub over_budget_1w_pct: f64,
@@ -66,7 +72,9 @@ pub struct BudgetScore {
 /// mode sits in knob space (indexed by [`Point::mode`]), so that a run informs its
 /// neighbours.
 pub struct Verify<'a> {
+    /// Runs a mode briefly and measures it.
     pub run: &'a dyn Fn(&Point) -> Measured,
+    /// Where each mode sits in knob space, by [`Point::mode`].
     pub knobs: &'a [Knobs],
 }
 
@@ -141,7 +149,9 @@ pub fn choose(
 /// A verification run's measurement of a mode.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Measured {
+    /// Mean minibatch time, milliseconds.
     pub time_ms: f64,
+    /// Mean power, watts.
     pub power_w: f64,
 }
 
