@@ -6,7 +6,7 @@
 use super::telemetry::{SampleArgs, Session};
 use super::{Output, Target};
 use crate::gpu::cuda::Cuda;
-use crate::gpu::kernels::{self, Source, JETSON_ARCHS};
+use crate::gpu::kernels::{self, CudaSource, JETSON_ARCHS};
 use crate::gpu::net::{Backend, Cpu, Trainer};
 use crate::ipc::protocol::Kind;
 use crate::sim::kernel::LoadState;
@@ -176,7 +176,7 @@ pub fn kernels(a: &KernelsArgs, out: &Output) -> Result<()> {
     let mut rows = Vec::new();
     let mut text = String::new();
     let mut spills = Vec::new();
-    for source in Source::ALL {
+    for source in CudaSource::ALL {
         for &cc in &a.arch {
             let ptx = kernels::compile(source, cc)?;
             let version = ptx

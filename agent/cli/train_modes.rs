@@ -8,12 +8,12 @@ use crate::gpu::cuda::Cuda;
 use crate::gpu::net::{Cpu, Trainer};
 use crate::predict::evaluate::{self, margin_w, Effort};
 use crate::predict::live::{AgentSource, Workload};
-use crate::predict::optimize::{self, Measured, Point, Verify};
+use crate::predict::optimize::{self, Measured, TimePower, Verify};
 use crate::predict::profile::{self, ProfileConfig, Replay, Source, Strategy};
-use crate::predict::{self, active, Method, ModelFile, Target, MODEL_VERSION};
+use crate::predict::{self, active, Method, ModelFile, Quantity, MODEL_VERSION};
 use crate::sim::sources::{reference_source, SimSource};
 use crate::sim::spec::BoardSpec;
-use crate::sim::workload::Model;
+use crate::sim::workload::Workload as SimWorkload;
 use crate::support::units::Freq;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
@@ -133,8 +133,8 @@ pub(super) fn pretrained(
 }
 
 /// A simulated workload by name.
-pub(super) fn workload(name: &str) -> Result<Model> {
-    Model::from_name(name).ok_or_else(|| {
+pub(super) fn workload(name: &str) -> Result<SimWorkload> {
+    SimWorkload::from_name(name).ok_or_else(|| {
         anyhow!("unknown workload {name:?}: resnet18, mobilenetv3, yolov8n, bert, lstm")
     })
 }
@@ -346,8 +346,8 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
         board: spec.id(),
         workload: a.workload.clone(),
         method,
-        time: predict::fit(method, &rows, Target::TimeMs, rt, &fit)?,
-        power: predict::fit(method, &rows, Target::PowerW, rp, &fit)?,
+        time: predict::fit(method, &rows, Quantity::TimeMs, rt, &fit)?,
+        power: predict::fit(method, &rows, Quantity::PowerW, rp, &fit)?,
         profiled: rows.iter().map(|r| r.mode).collect(),
     };
     file.save(&a.save)?;
@@ -362,8 +362,8 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
     let file = ModelFile::load(&a.model, Some(&spec.id()))?;
     let modes: Vec<PinnedMode> = spec.mode_space().iter().collect();
     let (pt, pp) = predict::time_and_power(&file.time, &file.power, &modes);
-    let points: Vec<Point> = (0..modes.len())
-        .map(|i| Point {
+    let points: Vec<TimePower> = (0..modes.len())
+        .map(|i| TimePower {
             mode: i,
             time_ms: pt[i].0,
             power_w: pp[i].0,
@@ -373,10 +373,10 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
     let chosen = match a.budget {
         None => None,
         Some(b) => {
-            let margin = |p: &Point| margin_w(file.method, p.power_w, pp[p.mode].1);
-            let src = Model::from_name(&file.workload)
+            let margin = |p: &TimePower| margin_w(file.method, p.power_w, pp[p.mode].1);
+            let src = SimWorkload::from_name(&file.workload)
                 .map(|w| SimSource::new(spec.silicon, w, spec.mode_space(), 7));
-            let measure = |p: &Point| {
+            let measure = |p: &TimePower| {
                 let mut s = src.clone().expect("checked before use");
                 profile::profile_mode(&mut s, &modes[p.mode], &ProfileConfig::default()).map_or(
                     Measured {
@@ -406,7 +406,7 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
             svg(&front, &points, &file.profiled, &modes, chosen.as_ref()),
         )?;
     }
-    let mode_json = |p: &Point| {
+    let mode_json = |p: &TimePower| {
         let m = modes[p.mode];
         json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz, "time_ms": p.time_ms, "power_w": p.power_w})
     };
@@ -430,11 +430,11 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
 
 /// A log-x plot of time against power: predicted modes, the front, profiled modes, the choice.
 fn svg(
-    front: &[Point],
-    all: &[Point],
+    front: &[TimePower],
+    all: &[TimePower],
     profiled: &[PinnedMode],
     modes: &[PinnedMode],
-    chosen: Option<&Point>,
+    chosen: Option<&TimePower>,
 ) -> String {
     let (w, h, pad) = (720.0, 480.0, 60.0);
     let tmin = all

@@ -6,7 +6,7 @@
 //! Every launch is `unsafe` (cudarc cannot check a kernel's parameter list): each one says
 //! why its arguments match the kernel's signature in `cuda-kernels/` and stay in bounds.
 
-use super::kernels::Source;
+use super::kernels::CudaSource;
 use super::net::Backend;
 use super::ops::{Bias, Conv, Gemm, Launch, Pool2, Relu, Sgd, Softmax, Stream, Sweep};
 use super::roofline::{Device, Kernel, Point, Run};
@@ -33,7 +33,7 @@ pub const SWEEP_B_H2: u32 = 0x1400_1400;
 pub struct Cuda {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    modules: Vec<(Source, Arc<CudaModule>)>,
+    modules: Vec<(CudaSource, Arc<CudaModule>)>,
     /// Sweep buffers (x, y, z) of `elements` floats, allocated at the first run.
     sweep: Option<[CudaSlice<f32>; 3]>,
     /// A Jetson's devfreq `cur_freq`, read while the sweep runs (Tegra's CUDA clock
@@ -56,7 +56,7 @@ impl Cuda {
             .compute_capability()
             .map_err(GpuError::driver("compute capability"))?;
         let cc = (major * 10 + minor) as u32;
-        let modules = Source::ALL
+        let modules = CudaSource::ALL
             .iter()
             .map(|&s| Ok((s, load(&ctx, s, cc)?)))
             .collect::<Result<_, GpuError>>()?;
@@ -80,7 +80,7 @@ impl Cuda {
     }
 
     /// Kernel `name` of `source`.
-    pub fn function(&self, source: Source, name: &str) -> Result<CudaFunction, GpuError> {
+    pub fn function(&self, source: CudaSource, name: &str) -> Result<CudaFunction, GpuError> {
         let (_, m) = self
             .modules
             .iter()
@@ -95,7 +95,7 @@ impl Cuda {
     pub fn sweep_once(&mut self, point: &Point) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
         self.sweep = None;
         self.sweep_buffers(point.elements)?;
-        let f = self.function(Source::Roofline, point.kernel.symbol())?;
+        let f = self.function(CudaSource::Roofline, point.kernel.symbol())?;
         self.launch_point(&f, point)?;
         let [x, y, _] = self.sweep.as_ref().ok_or(GpuError::NoDevice)?;
         let download = |b| {
@@ -177,7 +177,7 @@ impl Cuda {
 
 /// Loads `source` for a GPU of compute capability `cc`: the prebuilt fatbin if the driver
 /// takes it (it holds SASS or PTX for this GPU), else NVRTC's PTX for `compute_<cc>`.
-fn load(ctx: &Arc<CudaContext>, source: Source, cc: u32) -> Result<Arc<CudaModule>, GpuError> {
+fn load(ctx: &Arc<CudaContext>, source: CudaSource, cc: u32) -> Result<Arc<CudaModule>, GpuError> {
     if let Some(fatbin) = source.prebuilt() {
         match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(fatbin.to_vec())) {
             Ok(m) => return Ok(m),
@@ -203,7 +203,7 @@ impl Device for Cuda {
 
     fn run(&mut self, point: &Point, min_s: f64) -> Result<Run, GpuError> {
         self.sweep_buffers(point.elements)?;
-        let f = self.function(Source::Roofline, point.kernel.symbol())?;
+        let f = self.function(CudaSource::Roofline, point.kernel.symbol())?;
         let event = |what| {
             self.ctx
                 .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -273,7 +273,7 @@ pub struct CudaTrain {
 impl Cuda {
     /// The training backend on this GPU.
     pub fn train_backend(&self) -> Result<CudaTrain, GpuError> {
-        let f = |name: &str| self.function(Source::Train, name);
+        let f = |name: &str| self.function(CudaSource::Train, name);
         Ok(CudaTrain {
             stream: self.stream.clone(),
             k: TrainKernels {

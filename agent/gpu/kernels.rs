@@ -9,30 +9,30 @@ use std::path::Path;
 
 /// One `.cu` file of `cuda-kernels/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum CudaSource {
     /// Roofline microbenchmarks: intensity sweep, copy, triad.
     Roofline,
     /// The training kernels of the built-in CNN.
     Train,
 }
 
-impl Source {
+impl CudaSource {
     /// Every source file.
-    pub const ALL: [Source; 2] = [Source::Roofline, Source::Train];
+    pub const ALL: [CudaSource; 2] = [CudaSource::Roofline, CudaSource::Train];
 
     /// The file's stem.
     pub fn name(self) -> &'static str {
         match self {
-            Source::Roofline => "roofline",
-            Source::Train => "train",
+            CudaSource::Roofline => "roofline",
+            CudaSource::Train => "train",
         }
     }
 
     /// The CUDA C source.
     pub fn code(self) -> &'static str {
         match self {
-            Source::Roofline => include_str!("../../cuda-kernels/roofline.cu"),
-            Source::Train => include_str!("../../cuda-kernels/train.cu"),
+            CudaSource::Roofline => include_str!("../../cuda-kernels/roofline.cu"),
+            CudaSource::Train => include_str!("../../cuda-kernels/train.cu"),
         }
     }
 
@@ -42,8 +42,10 @@ impl Source {
         #[cfg(jpower_prebuilt)]
         {
             Some(match self {
-                Source::Roofline => include_bytes!(concat!(env!("OUT_DIR"), "/roofline.fatbin")),
-                Source::Train => include_bytes!(concat!(env!("OUT_DIR"), "/train.fatbin")),
+                CudaSource::Roofline => {
+                    include_bytes!(concat!(env!("OUT_DIR"), "/roofline.fatbin"))
+                }
+                CudaSource::Train => include_bytes!(concat!(env!("OUT_DIR"), "/train.fatbin")),
             })
         }
         #[cfg(not(jpower_prebuilt))]
@@ -58,7 +60,7 @@ impl Source {
 pub const JETSON_ARCHS: [u32; 3] = [53, 72, 87];
 
 /// Compiles `source` with NVRTC to PTX for `compute_<cc>`.
-pub fn compile(source: Source, cc: u32) -> Result<String, GpuError> {
+pub fn compile(source: CudaSource, cc: u32) -> Result<String, GpuError> {
     super::nvrtc_present()?;
     let opts = cudarc::nvrtc::CompileOptions {
         options: vec![format!("--gpu-architecture=compute_{cc}")],
@@ -186,11 +188,11 @@ ptxas info    : Used 255 registers, 2048 bytes smem, 400 bytes cmem[0]\n";
 
     #[test]
     fn every_source_is_embedded_and_names_its_kernels() {
-        for s in Source::ALL {
+        for s in CudaSource::ALL {
             assert!(s.code().contains("extern \"C\""), "{}", s.name());
         }
         for k in ["sweep_f32", "sweep_f16x2", "copy_f32", "triad_f32"] {
-            assert!(Source::Roofline.code().contains(k), "{k}");
+            assert!(CudaSource::Roofline.code().contains(k), "{k}");
         }
     }
 }

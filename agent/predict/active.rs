@@ -15,7 +15,7 @@
 //! choose went unprofiled, and their power was under-predicted by 15%.
 
 use super::regress::RegressError;
-use super::{fit, FitConfig, Method, Model, Target};
+use super::{fit, FitConfig, Method, Model, Quantity};
 use crate::control::mode::PinnedMode;
 use crate::predict::profile::{self, Row, Strategy};
 
@@ -53,14 +53,14 @@ pub fn profile_active(
         let time = fit(
             Method::Physics,
             &rows,
-            Target::TimeMs,
+            Quantity::TimeMs,
             Some(guide.time),
             guide.fit,
         )?;
         let power = fit(
             Method::Physics,
             &rows,
-            Target::PowerW,
+            Quantity::PowerW,
             Some(guide.power),
             guide.fit,
         )?;
@@ -167,7 +167,7 @@ mod tests {
     use crate::predict::evaluate::profile_modes;
     use crate::predict::profile::ProfileConfig;
     use crate::sim::sources::SimSource;
-    use crate::sim::workload::Model as Workload;
+    use crate::sim::workload::Workload;
 
     #[test]
     fn starts_stratified_then_profiles_where_the_ensemble_is_least_certain_near_its_front() {
@@ -203,8 +203,22 @@ mod tests {
         // predicted front, where most modes are not.
         let mut so_far = rows[..10].to_vec();
         for picks in &batches[1..] {
-            let t = fit(Method::Physics, &so_far, Target::TimeMs, Some(&time), &cfg).unwrap();
-            let p = fit(Method::Physics, &so_far, Target::PowerW, Some(&power), &cfg).unwrap();
+            let t = fit(
+                Method::Physics,
+                &so_far,
+                Quantity::TimeMs,
+                Some(&time),
+                &cfg,
+            )
+            .unwrap();
+            let p = fit(
+                Method::Physics,
+                &so_far,
+                Quantity::PowerW,
+                Some(&power),
+                &cfg,
+            )
+            .unwrap();
             let open: Vec<PinnedMode> = candidates
                 .iter()
                 .filter(|m| !so_far.iter().any(|r| r.mode == **m))

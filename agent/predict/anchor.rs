@@ -24,7 +24,7 @@
 //! better than they would a real board's profile; leave-one-out on a replayed profile
 //! (`--truth`) is what tells how far to follow them there.
 
-use super::{energy_terms, ghz, loaders, Target, ENERGY_TERMS};
+use super::{energy_terms, ghz, loaders, Quantity, ENERGY_TERMS};
 use crate::control::mode::PinnedMode;
 use crate::predict::profile::Row;
 use serde::{Deserialize, Serialize};
@@ -42,11 +42,11 @@ pub enum Anchor {
 impl Anchor {
     /// Fits the anchor of target `t` to profiled rows (those whose time and target are
     /// finite and positive); `None` with fewer than three.
-    pub fn fit(t: Target, rows: &[Row]) -> Option<Anchor> {
+    pub fn fit(t: Quantity, rows: &[Row]) -> Option<Anchor> {
         let usable = |v: f64| v.is_finite() && v > 0.0;
         let rows: Vec<&Row> = rows
             .iter()
-            .filter(|r| usable(r.time_ms) && (t == Target::TimeMs || usable(r.power_w)))
+            .filter(|r| usable(r.time_ms) && (t == Quantity::TimeMs || usable(r.power_w)))
             .collect();
         if rows.len() < 3 {
             return None;
@@ -54,8 +54,8 @@ impl Anchor {
         let modes: Vec<PinnedMode> = rows.iter().map(|r| r.mode).collect();
         let times: Vec<f64> = rows.iter().map(|r| r.time_ms).collect();
         match t {
-            Target::TimeMs => Pipeline::fit(&modes, &times).map(Anchor::Pipeline),
-            Target::PowerW => {
+            Quantity::TimeMs => Pipeline::fit(&modes, &times).map(Anchor::Pipeline),
+            Quantity::PowerW => {
                 let power: Vec<f64> = rows.iter().map(|r| r.power_w).collect();
                 Some(Anchor::Power(PowerSum::fit(&modes, &times, &power)))
             }
@@ -72,7 +72,7 @@ impl Anchor {
 
     /// Each row's prediction by the anchor fitted to the other rows (leave-one-out), or by
     /// this one where the others are too few.
-    pub fn cross_fitted(&self, t: Target, rows: &[Row]) -> Vec<f64> {
+    pub fn cross_fitted(&self, t: Quantity, rows: &[Row]) -> Vec<f64> {
         let mut others = Vec::with_capacity(rows.len());
         (0..rows.len())
             .map(|i| {
@@ -377,7 +377,7 @@ mod tests {
         };
         let modes = grid();
         let profiled = rows(&modes, |m| time.predict(m), |m, t| truth.predict(m, t));
-        let Some(Anchor::Power(fit)) = Anchor::fit(Target::PowerW, &profiled) else {
+        let Some(Anchor::Power(fit)) = Anchor::fit(Quantity::PowerW, &profiled) else {
             panic!("no power anchor");
         };
         for r in &profiled {
@@ -398,15 +398,15 @@ mod tests {
     fn too_few_or_bad_rows_give_no_anchor_and_cross_fitting_falls_back() {
         let m = grid();
         let two = rows(&m[..2], |_| 10.0, |_, _| 20.0);
-        assert_eq!(Anchor::fit(Target::TimeMs, &two), None);
+        assert_eq!(Anchor::fit(Quantity::TimeMs, &two), None);
         let mut bad = rows(&m[..4], |_| 10.0, |_, _| 20.0);
         bad[0].time_ms = f64::NAN;
         bad[1].power_w = 0.0;
-        assert_eq!(Anchor::fit(Target::PowerW, &bad), None);
+        assert_eq!(Anchor::fit(Quantity::PowerW, &bad), None);
         // A bad power leaves the time's rows alone.
-        assert!(Anchor::fit(Target::TimeMs, &bad).is_some());
+        assert!(Anchor::fit(Quantity::TimeMs, &bad).is_some());
         let three = rows(&m[..3], |m| 10.0 + f64::from(m.cores), |_, t| 100.0 / t);
-        for target in [Target::TimeMs, Target::PowerW] {
+        for target in [Quantity::TimeMs, Quantity::PowerW] {
             let whole = Anchor::fit(target, &three).unwrap();
             // Leaving one of three out leaves two: each row falls back to the whole fit.
             let loo = whole.cross_fitted(target, &three);

@@ -8,9 +8,9 @@
 //! rows are the modes and the truth) while the reference stays simulated.
 
 use crate::control::mode::{ModeSpace, PinnedMode};
-use crate::predict::optimize::{self, BudgetScore, Measured, Point, Verify};
+use crate::predict::optimize::{self, BudgetScore, Measured, TimePower, Verify};
 use crate::predict::profile::{self, ProfileConfig, Row, Source, Strategy};
-use crate::predict::{self, active, FitConfig, Method, Model, Target};
+use crate::predict::{self, active, FitConfig, Method, Model, Quantity};
 use serde::Serialize;
 
 /// PowerTrain's reference grid: even core counts, every other CPU frequency from the
@@ -95,8 +95,8 @@ pub fn pretrained(
     let grid = effort.reference_modes(space);
     let (rows, _) = profile_modes(reference, &grid, &ProfileConfig::default());
     Ok((
-        predict::pretrain(method, &rows, Target::TimeMs, fit)?,
-        predict::pretrain(method, &rows, Target::PowerW, fit)?,
+        predict::pretrain(method, &rows, Quantity::TimeMs, fit)?,
+        predict::pretrain(method, &rows, Quantity::PowerW, fit)?,
     ))
 }
 
@@ -159,7 +159,7 @@ pub fn margin_w(method: Method, power: f64, spread: f64) -> f64 {
 
 /// The budgets scored where the caller names none: each whole watt within the range of
 /// true power.
-pub fn budgets(truth: &[Point]) -> Vec<f64> {
+pub fn budgets(truth: &[TimePower]) -> Vec<f64> {
     let lo = truth
         .iter()
         .map(|p| p.power_w)
@@ -224,8 +224,8 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
     let (ref_rows, ref_secs) = profile_modes(e.reference, &grid, &e.profile);
     let mut pretrained = std::collections::BTreeMap::new();
     for method in Method::ALL.into_iter().filter(|m| m.uses_reference()) {
-        let time = predict::pretrain(method, &ref_rows, Target::TimeMs, fit)?;
-        let power = predict::pretrain(method, &ref_rows, Target::PowerW, fit)?;
+        let time = predict::pretrain(method, &ref_rows, Quantity::TimeMs, fit)?;
+        let power = predict::pretrain(method, &ref_rows, Quantity::PowerW, fit)?;
         pretrained.insert(method.name(), (time, power));
     }
     let mut secs = 0.0;
@@ -252,10 +252,10 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         .copied()
         .collect();
     let truth: Vec<(f64, f64)> = held.iter().filter_map(|m| e.target.truth(m)).collect();
-    let truth_points: Vec<Point> = truth
+    let truth_points: Vec<TimePower> = truth
         .iter()
         .enumerate()
-        .map(|(i, &(t, p))| Point {
+        .map(|(i, &(t, p))| TimePower {
             mode: i,
             time_ms: t,
             power_w: p,
@@ -267,16 +267,16 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
     for method in Method::ALL {
         let reference = pretrained.get(method.name());
         let (rt, rp) = (reference.map(|r| &r.0), reference.map(|r| &r.1));
-        let time = predict::fit(method, &rows, Target::TimeMs, rt, fit)?;
-        let power = predict::fit(method, &rows, Target::PowerW, rp, fit)?;
+        let time = predict::fit(method, &rows, Quantity::TimeMs, rt, fit)?;
+        let power = predict::fit(method, &rows, Quantity::PowerW, rp, fit)?;
         let clock = std::time::Instant::now();
         let (pt, pp) = predict::time_and_power(&time, &power, &held);
         let predict_ms = clock.elapsed().as_secs_f64() * 1000.0;
-        let predicted: Vec<Point> = pt
+        let predicted: Vec<TimePower> = pt
             .iter()
             .zip(&pp)
             .enumerate()
-            .map(|(i, (t, p))| Point {
+            .map(|(i, (t, p))| TimePower {
                 mode: i,
                 time_ms: t.0,
                 power_w: p.0,
@@ -287,7 +287,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         let front = optimize::pareto(&predicted);
         let pareto_ms = clock.elapsed().as_secs_f64() * 1000.0;
         std::hint::black_box(front);
-        let margin = |p: &Point| margin_w(method, p.power_w, spread[p.mode]);
+        let margin = |p: &TimePower| margin_w(method, p.power_w, spread[p.mode]);
         let score: BudgetScore = optimize::score_budgets(
             &predicted,
             &truth_points,
@@ -297,7 +297,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         );
         // A check run of 40 minibatches measures a mode's mean time to ~0.3% and its
         // power to ~0.25% (2% and 1.5% noise per minibatch).
-        let measure = |p: &Point| {
+        let measure = |p: &TimePower| {
             let noise = |k: u64, sigma: f64| {
                 let z = crate::support::rng::gaussian(
                     seed ^ k ^ crate::support::rng::spread(p.mode as u64),

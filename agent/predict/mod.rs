@@ -92,7 +92,7 @@ impl Method {
 
 /// What is predicted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub enum Quantity {
     /// Minibatch time, milliseconds.
     TimeMs,
     /// Mean power over a minibatch, watts.
@@ -396,14 +396,14 @@ impl Default for FitConfig {
     }
 }
 
-fn target_of(r: &Row, t: Target) -> f64 {
+fn target_of(r: &Row, t: Quantity) -> f64 {
     match t {
-        Target::TimeMs => r.time_ms,
-        Target::PowerW => r.power_w,
+        Quantity::TimeMs => r.time_ms,
+        Quantity::PowerW => r.power_w,
     }
 }
 
-fn data(rows: &[Row], t: Target, physics: bool, log: bool) -> (Vec<Vec<f64>>, Vec<f64>) {
+fn data(rows: &[Row], t: Quantity, physics: bool, log: bool) -> (Vec<Vec<f64>>, Vec<f64>) {
     let x = rows.iter().map(|r| features(&r.mode, physics)).collect();
     let y = rows
         .iter()
@@ -438,7 +438,7 @@ fn scaled(x: &[Vec<f64>], s: &Standardizer) -> Vec<Vec<f64>> {
 pub fn pretrain(
     method: Method,
     rows: &[Row],
-    t: Target,
+    t: Quantity,
     cfg: &FitConfig,
 ) -> Result<Model, RegressError> {
     let physics = method == Method::Physics;
@@ -503,7 +503,7 @@ fn physics_layers(d: usize) -> Vec<usize> {
 pub fn fit(
     method: Method,
     rows: &[Row],
-    t: Target,
+    t: Quantity,
     reference: Option<&Model>,
     cfg: &FitConfig,
 ) -> Result<Model, RegressError> {
@@ -546,7 +546,7 @@ pub fn fit(
             // The reference's scaling is kept: the transferred layers expect it.
             let mut xs = scaled(&x, &base.scale);
             // The physics ensemble's power read-out also reads the energy terms.
-            let energy = base.physics && t == Target::PowerW;
+            let energy = base.physics && t == Quantity::PowerW;
             if energy {
                 for (row, r) in xs.iter_mut().zip(rows) {
                     row.extend(energy_terms(&r.mode, r.time_ms));
@@ -774,10 +774,10 @@ pub(crate) mod tests {
             Strategy::Random(400),
             5,
         );
-        let mut reference = reference_source(spec, crate::sim::workload::Model::ResNet18, 1);
+        let mut reference = reference_source(spec, crate::sim::workload::Workload::ResNet18, 1);
         let (rows, _) = profile_modes(&mut reference, &grid, &ProfileConfig::default());
-        let time = pretrain(Method::Physics, &rows, Target::TimeMs, &cfg).unwrap();
-        let power = pretrain(Method::Physics, &rows, Target::PowerW, &cfg).unwrap();
+        let time = pretrain(Method::Physics, &rows, Quantity::TimeMs, &cfg).unwrap();
+        let power = pretrain(Method::Physics, &rows, Quantity::PowerW, &cfg).unwrap();
         (cfg, time, power)
     }
 
@@ -791,7 +791,11 @@ pub(crate) mod tests {
         ref_power: Model,
     }
 
-    fn transferred(workload: crate::sim::workload::Model, modes: usize, seed: u64) -> Transferred {
+    fn transferred(
+        workload: crate::sim::workload::Workload,
+        modes: usize,
+        seed: u64,
+    ) -> Transferred {
         use crate::predict::evaluate::profile_modes;
         use crate::predict::profile::{self, ProfileConfig, Strategy};
         use crate::sim::sources::SimSource;
@@ -803,8 +807,8 @@ pub(crate) mod tests {
         let (rows, _) = profile_modes(&mut target, &chosen, &ProfileConfig::default());
         let fit = |t, reference| fit(Method::Physics, &rows, t, Some(reference), &cfg).unwrap();
         Transferred {
-            time: fit(Target::TimeMs, &ref_time),
-            power: fit(Target::PowerW, &ref_power),
+            time: fit(Quantity::TimeMs, &ref_time),
+            power: fit(Quantity::PowerW, &ref_power),
             target,
             all,
             ref_power,
@@ -821,7 +825,7 @@ pub(crate) mod tests {
             time,
             power,
             ref_power,
-        } = transferred(crate::sim::workload::Model::YoloV8n, 50, 2);
+        } = transferred(crate::sim::workload::Workload::YoloV8n, 50, 2);
         assert!(power.energy && !time.energy && !ref_power.energy);
         let held = profile::select(&all, Strategy::Random(1000), 6);
         let (pt, pp) = time_and_power(&time, &power, &held);
@@ -851,7 +855,7 @@ pub(crate) mod tests {
             time,
             power,
             ..
-        } = transferred(crate::sim::workload::Model::Lstm, 20, 1);
+        } = transferred(crate::sim::workload::Workload::Lstm, 20, 1);
         assert!(matches!(time.anchor, Some(Anchor::Pipeline(_))));
         assert!(matches!(power.anchor, Some(Anchor::Power(_))));
         assert!(time.anchor_error > 0.0 && power.anchor_error > 0.0);
@@ -926,8 +930,8 @@ pub(crate) mod tests {
             })
             .collect();
         let cfg = FitConfig::default();
-        let time = fit(Method::Linear, &rows, Target::TimeMs, None, &cfg).unwrap();
-        let power = fit(Method::Linear, &rows, Target::PowerW, None, &cfg).unwrap();
+        let time = fit(Method::Linear, &rows, Quantity::TimeMs, None, &cfg).unwrap();
+        let power = fit(Method::Linear, &rows, Quantity::PowerW, None, &cfg).unwrap();
         let f = ModelFile {
             version: MODEL_VERSION,
             board: "orin-agx@r35".into(),

@@ -652,7 +652,7 @@ impl Mlp {
     }
 
     /// Trains with Adam on shuffled minibatches of (standardised) `x`, dropping any
-    /// [`Mlp::skip`] term first. Target
+    /// [`Mlp::skip`] term first. Quantity
     /// statistics are refitted on `y`; an already fitted model first has its
     /// output layer rescaled so that its predictions are unchanged. With a
     /// validation split the best-validation weights are kept.

@@ -6,7 +6,7 @@
 
 use super::power::{Operating, Silicon};
 use super::spec::BoardSpec;
-use super::workload::{self, Model};
+use super::workload::{self, Workload};
 use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::predict::profile::Source;
 use crate::support::rng;
@@ -24,7 +24,7 @@ impl BoardSpec {
 }
 
 /// The simulated reference workload on `spec` (its own noise seed, apart from the target's).
-pub fn reference_source(spec: &BoardSpec, model: Model, seed: u64) -> SimSource {
+pub fn reference_source(spec: &BoardSpec, model: Workload, seed: u64) -> SimSource {
     SimSource::new(spec.silicon, model, spec.mode_space(), seed ^ 0xA5A5)
 }
 
@@ -34,7 +34,7 @@ pub struct SimSource {
     /// Which board's silicon models the time and power.
     pub silicon: Silicon,
     /// The training workload.
-    pub model: Model,
+    pub model: Workload,
     /// The modes it can measure.
     pub space: ModeSpace,
     seed: u64,
@@ -43,7 +43,7 @@ pub struct SimSource {
 
 impl SimSource {
     /// `model` on `silicon` over the modes of `space`, its noise seeded by `seed`.
-    pub fn new(silicon: Silicon, model: Model, space: ModeSpace, seed: u64) -> SimSource {
+    pub fn new(silicon: Silicon, model: Workload, space: ModeSpace, seed: u64) -> SimSource {
         SimSource {
             silicon,
             model,

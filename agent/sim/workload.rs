@@ -71,7 +71,7 @@ use crate::support::rng::hash;
 
 /// A DNN training workload of PowerTrain Table 3 (minibatch 16, 4 loader workers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Model {
+pub enum Workload {
     /// ResNet-18 on 50k ImageNet validation images.
     ResNet18,
     /// MobileNetV3 on GLD-23k.
@@ -84,14 +84,14 @@ pub enum Model {
     Lstm,
 }
 
-impl Model {
+impl Workload {
     /// Every model.
-    pub const ALL: [Model; 5] = [
-        Model::ResNet18,
-        Model::MobileNetV3,
-        Model::YoloV8n,
-        Model::BertBase,
-        Model::Lstm,
+    pub const ALL: [Workload; 5] = [
+        Workload::ResNet18,
+        Workload::MobileNetV3,
+        Workload::YoloV8n,
+        Workload::BertBase,
+        Workload::Lstm,
     ];
     const NAMES: [&'static str; 5] = ["resnet18", "mobilenetv3", "yolov8n", "bert", "lstm"];
 
@@ -100,8 +100,8 @@ impl Model {
         Self::NAMES[self as usize]
     }
 
-    /// The model with this [`Model::name`].
-    pub fn from_name(s: &str) -> Option<Model> {
+    /// The model with this [`Workload::name`].
+    pub fn from_name(s: &str) -> Option<Workload> {
         Self::ALL.into_iter().find(|m| m.name() == s)
     }
 }
@@ -138,26 +138,26 @@ struct Params {
 
 /// The parameters of `m` (see the module docs for what fixes each).
 #[rustfmt::skip]
-fn params(m: Model) -> Params {
+fn params(m: Workload) -> Params {
     let p = |groups, serial_gcyc, loader_gcyc, fetch_gcyc, fetch_gb, samples| Params {
         groups, serial_gcyc, loader_gcyc, fetch_gcyc, fetch_gb, samples,
     };
     let (d, s) = (true, false);
     match m {
         // Stem and layer1 convs, layer2-4 convs, BatchNorm/ReLU/pooling + SGD.
-        Model::ResNet18 => p([(26.0, 0.9, 0.39, d), (61.0, 0.5, 0.39, d), (1.2, 0.5, 0.03, s)],
+        Workload::ResNet18 => p([(26.0, 0.9, 0.39, d), (61.0, 0.5, 0.39, d), (1.2, 0.5, 0.03, s)],
             0.017, 0.22, 0.0016, 0.029, 50_000),
         // Pointwise convs, depthwise/SE (latency-bound), BN/activation traffic.
-        Model::MobileNetV3 => p([(8.0, 0.5, 0.25, d), (2.5, 0.5, 0.0105, s), (0.5, 5.0, 0.2, s)],
+        Workload::MobileNetV3 => p([(8.0, 0.5, 0.25, d), (2.5, 0.5, 0.0105, s), (0.5, 5.0, 0.2, s)],
             0.031, 0.2, 0.0016, 0.029, 23_000),
         // Convs at 320 px, head and loss, elementwise.
-        Model::YoloV8n => p([(100.0, 0.3, 0.7, d), (2.0, 0.1, 0.15, s), (0.2, 0.1, 0.2, s)],
+        Workload::YoloV8n => p([(100.0, 0.3, 0.7, d), (2.0, 0.1, 0.15, s), (0.2, 0.1, 0.2, s)],
             0.07, 1.63, 0.004, 0.015, 25_000),
         // GEMMs (seq 128), attention/softmax/LayerNorm/GELU, AdamW over 110M parameters.
-        Model::BertBase => p([(1300.0, 8.0, 0.285, d), (20.0, 8.0, 0.2, s), (1.0, 3.5, 0.2, s)],
+        Workload::BertBase => p([(1300.0, 8.0, 0.285, d), (20.0, 8.0, 0.2, s), (1.0, 3.5, 0.2, s)],
             0.05, 0.01, 0.001, 0.001, 70_000),
         // Small GEMMs per step, embedding/softmax over the vocabulary, optimizer.
-        Model::Lstm => p([(1.5, 0.05, 0.1, d), (0.3, 0.2, 0.1, s), (0.05, 0.15, 0.2, s)],
+        Workload::Lstm => p([(1.5, 0.05, 0.1, d), (0.3, 0.2, 0.1, s), (0.05, 0.15, 0.2, s)],
             0.011, 0.002, 0.0005, 0.0005, 36_000),
     }
 }
@@ -214,7 +214,7 @@ fn ghz(hz: f64) -> f64 {
 }
 
 /// The model of the module docs: time breakdown, utilisations and operating point.
-fn breakdown(silicon: Silicon, model: Model, p: &Operating) -> Breakdown {
+fn breakdown(silicon: Silicon, model: Workload, p: &Operating) -> Breakdown {
     let (cuda, bpc, ipc, dense_arch, ilp_arch) = board(silicon);
     let w = params(model);
     let n = p.online_cores.clamp(1, silicon.coeffs().max_cores);
@@ -262,7 +262,7 @@ fn breakdown(silicon: Silicon, model: Model, p: &Operating) -> Breakdown {
 
 /// Noise-free time, power and utilisations of one minibatch of `model` on `silicon` at `p`.
 /// Out-of-range inputs are clamped (cores to the board's count, clocks to >= 1 MHz).
-pub fn truth(silicon: Silicon, model: Model, p: &Operating) -> Truth {
+pub fn truth(silicon: Silicon, model: Workload, p: &Operating) -> Truth {
     let b = breakdown(silicon, model, p);
     let module = domain_power(silicon, &b.op, &b.load).module_total();
     let power_w = match silicon {
@@ -295,7 +295,7 @@ fn normals(h: u64) -> (f64, f64) {
 /// decaying with a 2-minibatch time constant). Returns (ms, W).
 pub fn measure(
     silicon: Silicon,
-    model: Model,
+    model: Workload,
     p: &Operating,
     since_switch: u32,
     seed: u64,
@@ -319,7 +319,7 @@ pub fn measure(
 
 /// Minibatches per epoch (bs 16, last partial batch kept) from the dataset sizes of
 /// PowerTrain Table 3 (23k, 50k, 25k, 70k, 36k samples).
-pub fn minibatches_per_epoch(model: Model) -> u32 {
+pub fn minibatches_per_epoch(model: Workload) -> u32 {
     params(model).samples.div_ceil(16)
 }
 
@@ -328,7 +328,7 @@ mod tests {
     use super::Silicon::*;
     use super::*;
     use crate::sim::check::{near, within};
-    use Model::*;
+    use Workload::*;
 
     fn pt(cores: u32, cpu_mhz: f64, gpu_mhz: f64, emc_mhz: f64) -> Operating {
         let (cpu_hz, gpu_hz, emc_hz) = (cpu_mhz * 1e6, gpu_mhz * 1e6, emc_mhz * 1e6);
@@ -345,7 +345,7 @@ mod tests {
     fn xmaxn() -> Operating {
         pt(8, 2265.6, 1377.0, 2133.0)
     }
-    fn epoch_min(s: Silicon, m: Model, p: &Operating) -> f64 {
+    fn epoch_min(s: Silicon, m: Workload, p: &Operating) -> f64 {
         truth(s, m, p).time_ms * f64::from(minibatches_per_epoch(m)) / 60_000.0
     }
     /// MHz lists `a, a + step, ..` (`n` values), then `last`.
@@ -380,17 +380,17 @@ mod tests {
 
     #[test]
     fn names_and_epoch_sizes() {
-        for m in Model::ALL {
-            assert_eq!(Model::from_name(m.name()), Some(m));
+        for m in Workload::ALL {
+            assert_eq!(Workload::from_name(m.name()), Some(m));
         }
-        assert_eq!(Model::from_name("vgg11"), None);
-        let n = Model::ALL.map(minibatches_per_epoch);
+        assert_eq!(Workload::from_name("vgg11"), None);
+        let n = Workload::ALL.map(minibatches_per_epoch);
         assert_eq!(n, [3125, 1438, 1563, 4375, 2250]);
     }
 
     #[test]
     fn orin_maxn_epoch_times_powertrain_table3() {
-        for (m, want) in Model::ALL.into_iter().zip([3.0, 2.3, 4.9, 68.6, 0.4]) {
+        for (m, want) in Workload::ALL.into_iter().zip([3.0, 2.3, 4.9, 68.6, 0.4]) {
             let got = epoch_min(OrinAgx, m, &omaxn());
             near(
                 &format!("orin maxn {} epoch min", m.name()),
@@ -470,7 +470,7 @@ mod tests {
                 46.7,
             );
         }
-        for m in Model::ALL {
+        for m in Workload::ALL {
             let (x, y) = (bd(m, &d), bd(m, &e));
             println!(
                 "xavier {}: d->e stall -{:.1} % compute -{:.1} % (2 % / 9.7 %), e->f stall \
@@ -529,7 +529,7 @@ mod tests {
         for s in [OrinAgx, XavierAgx, XavierNx, OrinNano, Nano] {
             let (nmax, cpus, gpus, emcs) = tables(s);
             let (nc, ng, ne) = (cpus.len(), gpus.len(), emcs.len());
-            for m in Model::ALL {
+            for m in Workload::ALL {
                 // Truth at a core count and (CPU, GPU, EMC) table indices; None past a table.
                 let at = |n: u32, i: [usize; 3]| {
                     let (c, g, e) = (cpus.get(i[0])?, gpus.get(i[1])?, emcs.get(i[2])?);

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 /// A mode's (predicted or measured) time and power.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Point {
+pub struct TimePower {
     /// Index into the caller's list of modes.
     pub mode: usize,
     /// Minibatch time, milliseconds.
@@ -21,8 +21,8 @@ pub struct Point {
 
 /// The Pareto-optimal points (no other point is both faster and lower-power), fastest
 /// first. O(n log n).
-pub fn pareto(points: &[Point]) -> Vec<Point> {
-    let mut sorted: Vec<Point> = points
+pub fn pareto(points: &[TimePower]) -> Vec<TimePower> {
+    let mut sorted: Vec<TimePower> = points
         .iter()
         .copied()
         .filter(|p| p.time_ms.is_finite() && p.power_w.is_finite())
@@ -32,7 +32,7 @@ pub fn pareto(points: &[Point]) -> Vec<Point> {
             .total_cmp(&b.time_ms)
             .then(a.power_w.total_cmp(&b.power_w))
     });
-    let mut front: Vec<Point> = Vec::new();
+    let mut front: Vec<TimePower> = Vec::new();
     for p in sorted {
         if front.last().is_none_or(|last| p.power_w < last.power_w) {
             front.push(p);
@@ -43,10 +43,10 @@ pub fn pareto(points: &[Point]) -> Vec<Point> {
 
 /// The fastest point whose power plus `margin_w(point)` stays within `budget_w`.
 pub fn fastest_under(
-    points: &[Point],
+    points: &[TimePower],
     budget_w: f64,
-    margin_w: impl Fn(&Point) -> f64,
-) -> Option<Point> {
+    margin_w: impl Fn(&TimePower) -> f64,
+) -> Option<TimePower> {
     points
         .iter()
         .filter(|p| p.power_w + margin_w(p) <= budget_w)
@@ -69,12 +69,12 @@ pub struct BudgetScore {
 }
 
 /// Verification: short runs measuring a mode's minibatch time and power, and where each
-/// mode sits in knob space (indexed by [`Point::mode`]), so that a run informs its
+/// mode sits in knob space (indexed by [`TimePower::mode`]), so that a run informs its
 /// neighbours.
 pub struct Verify<'a> {
     /// Runs a mode briefly and measures it.
-    pub run: &'a dyn Fn(&Point) -> Measured,
-    /// Where each mode sits in knob space, by [`Point::mode`].
+    pub run: &'a dyn Fn(&TimePower) -> Measured,
+    /// Where each mode sits in knob space, by [`TimePower::mode`].
     pub knobs: &'a [Knobs],
 }
 
@@ -89,21 +89,22 @@ pub struct Verify<'a> {
 /// no run fits, the fastest mode that fits with its margin under the corrected
 /// predictions. With nothing predicted to fit, the lowest predicted power.
 pub fn choose(
-    predicted: &[Point],
+    predicted: &[TimePower],
     b: f64,
-    margin_w: &dyn Fn(&Point) -> f64,
+    margin_w: &dyn Fn(&TimePower) -> f64,
     verify: Option<&Verify<'_>>,
-) -> Option<Point> {
+) -> Option<TimePower> {
     // The fastest point not yet run that fits once corrected, as (predicted, corrected).
-    let fastest_fitting =
-        |correct: &dyn Fn(&Point) -> Point, margin_w: &dyn Fn(&Point) -> f64, ran: &[usize]| {
-            predicted
-                .iter()
-                .filter(|p| !ran.contains(&p.mode))
-                .map(|p| (*p, correct(p)))
-                .filter(|(_, c)| c.power_w + margin_w(c) <= b)
-                .min_by(|x, y| x.1.time_ms.total_cmp(&y.1.time_ms))
-        };
+    let fastest_fitting = |correct: &dyn Fn(&TimePower) -> TimePower,
+                           margin_w: &dyn Fn(&TimePower) -> f64,
+                           ran: &[usize]| {
+        predicted
+            .iter()
+            .filter(|p| !ran.contains(&p.mode))
+            .map(|p| (*p, correct(p)))
+            .filter(|(_, c)| c.power_w + margin_w(c) <= b)
+            .min_by(|x, y| x.1.time_ms.total_cmp(&y.1.time_ms))
+    };
     let lowest = || {
         predicted
             .iter()
@@ -115,9 +116,9 @@ pub fn choose(
             .map(|(p, _)| p)
             .or_else(lowest);
     };
-    let corrected = |learnt: &Residuals, p: &Point| {
+    let corrected = |learnt: &Residuals, p: &TimePower| {
         let [time, power] = learnt.factor(&v.knobs[p.mode]);
-        Point {
+        TimePower {
             time_ms: p.time_ms * time,
             power_w: p.power_w * power,
             ..*p
@@ -125,7 +126,7 @@ pub fn choose(
     };
     let mut learnt = Residuals::default();
     let mut ran = Vec::with_capacity(VERIFY_TRIES);
-    let mut best: Option<(Point, f64)> = None;
+    let mut best: Option<(TimePower, f64)> = None;
     while ran.len() < VERIFY_TRIES {
         let Some((p, _)) = fastest_fitting(&|p| corrected(&learnt, p), &|_| 0.0, &ran) else {
             break;
@@ -161,10 +162,10 @@ pub const VERIFY_TRIES: usize = 5;
 /// Scores choosing by `predicted` against `truth` (same modes, same order) for each
 /// budget; budgets that no mode truly meets are skipped.
 pub fn score_budgets(
-    predicted: &[Point],
-    truth: &[Point],
+    predicted: &[TimePower],
+    truth: &[TimePower],
     budgets: impl Iterator<Item = f64>,
-    margin_w: impl Fn(&Point) -> f64,
+    margin_w: impl Fn(&TimePower) -> f64,
     verify: Option<&Verify<'_>>,
 ) -> BudgetScore {
     let mut penalties = Vec::new();
@@ -222,8 +223,8 @@ pub fn mape(predicted: &[f64], truth: &[f64]) -> f64 {
 mod tests {
     use super::*;
 
-    fn p(mode: usize, t: f64, w: f64) -> Point {
-        Point {
+    fn p(mode: usize, t: f64, w: f64) -> TimePower {
+        TimePower {
             mode,
             time_ms: t,
             power_w: w,
@@ -253,7 +254,7 @@ mod tests {
 
     #[test]
     fn perfect_predictions_score_zero() {
-        let pts: Vec<Point> = (0..50)
+        let pts: Vec<TimePower> = (0..50)
             .map(|i| p(i, 100.0 - i as f64, 10.0 + i as f64))
             .collect();
         let s = score_budgets(&pts, &pts, (17..=50).map(f64::from), |_| 0.0, None);
@@ -273,7 +274,7 @@ mod tests {
     impl Case {
         /// The mode chosen under `budget` with verification, and the modes run in order.
         fn choose(&self, budget: f64, margin: f64) -> (Option<usize>, Vec<usize>) {
-            let pts: Vec<Point> = self
+            let pts: Vec<TimePower> = self
                 .predicted
                 .iter()
                 .enumerate()
@@ -292,7 +293,7 @@ mod tests {
                 })
                 .collect();
             let ran = std::cell::RefCell::new(Vec::new());
-            let run = |q: &Point| {
+            let run = |q: &TimePower| {
                 ran.borrow_mut().push(q.mode);
                 let (time_ms, power_w) = self.measured[q.mode];
                 Measured { time_ms, power_w }
