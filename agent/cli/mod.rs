@@ -220,6 +220,7 @@ impl Target {
 /// `jpower agent`: the board the options name, with the configuration's runtime directory
 /// where none is given.
 fn agent(target: &Target, a: &AgentArgs) -> Result<()> {
+    crate::daemon::handle_signals();
     let config = crate::daemon::Config::load(a.config.as_deref())?;
     let mut target = target.clone();
     if target.runtime_dir.is_none() {

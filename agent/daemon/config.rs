@@ -154,6 +154,13 @@ impl Config {
                 ));
             }
         }
+        let h = cfg.budget_hysteresis_w;
+        if !(h >= 0.0 && h.is_finite()) {
+            return Err(bad(
+                "budget_hysteresis_w",
+                format!("{h} is not a number of watts, zero or more"),
+            ));
+        }
         if cfg.max_clients == 0 {
             return Err(bad("max_clients", "must be at least 1".into()));
         }
@@ -192,6 +199,15 @@ mod tests {
         .unwrap();
         assert_eq!(c.budget_w, Some(25.5));
         assert_eq!(c.default_mode.as_deref(), Some("MODE_30W"));
+    }
+
+    #[test]
+    fn a_hysteresis_that_is_not_a_number_of_watts_is_refused() {
+        for bad in ["nan", "inf", "-1.0"] {
+            let e = err(&format!("budget_hysteresis_w = {bad}\n"));
+            assert!(e.contains("budget_hysteresis_w"), "{e}");
+        }
+        assert!(Config::parse("budget_hysteresis_w = 0.0\n", Path::new("x")).is_ok());
     }
 
     #[test]

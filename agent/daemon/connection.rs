@@ -25,6 +25,27 @@ pub struct Connection {
     events: Receiver<ReplyBody>,
 }
 
+/// The most characters of a client's name kept for logs and replies.
+const NAME_CHARS: usize = 64;
+
+/// A peer-supplied name as it may reach a log line or a reply: control characters
+/// escaped (no forged log lines), at most [`NAME_CHARS`] characters, `…` where cut.
+fn printable(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if i == NAME_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn error(code: ErrorCode, message: String) -> ReplyBody {
     ReplyBody::Error { code, message }
 }
@@ -89,7 +110,7 @@ impl Handler for Shared {
     fn handle(&self, conn: &mut Connection, body: RequestBody) -> ReplyBody {
         match body {
             RequestBody::Hello { ref client, .. } => {
-                conn.peer.name = client.clone();
+                conn.peer.name = printable(client);
                 self.lock().handle(&conn.peer, body)
             }
             RequestBody::Status => match self.lock().status() {
@@ -138,5 +159,22 @@ impl Handler for Shared {
 
     fn close(&self, conn: Connection) {
         self.lock().disconnect(conn.peer.client);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_name_cannot_forge_a_log_line_or_grow_without_bound() {
+        assert_eq!(printable("trainer"), "trainer");
+        assert_eq!(
+            printable("x\n[WARN] set_mode by root\r\u{1b}[2J"),
+            "x\\n[WARN] set_mode by root\\r\\u{1b}[2J"
+        );
+        let long = printable(&"é".repeat(10_000));
+        assert_eq!(long.chars().count(), NAME_CHARS + 1);
+        assert!(long.ends_with('…'));
     }
 }

@@ -127,6 +127,18 @@ extern "C" fn on_stop(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
+/// Makes SIGTERM and SIGINT a request to stop (restore, remove the socket, exit 0) and a
+/// vanished client an EPIPE instead of a kill. Called before the agent does anything, so
+/// a signal at any instant of its start is a clean stop once setup is done.
+pub fn handle_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
+    }
+    // SAFETY: ignoring SIGPIPE changes no memory; writes to a closed socket return EPIPE.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
 /// The socket path: `--socket`, else the config's, else `<runtime-dir>/jpower.sock`.
 pub fn socket_path(explicit: Option<&Path>, config: &Config, runtime_dir: &Path) -> PathBuf {
     explicit
@@ -215,6 +227,7 @@ pub fn run(opts: Options) -> Result<()> {
         );
     }
     let telemetry = Telemetry::start(controller.board(), controller.current(), &runtime_dir, &cfg)?;
+    server::give_to_group(&telemetry.path, &config.read_group);
     let ring = RingReader::open(&telemetry.path)?;
     let ring_path = telemetry.path.display().to_string();
     let mut core = core::Core::new(
@@ -248,13 +261,6 @@ pub fn run(opts: Options) -> Result<()> {
         access: Access::new(&config.control_group),
         last_tick: AtomicU64::new(crate::telemetry::ring::monotonic_ns()),
     });
-
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
-    }
-    // SAFETY: ignoring SIGPIPE so a client that vanishes mid-write is an EPIPE, not a kill.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
 
     let stop = Arc::new(AtomicBool::new(false));
     let server = Server::start(listener, shared.clone(), config.max_clients, stop.clone())?;

@@ -62,6 +62,9 @@ pub enum ServerError {
     /// A live agent already answers on the socket's path.
     #[error("another agent is serving {0}")]
     InUse(PathBuf),
+    /// Something other than a socket is at the socket's path: it is left alone.
+    #[error("{0} exists and is not a socket; refusing to replace it")]
+    NotASocket(PathBuf),
     /// A file-system operation on the socket failed.
     #[error("{what} {path}: {source}")]
     Io {
@@ -85,7 +88,11 @@ pub fn bind(path: &Path, mode: u32, group: &str) -> Result<UnixListener, ServerE
             source,
         }
     };
-    if path.exists() {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !meta.file_type().is_socket() {
+            return Err(ServerError::NotASocket(path.to_path_buf()));
+        }
         if UnixStream::connect(path).is_ok() {
             return Err(ServerError::InUse(path.to_path_buf()));
         }
@@ -97,12 +104,18 @@ pub fn bind(path: &Path, mode: u32, group: &str) -> Result<UnixListener, ServerE
     let listener = UnixListener::bind(path).map_err(io("binding"))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(io("setting the mode of"))?;
+    give_to_group(path, group);
+    Ok(listener)
+}
+
+/// Gives `path` to group `group` where the group exists, so its members may read it (the
+/// socket, and the telemetry ring beside it); says why where it cannot.
+pub fn give_to_group(path: &Path, group: &str) {
     if let Ok(Some(g)) = nix::unistd::Group::from_name(group) {
         if let Err(e) = nix::unistd::chown(path, None, Some(g.gid)) {
             log::warn!("cannot give {} to group {group}: {e}", path.display());
         }
     }
-    Ok(listener)
 }
 
 /// A server accepting on its own thread until `stop` is set.

@@ -158,7 +158,14 @@ pub enum MarkerError<K: std::fmt::Display> {
         /// The minibatch's number.
         id: u64,
     },
+    /// `begin` with [`MAX_OPEN`] minibatches open already.
+    #[error("{MAX_OPEN} minibatches are open already: end some first")]
+    TooMany,
 }
+
+/// The most minibatches one connection may have open at once: a peer cannot grow the
+/// agent without bound by beginning minibatches it never ends.
+pub const MAX_OPEN: usize = 1024;
 
 /// Open minibatches, by kind and id.
 #[derive(Debug)]
@@ -179,6 +186,9 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display> Minibatches<K> {
     pub fn begin(&mut self, kind: K, id: u64, t_ns: u64) -> Result<(), MarkerError<K>> {
         if self.open.contains_key(&(kind, id)) {
             return Err(MarkerError::AlreadyOpen { kind, id });
+        }
+        if self.open.len() >= MAX_OPEN {
+            return Err(MarkerError::TooMany);
         }
         self.open.insert((kind, id), t_ns);
         Ok(())
@@ -212,6 +222,16 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display> Minibatches<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_cannot_open_minibatches_without_bound() {
+        let mut m = Minibatches::default();
+        for id in 0..MAX_OPEN as u64 {
+            m.begin("train", id, 0).unwrap();
+        }
+        assert_eq!(m.begin("train", u64::MAX, 0), Err(MarkerError::TooMany));
+        assert_eq!(m.open.len(), MAX_OPEN);
+    }
 
     fn s(t_ms: u64, w: f64) -> Sample {
         let mut s = Sample {

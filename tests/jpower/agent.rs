@@ -583,3 +583,106 @@ fn profile_live_drives_the_agent_in_real_time_and_gives_the_board_back() {
     assert_eq!(before.emc_cap_hz, after.emc_cap_hz);
     assert_eq!(gpu_max(&before), gpu_max(&after));
 }
+
+/// SIGTERM or SIGINT at any instant of the agent's start: once it can have changed anything
+/// (its handlers come first), it stops cleanly, exits 0, removes its socket and leaves the
+/// board as it found it; before that, only the default action can have run, with nothing
+/// to undo.
+#[test]
+fn a_signal_at_any_instant_of_the_start_is_a_clean_stop() {
+    use nix::sys::signal::{kill, Signal};
+    use std::os::unix::process::ExitStatusExt;
+    let rt = util::runtime();
+    let baseline = direct_knobs(rt.path());
+    let cfg = rt.path().join("jpower.toml");
+    std::fs::write(&cfg, "").unwrap();
+    let socket = rt.path().join("jpower.sock");
+    let mut clean = 0;
+    for (i, delay_us) in [
+        0u64, 500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000,
+    ]
+    .into_iter()
+    .chain(std::iter::repeat_n(u64::MAX, 8))
+    .enumerate()
+    {
+        let sig = if i % 2 == 0 {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGINT
+        };
+        let mut child = util::jpower(rt.path())
+            .args(["--sim", "orin-agx", "agent", "--config"])
+            .arg(&cfg)
+            .env("JPOWER_LOG", "off")
+            .spawn()
+            .unwrap();
+        if delay_us == u64::MAX {
+            // Right as the socket appears: the window the handlers once missed.
+            let start = Instant::now();
+            while !socket.exists() && start.elapsed() < Duration::from_secs(15) {
+                std::thread::yield_now();
+            }
+        } else {
+            std::thread::sleep(Duration::from_micros(delay_us));
+        }
+        kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+        let status = child.wait().unwrap();
+        if status.success() {
+            clean += 1;
+        } else {
+            assert_eq!(
+                status.signal(),
+                Some(sig as i32),
+                "only the default action before the handlers, never a crash: {status:?}"
+            );
+            assert!(
+                delay_us < u64::MAX,
+                "a signal after the socket appeared killed the agent"
+            );
+        }
+        assert!(!socket.exists(), "the socket is removed (signal {i})");
+        assert_eq!(
+            direct_knobs(rt.path()),
+            baseline,
+            "the board is restored (signal {i})"
+        );
+    }
+    assert!(clean >= 8, "{clean} of 17 starts stopped cleanly");
+}
+
+#[test]
+fn a_socket_path_that_is_a_regular_file_is_refused_and_kept() {
+    let rt = util::runtime();
+    let file = rt.path().join("precious.txt");
+    std::fs::write(&file, "keep me\n").unwrap();
+    let out = util::run(
+        util::jpower(rt.path())
+            .args(["--sim", "orin-agx", "agent", "--socket"])
+            .arg(&file)
+            .env("JPOWER_LOG", "off"),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a socket"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me\n");
+}
+
+#[test]
+fn the_ring_goes_to_the_read_group_like_the_socket() {
+    use std::os::unix::fs::MetadataExt;
+    // Any group that exists and that this user may give files to (root: any; CI runs as
+    // root). Without one, the check cannot be made here.
+    let group = ["daemon", "nogroup"]
+        .into_iter()
+        .find_map(|g| nix::unistd::Group::from_name(g).ok().flatten());
+    let Some(group) = group.filter(|_| nix::unistd::getuid().is_root()) else {
+        eprintln!("skipped the_ring_goes_to_the_read_group_like_the_socket: needs root");
+        return;
+    };
+    let agent = Agent::start("orin-agx", &format!("read_group = {:?}\n", group.name));
+    let ring = agent.status().ring_path;
+    assert_eq!(std::fs::metadata(&ring).unwrap().gid(), group.gid.as_raw());
+    assert_eq!(
+        std::fs::metadata(&agent.socket).unwrap().gid(),
+        group.gid.as_raw()
+    );
+}
