@@ -57,7 +57,7 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
     let mut replay;
     let target: &mut dyn profile::Source = match &a.truth {
         Some(path) => {
-            let rows = profile::read_csv(path)?;
+            let rows = super::train_modes::read_profile(path, spec)?;
             anyhow::ensure!(
                 rows.len() > a.modes,
                 "{}: {} rows, need more than --modes {}",

@@ -9,7 +9,7 @@ use crate::gpu::net::{Cpu, Trainer};
 use crate::predict::evaluate::{self, margin_w, Effort};
 use crate::predict::live::{AgentSource, Workload};
 use crate::predict::optimize::{self, Measured, TimePower, Verify};
-use crate::predict::profile::{self, ProfileConfig, Replay, Source, Strategy};
+use crate::predict::profile::{self, ProfileConfig, Replay, Row, Source, Strategy};
 use crate::predict::{self, active, Method, ModelFile, Quantity, MODEL_VERSION};
 use crate::sim::sources::{reference_source, SimSource};
 use crate::sim::spec::BoardSpec;
@@ -132,6 +132,24 @@ pub(super) fn pretrained(
     )?)
 }
 
+/// A recorded profile of board `spec`: every row's mode must be one of the board's.
+pub(super) fn read_profile(path: &std::path::Path, spec: &BoardSpec) -> Result<Vec<Row>> {
+    let rows = profile::read_csv(path)?;
+    let space = spec.mode_space();
+    if let Some(r) = rows.iter().find(|r| !space.contains(&r.mode)) {
+        bail!(
+            "{}: {} cores at {} kHz CPU, {} Hz GPU, {} Hz EMC is not a mode of {}",
+            path.display(),
+            r.mode.cores,
+            r.mode.cpu_hz / 1000,
+            r.mode.gpu_hz,
+            r.mode.emc_hz,
+            spec.id()
+        );
+    }
+    Ok(rows)
+}
+
 /// A simulated workload by name.
 pub(super) fn workload(name: &str) -> Result<SimWorkload> {
     SimWorkload::from_name(name).ok_or_else(|| {
@@ -152,7 +170,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
     let spec = spec(target.sim.as_deref())?;
     let space = spec.mode_space();
     let mut src: Box<dyn Source> = match &a.truth {
-        Some(p) => Box::new(Replay::new(&profile::read_csv(p)?, (0.02, 0.015))),
+        Some(p) => Box::new(Replay::new(&read_profile(p, spec)?, (0.02, 0.015))),
         None => Box::new(SimSource::new(
             spec.silicon,
             workload(&a.workload)?,
@@ -329,7 +347,7 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
             a.method
         )
     })?;
-    let rows = profile::read_csv(&a.profile)?;
+    let rows = read_profile(&a.profile, spec)?;
     let effort = Effort::new(false, a.seed);
     let fit = effort.fit;
     let reference = if method.uses_reference() {

@@ -126,6 +126,14 @@ impl ModeSpace {
         }
     }
 
+    /// Whether `m` is a mode of this space.
+    pub fn contains(&self, m: &PinnedMode) -> bool {
+        self.cores.contains(&m.cores)
+            && self.cpu_hz.contains(&m.cpu_hz)
+            && self.gpu_hz.contains(&m.gpu_hz)
+            && self.emc_hz.contains(&m.emc_hz)
+    }
+
     /// Number of modes.
     pub fn len(&self) -> usize {
         self.cores.len() * self.cpu_hz.len() * self.gpu_hz.len() * self.emc_hz.len()

@@ -88,6 +88,10 @@ pub type ProfileError = crate::support::file_error::FileError;
 /// The columns of truth and profile CSV files.
 pub const CSV_HEADER: &str = "cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w";
 
+/// The largest time (ms) or power (W) a profile may hold: anything above is a broken
+/// file, and would overflow the arithmetic it feeds.
+const PLAUSIBLE: f64 = 1e6;
+
 /// Reads a truth/profile CSV (extra columns after the six are ignored).
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
     let text = std::fs::read_to_string(path).map_err(|source| {
@@ -116,6 +120,10 @@ pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
         }
         None => return Err(bad(1, "empty file".into())),
     }
+    let mut lines = lines.peekable();
+    if lines.peek().is_none() {
+        return Err(bad(1, "no rows after the header".into()));
+    }
     for (i, line) in lines {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
         if f.len() < 6 {
@@ -136,22 +144,29 @@ pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
         let real = |k: usize| {
             f[k].parse::<f64>()
                 .ok()
-                .filter(|v| v.is_finite() && *v > 0.0)
+                .filter(|v| *v > 0.0 && *v <= PLAUSIBLE)
                 .ok_or_else(|| {
                     bad(
                         i + 1,
                         format!(
-                            "{} is not a positive number: {:?}",
+                            "{} is not a positive number up to 1e6: {:?}",
                             CSV_HEADER.split(',').nth(k).unwrap_or(""),
                             f[k]
                         ),
                     )
                 })
         };
+        let cores = u32::try_from(int(0)?)
+            .ok()
+            .filter(|&c| c > 0)
+            .ok_or_else(|| bad(i + 1, format!("cores is not a core count: {:?}", f[0])))?;
+        let cpu_hz = int(1)?
+            .checked_mul(1000)
+            .ok_or_else(|| bad(i + 1, format!("cpu_khz is out of range: {:?}", f[1])))?;
         rows.push(Row {
             mode: PinnedMode {
-                cores: int(0)? as u32,
-                cpu_hz: int(1)? * 1000,
+                cores,
+                cpu_hz,
                 gpu_hz: int(2)?,
                 emc_hz: int(3)?,
             },
@@ -293,9 +308,14 @@ pub enum Strategy {
     Stratified(usize),
 }
 
-/// Picks modes from `modes` by `strategy` (deterministic from `seed`).
+/// Picks modes from `modes` by `strategy` (deterministic from `seed`). Asking for as many
+/// modes as there are, or more, gives them all.
 pub fn select(modes: &[PinnedMode], strategy: Strategy, seed: u64) -> Vec<PinnedMode> {
     let mut rng = SplitMix64::new(seed);
+    let strategy = match strategy {
+        Strategy::Random(n) | Strategy::Stratified(n) if n >= modes.len() => Strategy::All,
+        s => s,
+    };
     match strategy {
         Strategy::All => modes.to_vec(),
         Strategy::Random(n) => {
@@ -404,6 +424,43 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains(":1: expected the header"));
+    }
+
+    #[test]
+    fn a_truth_file_without_rows_or_with_impossible_values_is_refused_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        for (body, line, what) in [
+            ("", 1, "no rows"),
+            ("0,729600,1,1,10,5\n", 2, "cores"),
+            ("99999999999,729600,1,1,10,5\n", 2, "cores"),
+            ("2,18446744073709551615,1,1,10,5\n", 2, "cpu_khz"),
+            ("2,729600,1,1,10,1e308\n", 2, "power_w"),
+            ("2,729600,1,1,inf,5\n", 2, "time_ms"),
+        ] {
+            std::fs::write(&p, format!("{CSV_HEADER}\n{body}")).unwrap();
+            let e = read_csv(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(":{line}:")) && e.contains(what),
+                "{body:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn asking_for_more_modes_than_there_are_gives_them_all() {
+        let modes: Vec<PinnedMode> = (1..=5)
+            .map(|c| PinnedMode {
+                cores: c,
+                cpu_hz: 1,
+                gpu_hz: 1,
+                emc_hz: 1,
+            })
+            .collect();
+        for s in [Strategy::Random(usize::MAX), Strategy::Stratified(5)] {
+            assert_eq!(select(&modes, s, 1), modes);
+        }
+        assert!(select(&[], Strategy::Stratified(3), 1).is_empty());
     }
 
     #[test]

@@ -296,3 +296,32 @@ fn active_profiling_starts_stratified_and_adds_rounds_where_the_models_disagree(
         "--strategy active runs on simulated boards and replayed profiles",
     );
 }
+
+#[test]
+fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
+    let rt = util::runtime();
+    let csv = rt.path().join("t.csv");
+    std::fs::write(
+        &csv,
+        "cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w\n99,729600,114750000,204000000,10,5\n",
+    )
+    .unwrap();
+    for args in [
+        vec!["profile", "--modes", "1", "--truth"],
+        vec!["powertrain", "eval", "--quick", "--modes", "0", "--truth"],
+    ] {
+        let out = util::run(
+            util::jpower(rt.path())
+                .args(["--sim", "orin-agx"])
+                .args(&args)
+                .arg(&csv),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("99 cores") && err.contains("is not a mode of orin-agx"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}
