@@ -91,6 +91,10 @@ fn telemetry(ring: &RingReader, ring_path: &str, window_ms: Option<u64>) -> Tele
 impl Handler for Shared {
     type Connection = Connection;
 
+    fn may_control(&self, c: Credentials) -> bool {
+        self.access.may_control(c.pid, c.uid, c.gid)
+    }
+
     fn open(&self, client: u64, c: Credentials) -> Connection {
         let (tx, rx) = mpsc::channel();
         self.lock().connect(client, tx);
@@ -100,7 +104,7 @@ impl Handler for Shared {
                 pid: c.pid,
                 uid: c.uid,
                 name: format!("client {client}"),
-                may_control: self.access.may_control(c.pid, c.uid, c.gid),
+                may_control: Handler::may_control(self, c),
             },
             minibatches: Minibatches::default(),
             events: rx,

@@ -42,6 +42,9 @@ pub trait Handler: Send + Sync + 'static {
     /// events).
     type Connection: Send;
 
+    /// Whether a peer may control the board: such peers keep a reserved share of the
+    /// connections, so readers cannot lock them out.
+    fn may_control(&self, peer: Credentials) -> bool;
     /// A connection was accepted.
     fn open(&self, client: u64, peer: Credentials) -> Self::Connection;
     /// Answers one request (never `Subscribe`, which the server keeps).
@@ -125,7 +128,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts accepting on `listener`, at most `max_clients` connections at once.
+    /// Starts accepting on `listener`, at most `max_clients` connections at once, the last
+    /// [`reserved`]`(max_clients)` of them for peers that may control.
     pub fn start<H: Handler>(
         listener: UnixListener,
         handler: Arc<H>,
@@ -142,8 +146,10 @@ impl Server {
                     match listener.accept() {
                         Ok((stream, _)) => {
                             let _ = stream.set_nonblocking(false);
-                            if clients.load(Ordering::Relaxed) >= max_clients {
-                                log::warn!("refusing a client: {max_clients} already connected");
+                            let peer = credentials(&stream);
+                            let connected = clients.load(Ordering::Relaxed);
+                            if !admit(connected, max_clients, || handler.may_control(peer)) {
+                                log::warn!("refusing a client: {max_clients} connections, the last {} kept for control", reserved(max_clients));
                                 refuse(stream, max_clients);
                                 continue;
                             }
@@ -153,7 +159,7 @@ impl Server {
                             let spawned = std::thread::Builder::new()
                                 .name(format!("jpower-client-{id}"))
                                 .spawn(move || {
-                                    serve(&*h, stream, id, &s);
+                                    serve(&*h, stream, id, peer, &s);
                                     c.fetch_sub(1, Ordering::Relaxed);
                                 });
                             if spawned.is_err() {
@@ -179,6 +185,18 @@ impl Server {
     }
 }
 
+/// Connections kept for peers that may control: an eighth of `max_clients`, at least one.
+pub fn reserved(max_clients: usize) -> usize {
+    (max_clients / 8).clamp(1, max_clients.max(1))
+}
+
+/// Whether one more peer may connect beside `connected` others: never beyond `max`, and
+/// into the reserved share only if it may control.
+fn admit(connected: usize, max: usize, may_control: impl FnOnce() -> bool) -> bool {
+    let open = max.saturating_sub(connected);
+    open > reserved(max) || (open > 0 && may_control())
+}
+
 /// Tells a client over the limit why it is closed (in JSON: its encoding is unknown yet).
 fn refuse(mut stream: UnixStream, max: usize) {
     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
@@ -186,7 +204,10 @@ fn refuse(mut stream: UnixStream, max: usize) {
     let reply = Reply::error(
         0,
         ErrorCode::Busy,
-        format!("too many clients: {max} are connected"),
+        format!(
+            "too many clients: {max} may connect, the last {} of them only to control",
+            reserved(max)
+        ),
     );
     let _ = send(&mut stream, Encoding::Json, &reply, &mut buf);
 }
@@ -208,8 +229,14 @@ fn credentials(stream: &UnixStream) -> Credentials {
 }
 
 /// Serves one connection until it closes, misbehaves, or `stop` is set.
-fn serve<H: Handler>(handler: &H, mut stream: UnixStream, client: u64, stop: &AtomicBool) {
-    let mut conn = handler.open(client, credentials(&stream));
+fn serve<H: Handler>(
+    handler: &H,
+    mut stream: UnixStream,
+    client: u64,
+    peer: Credentials,
+    stop: &AtomicBool,
+) {
+    let mut conn = handler.open(client, peer);
     let _ = stream.set_read_timeout(Some(POLL));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let mut framed = Framed::default();
@@ -298,4 +325,21 @@ fn serve<H: Handler>(handler: &H, mut stream: UnixStream, client: u64, stop: &At
         }
     }
     handler.close(conn);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readers_cannot_fill_the_share_kept_for_control() {
+        assert_eq!(reserved(64), 8);
+        assert_eq!(reserved(1), 1);
+        // 56 readers fill the open share; the 57th is refused, a controller is not.
+        assert!(admit(55, 64, || false));
+        assert!(!admit(56, 64, || false));
+        assert!(admit(56, 64, || true));
+        assert!(admit(63, 64, || true));
+        assert!(!admit(64, 64, || true), "never beyond max_clients");
+    }
 }
