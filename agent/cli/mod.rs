@@ -240,6 +240,23 @@ fn agent(target: &Target, a: &AgentArgs) -> Result<()> {
     })
 }
 
+/// An error and its causes on one line, each cause once: a message that already quotes
+/// its cause (`cannot read F: No such file or directory`) is not followed by it again.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 /// Runs the CLI; returns the exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -253,7 +270,7 @@ pub fn main() -> i32 {
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("jpower: error: {e:#}");
+            eprintln!("jpower: error: {}", one_line(&e));
             1
         }
     }
@@ -390,5 +407,23 @@ fn init_logger(verbose: u8) {
     let logger = Box::leak(Box::new(StderrLogger { level }));
     if log::set_logger(logger).is_ok() {
         log::set_max_level(level);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_os_cause_is_printed_once() {
+        let io = std::io::Error::from_raw_os_error(libc::ENOENT);
+        let e = anyhow::Error::new(crate::support::file_error::FileError::Io {
+            path: "/x.toml".into(),
+            source: io,
+        });
+        let line = one_line(&e);
+        assert_eq!(line.matches("os error 2").count(), 1, "{line}");
+        let wrapped = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(one_line(&wrapped), "outer: inner");
     }
 }
