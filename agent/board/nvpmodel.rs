@@ -146,7 +146,7 @@ pub enum SettingValue {
 #[derive(Debug, thiserror::Error)]
 #[allow(missing_docs)] // the fields are described above and in the variant docs
 pub enum NvpError {
-    /// The file could not be read (or is not UTF-8).
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
         path: PathBuf,
@@ -279,11 +279,18 @@ impl<'t, 'p> Header<'t, 'p> {
 impl NvpConfig {
     /// Reads `path`, then [`NvpConfig::parse`]s it.
     pub fn load(path: &Path) -> Result<NvpConfig, NvpError> {
-        match std::fs::read_to_string(path) {
+        use crate::support::file_error::{read_text, FileError};
+        match read_text(path) {
             Ok(text) => NvpConfig::parse(&text, path),
-            Err(source) => Err(NvpError::Io {
-                path: path.to_path_buf(),
-                source,
+            Err(FileError::Io { path, source }) => Err(NvpError::Io { path, source }),
+            Err(FileError::Invalid {
+                path,
+                line,
+                message,
+            }) => Err(NvpError::Syntax {
+                path,
+                line,
+                message,
             }),
         }
     }

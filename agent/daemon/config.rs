@@ -94,12 +94,15 @@ impl Config {
             Some(p) => (p.to_path_buf(), true),
             None => (PathBuf::from(DEFAULT_PATH), false),
         };
-        match std::fs::read_to_string(&path) {
+        use crate::support::file_error::{read_text, FileError};
+        match read_text(&path) {
             Ok(text) => Config::parse(&text, &path),
-            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {
+            Err(FileError::Io { source, .. })
+                if !required && source.kind() == std::io::ErrorKind::NotFound =>
+            {
                 Ok(Config::default())
             }
-            Err(source) => Err(crate::support::file_error::FileError::Io { path, source }),
+            Err(e) => Err(e),
         }
     }
 

@@ -94,12 +94,7 @@ const PLAUSIBLE: f64 = 1e6;
 
 /// Reads a truth/profile CSV (extra columns after the six are ignored).
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| {
-        crate::support::file_error::FileError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
-    })?;
+    let text = crate::support::file_error::read_text(path)?;
     let bad = |line: usize, message: String| crate::support::file_error::FileError::Invalid {
         path: path.to_path_buf(),
         line,
