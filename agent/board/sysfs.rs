@@ -12,9 +12,9 @@
 //! stale bytes behind, so there the write is followed by `ftruncate`; on real sysfs it is
 //! not. Nothing on these paths allocates unless it fails.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -167,12 +167,8 @@ impl Root {
             path: path.clone(),
             source,
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(open_err)?;
+        // Inside the root whatever its links say (`super::in_root`).
+        let file = super::in_root::open(&self.dir, &board, writable).map_err(open_err)?;
         let hook = match &self.driver {
             Some(driver) => {
                 // A model emulates the kernel's file modes even for root.

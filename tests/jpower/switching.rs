@@ -366,3 +366,74 @@ fn a_failed_recovery_leaves_the_unfinished_switch_for_the_next_command() {
     );
     assert_eq!(after["knobs"], before);
 }
+
+/// A `--root` tree whose files link outside it: an absolute link, a `../..` link and a
+/// linked cpufreq policy directory, each target a valid attribute with a second line.
+/// Whatever `set` and `restore` make of such a tree, they never write through the links.
+#[test]
+fn links_in_a_root_tree_never_lead_a_write_outside_it() {
+    use std::os::unix::fs::symlink;
+    use std::path::Path;
+    let rt = util::runtime();
+    let top = tempfile::tempdir().unwrap();
+    let tree = top.path().join("tree");
+    util::ok(
+        util::jpower(rt.path())
+            .args(["sim", "export", "orin-agx"])
+            .arg(&tree),
+    );
+    let outside = top.path().join("outside");
+    let cpufreq = "sys/devices/system/cpu/cpufreq";
+    let gpu = "sys/devices/platform/17000000.ga10b/devfreq/17000000.ga10b";
+    let cap = "sys/kernel/nvpmodel_emc_cap/emc_iso_cap";
+    // Move each attribute (or the policy directory) outside, add a line the kernel would
+    // never have, and link it back: absolute, relative, and a whole directory.
+    let move_out = |rel: &str| -> std::path::PathBuf {
+        let (from, to) = (tree.join(rel), outside.join(rel));
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::rename(&from, &to).unwrap();
+        to
+    };
+    let cap_out = move_out(cap);
+    symlink(&cap_out, tree.join(cap)).unwrap();
+    let max_out = move_out(&format!("{gpu}/max_freq"));
+    let depth = Path::new(gpu).components().count() + 1; // up to `top`
+    let up: std::path::PathBuf = std::iter::repeat_n("..", depth).collect();
+    symlink(
+        up.join("outside").join(gpu).join("max_freq"),
+        tree.join(gpu).join("max_freq"),
+    )
+    .unwrap();
+    let policy_out = move_out(&format!("{cpufreq}/policy0"));
+    symlink(&policy_out, tree.join(cpufreq).join("policy0")).unwrap();
+    let watched = [
+        cap_out.clone(),
+        max_out.clone(),
+        policy_out.join("scaling_max_freq"),
+        policy_out.join("scaling_min_freq"),
+    ];
+    let before: Vec<String> = watched
+        .iter()
+        .map(|p| {
+            let mut s = std::fs::read_to_string(p).unwrap();
+            s.push_str("a line the kernel never wrote\n");
+            std::fs::write(p, &s).unwrap();
+            s
+        })
+        .collect();
+    for args in [
+        vec!["set", "MODE_15W"],
+        vec!["set", "--gpu-freq", "624.75MHz", "--emc-freq", "665.6MHz"],
+        vec!["restore"],
+    ] {
+        let _ = util::run(util::jpower(rt.path()).arg("--root").arg(&tree).args(&args));
+    }
+    for (p, b) in watched.iter().zip(&before) {
+        assert_eq!(
+            &std::fs::read_to_string(p).unwrap(),
+            b,
+            "{} was written through a link",
+            p.display()
+        );
+    }
+}
