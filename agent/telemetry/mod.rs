@@ -87,6 +87,11 @@ pub fn ring_info(board: &Board, values: &Values) -> RingInfo {
         rails,
         module_mask,
         input_rail: board.totals.input,
+        zones: thermal::zones(&board.root)
+            .into_iter()
+            .take(ring::MAX_ZONES)
+            .map(|z| z.name)
+            .collect(),
     }
 }
 

@@ -143,7 +143,7 @@ impl Watcher {
                 while !flag.load(Ordering::Relaxed) {
                     let t = monotonic_ns();
                     for (z, zone) in zones.iter().take(MAX_ZONES).enumerate() {
-                        ring.set_zone(z, &zone.name, zone.read_mc(), t);
+                        ring.set_zone(z, zone.read_mc(), t);
                     }
                     ring.set_throttle(checks.flags());
                     std::thread::sleep(PERIOD);

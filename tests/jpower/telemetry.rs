@@ -31,6 +31,7 @@ fn info(rails: usize, slots: u32) -> RingInfo {
             .collect(),
         module_mask: (1 << rails) - 1,
         input_rail: None,
+        zones: vec!["cpu-thermal".into()],
     }
 }
 
@@ -578,4 +579,14 @@ fn auto_averaging_works_at_rates_below_one_kilohertz() {
         "status",
     ])));
     assert!(st["state"].is_null(), "the sensor is put back");
+}
+
+#[test]
+fn a_ring_is_published_with_its_thermal_zones_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let _w = RingWriter::create(&path, &info(2, 8)).unwrap();
+    // No watcher has run: the names were written before the version was published.
+    let r = RingReader::open(&path).unwrap();
+    assert_eq!(r.zones(), vec![("cpu-thermal".to_string(), None)]);
 }

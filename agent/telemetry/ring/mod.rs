@@ -40,6 +40,9 @@ pub struct RingInfo {
     pub module_mask: u32,
     /// The module's input rail, where the board has one.
     pub input_rail: Option<usize>,
+    /// The thermal zones' names (at most [`MAX_ZONES`], cut to 19 bytes): in the header
+    /// before it is published, so a reader never sees a table being filled.
+    pub zones: Vec<String>,
 }
 
 /// One rail of the ring's table.
@@ -161,6 +164,19 @@ fn padded<const N: usize>(s: &str) -> [u8; N] {
     out
 }
 
+/// A zone name as the header's five little-endian words.
+fn words(name: &str) -> [AtomicU32; 5] {
+    let bytes: [u8; 20] = padded(name);
+    std::array::from_fn(|i| {
+        AtomicU32::new(u32::from_le_bytes([
+            bytes[4 * i],
+            bytes[4 * i + 1],
+            bytes[4 * i + 2],
+            bytes[4 * i + 3],
+        ]))
+    })
+}
+
 /// The header of a new ring describing `info` with `slot_size`-byte slots, version 0.
 fn new_header(info: &RingInfo, slot_size: usize) -> Header {
     let rail = |r: usize| {
@@ -178,8 +194,8 @@ fn new_header(info: &RingInfo, slot_size: usize) -> Header {
             reserved1: [0; 16],
         }
     };
-    let zone = |_| layout::ZoneEntry {
-        name: Default::default(),
+    let zone = |z: usize| layout::ZoneEntry {
+        name: words(info.zones.get(z).map_or("", String::as_str)),
         temp_mc: AtomicI32::new(TEMP_UNREADABLE),
         updated_ns: AtomicU64::new(0),
     };
@@ -323,16 +339,11 @@ impl RingWriter {
         self.ring.header().throttle.store(flags, Ordering::Relaxed);
     }
 
-    /// Names thermal zone `z` (at start, before readers care) and records a temperature.
-    pub fn set_zone(&self, z: usize, name: &str, temp_mc: Option<i32>, t_ns: u64) {
+    /// Records thermal zone `z`'s temperature (its name is in the header from the start).
+    pub fn set_zone(&self, z: usize, temp_mc: Option<i32>, t_ns: u64) {
         let Some(e) = self.ring.header().thermal.get(z) else {
             return;
         };
-        let bytes: [u8; 20] = padded(name);
-        for (word, chunk) in e.name.iter().zip(bytes.chunks(4)) {
-            let v = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            word.store(v, Ordering::Relaxed);
-        }
         e.temp_mc
             .store(temp_mc.unwrap_or(TEMP_UNREADABLE), Ordering::Relaxed);
         e.updated_ns.store(t_ns, Ordering::Relaxed);
@@ -471,6 +482,7 @@ impl RingReader {
                 .collect(),
             module_mask: h.module_mask,
             input_rail: (h.input_rail >= 0).then_some(h.input_rail as usize),
+            zones: Vec::new(),
         };
         Ok(RingReader {
             writer_pid: h.writer_pid as u32,
