@@ -1,0 +1,777 @@
+//! The multilayer perceptron: dense ReLU [`Layer`]s and the [`Mlp`] (blocked batch
+//! prediction, Adam training on minibatches with dropout and a best-validation
+//! checkpoint, transfer by re-initialising or by re-fitting the read-out in closed
+//! form), its hyper-parameters ([`TrainConfig`], [`Loss`]), what training reports
+//! ([`TrainReport`]), PowerTrain's architecture ([`powertrain_layers`]), and the
+//! optimiser's and training's buffers.
+
+use super::linear::{ridge_loo, slope, Linear};
+use super::{moments, rng, shape, usable_rows, RegressError};
+use crate::support::rng::SplitMix64;
+use serde::{Deserialize, Serialize};
+
+/// Training loss. `Mse` is on standardised targets; `Mape` is the mean
+/// absolute percentage error (as a fraction) on the original scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Loss {
+    /// Mean squared error.
+    Mse,
+    /// Mean absolute percentage error.
+    Mape,
+}
+
+/// Hyper-parameters; `Default` follows PowerTrain (100 epochs, Adam 1e-3,
+/// dropout 0.4/0.3 after hidden layers 1/2, best-validation checkpoint).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Passes over the training rows.
+    pub epochs: usize,
+    /// Rows per minibatch (one Adam step each).
+    pub batch: usize,
+    /// Adam's learning rate.
+    pub lr: f64,
+    /// Dropout probability after each hidden layer (missing entries = 0).
+    pub dropout: Vec<f64>,
+    /// Fraction held out for best-epoch selection (0 = keep final weights).
+    pub val_fraction: f64,
+    /// Seed of the shuffling, the validation split and dropout.
+    pub seed: u64,
+    /// The loss minimised and reported.
+    pub loss: Loss,
+    /// Number of leading layers whose weights stay fixed (0 = train all).
+    pub freeze: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            epochs: 100,
+            batch: 32,
+            lr: 1e-3,
+            dropout: vec![0.4, 0.3],
+            val_fraction: 0.2,
+            seed: 0,
+            loss: Loss::Mse,
+            freeze: 0,
+        }
+    }
+}
+
+/// Outcome of [`Mlp::train`]: `cfg.loss` values at `best_epoch` (the train
+/// loss is that epoch's running mean, with dropout active).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainReport {
+    /// The epoch whose weights were kept (the last one without validation rows).
+    pub best_epoch: usize,
+    /// Training loss at that epoch.
+    pub train_loss: f64,
+    /// Validation loss at that epoch; `None` without validation rows.
+    pub val_loss: Option<f64>,
+    /// Rows skipped because a feature or the target was not finite.
+    pub skipped: usize,
+}
+
+/// PowerTrain's architecture: `n_inputs -> 256 -> 128 -> 64 -> 1`.
+pub fn powertrain_layers(n_inputs: usize) -> Vec<usize> {
+    vec![n_inputs, 256, 128, 64, 1]
+}
+
+/// One dense layer; `w` is row-major `n_in x n_out` (`w[i * n_out + o]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Layer {
+    /// Inputs.
+    pub n_in: usize,
+    /// Outputs.
+    pub n_out: usize,
+    /// Weights, row-major `n_in x n_out`.
+    pub w: Vec<f64>,
+    /// Biases, one per output.
+    pub b: Vec<f64>,
+}
+
+impl Layer {
+    fn he(n_in: usize, n_out: usize, rng: &mut SplitMix64) -> Layer {
+        let sd = (2.0 / n_in.max(1) as f64).sqrt();
+        let w = (0..n_in * n_out).map(|_| rng.normal() * sd).collect();
+        let b = vec![0.0; n_out];
+        Layer { n_in, n_out, w, b }
+    }
+
+    fn zeros_like(&self) -> Layer {
+        let (w, b) = (vec![0.0; self.w.len()], vec![0.0; self.b.len()]);
+        Layer { w, b, ..*self }
+    }
+
+    /// `dst[r][o] = b[o] + sum_i src[r][i] w[i][o]` (then optional ReLU) for a
+    /// block of rows. Groups of 4 rows are computed in 4x8 register tiles, so
+    /// each weight row is loaded once per 4 rows; ragged rows and columns use
+    /// a row-wise axpy that skips zero inputs (common after ReLU). Both paths
+    /// add the terms in the same order, so results do not depend on blocking.
+    fn forward_block(&self, src: &[f64], dst: &mut [f64], relu: bool) {
+        const R: usize = 4;
+        const C: usize = 8;
+        let (ni, no) = (self.n_in, self.n_out);
+        for (s4, d4) in src.chunks(R * ni).zip(dst.chunks_mut(R * no)) {
+            let full = if d4.len() == R * no { no / C * C } else { 0 };
+            for oc in (0..full).step_by(C) {
+                let mut acc = [[0.0; C]; R];
+                for t in acc.iter_mut() {
+                    t.copy_from_slice(&self.b[oc..oc + C]);
+                }
+                for (i, wr) in self.w.chunks_exact(no).enumerate() {
+                    let w = &wr[oc..oc + C];
+                    for (r, t) in acc.iter_mut().enumerate() {
+                        let a = s4[r * ni + i];
+                        for k in 0..C {
+                            t[k] += a * w[k];
+                        }
+                    }
+                }
+                for (r, t) in acc.iter().enumerate() {
+                    d4[r * no + oc..r * no + oc + C].copy_from_slice(t);
+                }
+            }
+            for (s, d) in s4.chunks_exact(ni).zip(d4.chunks_exact_mut(no)) {
+                d[full..].copy_from_slice(&self.b[full..]);
+                for (&a, wr) in s.iter().zip(self.w.chunks_exact(no)) {
+                    if a != 0.0 {
+                        let d = d[full..].iter_mut().zip(&wr[full..]);
+                        d.for_each(|(d, w)| *d += a * w);
+                    }
+                }
+            }
+            if relu {
+                d4.iter_mut().for_each(|v| *v = v.max(0.0));
+            }
+        }
+    }
+}
+
+/// Dense ReLU network with a linear scalar output. Inputs must already be
+/// standardised; the target is standardised internally (`y_mean`, `y_std`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mlp {
+    /// The dense layers, input first; ReLU after each but the last.
+    pub layers: Vec<Layer>,
+    /// Mean of the training targets.
+    pub y_mean: f64,
+    /// Standard deviation of the training targets (1 if they are constant).
+    pub y_std: f64,
+    /// True once target statistics have been fitted.
+    pub fitted: bool,
+    /// A linear term on the inputs added to the output, in target units (set by
+    /// [`Mlp::refit_output`]; [`Mlp::train`] drops it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip: Option<Linear>,
+}
+
+/// Rows per block in [`Mlp::predict_batch`].
+const BLOCK: usize = 64;
+
+impl Mlp {
+    /// `layers` = widths including input and output (e.g. `[4, 256, 128, 64, 1]`);
+    /// widths are clamped to >= 1 and the output width is forced to 1.
+    pub fn new(layers: &[usize], seed: u64) -> Mlp {
+        let mut sizes: Vec<usize> = layers.iter().map(|&s| s.max(1)).collect();
+        if let Some(last) = sizes.last_mut() {
+            *last = 1;
+        }
+        let mut rng = rng(seed);
+        let layers = sizes.windows(2).map(|p| Layer::he(p[0], p[1], &mut rng));
+        let (layers, y_mean, y_std, fitted) = (layers.collect(), 0.0, 1.0, false);
+        Mlp {
+            layers,
+            y_mean,
+            y_std,
+            fitted,
+            skip: None,
+        }
+    }
+
+    /// Inputs the network takes (0 without layers).
+    pub fn n_inputs(&self) -> usize {
+        self.layers.first().map_or(0, |l| l.n_in)
+    }
+
+    /// Internal consistency (guards deserialised models).
+    fn valid(&self) -> bool {
+        let ok = |l: &Layer| l.n_in * l.n_out > 0 && l.w.len() == l.n_in * l.n_out;
+        self.layers.last().is_some_and(|l| l.n_out == 1)
+            && self.layers.iter().all(|l| ok(l) && l.b.len() == l.n_out)
+            && self.layers.windows(2).all(|p| p[0].n_out == p[1].n_in)
+    }
+
+    /// Predicts one row (NaN on a shape mismatch).
+    pub fn predict(&self, x: &[f64]) -> f64 {
+        let mut out = [0.0];
+        self.predict_batch(x, x.len(), &mut out);
+        out[0]
+    }
+
+    /// Predicts the rows of the row-major `n x d` matrix `xs` into `out`,
+    /// [`BLOCK`] rows at a time through two reused scratch buffers. The network reads
+    /// the first [`Mlp::n_inputs`] columns; columns past them are extra inputs that
+    /// only the [`Mlp::skip`] term reads. Rows missing from `xs`, or a `d` that does
+    /// not match the model, yield NaN.
+    pub fn predict_batch(&self, xs: &[f64], d: usize, out: &mut [f64]) {
+        let ni = self.n_inputs();
+        let skip_width = self.skip.as_ref().map_or(ni, |s| s.w.len());
+        if d == 0 || d != skip_width || d < ni || !self.valid() {
+            return out.fill(f64::NAN);
+        }
+        let n = (xs.len() / d).min(out.len());
+        out[n..].fill(f64::NAN);
+        let width = self.layers.iter().map(|l| l.n_out).fold(d, usize::max);
+        let (mut a, mut b) = (vec![0.0; BLOCK * width], vec![0.0; BLOCK * width]);
+        let last = self.layers.len() - 1;
+        let (xs, out) = (&xs[..n * d], &mut out[..n]);
+        for (xb, ob) in xs.chunks(BLOCK * d).zip(out.chunks_mut(BLOCK)) {
+            let rows = ob.len();
+            for (dst, row) in a[..rows * ni].chunks_exact_mut(ni).zip(xb.chunks_exact(d)) {
+                dst.copy_from_slice(&row[..ni]);
+            }
+            for (l, layer) in self.layers.iter().enumerate() {
+                let src = &a[..rows * layer.n_in];
+                layer.forward_block(src, &mut b[..rows * layer.n_out], l < last);
+                std::mem::swap(&mut a, &mut b);
+            }
+            for (o, &z) in ob.iter_mut().zip(&a) {
+                *o = z * self.y_std + self.y_mean;
+            }
+            if let Some(skip) = &self.skip {
+                for (o, x) in ob.iter_mut().zip(xb.chunks_exact(d)) {
+                    *o += skip.predict(x);
+                }
+            }
+        }
+    }
+
+    /// The activations the output layer reads (the last hidden layer's) for one row of
+    /// standardised inputs.
+    pub fn hidden(&self, x: &[f64]) -> Vec<f64> {
+        let mut a = x.to_vec();
+        for layer in &self.layers[..self.layers.len().saturating_sub(1)] {
+            let mut b = vec![0.0; layer.n_out];
+            layer.forward_block(&a, &mut b, true);
+            a = b;
+        }
+        a
+    }
+
+    /// Transfers the network to a new target by re-fitting its read-out alone, in closed
+    /// form: the target's residual from the network's own prediction is regressed on the
+    /// hidden activations and the inputs themselves (a linear [`Mlp::skip`] term, for
+    /// what the reference never varied with) by [`ridge_loo`]. Rows may carry extra
+    /// columns past the network's inputs, which only that linear term reads. A strong
+    /// penalty keeps the reference's shape, shifted to the target's level; a weak one
+    /// re-weights the features freely; leave-one-out picks between them.
+    ///
+    /// An `anchor` column (past the network's inputs) holds another model's prediction of
+    /// the target. Its weight `u` is fitted first, unpenalised: least squares of the
+    /// residual on the anchor's difference from the network, within [0, 1], blending the
+    /// two as `(1 - u) net + u anchor`; the ridge then fits what the blend leaves. The
+    /// blend is folded into the output layer and the linear term, so the refitted network
+    /// predicts from the anchor column as it is. Returns the penalty.
+    pub fn refit_output(
+        &mut self,
+        x: &[Vec<f64>],
+        y: &[f64],
+        lambdas: &[f64],
+        anchor: Option<usize>,
+    ) -> Result<f64, RegressError> {
+        if !self.valid() || !self.fitted {
+            return Err(RegressError::Empty);
+        }
+        let ni = self.n_inputs();
+        let d = x.first().map_or(ni, Vec::len).max(ni);
+        let idx = usable_rows(x, Some(y), d)?;
+        if let Some(a) = anchor.filter(|&a| a < ni || a >= d) {
+            return Err(shape(d, a));
+        }
+        // The residual is from the network alone: the read-out's linear term is re-fitted
+        // (and kept if the fit fails).
+        let skip = self.skip.take();
+        let net: Vec<f64> = idx.iter().map(|&i| self.predict(&x[i][..ni])).collect();
+        let mut r: Vec<f64> = idx.iter().zip(&net).map(|(&i, n)| y[i] - n).collect();
+        // The anchor's weight first, unpenalised: least squares of the residual on the
+        // anchor's difference from the network, within [0, 1].
+        let u = anchor.map_or(0.0, |a| {
+            let c: Vec<f64> = idx.iter().zip(&net).map(|(&i, n)| x[i][a] - n).collect();
+            let u = slope(&c, &r).clamp(0.0, 1.0);
+            r.iter_mut().zip(&c).for_each(|(r, c)| *r -= u * c);
+            u
+        });
+        // Then the ridge on what remains, over the hidden activations and the other inputs.
+        let h: Vec<Vec<f64>> = idx
+            .iter()
+            .map(|&i| {
+                let mut row = [self.hidden(&x[i][..ni]), x[i].clone()].concat();
+                if let Some(a) = anchor {
+                    let at = row.len() - d + a;
+                    row[at] = 0.0;
+                }
+                row
+            })
+            .collect();
+        let (mut fit, lambda) = match ridge_loo(&h, &r, lambdas) {
+            Ok(fit) => fit,
+            Err(e) => {
+                self.skip = skip;
+                return Err(e);
+            }
+        };
+        let nh = fit.w.len() - d;
+        // The linear term reads the anchor with weight u, and the network keeps 1 - u.
+        if let Some(a) = anchor {
+            fit.w[nh + a] = u;
+        }
+        let last = self.layers.last_mut().ok_or(RegressError::Empty)?;
+        for (w, v) in last.w.iter_mut().zip(&fit.w[..nh]) {
+            *w = (1.0 - u) * *w + v / self.y_std;
+        }
+        last.b[0] = (1.0 - u) * last.b[0] + (fit.b - u * self.y_mean) / self.y_std;
+        self.skip = Some(Linear {
+            w: fit.w[nh..].to_vec(),
+            b: 0.0,
+        });
+        Ok(lambda)
+    }
+
+    /// Copy for transfer learning; `reinit_last` re-draws the output layer
+    /// (He init from `seed`) and lets the next `train` refit target statistics.
+    pub fn transfer(&self, reinit_last: bool, seed: u64) -> Mlp {
+        let mut m = self.clone();
+        if reinit_last {
+            if let Some(l) = m.layers.last_mut() {
+                *l = Layer::he(l.n_in, l.n_out, &mut rng(seed));
+            }
+            m.fitted = false;
+        }
+        m
+    }
+
+    /// Trains with Adam on shuffled minibatches of (standardised) `x`, dropping any
+    /// [`Mlp::skip`] term first. Quantity
+    /// statistics are refitted on `y`; an already fitted model first has its
+    /// output layer rescaled so that its predictions are unchanged. With a
+    /// validation split the best-validation weights are kept.
+    pub fn train(
+        &mut self,
+        x: &[Vec<f64>],
+        y: &[f64],
+        cfg: &TrainConfig,
+    ) -> Result<TrainReport, RegressError> {
+        if !self.valid() {
+            return Err(RegressError::Empty);
+        }
+        self.skip = None;
+        let mut rows = usable_rows(x, Some(y), self.n_inputs())?;
+        let skipped = x.len() - rows.len();
+        let (m, s) = moments(rows.iter().map(|&i| y[i]));
+        let s = if s > 1e-12 { s } else { 1.0 };
+        if let (true, Some(last)) = (self.fitted, self.layers.last_mut()) {
+            for w in &mut last.w {
+                *w *= self.y_std / s;
+            }
+            for b in &mut last.b {
+                *b = (*b * self.y_std + self.y_mean - m) / s;
+            }
+        }
+        (self.y_mean, self.y_std, self.fitted) = (m, s, true);
+
+        let mut rng = rng(cfg.seed ^ 0xD1B5_4A32_D192_ED03);
+        rng.shuffle(&mut rows);
+        let n_val = (rows.len() as f64 * cfg.val_fraction.clamp(0.0, 1.0)) as usize;
+        let (val, train) = rows.split_at(if n_val < rows.len() { n_val } else { 0 });
+        let mut train = train.to_vec();
+        let gx = |ix: &[usize]| ix.iter().flat_map(|&i| x[i].clone()).collect::<Vec<_>>();
+        let gy = |ix: &[usize]| ix.iter().map(|&i| y[i]).collect::<Vec<_>>();
+        let (val_x, val_y) = (gx(val), gy(val));
+
+        let nl = self.layers.len();
+        let mut grads: Vec<Layer> = self.layers.iter().map(Layer::zeros_like).collect();
+        let (mut m1, mut m2) = (grads.clone(), grads.clone());
+        let mut sc = Scratch::new(&self.layers);
+        let mut best: Option<(f64, usize, f64, Vec<Layer>)> = None;
+        let (mut last_train, mut t) = (f64::NAN, 0i32);
+        for epoch in 0..cfg.epochs {
+            rng.shuffle(&mut train);
+            let mut sum = 0.0;
+            for batch in train.chunks(cfg.batch.max(1)) {
+                grads.iter_mut().for_each(|g| g.w.fill(0.0));
+                grads.iter_mut().for_each(|g| g.b.fill(0.0));
+                for &i in batch {
+                    sum += self.backprop(&x[i], y[i], cfg, &mut rng, &mut sc, &mut grads);
+                }
+                t = t.saturating_add(1);
+                let step = Adam {
+                    lr: cfg.lr,
+                    t,
+                    scale: 1.0 / batch.len() as f64,
+                };
+                for l in cfg.freeze.min(nl)..nl {
+                    let (p, g) = (&mut self.layers[l], &grads[l]);
+                    step.apply(&mut p.w, &g.w, &mut m1[l].w, &mut m2[l].w);
+                    step.apply(&mut p.b, &g.b, &mut m1[l].b, &mut m2[l].b);
+                }
+            }
+            last_train = sum / train.len().max(1) as f64;
+            if !val.is_empty() {
+                let vl = self.eval_loss(&val_x, &val_y, cfg.loss);
+                if best.as_ref().is_none_or(|b| vl < b.0) {
+                    best = Some((vl, epoch, last_train, self.layers.clone()));
+                }
+            }
+        }
+        let (best_epoch, train_loss, val_loss) = match best {
+            Some((vl, epoch, tl, layers)) => {
+                self.layers = layers;
+                (epoch, tl, Some(vl))
+            }
+            None => {
+                if cfg.epochs == 0 {
+                    last_train = self.eval_loss(&gx(&train), &gy(&train), cfg.loss);
+                }
+                let vl = (!val.is_empty()).then(|| self.eval_loss(&val_x, &val_y, cfg.loss));
+                (cfg.epochs.saturating_sub(1), last_train, vl)
+            }
+        };
+        Ok(TrainReport {
+            best_epoch,
+            train_loss,
+            val_loss,
+            skipped,
+        })
+    }
+
+    /// Mean loss (no dropout) over a row-major matrix.
+    fn eval_loss(&self, xs: &[f64], ys: &[f64], loss: Loss) -> f64 {
+        let mut pred = vec![0.0; ys.len()];
+        self.predict_batch(xs, self.n_inputs(), &mut pred);
+        let (m, s) = (self.y_mean, self.y_std);
+        let mut sum = 0.0;
+        for (&p, &y) in pred.iter().zip(ys) {
+            sum += loss_grad(loss, (p - m) / s, y, m, s).0;
+        }
+        sum / ys.len().max(1) as f64
+    }
+
+    /// Forward pass with dropout, then backward for one sample: adds dL/dθ
+    /// to `grads` of the non-frozen layers; returns the sample loss.
+    fn backprop(
+        &self,
+        x: &[f64],
+        y: f64,
+        cfg: &TrainConfig,
+        rng: &mut SplitMix64,
+        sc: &mut Scratch,
+        grads: &mut [Layer],
+    ) -> f64 {
+        let nl = self.layers.len();
+        sc.acts[0].copy_from_slice(x);
+        for (l, layer) in self.layers.iter().enumerate() {
+            let (lo, hi) = sc.acts.split_at_mut(l + 1);
+            layer.forward_block(&lo[l], &mut hi[0], false);
+            if l + 1 < nl {
+                let p = cfg.dropout.get(l).copied().unwrap_or(0.0).clamp(0.0, 0.95);
+                for (o, g) in hi[0].iter_mut().zip(sc.gates[l].iter_mut()) {
+                    let on = *o > 0.0 && (p == 0.0 || rng.unit() >= p);
+                    *g = if on { 1.0 / (1.0 - p) } else { 0.0 };
+                    *o *= *g;
+                }
+            }
+        }
+        let (loss, dz) = loss_grad(cfg.loss, sc.acts[nl][0], y, self.y_mean, self.y_std);
+        sc.delta.clear();
+        sc.delta.push(dz);
+        for l in (cfg.freeze.min(nl)..nl).rev() {
+            let (layer, g, inp) = (&self.layers[l], &mut grads[l], &sc.acts[l]);
+            g.b.iter_mut().zip(&sc.delta).for_each(|(g, d)| *g += d);
+            for (&a, gr) in inp.iter().zip(g.w.chunks_exact_mut(layer.n_out)) {
+                if a != 0.0 {
+                    gr.iter_mut().zip(&sc.delta).for_each(|(g, d)| *g += a * d);
+                }
+            }
+            if l > cfg.freeze {
+                sc.prev.clear();
+                for (wr, &gate) in layer.w.chunks_exact(layer.n_out).zip(&sc.gates[l - 1]) {
+                    let dot = || wr.iter().zip(&sc.delta).map(|(w, d)| w * d).sum::<f64>();
+                    sc.prev.push(if gate != 0.0 { dot() * gate } else { 0.0 });
+                }
+                std::mem::swap(&mut sc.delta, &mut sc.prev);
+            }
+        }
+        loss
+    }
+}
+
+/// Adam (beta1 0.9, beta2 0.999, eps 1e-8) at step `t >= 1`, applied to
+/// gradient sums scaled by `scale` (1 / batch size).
+struct Adam {
+    lr: f64,
+    t: i32,
+    scale: f64,
+}
+
+impl Adam {
+    fn apply(&self, p: &mut [f64], g: &[f64], m: &mut [f64], v: &mut [f64]) {
+        let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8);
+        let (c1, c2) = (1.0 - b1.powi(self.t), 1.0 - b2.powi(self.t));
+        for k in 0..p.len() {
+            let g = g[k] * self.scale;
+            m[k] = b1 * m[k] + (1.0 - b1) * g;
+            v[k] = b2 * v[k] + (1.0 - b2) * g * g;
+            p[k] -= self.lr * (m[k] / c1) / ((v[k] / c2).sqrt() + eps);
+        }
+    }
+}
+
+/// Per-sample training buffers: layer inputs/outputs, ReLU*dropout gates, deltas.
+struct Scratch {
+    acts: Vec<Vec<f64>>,
+    gates: Vec<Vec<f64>>,
+    delta: Vec<f64>,
+    prev: Vec<f64>,
+}
+
+impl Scratch {
+    fn new(layers: &[Layer]) -> Scratch {
+        let mut acts = vec![vec![0.0; layers.first().map_or(0, |l| l.n_in)]];
+        acts.extend(layers.iter().map(|l| vec![0.0; l.n_out]));
+        let (gates, delta, prev) = (acts[1..].to_vec(), Vec::new(), Vec::new());
+        Scratch {
+            acts,
+            gates,
+            delta,
+            prev,
+        }
+    }
+}
+
+/// (loss, dloss/dz) for standardised output `z` and raw target `y`.
+fn loss_grad(loss: Loss, z: f64, y: f64, m: f64, s: f64) -> (f64, f64) {
+    match loss {
+        Loss::Mse => {
+            let e = z - (y - m) / s;
+            (e * e, 2.0 * e)
+        }
+        Loss::Mape => {
+            let (den, e) = (y.abs().max(1e-12), z * s + m - y);
+            (e.abs() / den, e.signum() * s / den)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::regress::tests::{data, f, map, quick, rmse, round_trip};
+    use crate::predict::regress::Standardizer;
+
+    #[test]
+    fn refit_output_transfers_a_shift_and_an_input_trend() {
+        let xs = data(1500, 3, -1.5, 1.5, 24);
+        let mut base = Mlp::new(&[3, 32, 16, 1], 25);
+        base.train(&xs, &map(&xs, f), &quick(20, 5e-3)).unwrap();
+        // The target differs by a level and a trend in an input the reference's hidden
+        // layer need not represent linearly; 20 rows suffice to fit it.
+        let g = |x: &[f64]| f(x) + 0.7 * x[2] - 0.4;
+        let (few, test) = (data(20, 3, -1.5, 1.5, 26), data(500, 3, -1.5, 1.5, 27));
+        let mut tl = base.clone();
+        tl.refit_output(&few, &map(&few, g), &[1e-3, 1e-2, 0.1, 1.0], None)
+            .unwrap();
+        let (e_tl, e_base) = (rmse(&tl, &test, g), rmse(&base, &test, g));
+        println!("refit RMSE {e_tl:.4} vs untransferred {e_base:.4}");
+        assert!(e_tl < 0.3 * e_base, "refit {e_tl} base {e_base}");
+        // The skip term is part of predictions (batch and single row alike) and of the
+        // saved model; training drops it.
+        let flat: Vec<f64> = test.iter().flatten().copied().collect();
+        let mut out = vec![0.0; test.len()];
+        tl.predict_batch(&flat, 3, &mut out);
+        assert!((out[7] - tl.predict(&test[7])).abs() < 1e-12);
+        assert!(tl.skip.is_some());
+        round_trip(&tl);
+        tl.train(&few, &map(&few, g), &quick(1, 1e-3)).unwrap();
+        assert!(tl.skip.is_none());
+        assert_eq!(
+            Mlp::new(&[3, 4, 1], 0).refit_output(&few, &map(&few, g), &[1.0], None),
+            Err(RegressError::Empty),
+            "an unfitted network has no output to correct"
+        );
+    }
+
+    #[test]
+    fn refit_output_reads_extra_columns_past_the_networks_inputs() {
+        let xs = data(1500, 3, -1.5, 1.5, 24);
+        let mut base = Mlp::new(&[3, 32, 16, 1], 25);
+        base.train(&xs, &map(&xs, f), &quick(20, 5e-3)).unwrap();
+        // The target also depends on a fourth column the network never reads.
+        let g = |x: &[f64]| f(x) + 0.9 * x[3];
+        let (few, test) = (data(30, 4, -1.5, 1.5, 28), data(500, 4, -1.5, 1.5, 29));
+        let mut tl = base.clone();
+        tl.refit_output(&few, &map(&few, g), &[1e-4, 1e-3, 1e-2, 0.1], None)
+            .unwrap();
+        assert_eq!(tl.skip.as_ref().map(|s| s.w.len()), Some(4));
+        let w = tl.skip.as_ref().unwrap().w[3];
+        assert!((w - 0.9).abs() < 0.1, "the extra column's weight {w}");
+        let e = rmse(&tl, &test, g);
+        assert!(e < 0.15, "refit RMSE with the extra column {e}");
+        // Rows as wide as the read-out, else NaN; the network alone reads 3 columns.
+        let flat: Vec<f64> = test.iter().flatten().copied().collect();
+        let mut out = vec![0.0; test.len()];
+        tl.predict_batch(&flat, 4, &mut out);
+        assert!((out[3] - tl.predict(&test[3])).abs() < 1e-12);
+        assert!(tl.predict(&test[3][..3]).is_nan());
+        assert!(base.predict(&test[3][..3]).is_finite());
+    }
+
+    #[test]
+    fn refit_output_follows_an_anchor_where_the_network_cannot() {
+        let xs = data(1500, 3, -1.5, 1.5, 24);
+        let mut base = Mlp::new(&[3, 32, 16, 1], 25);
+        base.train(&xs, &map(&xs, f), &quick(20, 5e-3)).unwrap();
+        // The target is another function entirely; the anchor column (4th) predicts it
+        // with a small error of its own.
+        let g = |x: &[f64]| (2.0 * x[0]).sin() * x[1] - x[2] * x[2];
+        let anchored = |xs: &[Vec<f64>]| -> Vec<Vec<f64>> {
+            xs.iter()
+                .map(|x| [&x[..3], &[g(x) + 0.05 * x[0]]].concat())
+                .collect()
+        };
+        let (few, test) = (
+            anchored(&data(20, 3, -1.5, 1.5, 30)),
+            anchored(&data(500, 3, -1.5, 1.5, 31)),
+        );
+        let lambdas = [1e-3, 1e-2, 0.1, 1.0, 10.0];
+        let knobs =
+            |xs: &[Vec<f64>]| -> Vec<Vec<f64>> { xs.iter().map(|x| x[..3].to_vec()).collect() };
+        let mut plain = base.clone();
+        plain
+            .refit_output(&knobs(&few), &map(&few, g), &lambdas, None)
+            .unwrap();
+        let mut tl = base.clone();
+        tl.refit_output(&few, &map(&few, g), &lambdas, Some(3))
+            .unwrap();
+        let e_plain = rmse(&plain, &knobs(&test), g);
+        let e_anchor = rmse(&tl, &test, g);
+        println!("anchored RMSE {e_anchor:.4} vs the network alone {e_plain:.4}");
+        assert!(
+            e_anchor < 0.1 && e_anchor < 0.3 * e_plain,
+            "{e_anchor} {e_plain}"
+        );
+        let u = tl.skip.as_ref().unwrap().w[3];
+        assert!((u - 1.0).abs() < 0.1, "the anchor's weight {u}");
+        // The blend is folded in: batch and single-row predictions read the column as is.
+        let flat: Vec<f64> = test.iter().flatten().copied().collect();
+        let mut out = vec![0.0; test.len()];
+        tl.predict_batch(&flat, 4, &mut out);
+        assert!((out[9] - tl.predict(&test[9])).abs() < 1e-12);
+        // The anchor must be one of the extra columns.
+        let mut bad = base.clone();
+        assert!(bad
+            .refit_output(&few, &map(&few, g), &lambdas, Some(1))
+            .is_err());
+        assert!(bad
+            .refit_output(&few, &map(&few, g), &lambdas, Some(4))
+            .is_err());
+        assert_eq!(bad, base, "a refused refit changes nothing");
+    }
+
+    #[test]
+    fn mlp_fits_product_plus_sine() {
+        let mut x = data(2000, 3, -2.0, 2.0, 2);
+        let mut y = map(&x, f);
+        x.push(vec![0.0, f64::NAN, 0.0]);
+        y.push(0.0);
+        let st = Standardizer::fit(&x).unwrap();
+        let xs: Vec<Vec<f64>> = x.iter().map(|r| st.apply(r)).collect();
+        let mut m = Mlp::new(&[3, 32, 16, 1], 7);
+        let rep = m.train(&xs, &y, &quick(30, 5e-3)).unwrap();
+        assert_eq!(rep.skipped, 1);
+        let test = data(500, 3, -2.0, 2.0, 3);
+        let err = |r: &Vec<f64>| (m.predict(&st.apply(r)) - f(r)).powi(2);
+        let se = moments(test.iter().map(err)).0;
+        let r2 = 1.0 - se / moments(test.iter().map(|r| f(r))).1.powi(2);
+        println!("R^2 = {r2:.4}, report {rep:?}");
+        assert!(r2 > 0.95, "R^2 {r2}");
+    }
+
+    #[test]
+    fn transfer_beats_scratch_on_50_samples() {
+        let g = |x: &[f64]| 1.3 * f(x) + 0.2;
+        let xs = data(1500, 3, -1.5, 1.5, 4);
+        let mut base = Mlp::new(&[3, 32, 16, 1], 11);
+        base.train(&xs, &map(&xs, f), &quick(20, 5e-3)).unwrap();
+        let (few, test) = (data(50, 3, -1.5, 1.5, 5), data(500, 3, -1.5, 1.5, 6));
+        let gy = map(&few, g);
+        let mut cfg = quick(300, 1e-2);
+        cfg.val_fraction = 0.0;
+        let mut scratch = Mlp::new(&[3, 32, 16, 1], 12);
+        scratch.train(&few, &gy, &cfg).unwrap();
+        let (mut tl, mut fine) = (base.transfer(true, 99), cfg.clone());
+        fine.freeze = 2; // new output layer on the frozen pre-trained features
+        tl.train(&few, &gy, &fine).unwrap();
+        let (e_tl, e_sc) = (rmse(&tl, &test, g), rmse(&scratch, &test, g));
+        println!("transfer RMSE {e_tl:.4} vs scratch {e_sc:.4}");
+        assert!(e_tl < e_sc, "transfer {e_tl} scratch {e_sc}");
+        // Refitting target statistics without reinit keeps the predictions.
+        let mut keep = base.transfer(false, 0);
+        let before = keep.predict(&test[0]);
+        cfg.epochs = 0;
+        keep.train(&few, &gy, &cfg).unwrap();
+        assert!((keep.predict(&test[0]) - before).abs() < 1e-9);
+    }
+
+    #[test]
+    fn backprop_matches_finite_differences() {
+        for dropout in [vec![], vec![0.4, 0.3]] {
+            let m = Mlp::new(&[3, 8, 6, 4, 1], 5);
+            let cfg = TrainConfig {
+                dropout,
+                ..quick(1, 1e-3)
+            };
+            let loss_and_grad = |m: &Mlp| {
+                let mut g: Vec<Layer> = m.layers.iter().map(Layer::zeros_like).collect();
+                let (mut sc, mut rng) = (Scratch::new(&m.layers), rng(42));
+                let loss = m.backprop(&[0.3, -0.7, 1.1], 0.9, &cfg, &mut rng, &mut sc, &mut g);
+                (loss, g)
+            };
+            let (g, mut nonzero) = (loss_and_grad(&m).1, 0);
+            for (l, k) in (0..4).flat_map(|l| (0..m.layers[l].w.len()).map(move |k| (l, k))) {
+                let (mut a, mut b) = (m.clone(), m.clone());
+                a.layers[l].w[k] += 1e-6;
+                b.layers[l].w[k] -= 1e-6;
+                let fd = (loss_and_grad(&a).0 - loss_and_grad(&b).0) / 2e-6;
+                assert!((fd - g[l].w[k]).abs() < 1e-6, "w[{l}][{k}] {fd}");
+                nonzero += (fd != 0.0) as usize;
+            }
+            assert!(nonzero > 10, "{nonzero}");
+        }
+    }
+
+    #[test]
+    fn predict_batch_matches_predict_and_timing() {
+        let mut m = Mlp::new(&powertrain_layers(4), 3);
+        (m.y_mean, m.y_std) = (2.5, 0.7);
+        let n = if cfg!(debug_assertions) { 1000 } else { 18_096 };
+        let rows = data(n, 4, -2.0, 2.0, 8);
+        let flat: Vec<f64> = rows.iter().flatten().copied().collect();
+        let mut out = vec![0.0; n];
+        for pass in ["cold", "warm"] {
+            let t0 = std::time::Instant::now();
+            m.predict_batch(&flat, 4, &mut out);
+            println!(
+                "predict_batch ({pass}): {n} rows 4-256-128-64-1 in {:?}",
+                t0.elapsed()
+            );
+        }
+        for (r, o) in rows.iter().zip(&out).take(1000) {
+            assert!((m.predict(r) - o).abs() < 1e-12);
+        }
+        let mut short = vec![0.0; 3];
+        m.predict_batch(&flat[..9], 4, &mut short);
+        assert!(short[0].is_finite() && short[1].is_finite() && short[2].is_nan());
+        m.predict_batch(&flat, 3, &mut short);
+        assert!(short.iter().all(|v| v.is_nan()));
+    }
+}
