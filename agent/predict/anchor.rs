@@ -10,13 +10,13 @@
 //!   step that overlaps nothing follows (the SIGMETRICS'23 characterisation's account of
 //!   where time goes):
 //!   `t = max(a_l / (p f_cpu), a_g / f_gpu + a_e / f_emc + a_s / f_cpu) + b_c / f_cpu + b_e / f_emc + b_0`,
-//!   with `p` the loaders' parallelism on the online cores ([`super::loaders`]) and clocks
-//!   in GHz. Each mode is assigned to the stage that binds it (loading or GPU); the fit
+//!   with `p` the loaders' parallelism on the online cores ([`super::features::loaders`])
+//!   and clocks in GHz. Each mode is assigned to the stage that binds it (loading or GPU); the fit
 //!   alternates between assigning and fitting, from a range of loader costs, and the best
 //!   wins.
 //! - Power, a sum of static and dynamic terms ([`PowerSum`]): leakage and clock trees grow
 //!   with the clocks and the online cores, and each domain's dynamic energy per minibatch
-//!   over the minibatch time (the [`super::energy_terms`]).
+//!   over the minibatch time (the [`super::features::energy_terms`]).
 //!
 //! Both are least squares on the relative error with nonnegative coefficients (coordinate
 //! descent). The simulated boards time a minibatch with this same pipeline (and a
@@ -24,7 +24,8 @@
 //! better than they would a real board's profile; leave-one-out on a replayed profile
 //! (`--truth`) is what tells how far to follow them there.
 
-use super::{energy_terms, ghz, loaders, Quantity, ENERGY_TERMS};
+use super::features::{energy_terms, ghz, loaders, ENERGY_TERMS};
+use super::Quantity;
 use crate::control::mode::PinnedMode;
 use crate::predict::profile::Row;
 use serde::{Deserialize, Serialize};

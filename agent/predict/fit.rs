@@ -1,0 +1,258 @@
+//! Fitting the models: pre-training on a reference workload's full profile
+//! ([`pretrain`]), and fitting each method on the target's profiled modes ([`fit`]),
+//! transferred from the reference where the method does.
+
+use super::anchor::Anchor;
+use super::features::{energy_terms, features};
+use super::regress::{self, Ensemble, Linear, Mlp, RegressError, Standardizer, TrainConfig};
+use super::{log_positive, KnobRange, Method, Model, Quantity, Regressor};
+use crate::predict::profile::Row;
+
+/// How hard to train.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitConfig {
+    /// Training epochs (PowerTrain's fine-tuning runs three times as many).
+    pub epochs: usize,
+    /// Seed of weight initialisation, shuffling and dropout.
+    pub seed: u64,
+    /// Ensemble members of the physics method.
+    pub ensemble: usize,
+}
+
+impl Default for FitConfig {
+    fn default() -> Self {
+        FitConfig {
+            epochs: 100,
+            seed: 1,
+            ensemble: 8,
+        }
+    }
+}
+
+fn target_of(r: &Row, t: Quantity) -> f64 {
+    match t {
+        Quantity::TimeMs => r.time_ms,
+        Quantity::PowerW => r.power_w,
+    }
+}
+
+fn data(rows: &[Row], t: Quantity, physics: bool, log: bool) -> (Vec<Vec<f64>>, Vec<f64>) {
+    let x = rows.iter().map(|r| features(&r.mode, physics)).collect();
+    let y = rows
+        .iter()
+        .map(|r| {
+            let v = target_of(r, t);
+            if log {
+                v.ln()
+            } else {
+                v
+            }
+        })
+        .collect();
+    (x, y)
+}
+
+/// The prediction bounds for targets `y` (in the model's space).
+fn bounds(y: &[f64], log: bool) -> (f64, f64) {
+    let lo = y.iter().copied().fold(f64::MAX, f64::min);
+    let hi = y.iter().copied().fold(f64::MIN, f64::max);
+    if log {
+        (lo - 1.5f64.ln(), hi + 1.5f64.ln())
+    } else {
+        (lo / 1.5, hi * 1.5)
+    }
+}
+
+fn scaled(x: &[Vec<f64>], s: &Standardizer) -> Vec<Vec<f64>> {
+    x.iter().map(|r| s.apply(r)).collect()
+}
+
+/// A model pre-trained on a reference workload's profile (for the transfer methods).
+pub fn pretrain(
+    method: Method,
+    rows: &[Row],
+    t: Quantity,
+    cfg: &FitConfig,
+) -> Result<Model, RegressError> {
+    let physics = method == Method::Physics;
+    let log = physics;
+    let (x, y) = data(rows, t, physics, log);
+    let scale = Standardizer::fit(&x)?;
+    let xs = scaled(&x, &scale);
+    let reg = if physics {
+        let tc = TrainConfig {
+            epochs: cfg.epochs,
+            dropout: vec![],
+            seed: cfg.seed,
+            ..TrainConfig::default()
+        };
+        let (e, _) = Ensemble::train(&physics_layers(x[0].len()), cfg.ensemble, &xs, &y, &tc)?;
+        Regressor::Ensemble(e)
+    } else {
+        Regressor::Mlp(powertrain_mlp(&xs, &y, cfg)?)
+    };
+    let bounds = bounds(&y, log);
+    Ok(Model {
+        physics,
+        log,
+        scale,
+        reg,
+        bounds,
+        energy: false,
+        anchor: None,
+        anchor_error: 0.0,
+        trained_on: KnobRange::of(rows),
+    })
+}
+
+/// The paper's network and training (256-128-64, dropout, Adam) on standardised inputs.
+fn powertrain_mlp(xs: &[Vec<f64>], y: &[f64], cfg: &FitConfig) -> Result<Mlp, RegressError> {
+    let mut m = Mlp::new(
+        &regress::powertrain_layers(xs.first().map_or(4, Vec::len)),
+        cfg.seed,
+    );
+    m.train(
+        xs,
+        y,
+        &TrainConfig {
+            epochs: cfg.epochs,
+            seed: cfg.seed,
+            ..TrainConfig::default()
+        },
+    )?;
+    Ok(m)
+}
+
+/// The ridge penalties leave-one-out chooses from when the physics ensemble transfers.
+const RIDGE_PENALTIES: [f64; 13] = [
+    1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0,
+];
+
+fn physics_layers(d: usize) -> Vec<usize> {
+    vec![d, 64, 32, 1]
+}
+
+/// Fits `method` on the target's profiled `rows`, from `reference` where it transfers.
+pub fn fit(
+    method: Method,
+    rows: &[Row],
+    t: Quantity,
+    reference: Option<&Model>,
+    cfg: &FitConfig,
+) -> Result<Model, RegressError> {
+    match method {
+        Method::Linear => {
+            let (x, y) = data(rows, t, false, false);
+            let scale = Standardizer::fit(&x)?;
+            let reg = Regressor::Linear(Linear::fit(&scaled(&x, &scale), &y, 1e-6)?);
+            Ok(Model {
+                physics: false,
+                log: false,
+                scale,
+                reg,
+                bounds: bounds(&y, false),
+                energy: false,
+                anchor: None,
+                anchor_error: 0.0,
+                trained_on: KnobRange::of(rows),
+            })
+        }
+        Method::MlpScratch => {
+            let (x, y) = data(rows, t, false, false);
+            let scale = Standardizer::fit(&x)?;
+            let m = powertrain_mlp(&scaled(&x, &scale), &y, cfg)?;
+            Ok(Model {
+                physics: false,
+                log: false,
+                scale,
+                reg: Regressor::Mlp(m),
+                bounds: bounds(&y, false),
+                energy: false,
+                anchor: None,
+                anchor_error: 0.0,
+                trained_on: KnobRange::of(rows),
+            })
+        }
+        Method::Powertrain | Method::Physics => {
+            let base = reference.ok_or(RegressError::Empty)?;
+            let (x, y) = data(rows, t, base.physics, base.log);
+            // The reference's scaling is kept: the transferred layers expect it.
+            let mut xs = scaled(&x, &base.scale);
+            // The physics ensemble's power read-out also reads the energy terms.
+            let energy = base.physics && t == Quantity::PowerW;
+            if energy {
+                for (row, r) in xs.iter_mut().zip(rows) {
+                    row.extend(energy_terms(&r.mode, r.time_ms));
+                }
+            }
+            // And it blends in a physics anchor of the target, read on profiled modes as
+            // fitted without each (so that its weight is how it predicts, not how it fits).
+            let anchor = base.physics.then(|| Anchor::fit(t, rows)).flatten();
+            let held_out: Vec<f64> = anchor.as_ref().map_or_else(Vec::new, |a| {
+                let v = a.cross_fitted(t, rows);
+                v.into_iter().map(log_positive).collect()
+            });
+            let errors: Vec<f64> = held_out
+                .iter()
+                .zip(&y)
+                .map(|(a, y)| a - y)
+                .filter(|e| e.is_finite())
+                .collect();
+            let anchor_error =
+                (errors.iter().map(|e| e * e).sum::<f64>() / errors.len().max(1) as f64).sqrt();
+            let anchor_column = anchor.as_ref().map(|_| {
+                for (row, v) in xs.iter_mut().zip(held_out) {
+                    row.push(v);
+                }
+                xs.first().map_or(0, Vec::len) - 1
+            });
+            // As PowerTrain: the last layer is re-initialised and trained alone (the
+            // physics ensemble re-fits its read-out in closed form instead).
+            let tune = |m: &Mlp, seed: u64| -> Result<Mlp, RegressError> {
+                let mut n = m.transfer(true, seed);
+                let freeze = n.layers.len() - 1;
+                n.train(
+                    &xs,
+                    &y,
+                    &TrainConfig {
+                        epochs: cfg.epochs * 3,
+                        seed,
+                        dropout: vec![],
+                        val_fraction: 0.0,
+                        freeze,
+                        lr: 1e-2,
+                        ..TrainConfig::default()
+                    },
+                )?;
+                Ok(n)
+            };
+            let reg = match &base.reg {
+                Regressor::Mlp(m) => Regressor::Mlp(tune(m, cfg.seed)?),
+                Regressor::Ensemble(e) => Regressor::Ensemble(Ensemble {
+                    members: e
+                        .members
+                        .iter()
+                        .map(|m| {
+                            let mut n = m.clone();
+                            n.refit_output(&xs, &y, &RIDGE_PENALTIES, anchor_column)
+                                .map(|_| n)
+                        })
+                        .collect::<Result<_, _>>()?,
+                }),
+                Regressor::Linear(_) => return Err(RegressError::Empty),
+            };
+            // The target's own range (widened) bounds what transfer may predict.
+            Ok(Model {
+                physics: base.physics,
+                log: base.log,
+                scale: base.scale.clone(),
+                reg,
+                bounds: bounds(&y, base.log),
+                energy,
+                anchor,
+                anchor_error,
+                trained_on: base.trained_on,
+            })
+        }
+    }
+}

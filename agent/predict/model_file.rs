@@ -1,0 +1,174 @@
+//! The saved pair of models ([`ModelFile`]): its versioned JSON layout, and the errors
+//! of saving and loading it.
+
+use super::{Method, Model};
+use crate::control::mode::PinnedMode;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Version of saved model files.
+pub const MODEL_VERSION: u32 = 4;
+
+/// A saved pair of models.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelFile {
+    /// File layout version ([`MODEL_VERSION`]).
+    pub version: u32,
+    /// The board's id (`orin-agx@r35`) or model string.
+    pub board: String,
+    /// The workload the models predict (`resnet18`, ...).
+    pub workload: String,
+    /// The method that fitted them.
+    pub method: Method,
+    /// The minibatch-time model.
+    pub time: Model,
+    /// The power model.
+    pub power: Model,
+    /// Modes the models were fitted on (they are measured, not predicted).
+    pub profiled: Vec<PinnedMode>,
+}
+
+/// Model-file errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelFileError {
+    /// The file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The model file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The file is not JSON of a model file.
+    #[error("{}: not a jpower model file: {source}", path.display())]
+    Format {
+        /// The model file.
+        path: std::path::PathBuf,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// The file's layout version is not [`MODEL_VERSION`].
+    #[error("{}: model file version {found}, this jpower reads version {MODEL_VERSION}", path.display())]
+    Version {
+        /// The model file.
+        path: std::path::PathBuf,
+        /// The version it has.
+        found: u32,
+    },
+    /// The models were fitted for another board.
+    #[error("{}: the model was fitted for {found}, not {wanted}", path.display())]
+    Board {
+        /// The model file.
+        path: std::path::PathBuf,
+        /// The board the file names.
+        found: String,
+        /// The board asked for.
+        wanted: String,
+    },
+}
+
+impl ModelFile {
+    /// Writes the file (JSON).
+    pub fn save(&self, path: &Path) -> Result<(), ModelFileError> {
+        let text = serde_json::to_vec(self).map_err(|source| ModelFileError::Format {
+            path: path.into(),
+            source,
+        })?;
+        std::fs::write(path, text).map_err(|source| ModelFileError::Io {
+            path: path.into(),
+            source,
+        })
+    }
+
+    /// Reads a file and checks its version and, if given, its board.
+    pub fn load(path: &Path, board: Option<&str>) -> Result<ModelFile, ModelFileError> {
+        let text = std::fs::read(path).map_err(|source| ModelFileError::Io {
+            path: path.into(),
+            source,
+        })?;
+        let probe: serde_json::Value =
+            serde_json::from_slice(&text).map_err(|source| ModelFileError::Format {
+                path: path.into(),
+                source,
+            })?;
+        let found = probe["version"].as_u64().unwrap_or(0) as u32;
+        if found != MODEL_VERSION {
+            return Err(ModelFileError::Version {
+                path: path.into(),
+                found,
+            });
+        }
+        let f: ModelFile =
+            serde_json::from_value(probe).map_err(|source| ModelFileError::Format {
+                path: path.into(),
+                source,
+            })?;
+        if let Some(b) = board {
+            if f.board != b {
+                return Err(ModelFileError::Board {
+                    path: path.into(),
+                    found: f.board,
+                    wanted: b.into(),
+                });
+            }
+        }
+        Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predict::profile::Row;
+    use crate::predict::{fit, FitConfig, Quantity};
+
+    #[test]
+    fn model_files_check_version_and_board() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows: Vec<Row> = (1..30)
+            .map(|i| Row {
+                mode: PinnedMode {
+                    cores: 1 + i % 4,
+                    cpu_hz: 1_000_000_000 + i as u64 * 10_000_000,
+                    gpu_hz: 300_000_000 + i as u64 * 20_000_000,
+                    emc_hz: 2_000_000_000,
+                },
+                time_ms: 10.0 + i as f64,
+                power_w: 5.0 + 0.1 * i as f64,
+                time_std_ms: 0.0,
+                power_std_w: 0.0,
+            })
+            .collect();
+        let cfg = FitConfig::default();
+        let time = fit(Method::Linear, &rows, Quantity::TimeMs, None, &cfg).unwrap();
+        let power = fit(Method::Linear, &rows, Quantity::PowerW, None, &cfg).unwrap();
+        let f = ModelFile {
+            version: MODEL_VERSION,
+            board: "orin-agx@r35".into(),
+            workload: "x".into(),
+            method: Method::Linear,
+            time,
+            power,
+            profiled: vec![],
+        };
+        let p = dir.path().join("m.json");
+        f.save(&p).unwrap();
+        assert_eq!(ModelFile::load(&p, Some("orin-agx@r35")).unwrap(), f);
+        let e = ModelFile::load(&p, Some("nano@r32"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fitted for orin-agx@r35, not nano@r32"), "{e}");
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        v["version"] = 7.into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert!(ModelFile::load(&p, None)
+            .unwrap_err()
+            .to_string()
+            .contains("version 7"));
+        std::fs::write(&p, "nope").unwrap();
+        assert!(ModelFile::load(&p, None)
+            .unwrap_err()
+            .to_string()
+            .contains("not a jpower model file"));
+    }
+}
