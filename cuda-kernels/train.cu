@@ -1,4 +1,4 @@
-// Training kernels for the built-in CNN (agent/gpu/net.rs): GEMM, bias, ReLU, im2col /
+// Training kernels for the built-in CNN (agent/gpu/net/): GEMM, bias, ReLU, im2col /
 // col2im, 2x2 max pooling, fused softmax + cross-entropy, SGD with momentum. FP32,
 // row-major, header-free (NVRTC compiles it as is).
 //

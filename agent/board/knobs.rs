@@ -1,0 +1,149 @@
+//! The knob table: what each writable attribute jpower may touch controls, the attribute
+//! opened once, and how discovery adds one to a [`Board`].
+
+use super::sysfs::{Attr, SysfsError};
+use super::Board;
+use crate::support::units::FreqUnit;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Most knobs one board may have (the controller's fixed-size buffers).
+pub const MAX_KNOBS: usize = 64;
+
+/// Values of every knob of a board, by knob index, in the files' units.
+pub type Values = heapless::Vec<u64, MAX_KNOBS>;
+
+/// What a knob controls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "index")]
+pub enum KnobKind {
+    /// `cpuN/online` of CPU N.
+    CpuOnline(usize),
+    /// `scaling_min_freq` / `scaling_max_freq` of cluster N.
+    CpuMin(usize),
+    /// `scaling_max_freq` of cluster N.
+    CpuMax(usize),
+    /// devfreq `min_freq` / `max_freq` of the GPU.
+    GpuMin,
+    /// devfreq `max_freq` of the GPU.
+    GpuMax,
+    /// The nvpmodel EMC cap.
+    EmcCap,
+    /// INA3221 hwmon `samples` (averaging) and `update_interval` of chip N.
+    InaSamples(usize),
+    /// INA3221 hwmon `update_interval` of chip N.
+    InaUpdateInterval(usize),
+    /// The GPU's `railgate_enable` (0/1) and runtime PM `power/control` (`auto`/`on`):
+    /// the measurement lock keeps the GPU powered, as `jetson_clocks` does.
+    GpuRailgate,
+    /// The GPU's runtime PM `power/control` (`auto`/`on`).
+    GpuPowerControl,
+    /// The fan's PWM duty, 0-255 (the board's fan daemon may move it: not watched).
+    Fan,
+}
+
+impl KnobKind {
+    /// Whether a change by someone else is worth reporting: every knob but the fan, which
+    /// the board's own fan control moves all the time.
+    pub fn watched(self) -> bool {
+        self != KnobKind::Fan
+    }
+
+    /// Whether it is a setting rather than part of a power mode (no ordering constraint
+    /// with other knobs).
+    pub fn is_setting(self) -> bool {
+        matches!(
+            self,
+            KnobKind::InaSamples(_)
+                | KnobKind::InaUpdateInterval(_)
+                | KnobKind::GpuRailgate
+                | KnobKind::GpuPowerControl
+                | KnobKind::Fan
+        )
+    }
+}
+
+/// The words of `power/control`, in value order.
+pub const POWER_CONTROL: &[&str] = &["auto", "on"];
+
+/// A writable attribute jpower may touch, opened once.
+#[derive(Debug)]
+pub struct Knob {
+    /// What it controls.
+    pub kind: KnobKind,
+    /// The path on the board (`/sys/...`), as saved in state files.
+    pub path: PathBuf,
+    /// The unit of its values (`None` for 0/1 knobs).
+    pub unit: Option<FreqUnit>,
+    /// Whether it could be opened for writing.
+    pub writable: bool,
+    /// For attributes holding a word, the words its values index (`None`: a number).
+    pub words: Option<&'static [&'static str]>,
+    /// The opened attribute.
+    pub attr: Attr,
+}
+
+impl Knob {
+    /// Reads the value: the number, or the index of the word the file holds.
+    pub fn read(&self) -> Result<u64, SysfsError> {
+        match self.words {
+            Some(words) => self.attr.read_word(words),
+            None => self.attr.read_u64(),
+        }
+    }
+
+    /// Writes a value (the word it indexes, for word attributes) in one `write`.
+    pub fn write(&self, value: u64) -> Result<(), SysfsError> {
+        match self.words {
+            Some(words) => self.attr.write_word(words, value),
+            None => self.attr.write_u64(value),
+        }
+    }
+}
+
+impl Board {
+    pub(super) fn add_knob(
+        &mut self,
+        kind: KnobKind,
+        path: &str,
+        unit: Option<FreqUnit>,
+    ) -> Option<usize> {
+        self.add_knob_with(kind, path, unit, None)
+    }
+
+    pub(super) fn add_knob_with(
+        &mut self,
+        kind: KnobKind,
+        path: &str,
+        unit: Option<FreqUnit>,
+        words: Option<&'static [&'static str]>,
+    ) -> Option<usize> {
+        let (attr, writable) = match self.root.open(path, true) {
+            Ok(a) => (a, true),
+            Err(e) => match self.root.open(path, false) {
+                Ok(a) => {
+                    self.warnings.push(format!("read-only: {e}"));
+                    (a, false)
+                }
+                Err(e) => {
+                    self.warnings.push(format!("missing knob: {e}"));
+                    return None;
+                }
+            },
+        };
+        let knob = Knob {
+            kind,
+            path: path.into(),
+            unit,
+            writable,
+            words,
+            attr,
+        };
+        if let Err(e) = knob.read() {
+            self.warnings.push(format!("unreadable knob: {e}"));
+            return None;
+        }
+        self.knobs.push(knob);
+        Some(self.knobs.len() - 1)
+    }
+}

@@ -1,0 +1,144 @@
+//! The file layer's [`Driver`]: which model attribute each attached file is, writes
+//! dispatched to the drivers' rules, and reads of the sensor and thermal files.
+
+use super::sensor::{rail_file, Quantity, T_BASE_MC, T_PER_W_MC};
+use super::{einval, SimKernel, ZONES};
+use crate::board::sysfs::{parse_u64, Driver};
+use crate::sim::spec::InaDriver;
+use crate::sim::tree::ina_channel_dir;
+use std::io;
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Attr {
+    Online(usize),
+    CpuLimit { cluster: usize, max: bool },
+    GpuLimit { max: bool },
+    EmcCap,
+    Rail { ina: usize, ch: usize, q: Quantity },
+    InaSamples(usize),
+    InaInterval(usize),
+    GpuLoad,
+    Thermal(usize),
+}
+
+impl Driver for SimKernel {
+    fn attach(&self, rel: &Path) -> Option<u32> {
+        let p = rel.to_str()?;
+        let spec = self.spec;
+        let online = p
+            .strip_prefix("/sys/devices/system/cpu/cpu")
+            .and_then(|rest| rest.strip_suffix("/online"))
+            .and_then(|n| n.parse().ok());
+        let attr = if let Some(n) = online {
+            Attr::Online(n)
+        } else if let Some(rest) = p.strip_prefix("/sys/devices/system/cpu/cpufreq/policy") {
+            let (n, file) = rest.split_once('/')?;
+            let start: usize = n.parse().ok()?;
+            let cluster = spec.cluster_starts().iter().position(|&s| s == start)?;
+            match file {
+                "scaling_min_freq" => Attr::CpuLimit {
+                    cluster,
+                    max: false,
+                },
+                "scaling_max_freq" => Attr::CpuLimit { cluster, max: true },
+                _ => return None,
+            }
+        } else if p == format!("{}/min_freq", self.devfreq()) {
+            Attr::GpuLimit { max: false }
+        } else if p == format!("{}/max_freq", self.devfreq()) {
+            Attr::GpuLimit { max: true }
+        } else if p == format!("{}/load", spec.gpu.dir) {
+            Attr::GpuLoad
+        } else if p == spec.emc.cap_file {
+            Attr::EmcCap
+        } else if let Some(z) = p
+            .strip_prefix("/sys/devices/virtual/thermal/thermal_zone")
+            .and_then(|r| r.strip_suffix("/temp"))
+            .and_then(|n| n.parse().ok())
+        {
+            Attr::Thermal(z)
+        } else {
+            let (ina, file) = spec.ina.iter().enumerate().find_map(|(i, ina)| {
+                let dir = ina_channel_dir(spec.ina_driver, ina);
+                p.strip_prefix(&dir)?
+                    .strip_prefix('/')
+                    .map(|f| (i, f.to_string()))
+            })?;
+            match file.as_str() {
+                "samples" if spec.ina_driver == InaDriver::Hwmon => Attr::InaSamples(ina),
+                "update_interval" if spec.ina_driver == InaDriver::Hwmon => Attr::InaInterval(ina),
+                _ => {
+                    let (q, ch) = rail_file(spec.ina_driver, &file)?;
+                    Attr::Rail { ina, ch, q }
+                }
+            }
+        };
+        let mut attrs = self.attrs.lock().unwrap_or_else(|p| p.into_inner());
+        attrs.push(attr);
+        Some((attrs.len() - 1) as u32)
+    }
+
+    fn store(&self, id: u32, value: &[u8]) -> io::Result<()> {
+        let attr = self
+            .attrs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id as usize)
+            .copied()
+            .ok_or_else(einval)?;
+        self.count_write(false)?;
+        {
+            let _guard = self.exclusive()?;
+            let mut st = self.state()?;
+            let number = || parse_u64(value).ok_or_else(einval);
+            match attr {
+                Attr::Online(cpu) => self.store_online(cpu, number()?)?,
+                Attr::CpuLimit { cluster, max } => {
+                    self.store_cpu_limit(&mut st, cluster, max, number()?)?
+                }
+                Attr::GpuLimit { max } => self.store_gpu_limit(&mut st, max, number()?)?,
+                Attr::EmcCap => self.store_emc_cap(value)?,
+                Attr::InaSamples(chip) => self.store_samples(&mut st, chip, number()?)?,
+                Attr::InaInterval(chip) => self.store_interval(&mut st, chip, number()?)?,
+                Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_) => {
+                    return Err(io::Error::from_raw_os_error(libc::EACCES))
+                }
+            }
+            self.save(&st)?;
+        }
+        self.invalidate();
+        self.count_write(true)
+    }
+
+    fn show(&self, id: u32, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        let attr = self.attrs.lock().ok()?.get(id as usize).copied()?;
+        if !matches!(attr, Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_)) {
+            return None;
+        }
+        let mut s = self.sensor.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = self.sense(&mut s) {
+            return Some(Err(e));
+        }
+        let value = match attr {
+            Attr::Rail { ina, ch, q } => {
+                let (mv, ma) = s.readings.get(ina).map(|c| c[ch]).unwrap_or((0, 0));
+                match q {
+                    Quantity::Volt => mv,
+                    Quantity::Amp => ma,
+                    Quantity::Watt => mv * ma / 1000,
+                }
+            }
+            Attr::Thermal(z) => {
+                let offset = ZONES.get(z).map_or(0, |z| z.1);
+                ((T_BASE_MC + T_PER_W_MC * s.module_w) as i64 + i64::from(offset)).max(0) as u64
+            }
+            _ => s.gpu_load,
+        };
+        let mut tmp = [0u8; 24];
+        let n = crate::board::sysfs::format_u64(value, &mut tmp);
+        let n = n.min(buf.len());
+        buf[..n].copy_from_slice(&tmp[..n]);
+        Some(Ok(n))
+    }
+}

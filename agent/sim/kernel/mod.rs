@@ -1,0 +1,106 @@
+//! The simulated board's kernel: what cpufreq, devfreq, CPU hotplug, the nvpmodel EMC
+//! cap and the INA3221 drivers do when jpower writes or reads their attributes.
+//!
+//! It plugs into the file layer as a [`Driver`], so the code above it is the code that
+//! runs on a Jetson. Per release (see `../shared/research/jetson-sysfs.md` section 10.4):
+//! - **L4T 32 (kernel 4.9)**: a cpufreq or devfreq min above the current max, or a max
+//!   below the current min, fails with `EINVAL` and changes nothing; values are stored as
+//!   written (clamped to the hardware limits), only the running clock snaps to the table.
+//! - **L4T 35/36 (5.10/5.15)**: min and max are PM-QoS requests that always succeed; the
+//!   effective min is clamped to the effective max, and a raised max makes an earlier min
+//!   request effective again. devfreq requests are kept in kHz (sub-kHz digits dropped).
+//! - cpu0 cannot go offline (`EBUSY`); a fully offline cluster refuses limit writes
+//!   (`EINVAL`); files whose mode has no write bit refuse writes even for root (in the
+//!   file layer).
+//! - INA3221 readings follow the running clocks, the online cores and the load through
+//!   the physics model in [`super::power`], refresh only once per conversion cycle
+//!   (`channels x samples x (bus + shunt conversion time)`, about 430 ms at NVIDIA's
+//!   boot-time 512 samples; `samples` and `update_interval` are writable as on the
+//!   mainline driver), carry conversion noise (one conversion: 1 % of the reading plus
+//!   2 current LSBs, one sigma, divided by sqrt(samples) by the averaging) and are
+//!   quantised to the chip's LSBs (8 mV bus, 40 uV shunt);
+//! - thermal zones heat with module power (30 °C + 0.6 °C/W, per-zone offsets).
+//!
+//! The board's state lives in its files and in `kernel.json` beside the tree (QoS
+//! requests, load), under an exclusive `flock` for every write, so separate jpower
+//! processes see one board.
+//!
+//! [`Driver`]: crate::board::sysfs::Driver
+
+mod clocks;
+mod driver;
+mod fault;
+mod sensor;
+mod state;
+
+pub use fault::Fault;
+pub use sensor::{InaConfig, ZONES};
+pub use state::{KernelState, LoadState};
+
+use super::spec::BoardSpec;
+use crate::board::sysfs::parse_u64;
+use driver::Attr;
+use fault::Faults;
+use sensor::Sensor;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// The kernel model of one simulated board.
+#[derive(Debug)]
+pub struct SimKernel {
+    spec: &'static BoardSpec,
+    root: PathBuf,
+    state_path: PathBuf,
+    lock: File,
+    attrs: Mutex<Vec<Attr>>,
+    faults: Mutex<Faults>,
+    sensor: Mutex<Sensor>,
+}
+
+fn einval() -> io::Error {
+    io::Error::from_raw_os_error(libc::EINVAL)
+}
+
+impl SimKernel {
+    /// The kernel of the board whose tree is `root`, state in `state_path`.
+    pub fn new(spec: &'static BoardSpec, root: PathBuf, state_path: PathBuf, lock: File) -> Self {
+        let fault = std::env::var("JPOWER_SIM_FAULT")
+            .ok()
+            .and_then(|v| Fault::parse(&v));
+        SimKernel {
+            spec,
+            root,
+            state_path,
+            lock,
+            attrs: Mutex::new(Vec::new()),
+            faults: Mutex::new(Faults {
+                writes: 0,
+                pending: fault,
+            }),
+            sensor: Mutex::new(Sensor::default()),
+        }
+    }
+
+    fn path(&self, board: &str) -> PathBuf {
+        self.root.join(board.trim_start_matches('/'))
+    }
+
+    fn read(&self, board: &str) -> io::Result<u64> {
+        let bytes = std::fs::read(self.path(board))?;
+        parse_u64(&bytes).ok_or_else(einval)
+    }
+
+    /// Replaces a file's value in place, so descriptors opened on it stay valid and a
+    /// concurrent reader always sees a whole first token.
+    fn put(&self, board: &str, text: &str) -> io::Result<()> {
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.path(board))?;
+        let bytes = format!("{text}\n");
+        f.write_at(bytes.as_bytes(), 0)?;
+        f.set_len(bytes.len() as u64)
+    }
+}

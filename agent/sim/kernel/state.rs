@@ -1,0 +1,80 @@
+//! The kernel's persisted state (`kernel.json` beside the tree: PM-QoS requests, load,
+//! INA3221 settings) and the exclusive `flock` every write holds.
+
+use super::{InaConfig, SimKernel};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+
+/// The kernel's private state, persisted beside the tree.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KernelState {
+    /// PM-QoS requests (L4T 35/36) by knob, in the file's unit (devfreq: kHz).
+    pub requests: BTreeMap<String, u64>,
+    /// What the board is busy with.
+    pub load: LoadState,
+    /// Averaging and conversion time per INA3221 chip (hwmon boards).
+    #[serde(default)]
+    pub ina: Vec<InaConfig>,
+}
+
+/// Utilisation of each domain, 0..=1.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadState {
+    /// CPU utilisation.
+    pub cpu: f64,
+    /// GPU utilisation.
+    pub gpu: f64,
+    /// Memory (EMC) bandwidth utilisation.
+    pub emc: f64,
+}
+
+impl SimKernel {
+    /// Loads the persisted state.
+    pub fn state(&self) -> io::Result<KernelState> {
+        match std::fs::read(&self.state_path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(io::Error::other),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(KernelState::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn save(&self, st: &KernelState) -> io::Result<()> {
+        let tmp = self.state_path.with_extension("tmp");
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(st).map_err(io::Error::other)?,
+        )?;
+        std::fs::rename(tmp, &self.state_path)
+    }
+
+    /// Sets the load the rails follow (and the GPU's `load` attribute shows).
+    pub fn set_load(&self, load: LoadState) -> io::Result<()> {
+        let _guard = self.exclusive()?;
+        let mut st = self.state()?;
+        st.load = load;
+        self.save(&st)?;
+        self.refresh_gpu_clock(&st)?;
+        self.invalidate();
+        Ok(())
+    }
+
+    pub(super) fn exclusive(&self) -> io::Result<LockGuard<'_>> {
+        // SAFETY: flock on a descriptor we own; it is released in LockGuard::drop.
+        if unsafe { libc::flock(self.lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(LockGuard(&self.lock))
+    }
+}
+
+pub(super) struct LockGuard<'a>(&'a File);
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: unlocking the descriptor locked in `exclusive`.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
