@@ -219,6 +219,14 @@ impl BoardSpec {
     }
 }
 
+/// Zones of the simulated thermal model: name and offset from the base temperature (m°C).
+pub const ZONES: [(&str, i32); 4] = [
+    ("cpu-thermal", 0),
+    ("gpu-thermal", 2000),
+    ("soc0-thermal", -1000),
+    ("tj-thermal", 3000),
+];
+
 /// Every simulated board: the first of each name is its default release.
 pub const BOARDS: &[BoardSpec] = &[
     ORIN_AGX_R35,

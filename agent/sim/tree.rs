@@ -226,7 +226,7 @@ pub fn lay_out(spec: &BoardSpec, dir: &Path) -> io::Result<()> {
     t.file(crate::board::paths::CPU_DMA_LATENCY, "2000000000\n", 0o600)?;
 
     // Thermal zones (the kernel model computes their temperature) and the fan.
-    for (z, (name, _)) in super::kernel::ZONES.iter().enumerate() {
+    for (z, (name, _)) in super::spec::ZONES.iter().enumerate() {
         let dir = format!("/sys/devices/virtual/thermal/thermal_zone{z}");
         t.file(&format!("{dir}/type"), &format!("{name}\n"), 0o444)?;
         t.file(&format!("{dir}/temp"), "30000\n", 0o444)?;

@@ -2,9 +2,10 @@
 //! dispatched to the drivers' rules, and reads of the sensor and thermal files.
 
 use super::sensor::{rail_file, Quantity, T_BASE_MC, T_PER_W_MC};
-use super::{einval, SimKernel, ZONES};
+use super::{einval, SimKernel};
 use crate::board::sysfs::{parse_u64, Driver};
 use crate::sim::spec::InaDriver;
+use crate::sim::spec::ZONES;
 use crate::sim::tree::ina_channel_dir;
 use std::io;
 use std::path::Path;

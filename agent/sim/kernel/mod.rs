@@ -34,7 +34,7 @@ mod sensor;
 mod state;
 
 pub use fault::Fault;
-pub use sensor::{InaConfig, ZONES};
+pub use sensor::InaConfig;
 pub use state::{KernelState, LoadState};
 
 use super::spec::BoardSpec;

@@ -18,13 +18,6 @@ const IIO_REFRESH_US: u64 = 3 * 64 * 2200;
 /// LSBs; averaging `samples` conversions divides it by sqrt(samples).
 const NOISE_REL: f64 = 0.01;
 const NOISE_LSB: f64 = 2.0;
-/// Zones of the simulated thermal model: name and offset from the base temperature (m°C).
-pub const ZONES: [(&str, i32); 4] = [
-    ("cpu-thermal", 0),
-    ("gpu-thermal", 2000),
-    ("soc0-thermal", -1000),
-    ("tj-thermal", 3000),
-];
 /// Idle temperature and heating per watt of module power, m°C.
 pub(super) const T_BASE_MC: f64 = 30_000.0;
 pub(super) const T_PER_W_MC: f64 = 600.0;
