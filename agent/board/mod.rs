@@ -153,7 +153,8 @@ impl Board {
     }
 
     /// Reads every knob's current value (in its file's unit).
-    pub fn read_knobs(&self) -> Result<Vec<u64>, SysfsError> {
+    pub fn read_knobs(&self) -> Result<Values, SysfsError> {
+        // Discovery keeps the knobs within MAX_KNOBS, so they fit; no allocation.
         self.knobs.iter().map(Knob::read).collect()
     }
 

@@ -129,7 +129,7 @@ fn sample(board_id: &str, seconds: f64, dir: &std::path::Path) -> Result<serde_j
     let tree = dir.join("root");
     let spec = crate::sim::export(board_id, &tree)?;
     let board = Board::discover(Root::host(&tree))?;
-    let values: crate::board::Values = board.read_knobs()?.into_iter().collect();
+    let values = board.read_knobs()?;
     let path = dir.join("bench.ring");
     let cfg = SamplerConfig {
         rate_hz: Some(1000.0),

@@ -410,7 +410,7 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
             if a.verify && src.is_none() {
                 bail!("--verify runs the model's workload on the simulated board: {:?} is not a simulated workload", file.workload);
             }
-            let knobs: Vec<optimize::Knobs> = modes.iter().map(optimize::knobs).collect();
+            let knobs: Vec<optimize::LogCoords> = modes.iter().map(optimize::log_coords).collect();
             let verify = Verify {
                 run: &measure,
                 knobs: &knobs,

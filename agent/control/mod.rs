@@ -143,7 +143,7 @@ impl Controller {
     ) -> Result<Controller, ControlError> {
         let paths = StatePaths::new(runtime_dir, &board.key());
         let lock = state::BoardLock::acquire(&paths.lock, std::time::Duration::from_secs(5))?;
-        let current = board.read_knobs()?.into_iter().collect();
+        let current = board.read_knobs()?;
         let mut c = Controller {
             board,
             paths,
@@ -255,7 +255,7 @@ impl Controller {
 
     /// Re-reads every knob (to notice changes made behind jpower's back).
     pub fn refresh(&mut self) -> Result<(), ControlError> {
-        self.current = self.board.read_knobs()?.into_iter().collect();
+        self.current = self.board.read_knobs()?;
         Ok(())
     }
 
@@ -371,17 +371,13 @@ impl Controller {
     /// Writes `prior` back after a failed switch, planning from what the files hold now.
     fn roll_back(&mut self, prior: &Values) -> Rollback {
         let actual: Values = match self.board.read_knobs() {
-            Ok(v) => v.into_iter().collect(),
+            Ok(v) => v,
             Err(e) => return Rollback::Failed(e.to_string()),
         };
         let steps = plan::plan(&self.board, &actual, prior);
         for s in &steps {
             if let Err(e) = self.write_verified(s.knob, s.value) {
-                self.current = self
-                    .board
-                    .read_knobs()
-                    .map(|v| v.into_iter().collect())
-                    .unwrap_or(actual);
+                self.current = self.board.read_knobs().unwrap_or(actual);
                 return Rollback::Failed(e.to_string());
             }
         }

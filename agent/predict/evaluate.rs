@@ -262,7 +262,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         })
         .collect();
     let budgets = e.budgets.clone().unwrap_or_else(|| budgets(&truth_points));
-    let knobs: Vec<optimize::Knobs> = held.iter().map(optimize::knobs).collect();
+    let knobs: Vec<optimize::LogCoords> = held.iter().map(optimize::log_coords).collect();
     let mut methods = std::collections::BTreeMap::new();
     for method in Method::ALL {
         let reference = pretrained.get(method.name());

@@ -25,7 +25,7 @@ fn open_as(id: &str, rt: &Path, owner: Owner) -> (SimBoard, Controller) {
 }
 
 fn values(c: &Controller) -> Values {
-    c.board().read_knobs().unwrap().into_iter().collect()
+    c.board().read_knobs().unwrap()
 }
 
 /// Every (min, max) pair of the board holds min <= max in `v`.

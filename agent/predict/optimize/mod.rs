@@ -5,7 +5,7 @@
 
 pub mod residual;
 
-pub use residual::{knobs, Knobs, Residuals};
+pub use residual::{log_coords, LogCoords, Residuals};
 use serde::Serialize;
 
 /// A mode's (predicted or measured) time and power.
@@ -75,7 +75,7 @@ pub struct Verify<'a> {
     /// Runs a mode briefly and measures it.
     pub run: &'a dyn Fn(&TimePower) -> Measured,
     /// Where each mode sits in knob space, by [`TimePower::mode`].
-    pub knobs: &'a [Knobs],
+    pub knobs: &'a [LogCoords],
 }
 
 /// The mode chosen for budget `b`: the fastest predicted to fit with its margin.
@@ -280,11 +280,11 @@ mod tests {
                 .enumerate()
                 .map(|(i, &(t, w))| p(i, t, w))
                 .collect();
-            let knobs: Vec<Knobs> = self
+            let knobs: Vec<LogCoords> = self
                 .at
                 .iter()
                 .map(|&(cores, cpu, gpu)| {
-                    knobs(&crate::control::mode::PinnedMode {
+                    log_coords(&crate::control::mode::PinnedMode {
                         cores,
                         cpu_hz: cpu * 1_000_000,
                         gpu_hz: gpu * 1_000_000,

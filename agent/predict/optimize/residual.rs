@@ -11,18 +11,20 @@
 use crate::control::mode::PinnedMode;
 use crate::predict::regress::spd_inverse;
 
-/// A mode's place in knob space: log cores, CPU, GPU and EMC clock.
-pub type Knobs = [f64; 4];
+/// A mode's coordinates in log knob space (log cores, CPU, GPU and EMC clock), where the
+/// residual regression measures how near two modes are: a feature of a mode, not another
+/// operating point.
+pub type LogCoords = [f64; 4];
 
 /// Widths of the kernel along each knob, in log units.
-const WIDTH: Knobs = [1.0, 0.3, 0.3, 1.0];
+const WIDTH: LogCoords = [1.0, 0.3, 0.3, 1.0];
 /// The kernel's constant part: the share of a miss that holds for every mode.
 const SHARED: f64 = 0.3;
 /// The noise of a run's residual, relative to the kernel's unit variance.
 const NOISE: f64 = 0.02;
 
 /// `m`'s place in knob space. A knob the board does not control (0 Hz) sits at 0.
-pub fn knobs(m: &PinnedMode) -> Knobs {
+pub fn log_coords(m: &PinnedMode) -> LogCoords {
     let ln = |v: f64| v.max(1.0).ln();
     [
         ln(m.cores as f64),
@@ -32,7 +34,7 @@ pub fn knobs(m: &PinnedMode) -> Knobs {
     ]
 }
 
-fn kernel(a: &Knobs, b: &Knobs) -> f64 {
+fn kernel(a: &LogCoords, b: &LogCoords) -> f64 {
     let d2: f64 = a
         .iter()
         .zip(b)
@@ -45,7 +47,7 @@ fn kernel(a: &Knobs, b: &Knobs) -> f64 {
 /// The runs so far and the regression's weights over them.
 #[derive(Debug, Default)]
 pub struct Residuals {
-    at: Vec<Knobs>,
+    at: Vec<LogCoords>,
     /// Log residuals of the runs, time and power.
     miss: Vec<[f64; 2]>,
     /// (K + noise·I)⁻¹ · miss, one column per target.
@@ -56,7 +58,7 @@ impl Residuals {
     /// Records a run at `at` that measured `measured` where the model predicted
     /// `predicted` (each time and power), and refits. A run that measured nothing (or a
     /// prediction that is not positive) teaches nothing.
-    pub fn add(&mut self, at: Knobs, predicted: [f64; 2], measured: [f64; 2]) {
+    pub fn add(&mut self, at: LogCoords, predicted: [f64; 2], measured: [f64; 2]) {
         let miss = [0, 1].map(|k| (measured[k] / predicted[k]).ln());
         if miss.iter().all(|m| m.is_finite()) {
             self.at.push(at);
@@ -66,7 +68,7 @@ impl Residuals {
     }
 
     /// The factor by which to correct a prediction (time, power) at `at`.
-    pub fn factor(&self, at: &Knobs) -> [f64; 2] {
+    pub fn factor(&self, at: &LogCoords) -> [f64; 2] {
         let mut log = [0.0; 2];
         for (k, w) in self.at.iter().zip(&self.weights) {
             let c = kernel(at, k);
@@ -99,8 +101,8 @@ impl Residuals {
 mod tests {
     use super::*;
 
-    fn mode(cores: u32, cpu_mhz: u64, gpu_mhz: u64, emc_mhz: u64) -> Knobs {
-        knobs(&PinnedMode {
+    fn mode(cores: u32, cpu_mhz: u64, gpu_mhz: u64, emc_mhz: u64) -> LogCoords {
+        log_coords(&PinnedMode {
             cores,
             cpu_hz: cpu_mhz * 1_000_000,
             gpu_hz: gpu_mhz * 1_000_000,

@@ -3,7 +3,6 @@
 //! [`Mlp`] (Adam, dropout, best-validation checkpoint, MSE/MAPE, transfer
 //! learning) and an [`Ensemble`]. No panics on consistently shaped input;
 //! non-finite rows are skipped. Weights are serde `Vec<f64>`, row-major.
-#![allow(clippy::needless_range_loop)]
 
 mod ensemble;
 mod linear;
