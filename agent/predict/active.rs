@@ -9,7 +9,7 @@
 //! of time and of power (squared and summed); the distance is to the nearest profiled or
 //! already picked mode, in knob-table positions scaled to [0, 1] per knob, and keeps a
 //! batch from piling onto one uncertain corner; the relevance falls off exponentially with
-//! how far the mode is behind the predicted front ([`FRONT_SLACK`]), since a budget's
+//! how far the mode is behind the predicted front (`FRONT_SLACK`), since a budget's
 //! choice is read off the front. Without it, the picks went to uncertain corners no budget
 //! chooses (one core, slow clocks) while the two-core modes that MobileNetV3's budgets
 //! choose went unprofiled, and their power was under-predicted by 15%.

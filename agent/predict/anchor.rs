@@ -10,13 +10,13 @@
 //!   step that overlaps nothing follows (the SIGMETRICS'23 characterisation's account of
 //!   where time goes):
 //!   `t = max(a_l / (p f_cpu), a_g / f_gpu + a_e / f_emc + a_s / f_cpu) + b_c / f_cpu + b_e / f_emc + b_0`,
-//!   with `p` the loaders' parallelism on the online cores ([`super::features::loaders`])
+//!   with `p` the loaders' parallelism on the online cores (`loaders`)
 //!   and clocks in GHz. Each mode is assigned to the stage that binds it (loading or GPU); the fit
 //!   alternates between assigning and fitting, from a range of loader costs, and the best
 //!   wins.
 //! - Power, a sum of static and dynamic terms ([`PowerSum`]): leakage and clock trees grow
 //!   with the clocks and the online cores, and each domain's dynamic energy per minibatch
-//!   over the minibatch time (the [`super::features::energy_terms`]).
+//!   over the minibatch time (the `energy_terms`).
 //!
 //! Both are least squares on the relative error with nonnegative coefficients (coordinate
 //! descent). The simulated boards time a minibatch with this same pipeline (and a
@@ -90,7 +90,7 @@ impl Anchor {
     }
 }
 
-/// Coefficients, in the order of [`Terms`]: `a_g, a_e, a_s` (GPU stage), `a_l` (loader
+/// Coefficients, in the order of `Terms`: `a_g, a_e, a_s` (GPU stage), `a_l` (loader
 /// stage), `b_c, b_e, b_0` (fetch, after both).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pipeline {
@@ -209,7 +209,7 @@ impl Pipeline {
 }
 
 /// Power as static terms (constant, per online core, growing with each clock) plus each
-/// domain's dynamic energy per minibatch over its time ([`energy_terms`]).
+/// domain's dynamic energy per minibatch over its time (`energy_terms`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerSum {
     coef: Vec<f64>,

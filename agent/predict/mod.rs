@@ -129,7 +129,7 @@ pub struct Model {
     /// Predictions are kept within this range (the training targets' range, widened
     /// by half each way): a log-space model must not extrapolate exponentially.
     pub bounds: (f64, f64),
-    /// Whether the model also reads [`energy_terms`] of the minibatch time (a physics
+    /// Whether the model also reads `energy_terms` of the minibatch time (a physics
     /// power model), so that it predicts from the time model's predictions.
     pub energy: bool,
     /// A physics anchor of the target whose log the read-out blends in (a physics

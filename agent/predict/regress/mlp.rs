@@ -209,7 +209,7 @@ impl Mlp {
     }
 
     /// Predicts the rows of the row-major `n x d` matrix `xs` into `out`,
-    /// [`BLOCK`] rows at a time through two reused scratch buffers. The network reads
+    /// `BLOCK` rows at a time through two reused scratch buffers. The network reads
     /// the first [`Mlp::n_inputs`] columns; columns past them are extra inputs that
     /// only the [`Mlp::skip`] term reads. Rows missing from `xs`, or a `d` that does
     /// not match the model, yield NaN.
