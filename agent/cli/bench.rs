@@ -421,87 +421,76 @@ fn ipc(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
             .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
             .collect::<Result<Vec<_>>>()
     })?;
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let set_mode: Vec<u64> = std::thread::scope(|s| -> Result<Vec<u64>> {
-        for _ in 0..15 {
-            s.spawn(|| {
-                if let Ok(mut c) = connect() {
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        if c.request(RequestBody::Status).is_err() {
-                            break;
-                        }
+    // One client alternates the GPU between two clocks under a session lease, timing each
+    // set_mode (and, with `status_too`, a status after it), while 16 `others` run beside
+    // it until it is done.
+    type Other<'a> = &'a (dyn Fn(&std::sync::atomic::AtomicBool) + Sync);
+    let switching = |others: Other<'_>, status_too: bool| -> Result<(Vec<u64>, Vec<u64>)> {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..16 {
+                s.spawn(|| others(&stop));
+            }
+            let result = (|| {
+                let mut ctl = connect()?;
+                let (mut set, mut status) = (Vec::new(), Vec::new());
+                for i in 0..(n / 20).max(50) {
+                    let gpu = if i % 2 == 0 { 522_750_000 } else { 624_750_000 };
+                    let t = Instant::now();
+                    let r = ctl.request(RequestBody::SetMode {
+                        mode: ModeRequest::Knobs {
+                            cores: Some(8),
+                            cpu_khz: Some(1_497_600),
+                            gpu_hz: Some(gpu),
+                            emc_hz: None,
+                            snap: false,
+                        },
+                        lease: LeaseKind::Session,
+                        timeout_ms: None,
+                    });
+                    set.push(t.elapsed().as_nanos() as u64);
+                    if r.is_err() {
+                        break;
+                    }
+                    if status_too {
+                        let t = Instant::now();
+                        ctl.request(RequestBody::Status)?;
+                        status.push(t.elapsed().as_nanos() as u64);
                     }
                 }
-            });
-        }
-        let mut ctl = connect()?;
-        let m = |gpu| ModeRequest::Knobs {
-            cores: Some(8),
-            cpu_khz: Some(1_497_600),
-            gpu_hz: Some(gpu),
-            emc_hz: None,
-            snap: false,
-        };
-        let mut out = Vec::new();
-        for i in 0..(n / 20).max(50) {
-            let t = Instant::now();
-            let r = ctl.request(RequestBody::SetMode {
-                mode: m(if i % 2 == 0 { 522_750_000 } else { 624_750_000 }),
-                lease: LeaseKind::Session,
-                timeout_ms: None,
-            });
-            out.push(t.elapsed().as_nanos() as u64);
-            if r.is_err() {
-                break;
+                Ok((set, status))
+            })();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            result
+        })
+    };
+    let running =
+        |stop: &std::sync::atomic::AtomicBool| !stop.load(std::sync::atomic::Ordering::Relaxed);
+    // 15 readers polling status.
+    let polling = std::sync::atomic::AtomicUsize::new(0);
+    let (set_mode, _) = switching(
+        &|stop| {
+            if polling.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 15 {
+                return;
             }
-        }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        Ok(out)
-    })?;
-    // 16 subscribers at 100 Hz while one client alternates set_mode and status: what a
+            if let Ok(mut c) = connect() {
+                while running(stop) && c.request(RequestBody::Status).is_ok() {}
+            }
+        },
+        false,
+    )?;
+    // 16 subscribers at 100 Hz while the client alternates set_mode and status: what a
     // robot's dashboards cost its controller.
-    stop.store(false, std::sync::atomic::Ordering::Relaxed);
-    let (sub_status, sub_set_mode) = std::thread::scope(|s| -> Result<(Vec<u64>, Vec<u64>)> {
-        for _ in 0..16 {
-            s.spawn(|| {
-                if let Ok(mut c) = connect() {
-                    if c.request(RequestBody::Subscribe { every_ms: 10 }).is_ok() {
-                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                            if c.read().is_err() {
-                                break;
-                            }
-                        }
-                    }
+    let (sub_set_mode, sub_status) = switching(
+        &|stop| {
+            if let Ok(mut c) = connect() {
+                if c.request(RequestBody::Subscribe { every_ms: 10 }).is_ok() {
+                    while running(stop) && c.read().is_ok() {}
                 }
-            });
-        }
-        let mut ctl = connect()?;
-        let m = |gpu| ModeRequest::Knobs {
-            cores: Some(8),
-            cpu_khz: Some(1_497_600),
-            gpu_hz: Some(gpu),
-            emc_hz: None,
-            snap: false,
-        };
-        let (mut status, mut set) = (Vec::new(), Vec::new());
-        for i in 0..(n / 20).max(50) {
-            let t = Instant::now();
-            let r = ctl.request(RequestBody::SetMode {
-                mode: m(if i % 2 == 0 { 522_750_000 } else { 624_750_000 }),
-                lease: LeaseKind::Session,
-                timeout_ms: None,
-            });
-            set.push(t.elapsed().as_nanos() as u64);
-            if r.is_err() {
-                break;
             }
-            let t = Instant::now();
-            ctl.request(RequestBody::Status)?;
-            status.push(t.elapsed().as_nanos() as u64);
-        }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        Ok((status, set))
-    })?;
+        },
+        true,
+    )?;
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(agent.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
