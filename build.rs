@@ -46,6 +46,8 @@ fn main() {
         }
     }
     println!("cargo:rustc-cfg=jpower_prebuilt");
+    let names: Vec<String> = archs.iter().map(u32::to_string).collect();
+    println!("cargo:rustc-env=JPOWER_PREBUILT_ARCHS={}", names.join(","));
 }
 
 /// The `sm_XX` numbers `nvcc --list-gpu-code` names, or `None` without a working nvcc.

@@ -12,7 +12,9 @@
 // Launch: block 256 threads, grid ceil(n/256) (ops.rs `Launch`) or SMs * k; every kernel
 // is a grid-stride loop, so any grid covers all n elements. The host keeps |a| < 1 so the
 // chains converge to b / (1 - a) instead of overflowing; a and b are kernel arguments, so
-// the compiler cannot fold the chains (the PTX holds 8 FMAs per unrolled iteration).
+// the compiler cannot fold the chains (the PTX holds 8 FMAs per chain step). The step loop
+// is unrolled 16 times, so FMAs are about 97% of the loop's instructions (the compiler's
+// default of 4 leaves 32 of 36, capping the sweep near 0.89 of the FP32 peak).
 // The CPU mirror is agent/gpu/reference.rs; keep the two in step.
 
 #define CHAINS 8
@@ -45,6 +47,7 @@ extern "C" __global__ void sweep_f32(const float* in, float* out, unsigned long 
         float c[CHAINS];
 #pragma unroll
         for (int j = 0; j < CHAINS; ++j) c[j] = x + (float)j;
+#pragma unroll 16
         for (unsigned int t = 0; t < iters; ++t) {
 #pragma unroll
             for (int j = 0; j < CHAINS; ++j) c[j] = fmaf(c[j], a, b);
@@ -67,6 +70,7 @@ extern "C" __global__ void sweep_f16x2(const unsigned int* in, unsigned int* out
         unsigned int c[CHAINS];
 #pragma unroll
         for (int j = 0; j < CHAINS; ++j) c[j] = x ^ ((unsigned int)j * 0x00010001u);
+#pragma unroll 16
         for (unsigned int t = 0; t < iters; ++t) {
 #pragma unroll
             for (int j = 0; j < CHAINS; ++j) c[j] = hfma2(c[j], a, b);

@@ -5,9 +5,12 @@
 
 use super::telemetry::{SampleArgs, Session};
 use super::{Output, Target};
+use crate::board::Board;
 use crate::gpu::cuda::Cuda;
 use crate::gpu::kernels::{self, CudaSource, JETSON_ARCHS};
 use crate::gpu::net::{Backend, Cpu, Trainer};
+use crate::gpu::nvml::NvmlMeter;
+use crate::gpu::roofline::{Meter, Run};
 use crate::ipc::protocol::Kind;
 use crate::sim::kernel::LoadState;
 use crate::telemetry::energy::{Minibatch, Minibatches};
@@ -54,34 +57,22 @@ struct Step {
     energy: Minibatch<Kind>,
 }
 
-/// `jpower train`.
+/// `jpower train`: on a Jetson (or a `--root` tree, or a simulated board) each minibatch
+/// is metered from the telemetry ring; off a Jetson (a data-centre GPU) the run is metered
+/// by NVML's energy counter and each minibatch gets the run's mean power.
 pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
     if a.batch == 0 || a.steps == 0 {
         bail!("--batch and --steps must be at least 1");
     }
-    let session = Session::start(target, &SampleArgs::fast(), "train")?;
-    let l4t = session.controller.board().identity.l4t_major;
-    let trained = (|| {
-        if let Some(sim) = &session.sim {
-            // A simulated board has no CUDA: the CPU reference keeps one host core busy.
-            sim.set_one_core_busy()?;
-        }
-        let ring = RingReader::open(&session.telemetry.path)?;
-        if a.cpu {
-            let trainer = Trainer::new(Cpu, a.batch, a.seed, a.lr)?;
-            run(trainer, &ring, a.steps, out.json)
-        } else {
-            let cuda = Cuda::open(a.gpu, l4t)?;
-            let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, a.lr)?;
-            run(trainer, &ring, a.steps, out.json)
-        }
-    })();
-    if let Some(sim) = &session.sim {
-        sim.set_load(LoadState::default())?;
-    }
-    // Put the board back whether or not the training ran.
-    let notes = session.finish()?;
-    let (steps, accuracy, flops) = trained?;
+    let host_gpu = target.sim.is_none() && target.root.is_none() && !a.cpu;
+    let discovered = target
+        .root()
+        .and_then(|(root, _)| Ok(Board::discover(root)?));
+    let (steps, accuracy, flops, notes) = match discovered {
+        Err(e) if host_gpu && super::roofline::is_not_jetson(&e) => train_with_nvml(a, out)?,
+        Err(e) => return Err(e),
+        Ok(_) => train_on_board(target, a, out)?,
+    };
     if let Some(path) = &a.csv {
         let mut s = String::from("step,loss,duration_s,mean_w,energy_j,samples\n");
         for st in &steps {
@@ -122,11 +113,90 @@ pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
     )
 }
 
-/// Trains with `trainer`, marking each minibatch in the telemetry; returns the
-/// minibatches, the held-out accuracy and the FLOPs of one step.
+/// What a training run returns: its minibatches, the held-out accuracy, the FLOPs of one
+/// step and notes.
+type Trained = (Vec<Step>, f64, u64, Vec<String>);
+
+/// A Jetson, a `--root` tree or a simulated board: a sampler session meters each
+/// minibatch between markers.
+fn train_on_board(target: &Target, a: &TrainArgs, out: &Output) -> Result<Trained> {
+    let session = Session::start(target, &SampleArgs::fast(), "train")?;
+    let l4t = session.controller.board().identity.l4t_major;
+    let trained = (|| {
+        if let Some(sim) = &session.sim {
+            // A simulated board has no CUDA: the CPU reference keeps one host core busy.
+            sim.set_one_core_busy()?;
+        }
+        let ring = RingReader::open(&session.telemetry.path)?;
+        let mut marks = Minibatches::default();
+        let mut meter = |step, t0, t1| -> Result<Minibatch<Kind>> {
+            marks.begin(Kind::Train, step, t0)?;
+            Ok(marks.end(Kind::Train, step, t1, &ring)?)
+        };
+        if a.cpu {
+            let trainer = Trainer::new(Cpu, a.batch, a.seed, a.lr)?;
+            run(trainer, &mut meter, a.steps, out.json)
+        } else {
+            let cuda = Cuda::open(a.gpu, l4t)?;
+            let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, a.lr)?;
+            run(trainer, &mut meter, a.steps, out.json)
+        }
+    })();
+    if let Some(sim) = &session.sim {
+        sim.set_load(LoadState::default())?;
+    }
+    // Put the board back whether or not the training ran.
+    let notes = session.finish()?;
+    let (steps, accuracy, flops) = trained?;
+    Ok((steps, accuracy, flops, notes))
+}
+
+/// A GPU on a machine that is not a Jetson: NVML's energy counter over the whole run
+/// (it has no per-minibatch resolution), each minibatch given the run's mean power.
+fn train_with_nvml(a: &TrainArgs, out: &Output) -> Result<Trained> {
+    let cuda = Cuda::open(a.gpu, None)?;
+    let mut nvml = NvmlMeter::open(&cuda.pci_bus_id()?)?;
+    let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, a.lr)?;
+    let mut meter = |step, t0: u64, t1: u64| -> Result<Minibatch<Kind>> {
+        Ok(Minibatch {
+            kind: Kind::Train,
+            id: step,
+            duration_s: t1.saturating_sub(t0) as f64 * 1e-9,
+            mean_w: 0.0,
+            energy_j: 0.0,
+            samples: 0,
+            error_bound_j: f64::INFINITY,
+        })
+    };
+    nvml.begin()?;
+    let (start_ns, (mut steps, accuracy, flops)) =
+        (monotonic_ns(), run(trainer, &mut meter, a.steps, out.json)?);
+    let window = Run {
+        launches: steps.len() as u32,
+        best_s: 0.0,
+        single_s: 0.0,
+        start_ns,
+        end_ns: monotonic_ns(),
+        clock_hz: None,
+    };
+    let mean_w = nvml.end(&window)? / window.total_s().max(1e-9);
+    for s in &mut steps {
+        s.energy.mean_w = mean_w;
+        s.energy.energy_j = mean_w * s.energy.duration_s;
+    }
+    let notes = vec![format!(
+        "not a Jetson: power from {}, the run's mean given to every minibatch (its error bound is unknown: null)",
+        nvml.name()
+    )];
+    Ok((steps, accuracy, flops, notes))
+}
+
+/// Trains with `trainer`, metering each minibatch (its number, start and end on the
+/// telemetry clock) with `meter`; returns the minibatches, the held-out accuracy and the
+/// FLOPs of one step.
 fn run<B: Backend>(
     mut trainer: Trainer<B>,
-    ring: &RingReader,
+    meter: &mut dyn FnMut(u64, u64, u64) -> Result<Minibatch<Kind>>,
     steps: u64,
     quiet: bool,
 ) -> Result<(Vec<Step>, f64, u64)> {
@@ -141,12 +211,11 @@ fn run<B: Backend>(
         )
         .context("progress style")?,
     );
-    let mut marks = Minibatches::default();
     let mut out = Vec::with_capacity(steps as usize);
     for step in 0..steps {
-        marks.begin(Kind::Train, step, monotonic_ns())?;
+        let t0 = monotonic_ns();
         let loss = trainer.step()?;
-        let energy = marks.end(Kind::Train, step, monotonic_ns(), ring)?;
+        let energy = meter(step, t0, monotonic_ns())?;
         bar.set_message(format!("loss {loss:.3}, {:.2} W", energy.mean_w));
         bar.inc(1);
         out.push(Step { step, loss, energy });
@@ -176,8 +245,20 @@ pub fn kernels(a: &KernelsArgs, out: &Output) -> Result<()> {
     let mut rows = Vec::new();
     let mut text = String::new();
     let mut spills = Vec::new();
+    let supported = kernels::nvrtc_archs()?;
+    let mut skipped = Vec::new();
+    for &cc in &a.arch {
+        if !supported.contains(&cc) {
+            let _ = writeln!(
+                text,
+                "skipped compute_{cc}: this NVRTC ({}) cannot compile for it",
+                crate::gpu::versions()
+            );
+            skipped.push(cc);
+        }
+    }
     for source in CudaSource::ALL {
-        for &cc in &a.arch {
+        for &cc in a.arch.iter().filter(|cc| !skipped.contains(cc)) {
             let ptx = kernels::compile(source, cc)?;
             let version = ptx
                 .lines()
@@ -217,7 +298,7 @@ pub fn kernels(a: &KernelsArgs, out: &Output) -> Result<()> {
         );
     }
     out.print(
-        &json!({"assembled": ptxas.is_some(), "kernels": rows, "spills": spills}),
+        &json!({"assembled": ptxas.is_some(), "kernels": rows, "spills": spills, "skipped_archs": skipped}),
         || text,
     )?;
     if !spills.is_empty() {

@@ -13,7 +13,8 @@ use crate::board::{Board, BoardError};
 use crate::control::lock;
 use crate::control::mode::{Mode, ModeSpace};
 use crate::gpu::cuda::Cuda;
-use crate::gpu::nvml::NvmlMeter;
+use crate::gpu::cuda::LoadPath;
+use crate::gpu::nvml::{same_bus_id, Agreement, NvmlMeter};
 use crate::gpu::peaks::{self, Peaks};
 use crate::gpu::plot;
 use crate::gpu::roofline::{
@@ -57,6 +58,10 @@ pub struct Args {
     /// The CUDA device.
     #[arg(long, default_value_t = 0)]
     pub gpu: usize,
+    /// Off a Jetson: also run `copy` for this many seconds and check NVML's energy
+    /// counter against its power readings (the first 2 s dropped).
+    #[arg(long, value_name = "SECONDS")]
+    pub nvml_check: Option<f64>,
     /// Write every point as CSV.
     #[arg(long, value_name = "FILE.csv")]
     pub csv: Option<PathBuf>,
@@ -76,10 +81,16 @@ struct ModeResult {
     emc_hz: Option<f64>,
     time: TimeRoofline,
     energy: EnergyRoofline,
-    /// FP32 best over cores x 2 x the running clock; copy over the vendor DRAM peak at
-    /// this EMC clock.
+    /// The best FP32 point over cores x 2 x the clock it ran at (the mean of the reads
+    /// while it ran); copy and triad over the vendor DRAM peak at this EMC clock.
     f32_fraction_of_peak: Option<f64>,
     copy_fraction_of_dram_peak: Option<f64>,
+    triad_fraction_of_dram_peak: Option<f64>,
+    /// The FP16 peak over the FP32 peak (about 2 where `half2` runs at full rate).
+    f16_over_f32: Option<f64>,
+    /// The FP32 point with the most iterations over the one with half as many, in time
+    /// (about 2 when nothing was folded away and both are compute-bound).
+    f32_doubling: Option<f64>,
     points: Vec<Measured>,
 }
 
@@ -96,6 +107,9 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     let m = match discovered {
         Err(e) if host_gpu && is_not_jetson(&e) => discrete(a, &points)?,
         Err(e) => return Err(e),
+        Ok(_) if a.nvml_check.is_some() => {
+            bail!("--nvml-check is for GPUs metered by NVML; a Jetson is metered by its INA3221 rails")
+        }
         Ok(_) => jetson(target, a, &points)?,
     };
     let title = format!(
@@ -134,11 +148,14 @@ struct Measurement {
     power: String,
     /// What the measurement lock held.
     lock: Vec<String>,
+    /// A CUDA GPU's versions, load paths and meter identity (absent on a simulated board).
+    gpu: Option<GpuInfo>,
     modes: Vec<ModeResult>,
     notes: Vec<String>,
 }
 
-fn is_not_jetson(e: &anyhow::Error) -> bool {
+/// Whether board discovery failed because this machine is not a Jetson.
+pub(super) fn is_not_jetson(e: &anyhow::Error) -> bool {
     matches!(
         e.downcast_ref::<BoardError>(),
         Some(BoardError::NotJetson { .. })
@@ -149,12 +166,14 @@ fn write(path: &PathBuf, body: String) -> Result<()> {
     std::fs::write(path, body).with_context(|| format!("writing {}", path.display()))
 }
 
-/// A GPU on a machine that is not a Jetson: its own clocks, NVML energy.
+/// A GPU on a machine that is not a Jetson: its own clocks (NVML's SM clock read while
+/// each point runs), NVML energy.
 fn discrete(a: &Args, points: &[roofline::Point]) -> Result<Measurement> {
     let mut gpu = Cuda::open(a.gpu, None)?;
-    let mut meter = NvmlMeter::open(a.gpu as u32)?;
+    let mut meter = NvmlMeter::open(&gpu.pci_bus_id()?)?;
+    gpu.watch_clock(meter.sm_clock());
     let name = gpu.name();
-    let peaks = peaks::discrete(&name);
+    let peaks = peaks::discrete(&name, gpu.sm_count()?, gpu.compute_capability());
     let r = measure_mode("as is".into(), &mut gpu, &mut meter, points, a, peaks, None)?;
     let mut notes = vec!["not a Jetson: the GPU ran at its own clocks; power from NVML".into()];
     if peaks.is_none() {
@@ -162,14 +181,68 @@ fn discrete(a: &Args, points: &[roofline::Point]) -> Result<Measurement> {
             "no peak table entry for {name}: fractions of peak not reported"
         ));
     }
+    let nvml_check = match a.nvml_check {
+        Some(seconds) => {
+            let copy = points
+                .iter()
+                .find(|p| p.kernel == Kernel::Copy)
+                .context("the sweep has no copy point")?;
+            Some(meter.agreement(seconds, 2.0, |s| {
+                gpu.prepare(copy)?;
+                gpu.run(copy, s).map(|_| ())
+            })?)
+        }
+        None => None,
+    };
     Ok(Measurement {
         device: name,
         simulated: false,
         power: meter.name(),
         lock: Vec::new(),
+        gpu: Some(gpu_info(&gpu, Some(&meter), nvml_check)?),
         modes: vec![r],
         notes,
     })
+}
+
+fn gpu_info(
+    cuda: &Cuda,
+    nvml: Option<&NvmlMeter>,
+    nvml_check: Option<Agreement>,
+) -> Result<GpuInfo> {
+    let cuda_pci_bus_id = cuda.pci_bus_id()?;
+    Ok(GpuInfo {
+        versions: crate::gpu::versions(),
+        compute_capability: cuda.compute_capability(),
+        modules: cuda
+            .load_paths()
+            .into_iter()
+            .map(|(file, path)| ModuleLoad { file, path })
+            .collect(),
+        nvml_pci_bus_id: nvml.map(|m| m.bus_id.clone()),
+        nvml_matches_cuda: nvml.map(|m| same_bus_id(&cuda_pci_bus_id, &m.bus_id)),
+        cuda_pci_bus_id,
+        nvml_check,
+    })
+}
+
+/// What loaded the kernels on a CUDA GPU, and which GPU NVML metered.
+#[derive(Debug, Serialize)]
+struct GpuInfo {
+    versions: crate::gpu::Versions,
+    compute_capability: u32,
+    modules: Vec<ModuleLoad>,
+    cuda_pci_bus_id: String,
+    nvml_pci_bus_id: Option<String>,
+    nvml_matches_cuda: Option<bool>,
+    nvml_check: Option<Agreement>,
+}
+
+/// How one kernel module was loaded.
+#[derive(Debug, Serialize)]
+struct ModuleLoad {
+    file: &'static str,
+    path: LoadPath,
 }
 
 /// A Jetson, a `--root` tree or a simulated board: modes switched, rails metered.
@@ -193,14 +266,16 @@ fn measure_board(
     let board = session.controller.board();
     let peaks = peaks::jetson(board.identity.module.as_deref(), board.identity.soc);
     let modes = modes(target, board, a)?;
-    let mut device: Box<dyn Device> = match &session.sim {
-        Some(sim) => Box::new(SimGpu::new(sim.clone())),
+    let (mut device, gpu): (Box<dyn Device>, _) = match &session.sim {
+        Some(sim) => (Box::new(SimGpu::new(sim.clone())), None),
         None => {
             let mut cuda = Cuda::open(a.gpu, board.identity.l4t_major)?;
             if let Some(g) = &board.gpu {
-                cuda.watch_clock(g.cur.try_clone()?);
+                let cur = g.cur.try_clone()?;
+                cuda.watch_clock(Box::new(move || cur.read_u64().ok().map(|hz| hz as f64)));
             }
-            Box::new(cuda)
+            let info = gpu_info(&cuda, None, None)?;
+            (Box::new(cuda), Some(info))
         }
     };
     let mut meter = RingMeter::new(RingReader::open(&session.telemetry.path)?);
@@ -242,6 +317,7 @@ fn measure_board(
         simulated: device.simulated(),
         power: meter.name(),
         lock: lock_notes,
+        gpu,
         modes,
         notes: Vec::new(),
     })
@@ -336,18 +412,45 @@ fn measure_mode(
         .iter()
         .filter_map(|m| m.run.clock_hz)
         .reduce(f64::max);
-    let copy = measured
+    let bandwidth = |k: Kernel| {
+        measured
+            .iter()
+            .find(|m| m.point.kernel == k)
+            .map(|m| m.bytes_per_s)
+    };
+    let f32_time = |iters: u32| {
+        measured
+            .iter()
+            .find(|m| m.point.kernel == Kernel::SweepF32 && m.point.iters == iters)
+            .map(|m| m.run.best_s)
+    };
+    let top = measured
         .iter()
-        .find(|m| m.point.kernel == Kernel::Copy)
-        .map(|m| m.bytes_per_s);
+        .filter(|m| m.point.kernel == Kernel::SweepF32)
+        .map(|m| m.point.iters)
+        .max()
+        .unwrap_or(0);
+    let f32_doubling = f32_time(top)
+        .zip(f32_time(top / 2).filter(|_| top >= 2))
+        .map(|(t, half)| t / half);
+    let fraction = |bw: Option<f64>| peaks.zip(bw).map(|(p, bw)| bw / p.dram(emc_hz));
     Ok(ModeResult {
         mode,
         gpu_hz,
         emc_hz,
-        f32_fraction_of_peak: peaks
-            .zip(gpu_hz)
-            .map(|(p, hz)| time.peak_f32_flops / p.f32_flops(hz)),
-        copy_fraction_of_dram_peak: peaks.zip(copy).map(|(p, bw)| bw / p.dram(emc_hz)),
+        // Each FP32 point against the peak at the clock it ran at; the best of them.
+        f32_fraction_of_peak: peaks.and_then(|p| {
+            measured
+                .iter()
+                .filter(|m| m.point.kernel == Kernel::SweepF32)
+                .filter_map(|m| Some(m.flops_per_s / p.f32_flops(m.run.clock_hz?)))
+                .reduce(f64::max)
+        }),
+        copy_fraction_of_dram_peak: fraction(bandwidth(Kernel::Copy)),
+        triad_fraction_of_dram_peak: fraction(bandwidth(Kernel::Triad)),
+        f16_over_f32: (time.peak_f32_flops > 0.0)
+            .then(|| time.peak_f16_flops / time.peak_f32_flops),
+        f32_doubling,
         time,
         energy,
         points: measured,
@@ -355,12 +458,12 @@ fn measure_mode(
 }
 
 fn points_csv(results: &[ModeResult], simulated: bool) -> String {
-    let mut s = String::from("simulated,mode,kernel,iters,elements,intensity,launches,best_s,gflops,gbytes_per_s,mean_s,energy_j,power_w\n");
+    let mut s = String::from("simulated,mode,kernel,iters,elements,intensity,launches,best_s,single_s,gflops,gbytes_per_s,mean_s,energy_j,power_w\n");
     for r in results {
         for m in &r.points {
             let _ = writeln!(
                 s,
-                "{simulated},\"{}\",{},{},{},{},{},{:.9},{:.3},{:.3},{:.9},{:.6},{:.3}",
+                "{simulated},\"{}\",{},{},{},{},{},{:.9},{:.9},{:.3},{:.3},{:.9},{:.6},{:.3}",
                 r.mode,
                 m.point.kernel.symbol(),
                 m.point.iters,
@@ -368,6 +471,7 @@ fn points_csv(results: &[ModeResult], simulated: bool) -> String {
                 m.intensity,
                 m.run.launches,
                 m.run.best_s,
+                m.run.single_s,
                 m.flops_per_s / 1e9,
                 m.bytes_per_s / 1e9,
                 m.mean_s,

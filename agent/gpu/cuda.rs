@@ -29,16 +29,21 @@ pub const SWEEP_A_H2: u32 = 0x3BFF_3BFF;
 /// [`SWEEP_B`] in FP16, twice: both halves of a `half2`.
 pub const SWEEP_B_H2: u32 = 0x1400_1400;
 
+/// Reads a GPU's running clock, Hz (`None`: not readable now).
+pub type ClockReader = Box<dyn Fn() -> Option<f64>>;
+
 /// An open GPU.
 pub struct Cuda {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    modules: Vec<(CudaSource, Arc<CudaModule>)>,
+    modules: Vec<(CudaSource, Arc<CudaModule>, LoadPath)>,
+    /// The compute capability (`90`).
+    cc: u32,
     /// Sweep buffers (x, y, z) of `elements` floats, allocated at the first run.
     sweep: Option<[CudaSlice<f32>; 3]>,
-    /// A Jetson's devfreq `cur_freq`, read while the sweep runs (Tegra's CUDA clock
-    /// attribute is the maximum, not the running clock).
-    clock: Option<crate::board::sysfs::Attr>,
+    /// Reads the running GPU clock, Hz, while the sweep runs: a Jetson's devfreq
+    /// `cur_freq` or NVML's SM clock (CUDA's clock attribute is the maximum).
+    clock: Option<ClockReader>,
 }
 
 impl Cuda {
@@ -58,20 +63,60 @@ impl Cuda {
         let cc = (major * 10 + minor) as u32;
         let modules = CudaSource::ALL
             .iter()
-            .map(|&s| Ok((s, load(&ctx, s, cc)?)))
+            .map(|&s| load(&ctx, s, cc).map(|(m, path)| (s, m, path)))
             .collect::<Result<_, GpuError>>()?;
         Ok(Cuda {
             ctx,
             stream,
             modules,
+            cc,
             sweep: None,
             clock: None,
         })
     }
 
-    /// Reads the running GPU clock from this devfreq `cur_freq` during each sweep point.
-    pub fn watch_clock(&mut self, cur_freq: crate::board::sysfs::Attr) {
-        self.clock = Some(cur_freq);
+    /// Reads the running GPU clock with `read` during each sweep point.
+    pub fn watch_clock(&mut self, read: ClockReader) {
+        self.clock = Some(read);
+    }
+
+    /// The compute capability (`90`).
+    pub fn compute_capability(&self) -> u32 {
+        self.cc
+    }
+
+    /// The number of streaming multiprocessors.
+    pub fn sm_count(&self) -> Result<u32, GpuError> {
+        self.ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map(|n| n.max(0) as u32)
+            .map_err(GpuError::driver("SM count"))
+    }
+
+    /// How each kernel module was loaded.
+    pub fn load_paths(&self) -> Vec<(&'static str, LoadPath)> {
+        self.modules
+            .iter()
+            .map(|(s, _, path)| (s.name(), *path))
+            .collect()
+    }
+
+    /// The device's PCI bus id (`0000:19:00.0`), to find the same GPU in NVML.
+    pub fn pci_bus_id(&self) -> Result<String, GpuError> {
+        let mut buf = [0 as std::ffi::c_char; 32];
+        // SAFETY: the buffer's length is passed with it; the driver writes a
+        // NUL-terminated string of at most that many bytes for a valid device handle.
+        let r = unsafe {
+            cudarc::driver::sys::cuDeviceGetPCIBusId(
+                buf.as_mut_ptr(),
+                buf.len() as i32,
+                self.ctx.cu_device(),
+            )
+        };
+        r.result().map_err(GpuError::driver("PCI bus id"))?;
+        // SAFETY: NUL-terminated by the driver, inside `buf`.
+        let id = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+        Ok(id.to_string_lossy().into_owned())
     }
 
     /// The stream every launch goes to.
@@ -81,10 +126,10 @@ impl Cuda {
 
     /// Kernel `name` of `source`.
     pub fn function(&self, source: CudaSource, name: &str) -> Result<CudaFunction, GpuError> {
-        let (_, m) = self
+        let (_, m, _) = self
             .modules
             .iter()
-            .find(|(s, _)| *s == source)
+            .find(|(s, ..)| *s == source)
             .ok_or(GpuError::NoDevice)?;
         m.load_function(name)
             .map_err(GpuError::driver(format!("kernel {name}")))
@@ -175,21 +220,81 @@ impl Cuda {
     }
 }
 
-/// Loads `source` for a GPU of compute capability `cc`: the prebuilt fatbin if the driver
-/// takes it (it holds SASS or PTX for this GPU), else NVRTC's PTX for `compute_<cc>`.
-fn load(ctx: &Arc<CudaContext>, source: CudaSource, cc: u32) -> Result<Arc<CudaModule>, GpuError> {
-    if let Some(fatbin) = source.prebuilt() {
-        match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(fatbin.to_vec())) {
-            Ok(m) => return Ok(m),
-            Err(e) => log::info!(
-                "the prebuilt {}.fatbin does not load on sm_{cc} ({e}); compiling with NVRTC",
-                source.name()
-            ),
+/// How a kernel module reached the GPU, most direct first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadPath {
+    /// The build's fatbin, holding SASS for this exact architecture.
+    FatbinSass,
+    /// The build's fatbin, its PTX compiled by the driver's JIT.
+    FatbinPtxJit,
+    /// NVRTC's CUBIN for this exact architecture.
+    NvrtcCubin,
+    /// NVRTC's PTX, compiled by the driver's JIT.
+    NvrtcPtx,
+}
+
+/// Names the ways kernel modules may load, in order, comma-separated (`fatbin`, `cubin`,
+/// `ptx`; default all three): `ptx` alone proves the JIT path on a GPU that would take a
+/// CUBIN, `cubin,ptx` loads as a binary built without fatbins would.
+pub const KERNEL_LOAD_ENV: &str = "JPOWER_KERNEL_LOAD";
+
+/// Loads `source` for a GPU of compute capability `cc`, trying in turn (as far as
+/// [`KERNEL_LOAD_ENV`] allows) the prebuilt fatbin, NVRTC's CUBIN for `sm_<cc>` (no JIT,
+/// so a driver older than the NVRTC takes it), and NVRTC's PTX. The error names every
+/// way tried, with the driver's and NVRTC's versions.
+fn load(
+    ctx: &Arc<CudaContext>,
+    source: CudaSource,
+    cc: u32,
+) -> Result<(Arc<CudaModule>, LoadPath), GpuError> {
+    use cudarc::nvrtc::Ptx;
+    let allowed = std::env::var(KERNEL_LOAD_ENV).unwrap_or_else(|_| "fatbin,cubin,ptx".into());
+    let allowed: Vec<&str> = allowed.split(',').map(str::trim).collect();
+    let mut tried = Vec::new();
+    for way in &allowed {
+        let loaded = match *way {
+            "fatbin" => match source.prebuilt() {
+                Some(fatbin) => ctx
+                    .load_module(Ptx::from_binary(fatbin.to_vec()))
+                    .map_err(|e| format!("prebuilt fatbin: {e}"))
+                    .map(|m| match super::kernels::prebuilt_sass(cc) {
+                        true => (m, LoadPath::FatbinSass),
+                        false => (m, LoadPath::FatbinPtxJit),
+                    }),
+                None => Err("no prebuilt fatbin in this build".into()),
+            },
+            "cubin" => super::kernels::compile_cubin(source, cc)
+                .map_err(|e| e.to_string())
+                .and_then(|cubin| {
+                    ctx.load_module(Ptx::from_binary(cubin))
+                        .map_err(|e| e.to_string())
+                })
+                .map(|m| (m, LoadPath::NvrtcCubin))
+                .map_err(|e| format!("NVRTC CUBIN for sm_{cc}: {e}")),
+            "ptx" => super::kernels::compile(source, cc)
+                .map_err(|e| e.to_string())
+                .and_then(|ptx| {
+                    ctx.load_module(Ptx::from_src(ptx))
+                        .map_err(|e| e.to_string())
+                })
+                .map(|m| (m, LoadPath::NvrtcPtx))
+                .map_err(|e| format!("NVRTC PTX for compute_{cc}: {e}")),
+            other => Err(format!(
+                "{KERNEL_LOAD_ENV} names `{other}`: the ways are fatbin, cubin and ptx"
+            )),
+        };
+        match loaded {
+            Ok(found) => return Ok(found),
+            Err(e) => tried.push(e),
         }
     }
-    let ptx = super::kernels::compile(source, cc)?;
-    ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-        .map_err(GpuError::driver(format!("loading {}.cu", source.name())))
+    Err(GpuError::Load {
+        file: source.name(),
+        cc,
+        versions: super::versions(),
+        tried: tried.join("; "),
+    })
 }
 
 impl Device for Cuda {
@@ -201,6 +306,15 @@ impl Device for Cuda {
         false
     }
 
+    fn prepare(&mut self, point: &Point) -> Result<(), GpuError> {
+        self.sweep_buffers(point.elements)?;
+        let f = self.function(CudaSource::Roofline, point.kernel.symbol())?;
+        self.launch_point(&f, point)?;
+        self.stream
+            .synchronize()
+            .map_err(GpuError::driver("warm-up"))
+    }
+
     fn run(&mut self, point: &Point, min_s: f64) -> Result<Run, GpuError> {
         self.sweep_buffers(point.elements)?;
         let f = self.function(CudaSource::Roofline, point.kernel.symbol())?;
@@ -210,43 +324,66 @@ impl Device for Cuda {
                 .map_err(GpuError::driver(what))
         };
         let (e0, e1) = (event("event")?, event("event")?);
-        self.launch_point(&f, point)?;
-        self.stream
-            .synchronize()
-            .map_err(GpuError::driver("warm-up"))?;
-        let (mut launches, mut best_s) = (0u32, f64::INFINITY);
         let start = Instant::now();
         let start_ns = monotonic_ns();
-        while launches < 3 || start.elapsed().as_secs_f64() < min_s {
+        // Single launches, each on an idle GPU: they include the launch latency.
+        let mut single_s = f64::INFINITY;
+        for _ in 0..3 {
             e0.record(&self.stream)
                 .map_err(GpuError::driver("record"))?;
             self.launch_point(&f, point)?;
             e1.record(&self.stream)
                 .map_err(GpuError::driver("record"))?;
             let ms = e0.elapsed_ms(&e1).map_err(GpuError::driver("event time"))?;
-            best_s = best_s.min(f64::from(ms) * 1e-3);
-            launches += 1;
+            single_s = single_s.min(f64::from(ms) * 1e-3);
+        }
+        // Batches of back-to-back launches lasting at least BATCH_S between one event
+        // pair: the GPU never waits for the host, so short kernels time what they cost.
+        let per_batch = (BATCH_S / single_s.max(1e-7)).ceil().clamp(1.0, 1e6) as u32;
+        let (mut launches, mut batches, mut best_s) = (3u32, 0u32, f64::INFINITY);
+        let (mut clock_sum, mut clock_reads) = (0.0, 0u32);
+        while batches < 3 || start.elapsed().as_secs_f64() < min_s {
+            e0.record(&self.stream)
+                .map_err(GpuError::driver("record"))?;
+            for _ in 0..per_batch {
+                self.launch_point(&f, point)?;
+            }
+            e1.record(&self.stream)
+                .map_err(GpuError::driver("record"))?;
+            // The clock while the batch runs (the GPU is busy until the event).
+            if let Some(hz) = self.clock.as_ref().and_then(|read| read()) {
+                clock_sum += hz;
+                clock_reads += 1;
+            }
+            let ms = e0.elapsed_ms(&e1).map_err(GpuError::driver("event time"))?;
+            best_s = best_s.min(f64::from(ms) * 1e-3 / f64::from(per_batch));
+            launches += per_batch;
+            batches += 1;
         }
         let end_ns = monotonic_ns();
-        // The running clock while busy: devfreq on a Jetson; elsewhere the SM clock
-        // attribute (kHz), the boost clock a data-centre GPU holds under load.
-        let clock_hz = match &self.clock {
-            Some(attr) => attr.read_u64().ok().map(|hz| hz as f64),
-            None => self
-                .ctx
-                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
-                .ok()
-                .map(|khz| f64::from(khz) * 1e3),
-        };
+        // The mean of the reads; without a clock source, the SM clock attribute (kHz):
+        // the boost clock, an upper bound of the running one.
+        let clock_hz = (clock_reads > 0)
+            .then(|| clock_sum / f64::from(clock_reads))
+            .or_else(|| {
+                self.ctx
+                    .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+                    .ok()
+                    .map(|khz| f64::from(khz) * 1e3)
+            });
         Ok(Run {
             launches,
             best_s,
+            single_s,
             start_ns,
             end_ns,
             clock_hz,
         })
     }
 }
+
+/// The shortest span of one timed batch of back-to-back launches, seconds.
+const BATCH_S: f64 = 2e-3;
 
 /// The training kernels of `cuda-kernels/train.cu`, looked up once.
 struct TrainKernels {

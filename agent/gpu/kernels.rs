@@ -55,31 +55,115 @@ impl CudaSource {
     }
 }
 
+/// Whether the prebuilt fatbins hold SASS for `sm_<cc>` (`build.rs` names the
+/// architectures it compiled in `JPOWER_PREBUILT_ARCHS`; none without fatbins).
+pub fn prebuilt_sass(cc: u32) -> bool {
+    option_env!("JPOWER_PREBUILT_ARCHS")
+        .unwrap_or_default()
+        .split(',')
+        .any(|a| a.trim().parse() == Ok(cc))
+}
+
 /// The Jetson GPU architectures: Maxwell (Nano, compile-time check only: its JetPack's
 /// CUDA 10.2 cannot run cudarc), Volta (Xavier), Ampere (Orin).
 pub const JETSON_ARCHS: [u32; 3] = [53, 72, 87];
 
-/// Compiles `source` with NVRTC to PTX for `compute_<cc>`.
+/// Compiles `source` with NVRTC to PTX for `compute_<cc>` (the driver JIT-compiles it;
+/// only a driver at least as new as the NVRTC takes its PTX version).
 pub fn compile(source: CudaSource, cc: u32) -> Result<String, GpuError> {
+    let ptx = nvrtc(source, format!("compute_{cc}"), |prog| {
+        // SAFETY: `prog` is a live program that compiled without error.
+        unsafe { cudarc::nvrtc::result::get_ptx(prog) }
+    })?;
+    // NUL-terminated C chars: the PTX text.
+    let bytes: Vec<u8> = ptx
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The real architectures this NVRTC can compile for (`[75, 80, ..., 90]`): CUDA 13
+/// dropped Maxwell, Pascal and Volta, so a newer NVRTC cannot build for every Jetson.
+pub fn nvrtc_archs() -> Result<Vec<u32>, GpuError> {
+    use cudarc::nvrtc::sys;
     super::nvrtc_present()?;
-    let opts = cudarc::nvrtc::CompileOptions {
-        options: vec![format!("--gpu-architecture=compute_{cc}")],
-        name: Some(format!("{}.cu", source.name())),
-        ..Default::default()
+    let failed = |e: cudarc::nvrtc::result::NvrtcError| GpuError::Compile {
+        file: "(none)",
+        arch: "(listing architectures)".into(),
+        log: e.to_string(),
     };
-    let arch = format!("compute_{cc}");
-    cudarc::nvrtc::compile_ptx_with_opts(source.code(), opts)
-        .map(|ptx| ptx.to_src())
-        .map_err(|e| GpuError::Compile {
-            file: source.name(),
-            arch,
-            log: match e {
-                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
-                    log.to_string_lossy().trim().to_string()
-                }
-                other => format!("{other:?}"),
-            },
-        })
+    let mut n = 0;
+    // SAFETY: NVRTC writes the count, then exactly that many ints into a buffer that
+    // holds them.
+    unsafe {
+        sys::nvrtcGetNumSupportedArchs(&mut n)
+            .result()
+            .map_err(failed)?;
+        let mut archs = vec![0i32; n.max(0) as usize];
+        sys::nvrtcGetSupportedArchs(archs.as_mut_ptr())
+            .result()
+            .map_err(failed)?;
+        Ok(archs.into_iter().map(|a| a.max(0) as u32).collect())
+    }
+}
+
+/// Compiles `source` with NVRTC to a CUBIN of SASS for `sm_<cc>`: it loads on a GPU of
+/// exactly that architecture with no JIT, so a driver older than the NVRTC takes it.
+pub fn compile_cubin(source: CudaSource, cc: u32) -> Result<Vec<u8>, GpuError> {
+    use cudarc::nvrtc::sys;
+    nvrtc(source, format!("sm_{cc}"), |prog| {
+        let mut size = 0usize;
+        // SAFETY: `prog` is a live program compiled for a real architecture; the buffer
+        // holds the size NVRTC reported for its CUBIN.
+        unsafe {
+            sys::nvrtcGetCUBINSize(prog, &mut size).result()?;
+            let mut cubin = vec![0u8; size];
+            sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr().cast()).result()?;
+            Ok(cubin)
+        }
+    })
+}
+
+/// Creates, compiles for `arch` (`compute_87` or `sm_90`) and destroys an NVRTC program of
+/// `source`, returning what `get` extracts from it.
+fn nvrtc<T>(
+    source: CudaSource,
+    arch: String,
+    get: impl FnOnce(cudarc::nvrtc::sys::nvrtcProgram) -> Result<T, cudarc::nvrtc::result::NvrtcError>,
+) -> Result<T, GpuError> {
+    use cudarc::nvrtc::result;
+    super::nvrtc_present()?;
+    let failed = |log: String| GpuError::Compile {
+        file: source.name(),
+        arch: arch.clone(),
+        log,
+    };
+    let code = std::ffi::CString::new(source.code()).map_err(|e| failed(e.to_string()))?;
+    let name = std::ffi::CString::new(format!("{}.cu", source.name()))
+        .map_err(|e| failed(e.to_string()))?;
+    let prog = result::create_program(&code, Some(&name)).map_err(|e| failed(e.to_string()))?;
+    // SAFETY: `prog` was created above from `code` and `name`, which outlive it, and is
+    // destroyed exactly once, below, after its last use.
+    let got = unsafe {
+        match result::compile_program(prog, &[format!("--gpu-architecture={arch}")]) {
+            Ok(()) => get(prog).map_err(|e| failed(e.to_string())),
+            Err(e) => {
+                let log = result::get_program_log(prog).unwrap_or_default();
+                let log: Vec<u8> = log
+                    .iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8)
+                    .collect();
+                let log = String::from_utf8_lossy(&log).trim().to_string();
+                Err(failed(if log.is_empty() { e.to_string() } else { log }))
+            }
+        }
+    };
+    // SAFETY: as above; the program is not used after this.
+    let _ = unsafe { result::destroy_program(prog) };
+    got
 }
 
 /// What `ptxas -v` reports for one kernel.

@@ -43,6 +43,18 @@ pub enum GpuError {
     /// with.
     #[error("no CUDA device found")]
     NoDevice,
+    /// No way to load a kernel module worked; what each way said, and the versions.
+    #[error("cannot load cuda-kernels/{file}.cu on sm_{cc} ({versions}): {tried}")]
+    Load {
+        /// The file's stem in `cuda-kernels/`.
+        file: &'static str,
+        /// The GPU's compute capability (`90`).
+        cc: u32,
+        /// The driver's and NVRTC's versions.
+        versions: Versions,
+        /// Each way tried and its error, `; `-separated.
+        tried: String,
+    },
     /// A CUDA driver call failed.
     #[error("CUDA {what}: {source}")]
     Driver {
@@ -80,9 +92,10 @@ impl GpuError {
     }
 }
 
-/// Checks that the CUDA driver and NVRTC libraries can be loaded (cudarc panics on the
-/// first call otherwise) and that the board's JetPack is new enough (`l4t_major`: the
-/// board's L4T release, `None` off a Jetson).
+/// Checks that the CUDA driver library can be loaded (cudarc panics on the first call
+/// otherwise) and that the board's JetPack is new enough (`l4t_major`: the board's L4T
+/// release, `None` off a Jetson). NVRTC is checked where a kernel is compiled: a binary
+/// with prebuilt kernels runs without it.
 pub fn probe(l4t_major: Option<u32>) -> Result<(), GpuError> {
     if let Some(r) = l4t_major.filter(|&r| r < 34) {
         return Err(GpuError::OldJetPack(r));
@@ -91,7 +104,49 @@ pub fn probe(l4t_major: Option<u32>) -> Result<(), GpuError> {
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(GpuError::NoDriver);
     }
-    nvrtc_present()
+    Ok(())
+}
+
+/// The CUDA driver's and NVRTC's versions (`None`: the library is missing), named in every
+/// kernel load error and report: a driver older than the NVRTC cannot JIT its PTX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Versions {
+    /// The CUDA version the driver supports, (major, minor).
+    pub driver: Option<(i32, i32)>,
+    /// NVRTC's version, (major, minor).
+    pub nvrtc: Option<(i32, i32)>,
+}
+
+impl std::fmt::Display for Versions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = |v: Option<(i32, i32)>| v.map_or("none".into(), |(a, b)| format!("{a}.{b}"));
+        write!(f, "driver CUDA {}, NVRTC {}", v(self.driver), v(self.nvrtc))
+    }
+}
+
+/// Reads both versions, touching each library only where it can be loaded.
+pub fn versions() -> Versions {
+    // SAFETY: only tries to dlopen the libraries by their candidate names; each version
+    // call writes plain integers through valid pointers.
+    unsafe {
+        let driver = cudarc::driver::sys::is_culib_present()
+            .then(|| {
+                let mut v = 0;
+                (cudarc::driver::sys::cuDriverGetVersion(&mut v)
+                    == cudarc::driver::sys::CUresult::CUDA_SUCCESS)
+                    .then_some((v / 1000, v % 1000 / 10))
+            })
+            .flatten();
+        let nvrtc = cudarc::nvrtc::sys::is_culib_present()
+            .then(|| {
+                let (mut a, mut b) = (0, 0);
+                (cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b)
+                    == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS)
+                    .then_some((a, b))
+            })
+            .flatten();
+        Versions { driver, nvrtc }
+    }
 }
 
 /// Checks that NVRTC can be loaded (compiling kernels needs no driver).

@@ -26,11 +26,14 @@ impl Peaks {
         f64::from(self.cuda_cores) * 2.0 * gpu_hz
     }
 
-    /// DRAM bytes/s at `emc_hz` (the fixed vendor figure where the clock is unknown).
+    /// DRAM bytes/s at `emc_hz` (the fixed vendor figure where the clock is unknown, or
+    /// the part has no EMC-cycle figure). Not capped at the vendor figure: the Orin Nano
+    /// and NX "Super" modes run the EMC at 3199 MHz, above the data sheet's top clock.
     pub fn dram(&self, emc_hz: Option<f64>) -> f64 {
-        emc_hz.map_or(self.dram_bytes_per_s, |f| {
-            (self.bytes_per_emc_cycle * f).min(self.dram_bytes_per_s)
-        })
+        match emc_hz {
+            Some(f) if self.bytes_per_emc_cycle > 0.0 => self.bytes_per_emc_cycle * f,
+            _ => self.dram_bytes_per_s,
+        }
     }
 }
 
@@ -54,7 +57,8 @@ const MODULES: &[(&str, Peaks)] = &[
     ),
     (
         "p3767-0004",
-        peaks("Jetson Orin Nano 4GB", 512, 32.0, 68.3e9),
+        // A 64-bit bus: half the 8GB module's.
+        peaks("Jetson Orin Nano 4GB", 512, 16.0, 34.1e9),
     ),
     ("p3767", peaks("Jetson Orin Nano 8GB", 1024, 32.0, 68.3e9)),
     ("p2888", peaks("Jetson AGX Xavier", 512, 64.0, 136.5e9)),
@@ -62,11 +66,28 @@ const MODULES: &[(&str, Peaks)] = &[
     ("p3448", peaks("Jetson Nano", 128, 16.0, 25.6e9)),
 ];
 
-/// Data-centre GPUs jpower's GPU check runs on, by CUDA device name.
-const DISCRETE: &[(&str, Peaks)] = &[
-    ("H200", peaks("NVIDIA H200 SXM", 16896, 0.0, 4.8e12)),
-    ("H100", peaks("NVIDIA H100 SXM", 16896, 0.0, 3.35e12)),
+/// Data-centre GPUs' vendor DRAM peaks, by a part of the CUDA device name, most specific
+/// first (the CUDA cores come from the device's SM count).
+const DISCRETE_DRAM: &[(&str, &str, f64)] = &[
+    ("H200", "NVIDIA H200", 4.8e12),
+    ("H100 PCIe", "NVIDIA H100 PCIe", 2.0e12),
+    ("H100 NVL", "NVIDIA H100 NVL", 3.9e12),
+    ("H100", "NVIDIA H100 SXM", 3.35e12),
+    ("A100-SXM4-80GB", "NVIDIA A100 SXM 80GB", 2.039e12),
+    ("A100-PCIE-80GB", "NVIDIA A100 PCIe 80GB", 1.935e12),
+    ("A100", "NVIDIA A100 40GB", 1.555e12),
 ];
+
+/// FP32 CUDA cores per SM of compute capability `cc` (`90`), for the architectures
+/// jpower runs on (Volta and newer; the Jetson Maxwell and Pascal parts for the table).
+pub fn cores_per_sm(cc: u32) -> Option<u32> {
+    match cc {
+        50..=53 | 61 | 62 => Some(128),
+        60 | 70 | 72 | 75 | 80 => Some(64),
+        86 | 87 | 89 | 90 => Some(128),
+        _ => None,
+    }
+}
 
 const fn peaks(part: &'static str, cuda_cores: u32, bpc: f64, dram: f64) -> Peaks {
     Peaks {
@@ -86,17 +107,17 @@ pub fn jetson(module: Option<&str>, soc: Soc) -> Peaks {
     match soc {
         Soc::T234 => peaks("Orin (ga10b)", 2048, 64.0, 204.8e9),
         Soc::T194 => peaks("Xavier (gv11b)", 512, 64.0, 136.5e9),
-        Soc::T186 => peaks("TX2 (gp10b)", 256, 16.0, 59.7e9),
+        // 128-bit LPDDR4 at 1866 MHz: 32 bytes per EMC cycle.
+        Soc::T186 => peaks("TX2 (gp10b)", 256, 32.0, 59.7e9),
         Soc::T210 => peaks("Nano (gm20b)", 128, 16.0, 25.6e9),
     }
 }
 
-/// The peaks of a discrete GPU by its CUDA name (`NVIDIA H200`), if jpower knows it.
-pub fn discrete(name: &str) -> Option<Peaks> {
-    DISCRETE
-        .iter()
-        .find(|(key, _)| name.contains(key))
-        .map(|(_, p)| *p)
+/// The peaks of a discrete GPU by its CUDA name (`NVIDIA H200`), SM count and compute
+/// capability, if jpower knows its DRAM peak and its SM's cores.
+pub fn discrete(name: &str, sms: u32, cc: u32) -> Option<Peaks> {
+    let &(_, part, dram) = DISCRETE_DRAM.iter().find(|(key, ..)| name.contains(key))?;
+    Some(peaks(part, sms * cores_per_sm(cc)?, 0.0, dram))
 }
 
 #[cfg(test)]
@@ -110,7 +131,31 @@ mod tests {
         assert!((p.dram(Some(3.199e9)) / 204.8e9 - 1.0).abs() < 0.01);
         assert_eq!(jetson(Some("p3701-0004"), Soc::T234).cuda_cores, 1792);
         assert_eq!(jetson(None, Soc::T210).cuda_cores, 128);
-        assert_eq!(discrete("NVIDIA H200").map(|p| p.cuda_cores), Some(16896));
-        assert!(discrete("GeForce GT 710").is_none());
+        assert_eq!(
+            discrete("NVIDIA H200", 132, 90).map(|p| p.cuda_cores),
+            Some(16896)
+        );
+        let pcie = discrete("NVIDIA H100 PCIe", 114, 90).unwrap();
+        assert_eq!((pcie.cuda_cores, pcie.dram_bytes_per_s), (14592, 2.0e12));
+        assert_eq!(
+            discrete("NVIDIA H100 80GB HBM3", 132, 90)
+                .unwrap()
+                .dram(None),
+            3.35e12
+        );
+        assert!(discrete("GeForce GT 710", 1, 35).is_none());
+    }
+
+    #[test]
+    fn dram_peaks_follow_the_bus_and_the_running_emc_clock() {
+        // Orin Nano 4GB: a 64-bit bus, 34.1 GB/s at 2133 MHz.
+        let nano4 = jetson(Some("p3767-0004"), Soc::T234);
+        assert!((nano4.dram(Some(2.133e9)) / 34.1e9 - 1.0).abs() < 0.01);
+        // A "Super" mode's 3199 MHz EMC is above the data sheet's: the peak follows it.
+        let nano8 = jetson(Some("p3767-0003"), Soc::T234);
+        assert!((nano8.dram(Some(3.199e9)) / 102.4e9 - 1.0).abs() < 0.01);
+        // TX2: 128-bit LPDDR4, 59.7 GB/s at 1866 MHz.
+        let tx2 = jetson(None, Soc::T186);
+        assert!((tx2.dram(Some(1.866e9)) / 59.7e9 - 1.0).abs() < 0.01);
     }
 }

@@ -143,8 +143,11 @@ pub fn sweep(elements: u64, max_iters: u32) -> Vec<Point> {
 pub struct Run {
     /// Launches made.
     pub launches: u32,
-    /// The fastest launch, seconds.
+    /// The fastest launch within batches of back-to-back launches (no launch latency),
+    /// seconds: what the roofline uses.
     pub best_s: f64,
+    /// The fastest launch timed alone on an idle GPU (with its launch latency), seconds.
+    pub single_s: f64,
     /// `CLOCK_MONOTONIC` (the telemetry ring's clock) before the first timed launch and
     /// after the last one completed, nanoseconds.
     pub start_ns: u64,
@@ -167,8 +170,11 @@ pub trait Device {
     fn name(&self) -> String;
     /// Whether its timings come from a model rather than a GPU.
     fn simulated(&self) -> bool;
-    /// Runs `point` back to back for at least `min_s` seconds (after one untimed warm-up
-    /// launch) and returns the timings; the launches lie inside the caller's meter window.
+    /// Makes `point` ready to time: its buffers allocated and filled, one untimed warm-up
+    /// launch done (outside the meter's window).
+    fn prepare(&mut self, point: &Point) -> Result<(), GpuError>;
+    /// Runs the prepared `point` back to back for at least `min_s` seconds and returns
+    /// the timings; the launches lie inside the caller's meter window.
     fn run(&mut self, point: &Point, min_s: f64) -> Result<Run, GpuError>;
 }
 
@@ -257,6 +263,7 @@ pub fn measure(
     points
         .iter()
         .map(|p| {
+            device.prepare(p)?;
             meter.begin()?;
             let run = device.run(p, min_s)?;
             let launches = f64::from(run.launches.max(1));
@@ -464,6 +471,7 @@ mod tests {
             run: Run {
                 launches: 1,
                 best_s,
+                single_s: best_s,
                 start_ns: 0,
                 end_ns: (best_s * 1e9) as u64,
                 clock_hz: None,

@@ -91,6 +91,11 @@ impl Device for SimGpu {
         true
     }
 
+    fn prepare(&mut self, _: &Point) -> Result<(), GpuError> {
+        // The model allocates nothing and needs no warm-up.
+        Ok(())
+    }
+
     fn run(&mut self, point: &Point, min_s: f64) -> Result<Run, GpuError> {
         // Busy first, so the devfreq governor has picked its clock under load.
         let busy = LoadState {
@@ -110,6 +115,7 @@ impl Device for SimGpu {
         Ok(Run {
             launches,
             best_s: l.time_s,
+            single_s: l.time_s,
             start_ns,
             end_ns,
             clock_hz: Some(l.clock_hz),

@@ -174,7 +174,7 @@ fn bench_switch_quick_prints_the_ratio() {
 fn the_readme_documents_every_command() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let help = ok(std::process::Command::new(env!("CARGO_BIN_EXE_jpower")).arg("--help"));
+    let help = ok(std::process::Command::new(util::bin()).arg("--help"));
     let commands: Vec<&str> = help
         .lines()
         .skip_while(|l| !l.starts_with("Commands:"))

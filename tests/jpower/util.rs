@@ -11,9 +11,18 @@ pub fn runtime() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
 
+/// The jpower binary under test: `JPOWER_BIN` where set (a test executable carried to
+/// another machine, whose build path does not exist there), else the one cargo built.
+pub fn bin() -> PathBuf {
+    std::env::var_os("JPOWER_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_jpower")),
+        PathBuf::from,
+    )
+}
+
 /// The jpower binary with `--runtime-dir dir` and a clean environment.
 pub fn jpower(runtime: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_jpower"));
+    let mut c = Command::new(bin());
     c.arg("--runtime-dir").arg(runtime);
     c.env_remove("JPOWER_RUNTIME_DIR")
         .env_remove("JPOWER_SIM_FAULT");
