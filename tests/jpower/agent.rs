@@ -686,3 +686,151 @@ fn the_ring_goes_to_the_read_group_like_the_socket() {
         group.gid.as_raw()
     );
 }
+
+/// The GPU's devfreq directory of a simulated Orin AGX (r35) in `rt`.
+fn orin_gpu_file(rt: &Path, file: &str) -> PathBuf {
+    rt.join("sim/orin-agx-r35/root/sys/devices/platform/17000000.ga10b/devfreq/17000000.ga10b")
+        .join(file)
+}
+
+fn gpu_min(s: &Status) -> u64 {
+    s.gpu_hz.unwrap()[0]
+}
+
+/// The first event `want` accepts, among those set aside and those still to come.
+fn event(c: &mut Client, want: impl Fn(&ReplyBody) -> bool) -> ReplyBody {
+    if let Some(i) = c.events.iter().position(&want) {
+        return c.events.remove(i);
+    }
+    loop {
+        match c.read() {
+            Ok(Reply { id: 0, body }) if want(&body) => return body,
+            Ok(_) => {}
+            Err(e) => panic!("no such event: {e}"),
+        }
+    }
+}
+
+/// Issue 14: an outside write of the GPU's `max_freq` (`echo` into the simulated tree)
+/// over a pinned session lease became the requested value, but ~100 ms after `release`
+/// the board's `max_freq` went back to the lease's pinned value, and a later pinned
+/// request failed its read-back.
+#[test]
+fn an_outside_change_over_a_pinned_knob_is_kept_after_release() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    c.request(RequestBody::SetMode {
+        mode: knobs(318_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let max = orin_gpu_file(agent.rt.path(), "max_freq");
+    std::fs::write(&max, "624750000\n").unwrap();
+    wait_for("the outside change in status", || {
+        gpu_max(&agent.status()) == 624_750_000
+    });
+    event(
+        &mut c,
+        |e| matches!(e, ReplyBody::ExternalChange { paths } if paths.iter().any(|p| p.ends_with("/max_freq"))),
+    );
+    assert_eq!(
+        c.request(RequestBody::Release).unwrap(),
+        ReplyBody::Released { restored: true }
+    );
+    // Several ticks: nothing puts the lease's value back.
+    std::thread::sleep(Duration::from_millis(400));
+    let s = agent.status();
+    assert_eq!(
+        gpu_max(&s),
+        624_750_000,
+        "the restore keeps the outside change"
+    );
+    assert_eq!(std::fs::read_to_string(&max).unwrap().trim(), "624750000");
+    c.request(RequestBody::SetMode {
+        mode: knobs(624_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let s = agent.status();
+    assert_eq!((gpu_min(&s), gpu_max(&s)), (624_750_000, 624_750_000));
+}
+
+/// The simulated kernel applies its rules to a value written behind its back: L4T 32
+/// refuses a max below the min (`EINVAL`: the old value stays), L4T 35 clamps the
+/// effective min to a lowered max.
+#[test]
+fn the_simulated_kernel_applies_its_rules_to_writes_behind_its_back() {
+    let rt = util::runtime();
+    let status = |board: &str| {
+        util::json(&util::ok(
+            util::jpower(rt.path()).args(["--sim", board, "--json", "status"]),
+        ))["gpu"]
+            .clone()
+    };
+    // L4T 35: a max under the pinned min lowers the effective min with it.
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "sim", "jetson-clocks"]));
+    assert_eq!(status("orin-agx")["min_hz"], 1_300_500_000u64);
+    std::fs::write(orin_gpu_file(rt.path(), "max_freq"), "624750000\n").unwrap();
+    let g = status("orin-agx");
+    assert_eq!(
+        (g["min_hz"].as_u64(), g["max_hz"].as_u64()),
+        (Some(624_750_000), Some(624_750_000))
+    );
+    // L4T 32: a max under the min is refused and the file shows the old max again.
+    status("xavier-agx");
+    let devfreq = rt
+        .path()
+        .join("sim/xavier-agx-r32/root/sys/devices/17000000.gv11b/devfreq/17000000.gv11b");
+    util::ok(util::jpower(rt.path()).args(["--sim", "xavier-agx", "sim", "jetson-clocks"]));
+    let before = std::fs::read_to_string(devfreq.join("max_freq")).unwrap();
+    std::fs::write(devfreq.join("max_freq"), "114750000\n").unwrap();
+    status("xavier-agx");
+    assert_eq!(
+        std::fs::read_to_string(devfreq.join("max_freq")).unwrap(),
+        before
+    );
+}
+
+/// `jpower sim nvpmodel -m N` beside an agent is an outside change, as NVIDIA's tool is:
+/// the holder hears of it and the restore keeps it; `jpower sim jetson-clocks` pins the
+/// GPU's min to its max.
+#[test]
+fn sim_nvpmodel_and_jetson_clocks_change_the_board_behind_the_agent() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Bincode);
+    c.request(RequestBody::SetMode {
+        mode: knobs(318_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let sim = |args: &[&str]| {
+        util::json(&util::ok(
+            util::jpower(agent.rt.path())
+                .args(["--sim", "orin-agx", "--json", "sim"])
+                .args(args),
+        ))
+    };
+    let out = sim(&["nvpmodel", "-m", "0"]);
+    assert_eq!(out["preset"], "MAXN", "{out}");
+    assert!(out["writes"].as_u64().unwrap() > 0, "{out}");
+    wait_for("MAXN in status", || {
+        let s = agent.status();
+        s.online_cpus.len() == 12 && gpu_max(&s) == 1_300_500_000
+    });
+    event(&mut c, |e| matches!(e, ReplyBody::ExternalChange { .. }));
+    c.request(RequestBody::Release).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let s = agent.status();
+    assert_eq!(s.online_cpus.len(), 12, "the restore keeps nvpmodel's mode");
+    assert_eq!(gpu_max(&s), 1_300_500_000);
+    sim(&["jetson-clocks"]);
+    wait_for("jetson_clocks in status", || {
+        gpu_min(&agent.status()) == 1_300_500_000
+    });
+    let refused = util::run(util::jpower(agent.rt.path()).args(["sim", "jetson-clocks"]));
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--sim"));
+}
