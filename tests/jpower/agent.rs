@@ -114,7 +114,13 @@ fn every_message_in_both_encodings() {
     for enc in [Encoding::Json, Encoding::Bincode] {
         let (mut c, hello) = Client::connect(&agent.socket, enc, "both").unwrap();
         assert!(
-            matches!(hello, ReplyBody::Hello { version: 1, .. }),
+            matches!(
+                hello,
+                ReplyBody::Hello {
+                    version: PROTOCOL_VERSION,
+                    ..
+                }
+            ),
             "{hello:?}"
         );
         let before = agent.status();
@@ -306,7 +312,7 @@ s = socket.socket(socket.AF_UNIX); s.connect({sock:?})
 f = s.makefile("rwb")
 def req(line):
     f.write(line.encode() + b"\n"); f.flush(); return f.readline()
-req('{{"id":1,"body":{{"hello":{{"version":1,"client":"doomed"}}}}}}')
+req('{{"id":1,"body":{{"hello":{{"version":2,"client":"doomed"}}}}}}')
 print(req('{{"id":2,"body":{{"set_mode":{{"mode":{{"knobs":{{"cores":2,"cpu_khz":null,"gpu_hz":230400000,"emc_hz":null,"snap":false}}}},"lease":"session","timeout_ms":null}}}}}}').decode(), flush=True)
 if os.fork() == 0:
     time.sleep(30); sys.exit(0)
@@ -833,4 +839,177 @@ fn sim_nvpmodel_and_jetson_clocks_change_the_board_behind_the_agent() {
     let refused = util::run(util::jpower(agent.rt.path()).args(["sim", "jetson-clocks"]));
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--sim"));
+}
+
+/// Issue 14: the holder's name is the hello name with the pid appended, as the doc says
+/// (the agent gave the bare name); and the busy message names it once.
+#[test]
+fn holder_names_carry_the_pid_and_busy_names_the_holder_once() {
+    let agent = Agent::start("orin-agx", "");
+    let mut a = agent.client(Encoding::Json);
+    a.request(RequestBody::SetMode {
+        mode: knobs(318_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let me = std::process::id();
+    let holder = agent.status().holder.unwrap();
+    assert_eq!(holder.client, format!("test (pid {me})"));
+    let mut b = agent.client(Encoding::Json);
+    let busy = b.request(RequestBody::SetMode {
+        mode: knobs(114_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    });
+    let Err(ClientError::Agent { code, message }) = busy else {
+        panic!("{busy:?}")
+    };
+    assert_eq!(code, ErrorCode::Busy);
+    assert_eq!(
+        message,
+        format!("the board is held by test (pid {me}) (session lease)")
+    );
+    drop(a);
+    wait_for("the lease to end", || agent.status().holder.is_none());
+    // Without hello: `client N (pid P)`.
+    let mut raw = UnixStream::connect(&agent.socket).unwrap();
+    raw.write_all(b"{\"id\":1,\"body\":{\"set_mode\":{\"mode\":{\"knobs\":{\"gpu_hz\":318750000,\"snap\":false}},\"lease\":\"session\"}}}\n")
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = raw.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("mode_set"));
+    let client = agent.status().holder.unwrap().client;
+    assert!(
+        client.starts_with("client ") && client.ends_with(&format!(" (pid {me})")),
+        "{client}"
+    );
+}
+
+/// Issue 14: errors over the socket speak the protocol: an invalid `cpu_khz` names its
+/// nearest values in kHz (the agent gave Hz, 1000x off), `cores` and `snap` are the
+/// request's fields, not the CLI's `--cores` and `--snap`.
+#[test]
+fn socket_errors_use_the_requests_fields_and_units() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    let refused = |c: &mut Client, mode: ModeRequest| match c.request(RequestBody::SetMode {
+        mode,
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    }) {
+        Err(ClientError::Agent {
+            code: ErrorCode::InvalidMode,
+            message,
+        }) => message,
+        other => panic!("{other:?}"),
+    };
+    let cpu = refused(
+        &mut c,
+        ModeRequest::Knobs {
+            cores: None,
+            cpu_khz: Some(1_200_000),
+            gpu_hz: None,
+            emc_hz: None,
+            snap: false,
+        },
+    );
+    assert_eq!(
+        cpu,
+        "cpu_khz 1200000 is not in this board's CPU table; nearest: 1190400, 1267200 (kHz); send \"snap\":true to take the nearest"
+    );
+    let gpu = refused(&mut c, knobs(600_000_000));
+    assert!(
+        gpu.starts_with(
+            "gpu_hz 600000000 is not in this board's GPU table; nearest: 522750000, 624750000 (Hz)"
+        ),
+        "{gpu}"
+    );
+    let cores = refused(
+        &mut c,
+        ModeRequest::Knobs {
+            cores: Some(13),
+            cpu_khz: None,
+            gpu_hz: None,
+            emc_hz: None,
+            snap: false,
+        },
+    );
+    assert!(
+        cores.starts_with("cores 13: this board has 12 CPUs"),
+        "{cores}"
+    );
+    for m in [cpu, gpu, cores] {
+        assert!(!m.contains("--"), "CLI wording in {m}");
+    }
+}
+
+/// Issue 14: releasing another client's persistent lease without control permission was
+/// answered `busy`; it is a refused control request, so `forbidden`, as the doc says.
+/// (Needs root, to connect as nobody.)
+#[test]
+fn releasing_someone_elses_persistent_lease_needs_control() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("skipped: needs root to connect as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let agent = Agent::start("orin-agx", "socket_mode = \"0666\"\n");
+    std::fs::set_permissions(agent.rt.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
+    let mut c = agent.client(Encoding::Json);
+    let as_nobody = {
+        use std::os::unix::process::CommandExt;
+        util::run(
+            util::jpower(agent.rt.path())
+                .args(["--sim", "orin-agx", "--socket"])
+                .arg(&agent.socket)
+                .arg("restore")
+                .uid(65534)
+                .gid(65534),
+        )
+    };
+    assert!(!as_nobody.status.success());
+    let err = String::from_utf8_lossy(&as_nobody.stderr);
+    assert!(err.contains("needs control permission"), "{err}");
+    assert_eq!(
+        agent.status().holder.unwrap().lease,
+        LeaseKind::Persistent,
+        "still held"
+    );
+    // With control, the holder (here the CLI, long gone) would hear `lease_ended`.
+    assert_eq!(
+        c.request(RequestBody::Release).unwrap(),
+        ReplyBody::Released { restored: true }
+    );
+}
+
+/// Issue 14: the persistent lease's holder hears `lease_ended` when another controller
+/// releases it (as when one takes it over).
+#[test]
+fn a_released_persistent_lease_tells_its_holder() {
+    let agent = Agent::start("orin-agx", "");
+    let mut a = agent.client(Encoding::Json);
+    a.request(RequestBody::SetMode {
+        mode: knobs(318_750_000),
+        lease: LeaseKind::Persistent,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let mut b = agent.client(Encoding::Json);
+    assert_eq!(
+        b.request(RequestBody::Release).unwrap(),
+        ReplyBody::Released { restored: true }
+    );
+    assert!(matches!(
+        a.request(RequestBody::Renew),
+        Err(ClientError::Agent {
+            code: ErrorCode::NotFound,
+            ..
+        })
+    ));
+    event(
+        &mut a,
+        |e| matches!(e, ReplyBody::LeaseEnded { reason } if reason.starts_with("released by test")),
+    );
 }
