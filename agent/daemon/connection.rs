@@ -157,6 +157,10 @@ impl Handler for Shared {
         sample(&self.ring).map(ReplyBody::Sample)
     }
 
+    fn holds_lease(&self, conn: &Connection) -> bool {
+        self.lock().holds_lease(conn.peer.client)
+    }
+
     fn name<'a>(&self, conn: &'a Connection) -> &'a str {
         &conn.peer.name
     }

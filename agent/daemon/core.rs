@@ -427,6 +427,11 @@ impl Core {
         }
     }
 
+    /// Whether connection `client` holds the lease.
+    pub fn holds_lease(&self, client: u64) -> bool {
+        self.lease.as_ref().is_some_and(|l| l.client == client)
+    }
+
     /// A connection closed: its session lease ends.
     pub fn disconnect(&mut self, client: u64) {
         self.events.remove(&client);

@@ -1013,3 +1013,43 @@ fn a_released_persistent_lease_tells_its_holder() {
         |e| matches!(e, ReplyBody::LeaseEnded { reason } if reason.starts_with("released by test")),
     );
 }
+
+/// Issue 14: idle connections time out (`idle_timeout_ms`), so a reader cannot hold
+/// connections forever; a quiet lease holder and a subscriber are not idle.
+#[test]
+fn idle_connections_are_closed_but_holders_and_subscribers_stay() {
+    let agent = Agent::start("orin-agx", "idle_timeout_ms = 300\n");
+    let mut idle = agent.client(Encoding::Json);
+    let mut holder = agent.client(Encoding::Json);
+    holder
+        .request(RequestBody::SetMode {
+            mode: knobs(318_750_000),
+            lease: LeaseKind::Session,
+            timeout_ms: None,
+        })
+        .unwrap();
+    let mut subscriber = agent.client(Encoding::Bincode);
+    subscriber
+        .request(RequestBody::Subscribe { every_ms: 50 })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    match idle.read() {
+        Ok(Reply {
+            id: 0,
+            body: ReplyBody::Error { code, message },
+        }) => {
+            assert_eq!(code, ErrorCode::Busy);
+            assert!(message.contains("idle_timeout_ms"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(idle.read(), Err(ClientError::Closed)));
+    assert_eq!(holder.request(RequestBody::Renew).unwrap(), ReplyBody::Ok);
+    assert!(agent.status().holder.is_some());
+    assert_eq!(
+        subscriber
+            .request(RequestBody::Subscribe { every_ms: 0 })
+            .unwrap(),
+        ReplyBody::Ok
+    );
+}
