@@ -847,6 +847,13 @@ fn sim_nvpmodel_and_jetson_clocks_change_the_board_behind_the_agent() {
 fn holder_names_carry_the_pid_and_busy_names_the_holder_once() {
     let agent = Agent::start("orin-agx", "");
     let mut a = agent.client(Encoding::Json);
+    // A refused hello (another version) does not rename the client.
+    assert!(a
+        .request(RequestBody::Hello {
+            version: PROTOCOL_VERSION + 1,
+            client: "impostor".into(),
+        })
+        .is_err());
     a.request(RequestBody::SetMode {
         mode: knobs(318_750_000),
         lease: LeaseKind::Session,
