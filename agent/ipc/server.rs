@@ -1,6 +1,7 @@
 //! The agent's side of the socket, whatever answers the requests: binding it (its mode
 //! and group, never stealing a live agent's socket), accepting at most `max_clients`
-//! connections, and one thread per connection that decodes requests in either encoding,
+//! connections (the last share kept for peers that may control) and closing idle ones
+//! (`idle_timeout_ms`), and one thread per connection that decodes requests in either encoding,
 //! answers each through a [`Handler`], forwards the handler's events and subscription
 //! samples, and closes only that connection on a malformed, oversized or truncated frame.
 //!
