@@ -10,6 +10,7 @@ mod modes;
 mod powertrain;
 mod roofline;
 mod set;
+mod sim_tools;
 mod status;
 mod telemetry;
 mod train_modes;
@@ -142,6 +143,16 @@ pub enum SimCommand {
         /// A new or empty directory to write the tree into.
         dir: PathBuf,
     },
+    /// Change the --sim board behind jpower's back as NVIDIA's nvpmodel would: apply
+    /// preset N of its /etc/nvpmodel.conf through the simulated kernel.
+    Nvpmodel {
+        /// The preset's id.
+        #[arg(short = 'm', value_name = "N")]
+        mode: u32,
+    },
+    /// Change the --sim board behind jpower's back as jetson_clocks would: every online
+    /// cluster's and the GPU's min raised to its max.
+    JetsonClocks,
 }
 
 impl Target {
@@ -315,6 +326,8 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
                     .collect()
             })
         }
+        Command::Sim(SimCommand::Nvpmodel { mode }) => sim_tools::nvpmodel(&cli.target, *mode, out),
+        Command::Sim(SimCommand::JetsonClocks) => sim_tools::jetson_clocks(&cli.target, out),
         Command::Sim(SimCommand::Export { board, dir }) => {
             let spec = crate::sim::export(board, dir)?;
             out.print(&serde_json::json!({"board": spec.id(), "dir": dir}), || {

@@ -54,6 +54,9 @@ pub struct Config {
     pub lease_timeout_ms: u64,
     /// Most clients connected at once.
     pub max_clients: usize,
+    /// A connection without a request for this long is closed, unless it holds the lease
+    /// or a subscription streams to it, milliseconds (0: never).
+    pub idle_timeout_ms: u64,
     /// A preset applied at start (a mode that survives reboots).
     pub default_mode: Option<String>,
     /// Whether restoring after a lease overwrites changes made behind jpower's back.
@@ -78,6 +81,7 @@ impl Default for Config {
             budget_hysteresis_w: 1.0,
             lease_timeout_ms: 0,
             max_clients: 64,
+            idle_timeout_ms: 300_000,
             default_mode: None,
             restore_overrides_external: false,
         }

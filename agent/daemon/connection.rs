@@ -114,8 +114,13 @@ impl Handler for Shared {
     fn handle(&self, conn: &mut Connection, body: RequestBody) -> ReplyBody {
         match body {
             RequestBody::Hello { ref client, .. } => {
-                conn.peer.name = printable(client);
-                self.lock().handle(&conn.peer, body)
+                let name = printable(client);
+                let reply = self.lock().handle(&conn.peer, body);
+                // A refused hello (another version) names nobody.
+                if matches!(reply, ReplyBody::Hello { .. }) {
+                    conn.peer.name = name;
+                }
+                reply
             }
             RequestBody::Status => match self.lock().status() {
                 ReplyBody::Status(mut st) => {
@@ -155,6 +160,10 @@ impl Handler for Shared {
 
     fn sample(&self, _conn: &mut Connection) -> Option<ReplyBody> {
         sample(&self.ring).map(ReplyBody::Sample)
+    }
+
+    fn holds_lease(&self, conn: &Connection) -> bool {
+        self.lock().holds_lease(conn.peer.client)
     }
 
     fn name<'a>(&self, conn: &'a Connection) -> &'a str {

@@ -4,7 +4,7 @@
 use super::guard::Guard;
 use super::Config;
 use crate::board::Values;
-use crate::control::mode::{KnobRequest, ModeSpace};
+use crate::control::mode::{KnobRequest, ModeError, ModeSpace};
 use crate::control::plan;
 use crate::control::preset::Presets;
 use crate::control::state::{Owner, OwnerKind};
@@ -68,6 +68,38 @@ fn lease_name(kind: LeaseKind) -> &'static str {
     match kind {
         LeaseKind::Session => "session",
         LeaseKind::Persistent => "persistent",
+    }
+}
+
+/// A mode error in the protocol's words: the field the client sent and its unit
+/// (`cpu_khz` in kHz), the nearest values as plain numbers it can send back, and `snap`
+/// rather than the CLI's `--snap`.
+fn socket_wording(e: &ModeError) -> String {
+    match e {
+        ModeError::NotInTable {
+            domain,
+            requested_hz,
+            nearest,
+        } => {
+            let (field, scale, unit) = match *domain {
+                "CPU" => ("cpu_khz", 1000, "kHz"),
+                "GPU" => ("gpu_hz", 1, "Hz"),
+                _ => ("emc_hz", 1, "Hz"),
+            };
+            let nearest: Vec<String> = nearest.iter().map(|f| (f / scale).to_string()).collect();
+            format!(
+                "{field} {} is not in this board's {domain} table; nearest: {} ({unit}); send \"snap\":true to take the nearest",
+                requested_hz / scale,
+                nearest.join(", ")
+            )
+        }
+        ModeError::Cores {
+            requested,
+            available,
+        } => format!(
+            "cores {requested}: this board has {available} CPUs (1..={available}; cpu0 always stays online)"
+        ),
+        e => e.to_string(),
     }
 }
 
@@ -150,7 +182,7 @@ impl Core {
         }
         match body {
             RequestBody::Hello { version, .. } if version != PROTOCOL_VERSION => {
-                err(ErrorCode::Version, format!("protocol version {version} is not supported; this agent speaks {PROTOCOL_VERSION}"))
+                err(ErrorCode::Version, format!("protocol version {version} is not supported; this agent speaks {PROTOCOL_VERSION} (docs/protocol.md says what changed)"))
             }
             RequestBody::Hello { .. } => ReplyBody::Hello {
                 version: PROTOCOL_VERSION,
@@ -222,9 +254,8 @@ impl Core {
                 return err(
                     ErrorCode::Busy,
                     format!(
-                        "the board is held by {} (pid {}, {} lease)",
+                        "the board is held by {} ({} lease)",
                         l.holder.client,
-                        l.holder.pid,
                         lease_name(l.holder.lease)
                     ),
                 );
@@ -253,10 +284,12 @@ impl Core {
             }
             .resolve(board),
         };
-        let target = match resolved
-            .map_err(|e| e.to_string())
-            .and_then(|m| plan::target(board, &m, &self.requested).map_err(|e| e.to_string()))
-        {
+        let target = match resolved.map_err(|e| socket_wording(&e)).and_then(|m| {
+            plan::target(board, &m, &self.requested).map_err(|e| match e {
+                plan::PlanError::Mode(e) => socket_wording(&e),
+                e => e.to_string(),
+            })
+        }) {
             Ok(t) => t,
             Err(e) => return err(ErrorCode::InvalidMode, e),
         };
@@ -295,7 +328,7 @@ impl Core {
                 self.lease = Some(Lease {
                     client: peer.client,
                     holder: Holder {
-                        client: peer.name.clone(),
+                        client: format!("{} (pid {})", peer.name, peer.pid),
                         pid: peer.pid,
                         uid: peer.uid,
                         lease: kind,
@@ -322,25 +355,36 @@ impl Core {
         }
     }
 
+    /// `release`: the caller's own lease, or (with control permission) someone else's
+    /// persistent lease, whose holder is told. Someone else's session lease is `busy`
+    /// whoever asks (only its holder's end ends it); someone else's persistent lease
+    /// without control permission is `forbidden`, like every refused control request.
     fn release(&mut self, peer: &Peer) -> ReplyBody {
         match &self.lease {
             None => ReplyBody::Released { restored: false },
-            Some(l)
-                if l.client == peer.client
-                    || (l.holder.lease == LeaseKind::Persistent && peer.may_control) =>
-            {
+            Some(l) if l.client == peer.client => ReplyBody::Released {
+                restored: self.end_lease(&format!("released by {}", peer.name)),
+            },
+            Some(l) if l.holder.lease == LeaseKind::Session => err(
+                ErrorCode::Busy,
+                format!(
+                    "the board is held by {} (session lease): only its holder can release it",
+                    l.holder.client
+                ),
+            ),
+            Some(_) if !peer.may_control => err(
+                ErrorCode::Forbidden,
+                "releasing another client's persistent lease needs control permission (root or the control group)",
+            ),
+            Some(_) => {
                 let why = format!("released by {}", peer.name);
+                self.notify_holder(ReplyBody::LeaseEnded {
+                    reason: why.clone(),
+                });
                 ReplyBody::Released {
                     restored: self.end_lease(&why),
                 }
             }
-            Some(l) => err(
-                ErrorCode::Busy,
-                format!(
-                    "the lease is held by {} (pid {})",
-                    l.holder.client, l.holder.pid
-                ),
-            ),
         }
     }
 
@@ -366,9 +410,8 @@ impl Core {
         match self.apply_effective() {
             Ok(sw) => {
                 log::info!(
-                    "lease of {} (pid {}) ended ({why}): restored with {} write(s)",
+                    "lease of {} ended ({why}): restored with {} write(s)",
                     lease.holder.client,
-                    lease.holder.pid,
                     sw.steps.len()
                 );
                 true
@@ -382,6 +425,11 @@ impl Core {
                 false
             }
         }
+    }
+
+    /// Whether connection `client` holds the lease.
+    pub fn holds_lease(&self, client: u64) -> bool {
+        self.lease.as_ref().is_some_and(|l| l.client == client)
     }
 
     /// A connection closed: its session lease ends.

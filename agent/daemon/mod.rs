@@ -263,7 +263,11 @@ pub fn run(opts: Options) -> Result<()> {
     });
 
     let stop = Arc::new(AtomicBool::new(false));
-    let server = Server::start(listener, shared.clone(), config.max_clients, stop.clone())?;
+    let limits = server::Limits {
+        max_clients: config.max_clients,
+        idle: (config.idle_timeout_ms > 0).then(|| Duration::from_millis(config.idle_timeout_ms)),
+    };
+    let server = Server::start(listener, shared.clone(), limits, stop.clone())?;
     let ticker = {
         let (shared, stop) = (shared.clone(), stop.clone());
         std::thread::Builder::new()

@@ -131,8 +131,30 @@ impl Framed {
         match decoded {
             Ok((msg, used)) if used == len => Ok(Some(msg)),
             Ok(_) => Err(CodecError::Malformed("trailing bytes in frame".into())),
-            Err(e) => Err(CodecError::Malformed(e.to_string())),
+            Err(e) => Err(CodecError::Malformed(decode_text(&e))),
         }
+    }
+}
+
+/// A bincode decoding error in words, for people and logs (bincode's own `Display` is its
+/// `Debug`: `UnexpectedEnd { additional: 3 }`).
+fn decode_text(e: &bincode::error::DecodeError) -> String {
+    use bincode::error::DecodeError as E;
+    match e {
+        E::UnexpectedEnd { additional } => {
+            format!("the payload ends {additional} byte(s) or more before the message does")
+        }
+        E::LimitExceeded => "a length in the payload exceeds the 64 KiB limit".into(),
+        E::UnexpectedVariant {
+            type_name, found, ..
+        } => format!("{found} is not a variant index of {type_name}"),
+        E::Utf8 { .. } => "a string is not valid UTF-8".into(),
+        E::InvalidBooleanValue(v) => format!("a bool is {v}, not 0 or 1"),
+        E::OutsideUsizeRange(v) => format!("a length of {v} is out of range"),
+        // serde's own messages (`invalid value: integer `99`, expected variant index 0 <= i < 11`).
+        E::OtherString(s) => s.clone(),
+        E::Other(s) => (*s).to_string(),
+        _ => "the payload does not decode as a message".into(),
     }
 }
 
@@ -274,6 +296,50 @@ mod tests {
             }
         }
         assert!(files >= 8, "corpus has {files} inputs");
+    }
+
+    #[test]
+    fn bincode_errors_are_words_not_debug_output() {
+        let mut msg = Vec::new();
+        encode(
+            Encoding::Bincode,
+            &Request {
+                id: 1,
+                body: RequestBody::Hello {
+                    version: 2,
+                    client: "me".into(),
+                },
+            },
+            &mut msg,
+        )
+        .unwrap();
+        // The frame keeps its length but loses the name's last three bytes.
+        let len = msg.len() - 4 - 3;
+        let mut cut = (len as u32).to_be_bytes().to_vec();
+        cut.extend_from_slice(&msg[4..4 + len]);
+        let mut f = Framed {
+            buf: cut,
+            ..Framed::default()
+        };
+        let Err(CodecError::Malformed(text)) = f.next_message::<Request>() else {
+            panic!("a cut payload must not decode")
+        };
+        assert!(text.starts_with("the payload ends "), "{text}");
+        assert!(!text.contains('{'), "{text}");
+        // An unknown variant index: serde's words.
+        let mut f = Framed {
+            buf: [
+                &[0, 0, 0, 12][..],
+                &1u64.to_le_bytes(),
+                &99u32.to_le_bytes(),
+            ]
+            .concat(),
+            ..Framed::default()
+        };
+        let Err(CodecError::Malformed(text)) = f.next_message::<Request>() else {
+            panic!("variant 99 must not decode")
+        };
+        assert!(text.contains("99") && !text.contains('{'), "{text}");
     }
 
     #[test]

@@ -6,8 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The protocol version; `hello` rejects any other.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol version; `hello` rejects any other. `docs/protocol.md` keeps a changelog
+/// of what each version changed.
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The largest frame or JSON line, bytes.
 pub const MAX_FRAME: usize = 64 * 1024;
 

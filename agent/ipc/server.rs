@@ -1,6 +1,7 @@
 //! The agent's side of the socket, whatever answers the requests: binding it (its mode
 //! and group, never stealing a live agent's socket), accepting at most `max_clients`
-//! connections, and one thread per connection that decodes requests in either encoding,
+//! connections (the last share kept for peers that may control) and closing idle ones
+//! (`idle_timeout_ms`), and one thread per connection that decodes requests in either encoding,
 //! answers each through a [`Handler`], forwards the handler's events and subscription
 //! samples, and closes only that connection on a malformed, oversized or truncated frame.
 //!
@@ -53,6 +54,8 @@ pub trait Handler: Send + Sync + 'static {
     fn event(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
     /// A subscription sample, if there is one yet.
     fn sample(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
+    /// Whether the connection holds the board's lease: a quiet holder is not idle.
+    fn holds_lease(&self, conn: &Self::Connection) -> bool;
     /// How the connection is named in the log.
     fn name<'a>(&self, conn: &'a Self::Connection) -> &'a str;
     /// The connection closed.
@@ -121,6 +124,17 @@ pub fn give_to_group(path: &Path, group: &str) {
     }
 }
 
+/// What the server allows each peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections at once; the last [`reserved`]`(max_clients)` only for peers that may
+    /// control.
+    pub max_clients: usize,
+    /// A connection that sends no request for this long, holds no lease and has no
+    /// subscription sending more often is closed (`None`: never).
+    pub idle: Option<Duration>,
+}
+
 /// A server accepting on its own thread until `stop` is set.
 #[derive(Debug)]
 pub struct Server {
@@ -128,14 +142,14 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts accepting on `listener`, at most `max_clients` connections at once, the last
-    /// [`reserved`]`(max_clients)` of them for peers that may control.
+    /// Starts accepting on `listener` within `limits`.
     pub fn start<H: Handler>(
         listener: UnixListener,
         handler: Arc<H>,
-        max_clients: usize,
+        limits: Limits,
         stop: Arc<AtomicBool>,
     ) -> io::Result<Server> {
+        let Limits { max_clients, idle } = limits;
         listener.set_nonblocking(true)?;
         let clients = Arc::new(AtomicUsize::new(0));
         let accept = std::thread::Builder::new()
@@ -159,7 +173,7 @@ impl Server {
                             let spawned = std::thread::Builder::new()
                                 .name(format!("jpower-client-{id}"))
                                 .spawn(move || {
-                                    serve(&*h, stream, id, peer, &s);
+                                    serve(&*h, stream, id, peer, idle, &s);
                                     c.fetch_sub(1, Ordering::Relaxed);
                                 });
                             if spawned.is_err() {
@@ -234,9 +248,11 @@ fn serve<H: Handler>(
     mut stream: UnixStream,
     client: u64,
     peer: Credentials,
+    idle: Option<Duration>,
     stop: &AtomicBool,
 ) {
     let mut conn = handler.open(client, peer);
+    let mut last_request = Instant::now();
     let _ = stream.set_read_timeout(Some(POLL));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let mut framed = Framed::default();
@@ -250,6 +266,7 @@ fn serve<H: Handler>(
         while let Some(req) = framed.next_message::<Request>()? {
             // A whole message arrived: the next one's clock starts now.
             partial_since = None;
+            last_request = Instant::now();
             let enc = framed.encoding().unwrap_or(Encoding::Json);
             let body = match req.body {
                 _ if req.id == 0 => ReplyBody::Error {
@@ -291,6 +308,26 @@ fn serve<H: Handler>(
                 if let Some(body) = handler.sample(&mut conn) {
                     send(&mut stream, enc, &Reply { id: 0, body }, &mut out)?;
                 }
+            }
+        }
+        if let Some(limit) = idle {
+            let streaming = subscription.is_some_and(|(every, _)| every < limit);
+            if last_request.elapsed() >= limit && !streaming && !handler.holds_lease(&conn) {
+                log::info!(
+                    "closing {}: no request for {} ms (idle_timeout_ms)",
+                    handler.name(&conn),
+                    limit.as_millis()
+                );
+                let reply = Reply::error(
+                    0,
+                    ErrorCode::Busy,
+                    format!(
+                        "closed after {} ms without a request (idle_timeout_ms)",
+                        limit.as_millis()
+                    ),
+                );
+                send(&mut stream, enc, &reply, &mut out)?;
+                return Ok(());
             }
         }
         // Wake in time for the next subscription sample.

@@ -118,6 +118,7 @@ impl SimBoard {
         }
         let _ = std::fs::remove_file(self.dir.join("kernel.json"));
         tree::lay_out(self.spec, &root)?;
+        self.kernel.boot_record()?;
         std::fs::write(stamp, format!("{boot}\n"))
     }
 

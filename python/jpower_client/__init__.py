@@ -1,4 +1,4 @@
-"""Client of the jpower agent's Unix socket (protocol version 1).
+"""Client of the jpower agent's Unix socket (protocol version 2).
 
 The protocol is specified in docs/protocol.md; its Rust types are in agent/ipc/protocol.rs
 and its framing in agent/ipc/codec.rs. Standard library only, Python 3.8+. Both encodings
@@ -42,7 +42,7 @@ __all__ = [
     "REPLY",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 """The protocol version `hello` sends; the agent rejects any other."""
 MAX_FRAME = 64 * 1024
 """The largest bincode frame payload or JSON line, bytes."""

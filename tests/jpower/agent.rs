@@ -114,7 +114,13 @@ fn every_message_in_both_encodings() {
     for enc in [Encoding::Json, Encoding::Bincode] {
         let (mut c, hello) = Client::connect(&agent.socket, enc, "both").unwrap();
         assert!(
-            matches!(hello, ReplyBody::Hello { version: 1, .. }),
+            matches!(
+                hello,
+                ReplyBody::Hello {
+                    version: PROTOCOL_VERSION,
+                    ..
+                }
+            ),
             "{hello:?}"
         );
         let before = agent.status();
@@ -306,7 +312,7 @@ s = socket.socket(socket.AF_UNIX); s.connect({sock:?})
 f = s.makefile("rwb")
 def req(line):
     f.write(line.encode() + b"\n"); f.flush(); return f.readline()
-req('{{"id":1,"body":{{"hello":{{"version":1,"client":"doomed"}}}}}}')
+req('{{"id":1,"body":{{"hello":{{"version":2,"client":"doomed"}}}}}}')
 print(req('{{"id":2,"body":{{"set_mode":{{"mode":{{"knobs":{{"cores":2,"cpu_khz":null,"gpu_hz":230400000,"emc_hz":null,"snap":false}}}},"lease":"session","timeout_ms":null}}}}}}').decode(), flush=True)
 if os.fork() == 0:
     time.sleep(30); sys.exit(0)
@@ -684,5 +690,373 @@ fn the_ring_goes_to_the_read_group_like_the_socket() {
     assert_eq!(
         std::fs::metadata(&agent.socket).unwrap().gid(),
         group.gid.as_raw()
+    );
+}
+
+/// The GPU's devfreq directory of a simulated Orin AGX (r35) in `rt`.
+fn orin_gpu_file(rt: &Path, file: &str) -> PathBuf {
+    rt.join("sim/orin-agx-r35/root/sys/devices/platform/17000000.ga10b/devfreq/17000000.ga10b")
+        .join(file)
+}
+
+fn gpu_min(s: &Status) -> u64 {
+    s.gpu_hz.unwrap()[0]
+}
+
+/// The first event `want` accepts, among those set aside and those still to come.
+fn event(c: &mut Client, want: impl Fn(&ReplyBody) -> bool) -> ReplyBody {
+    if let Some(i) = c.events.iter().position(&want) {
+        return c.events.remove(i);
+    }
+    loop {
+        match c.read() {
+            Ok(Reply { id: 0, body }) if want(&body) => return body,
+            Ok(_) => {}
+            Err(e) => panic!("no such event: {e}"),
+        }
+    }
+}
+
+/// Issue 14: an outside write of the GPU's `max_freq` (`echo` into the simulated tree)
+/// over a pinned session lease became the requested value, but ~100 ms after `release`
+/// the board's `max_freq` went back to the lease's pinned value, and a later pinned
+/// request failed its read-back.
+#[test]
+fn an_outside_change_over_a_pinned_knob_is_kept_after_release() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    c.request(RequestBody::SetMode {
+        mode: knobs(318_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let max = orin_gpu_file(agent.rt.path(), "max_freq");
+    std::fs::write(&max, "624750000\n").unwrap();
+    wait_for("the outside change in status", || {
+        gpu_max(&agent.status()) == 624_750_000
+    });
+    event(
+        &mut c,
+        |e| matches!(e, ReplyBody::ExternalChange { paths } if paths.iter().any(|p| p.ends_with("/max_freq"))),
+    );
+    assert_eq!(
+        c.request(RequestBody::Release).unwrap(),
+        ReplyBody::Released { restored: true }
+    );
+    // Several ticks: nothing puts the lease's value back.
+    std::thread::sleep(Duration::from_millis(400));
+    let s = agent.status();
+    assert_eq!(
+        gpu_max(&s),
+        624_750_000,
+        "the restore keeps the outside change"
+    );
+    assert_eq!(std::fs::read_to_string(&max).unwrap().trim(), "624750000");
+    c.request(RequestBody::SetMode {
+        mode: knobs(624_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let s = agent.status();
+    assert_eq!((gpu_min(&s), gpu_max(&s)), (624_750_000, 624_750_000));
+}
+
+/// The simulated kernel applies its rules to a value written behind its back: L4T 32
+/// refuses a max below the min (`EINVAL`: the old value stays), L4T 35 clamps the
+/// effective min to a lowered max.
+#[test]
+fn the_simulated_kernel_applies_its_rules_to_writes_behind_its_back() {
+    let rt = util::runtime();
+    let status = |board: &str| {
+        util::json(&util::ok(
+            util::jpower(rt.path()).args(["--sim", board, "--json", "status"]),
+        ))["gpu"]
+            .clone()
+    };
+    // L4T 35: a max under the pinned min lowers the effective min with it.
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "sim", "jetson-clocks"]));
+    assert_eq!(status("orin-agx")["min_hz"], 1_300_500_000u64);
+    std::fs::write(orin_gpu_file(rt.path(), "max_freq"), "624750000\n").unwrap();
+    let g = status("orin-agx");
+    assert_eq!(
+        (g["min_hz"].as_u64(), g["max_hz"].as_u64()),
+        (Some(624_750_000), Some(624_750_000))
+    );
+    // L4T 32: a max under the min is refused and the file shows the old max again.
+    status("xavier-agx");
+    let devfreq = rt
+        .path()
+        .join("sim/xavier-agx-r32/root/sys/devices/17000000.gv11b/devfreq/17000000.gv11b");
+    util::ok(util::jpower(rt.path()).args(["--sim", "xavier-agx", "sim", "jetson-clocks"]));
+    let before = std::fs::read_to_string(devfreq.join("max_freq")).unwrap();
+    std::fs::write(devfreq.join("max_freq"), "114750000\n").unwrap();
+    status("xavier-agx");
+    assert_eq!(
+        std::fs::read_to_string(devfreq.join("max_freq")).unwrap(),
+        before
+    );
+}
+
+/// `jpower sim nvpmodel -m N` beside an agent is an outside change, as NVIDIA's tool is:
+/// the holder hears of it and the restore keeps it; `jpower sim jetson-clocks` pins the
+/// GPU's min to its max.
+#[test]
+fn sim_nvpmodel_and_jetson_clocks_change_the_board_behind_the_agent() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Bincode);
+    c.request(RequestBody::SetMode {
+        mode: knobs(318_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let sim = |args: &[&str]| {
+        util::json(&util::ok(
+            util::jpower(agent.rt.path())
+                .args(["--sim", "orin-agx", "--json", "sim"])
+                .args(args),
+        ))
+    };
+    let out = sim(&["nvpmodel", "-m", "0"]);
+    assert_eq!(out["preset"], "MAXN", "{out}");
+    assert!(out["writes"].as_u64().unwrap() > 0, "{out}");
+    wait_for("MAXN in status", || {
+        let s = agent.status();
+        s.online_cpus.len() == 12 && gpu_max(&s) == 1_300_500_000
+    });
+    event(&mut c, |e| matches!(e, ReplyBody::ExternalChange { .. }));
+    c.request(RequestBody::Release).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let s = agent.status();
+    assert_eq!(s.online_cpus.len(), 12, "the restore keeps nvpmodel's mode");
+    assert_eq!(gpu_max(&s), 1_300_500_000);
+    sim(&["jetson-clocks"]);
+    wait_for("jetson_clocks in status", || {
+        gpu_min(&agent.status()) == 1_300_500_000
+    });
+    let refused = util::run(util::jpower(agent.rt.path()).args(["sim", "jetson-clocks"]));
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--sim"));
+}
+
+/// Issue 14: the holder's name is the hello name with the pid appended, as the doc says
+/// (the agent gave the bare name); and the busy message names it once.
+#[test]
+fn holder_names_carry_the_pid_and_busy_names_the_holder_once() {
+    let agent = Agent::start("orin-agx", "");
+    let mut a = agent.client(Encoding::Json);
+    // A refused hello (another version) does not rename the client.
+    assert!(a
+        .request(RequestBody::Hello {
+            version: PROTOCOL_VERSION + 1,
+            client: "impostor".into(),
+        })
+        .is_err());
+    a.request(RequestBody::SetMode {
+        mode: knobs(318_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let me = std::process::id();
+    let holder = agent.status().holder.unwrap();
+    assert_eq!(holder.client, format!("test (pid {me})"));
+    let mut b = agent.client(Encoding::Json);
+    let busy = b.request(RequestBody::SetMode {
+        mode: knobs(114_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    });
+    let Err(ClientError::Agent { code, message }) = busy else {
+        panic!("{busy:?}")
+    };
+    assert_eq!(code, ErrorCode::Busy);
+    assert_eq!(
+        message,
+        format!("the board is held by test (pid {me}) (session lease)")
+    );
+    drop(a);
+    wait_for("the lease to end", || agent.status().holder.is_none());
+    // Without hello: `client N (pid P)`.
+    let mut raw = UnixStream::connect(&agent.socket).unwrap();
+    raw.write_all(b"{\"id\":1,\"body\":{\"set_mode\":{\"mode\":{\"knobs\":{\"gpu_hz\":318750000,\"snap\":false}},\"lease\":\"session\"}}}\n")
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = raw.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("mode_set"));
+    let client = agent.status().holder.unwrap().client;
+    assert!(
+        client.starts_with("client ") && client.ends_with(&format!(" (pid {me})")),
+        "{client}"
+    );
+}
+
+/// Issue 14: errors over the socket speak the protocol: an invalid `cpu_khz` names its
+/// nearest values in kHz (the agent gave Hz, 1000x off), `cores` and `snap` are the
+/// request's fields, not the CLI's `--cores` and `--snap`.
+#[test]
+fn socket_errors_use_the_requests_fields_and_units() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    let refused = |c: &mut Client, mode: ModeRequest| match c.request(RequestBody::SetMode {
+        mode,
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    }) {
+        Err(ClientError::Agent {
+            code: ErrorCode::InvalidMode,
+            message,
+        }) => message,
+        other => panic!("{other:?}"),
+    };
+    let cpu = refused(
+        &mut c,
+        ModeRequest::Knobs {
+            cores: None,
+            cpu_khz: Some(1_200_000),
+            gpu_hz: None,
+            emc_hz: None,
+            snap: false,
+        },
+    );
+    assert_eq!(
+        cpu,
+        "cpu_khz 1200000 is not in this board's CPU table; nearest: 1190400, 1267200 (kHz); send \"snap\":true to take the nearest"
+    );
+    let gpu = refused(&mut c, knobs(600_000_000));
+    assert!(
+        gpu.starts_with(
+            "gpu_hz 600000000 is not in this board's GPU table; nearest: 522750000, 624750000 (Hz)"
+        ),
+        "{gpu}"
+    );
+    let cores = refused(
+        &mut c,
+        ModeRequest::Knobs {
+            cores: Some(13),
+            cpu_khz: None,
+            gpu_hz: None,
+            emc_hz: None,
+            snap: false,
+        },
+    );
+    assert!(
+        cores.starts_with("cores 13: this board has 12 CPUs"),
+        "{cores}"
+    );
+    for m in [cpu, gpu, cores] {
+        assert!(!m.contains("--"), "CLI wording in {m}");
+    }
+}
+
+/// Issue 14: releasing another client's persistent lease without control permission was
+/// answered `busy`; it is a refused control request, so `forbidden`, as the doc says.
+/// (Needs root, to connect as nobody.)
+#[test]
+fn releasing_someone_elses_persistent_lease_needs_control() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("skipped: needs root to connect as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let agent = Agent::start("orin-agx", "socket_mode = \"0666\"\n");
+    std::fs::set_permissions(agent.rt.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
+    let mut c = agent.client(Encoding::Json);
+    let as_nobody = {
+        use std::os::unix::process::CommandExt;
+        util::run(
+            util::jpower(agent.rt.path())
+                .args(["--sim", "orin-agx", "--socket"])
+                .arg(&agent.socket)
+                .arg("restore")
+                .uid(65534)
+                .gid(65534),
+        )
+    };
+    assert!(!as_nobody.status.success());
+    let err = String::from_utf8_lossy(&as_nobody.stderr);
+    assert!(err.contains("needs control permission"), "{err}");
+    assert_eq!(
+        agent.status().holder.unwrap().lease,
+        LeaseKind::Persistent,
+        "still held"
+    );
+    // With control, the holder (here the CLI, long gone) would hear `lease_ended`.
+    assert_eq!(
+        c.request(RequestBody::Release).unwrap(),
+        ReplyBody::Released { restored: true }
+    );
+}
+
+/// Issue 14: the persistent lease's holder hears `lease_ended` when another controller
+/// releases it (as when one takes it over).
+#[test]
+fn a_released_persistent_lease_tells_its_holder() {
+    let agent = Agent::start("orin-agx", "");
+    let mut a = agent.client(Encoding::Json);
+    a.request(RequestBody::SetMode {
+        mode: knobs(318_750_000),
+        lease: LeaseKind::Persistent,
+        timeout_ms: None,
+    })
+    .unwrap();
+    let mut b = agent.client(Encoding::Json);
+    assert_eq!(
+        b.request(RequestBody::Release).unwrap(),
+        ReplyBody::Released { restored: true }
+    );
+    assert!(matches!(
+        a.request(RequestBody::Renew),
+        Err(ClientError::Agent {
+            code: ErrorCode::NotFound,
+            ..
+        })
+    ));
+    event(
+        &mut a,
+        |e| matches!(e, ReplyBody::LeaseEnded { reason } if reason.starts_with("released by test")),
+    );
+}
+
+/// Issue 14: idle connections time out (`idle_timeout_ms`), so a reader cannot hold
+/// connections forever; a quiet lease holder and a subscriber are not idle.
+#[test]
+fn idle_connections_are_closed_but_holders_and_subscribers_stay() {
+    let agent = Agent::start("orin-agx", "idle_timeout_ms = 300\n");
+    let mut idle = agent.client(Encoding::Json);
+    let mut holder = agent.client(Encoding::Json);
+    holder
+        .request(RequestBody::SetMode {
+            mode: knobs(318_750_000),
+            lease: LeaseKind::Session,
+            timeout_ms: None,
+        })
+        .unwrap();
+    let mut subscriber = agent.client(Encoding::Bincode);
+    subscriber
+        .request(RequestBody::Subscribe { every_ms: 50 })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    match idle.read() {
+        Ok(Reply {
+            id: 0,
+            body: ReplyBody::Error { code, message },
+        }) => {
+            assert_eq!(code, ErrorCode::Busy);
+            assert!(message.contains("idle_timeout_ms"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(idle.read(), Err(ClientError::Closed)));
+    assert_eq!(holder.request(RequestBody::Renew).unwrap(), ReplyBody::Ok);
+    assert!(agent.status().holder.is_some());
+    assert_eq!(
+        subscriber
+            .request(RequestBody::Subscribe { every_ms: 0 })
+            .unwrap(),
+        ReplyBody::Ok
     );
 }

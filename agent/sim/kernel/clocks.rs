@@ -8,7 +8,7 @@ use crate::sim::power::Operating;
 use std::io;
 
 impl SimKernel {
-    fn policy(&self, cluster: usize) -> String {
+    pub(super) fn policy(&self, cluster: usize) -> String {
         format!(
             "/sys/devices/system/cpu/cpufreq/policy{}",
             self.spec.cluster_starts()[cluster]

@@ -2,7 +2,7 @@
 //! dispatched to the drivers' rules, and reads of the sensor and thermal files.
 
 use super::sensor::{rail_file, Quantity, T_BASE_MC, T_PER_W_MC};
-use super::{einval, SimKernel};
+use super::{einval, KernelState, SimKernel};
 use crate::board::sysfs::{parse_u64, Driver};
 use crate::sim::spec::InaDriver;
 use crate::sim::spec::ZONES;
@@ -21,6 +21,24 @@ pub(super) enum Attr {
     InaInterval(usize),
     GpuLoad,
     Thermal(usize),
+}
+
+impl SimKernel {
+    /// A write of `value` to `attr` under the board's lock, by the driver's rules.
+    pub(super) fn apply(&self, st: &mut KernelState, attr: Attr, value: &[u8]) -> io::Result<()> {
+        let number = || parse_u64(value).ok_or_else(einval);
+        match attr {
+            Attr::Online(cpu) => self.store_online(cpu, number()?),
+            Attr::CpuLimit { cluster, max } => self.store_cpu_limit(st, cluster, max, number()?),
+            Attr::GpuLimit { max } => self.store_gpu_limit(st, max, number()?),
+            Attr::EmcCap => self.store_emc_cap(value),
+            Attr::InaSamples(chip) => self.store_samples(st, chip, number()?),
+            Attr::InaInterval(chip) => self.store_interval(st, chip, number()?),
+            Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_) => {
+                Err(io::Error::from_raw_os_error(libc::EACCES))
+            }
+        }
+    }
 }
 
 impl Driver for SimKernel {
@@ -92,21 +110,15 @@ impl Driver for SimKernel {
         {
             let _guard = self.exclusive()?;
             let mut st = self.state()?;
-            let number = || parse_u64(value).ok_or_else(einval);
-            match attr {
-                Attr::Online(cpu) => self.store_online(cpu, number()?)?,
-                Attr::CpuLimit { cluster, max } => {
-                    self.store_cpu_limit(&mut st, cluster, max, number()?)?
-                }
-                Attr::GpuLimit { max } => self.store_gpu_limit(&mut st, max, number()?)?,
-                Attr::EmcCap => self.store_emc_cap(value)?,
-                Attr::InaSamples(chip) => self.store_samples(&mut st, chip, number()?)?,
-                Attr::InaInterval(chip) => self.store_interval(&mut st, chip, number()?)?,
-                Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_) => {
-                    return Err(io::Error::from_raw_os_error(libc::EACCES))
-                }
-            }
+            // What another process wrote straight into the tree reaches the kernel first.
+            self.reconcile(&mut st)?;
+            // A refused write leaves the kernel's state as it was.
+            let mut after = st.clone();
+            let result = self.apply(&mut after, attr, value);
+            let mut st = if result.is_ok() { after } else { st };
+            self.record(&mut st)?;
             self.save(&st)?;
+            result?;
         }
         self.invalidate();
         self.count_write(true)
@@ -115,7 +127,9 @@ impl Driver for SimKernel {
     fn show(&self, id: u32, buf: &mut [u8]) -> Option<io::Result<usize>> {
         let attr = self.attrs.lock().ok()?.get(id as usize).copied()?;
         if !matches!(attr, Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_)) {
-            return None;
+            // A writable attribute reads as its file, once any change made behind the
+            // model's back went through the driver's rules.
+            return self.notice(attr).err().map(Err);
         }
         let mut s = self.sensor.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = self.sense(&mut s) {

@@ -23,13 +23,16 @@
 //!
 //! The board's state lives in its files and in `kernel.json` beside the tree (QoS
 //! requests, load), under an exclusive `flock` for every write, so separate jpower
-//! processes see one board.
+//! processes see one board. A file another process writes straight into the tree
+//! (`echo`) is noticed at the model's next access and goes through the same rules as a
+//! write through the model (`outside.rs`).
 //!
 //! [`Driver`]: crate::board::sysfs::Driver
 
 mod clocks;
 mod driver;
 mod fault;
+mod outside;
 mod sensor;
 mod state;
 

@@ -18,6 +18,10 @@ pub struct KernelState {
     /// Averaging and conversion time per INA3221 chip (hwmon boards).
     #[serde(default)]
     pub ina: Vec<InaConfig>,
+    /// What the kernel last left in each writable attribute, by board path: a file that
+    /// holds something else was written behind its back (see `outside.rs`).
+    #[serde(default)]
+    pub shown: BTreeMap<String, String>,
 }
 
 /// Utilisation of each domain, 0..=1.

@@ -1,0 +1,73 @@
+//! `jpower sim nvpmodel -m N` and `jpower sim jetson-clocks`: changes behind jpower's back
+//! on a simulated board, made the way NVIDIA's tools make them on a Jetson.
+//!
+//! Like the real tools they write the board's attributes directly, through the simulated
+//! kernel (so its rules apply: tables, clamping or `EINVAL`, min/max order), without
+//! jpower's baseline, journal or lease: to a running agent, and to any later jpower
+//! command, they are outside changes (`external_change` events, kept by restores).
+
+use super::{Output, Target};
+use crate::board::{Board, Values};
+use crate::control::plan;
+use anyhow::{Context, Result};
+
+/// Opens the `--sim` board without taking control of it (no recovery, no state file).
+fn board(target: &Target, tool: &str) -> Result<Board> {
+    anyhow::ensure!(
+        target.sim.is_some(),
+        "`jpower sim {tool}` changes a simulated board: pass --sim BOARD (on a Jetson, run NVIDIA's own tool)"
+    );
+    let (root, _sim) = target.root()?;
+    Ok(Board::discover(root)?)
+}
+
+/// Writes `t` over what the board holds now, in an order that keeps every min <= max, as
+/// the tools do; returns the writes made.
+fn write(board: &Board, t: &Values) -> Result<usize> {
+    let cur = board.read_knobs()?;
+    let steps = plan::plan(board, &cur, t);
+    for s in &steps {
+        board.knobs[s.knob].write(s.value)?;
+    }
+    Ok(steps.len())
+}
+
+/// `jpower sim nvpmodel -m N`: preset N of the board's `/etc/nvpmodel.conf`.
+pub fn nvpmodel(target: &Target, id: u32, out: &Output) -> Result<()> {
+    let board = board(target, "nvpmodel")?;
+    let presets = target
+        .presets(&board)?
+        .context("the simulated board has no nvpmodel file")?;
+    let preset = presets.find(&id.to_string())?;
+    let cur = board.read_knobs()?;
+    let t = plan::target(&board, &preset.mode, &cur)?;
+    let writes = write(&board, &t)?;
+    out.print(
+        &serde_json::json!({"id": preset.id, "preset": preset.name, "writes": writes}),
+        || {
+            format!(
+                "nvpmodel -m {} ({}): {writes} write(s) through the simulated kernel\n",
+                preset.id, preset.name
+            )
+        },
+    )
+}
+
+/// `jpower sim jetson-clocks`: every online cluster's and the GPU's min raised to its max
+/// (the mode's ceiling, as `jetson_clocks` does; the EMC cap stays).
+pub fn jetson_clocks(target: &Target, out: &Output) -> Result<()> {
+    let board = board(target, "jetson-clocks")?;
+    let cur = board.read_knobs()?;
+    let mut t = cur.clone();
+    for c in &board.clusters {
+        t[c.min] = t[c.max];
+    }
+    if let Some(g) = &board.gpu {
+        t[g.min] = t[g.max];
+    }
+    plan::keep_offline_clusters(&board, &cur, &mut t);
+    let writes = write(&board, &t)?;
+    out.print(&serde_json::json!({"writes": writes}), || {
+        format!("jetson_clocks: {writes} write(s) through the simulated kernel\n")
+    })
+}
