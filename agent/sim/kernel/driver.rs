@@ -89,6 +89,7 @@ impl Driver for SimKernel {
             .copied()
             .ok_or_else(einval)?;
         self.count_write(false)?;
+        self.before_change();
         {
             let _guard = self.exclusive()?;
             let mut st = self.state()?;
@@ -116,6 +117,10 @@ impl Driver for SimKernel {
         let attr = self.attrs.lock().ok()?.get(id as usize).copied()?;
         if !matches!(attr, Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_)) {
             return None;
+        }
+        if let Attr::Rail { q, .. } = attr {
+            // The register is latched at the end of its transfer: the bus time comes first.
+            self.i2c_read(q);
         }
         let mut s = self.sensor.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = self.sense(&mut s) {
