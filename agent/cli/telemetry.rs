@@ -453,14 +453,70 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     Ok(code)
 }
 
-/// `jpower ring read`.
+/// What became of a ring's writer: its JSON form and, unless it is live and publishing, a
+/// warning for people.
+fn writer_report(ring: &RingReader) -> (serde_json::Value, Option<String>) {
+    let pid = ring.writer_pid;
+    let now = monotonic_ns();
+    let life = ring.writer();
+    let ago = |t: u64| now.saturating_sub(t) as f64 * 1e-9;
+    let (state, warning) = match life.map(|l| l.state) {
+        None => (
+            "unknown",
+            Some("this ring has no writer section (an older jpower wrote it): whether its writer still runs is unknown".to_string()),
+        ),
+        Some(WriterState::Closed) => (
+            "closed",
+            Some(format!(
+                "the writer (pid {pid}) closed this ring {:.1} s ago: no sample will follow",
+                ago(life.map_or(0, |l| l.ended_ns))
+            )),
+        ),
+        Some(WriterState::Replaced) => (
+            "replaced",
+            Some(format!(
+                "a newer ring (generation {}) replaced this one at its path: reopen the path",
+                life.map_or(0, |l| l.generation) + 1
+            )),
+        ),
+        Some(WriterState::Other(v)) => (
+            "unknown",
+            Some(format!("unknown writer state {v} (a newer jpower wrote this ring)")),
+        ),
+        Some(WriterState::Live) => match ring.silent_ns(now) {
+            None => ("live", None),
+            Some(quiet) => (
+                "gone",
+                Some(format!(
+                    "the writer (pid {pid}, {}) has published nothing for {:.1} s: it was killed without closing the ring, or hangs",
+                    if ring.writer_pid_exists() { "still running" } else { "no longer running" },
+                    quiet as f64 * 1e-9
+                )),
+            ),
+        },
+    };
+    (
+        json!({"pid": pid, "generation": life.map(|l| l.generation), "state": state, "warning": warning}),
+        warning,
+    )
+}
+
+use crate::telemetry::ring::WriterState;
+
+/// `jpower ring read`: the latest sample, or `--check` a continuous read; either warns
+/// when the ring's writer is gone or replaced.
 pub fn ring(cmd: &RingCommand, out: &Output) -> Result<()> {
     let RingCommand::Read { path, check } = cmd;
     let ring = RingReader::open(path)?;
     let Some(seconds) = check else {
         let s = ring.latest();
+        let (writer, warning) = writer_report(&ring);
+        if let Some(w) = &warning {
+            eprintln!("jpower: warning: {}: {w}", path.display());
+        }
         return out.print(
             &json!({"board": ring.info.board, "rails": ring.info.rails.iter().map(|r| &r.name).collect::<Vec<_>>(),
+                    "writer": writer,
                     "latest": s.map(|s| json!({"n": s.n, "t_ns": s.t_ns, "module_uw": s.module_uw,
                         "rails_uw": s.rails().iter().map(|r| r.power_uw).collect::<Vec<_>>()}))}),
             || match s {
@@ -473,12 +529,33 @@ pub fn ring(cmd: &RingCommand, out: &Output) -> Result<()> {
     let end = monotonic_ns() + (seconds * 1e9) as u64;
     let (mut read, mut torn, mut lost, mut last_t) = (0u64, 0u64, 0u64, 0u64);
     let mut next = ring.write_seq();
+    // Between samples, now and then: has the writer stopped, gone quiet or been replaced?
+    let quiet_allowed = (4 * ring.info.period_ns).max(1_000_000_000);
+    let (mut look, mut progress) = (0u64, monotonic_ns());
+    let mut warning = None;
     while monotonic_ns() < end {
         let w = ring.write_seq();
         if w <= next {
+            let now = monotonic_ns();
+            if now >= look {
+                look = now + 100_000_000;
+                warning = match ring.writer().map(|l| l.state) {
+                    Some(WriterState::Live) | None if now - progress > quiet_allowed => Some(format!(
+                        "the writer (pid {}) has published nothing for {:.1} s: it was killed without closing the ring, or hangs",
+                        ring.writer_pid,
+                        (now - progress) as f64 * 1e-9
+                    )),
+                    Some(WriterState::Live) | None => None,
+                    Some(_) => writer_report(&ring).1,
+                };
+                if warning.is_some() {
+                    break;
+                }
+            }
             std::hint::spin_loop();
             continue;
         }
+        progress = monotonic_ns();
         if w - next > u64::from(ring.info.slot_count) {
             lost += w - next - u64::from(ring.info.slot_count);
             next = w - u64::from(ring.info.slot_count);
@@ -503,9 +580,13 @@ pub fn ring(cmd: &RingCommand, out: &Output) -> Result<()> {
         }
         next += 1;
     }
-    out.print(&json!({"read": read, "torn": torn, "lost": lost}), || {
-        format!("read {read} samples: {torn} torn, {lost} lost\n")
-    })?;
+    if let Some(w) = &warning {
+        eprintln!("jpower: warning: {}: {w}", path.display());
+    }
+    out.print(
+        &json!({"read": read, "torn": torn, "lost": lost, "writer_warning": warning}),
+        || format!("read {read} samples: {torn} torn, {lost} lost\n"),
+    )?;
     if torn > 0 {
         bail!("{torn} torn samples");
     }

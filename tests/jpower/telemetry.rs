@@ -9,7 +9,7 @@ use jpower::control::Controller;
 use jpower::sim::kernel::LoadState;
 use jpower::sim::SimBoard;
 use jpower::telemetry::ring::{
-    monotonic_ns, Missing, RailInfo, RingError, RingInfo, RingReader, RingWriter,
+    monotonic_ns, Missing, RailInfo, RingError, RingInfo, RingReader, RingWriter, WriterState,
 };
 use jpower::telemetry::sampler::SamplerConfig;
 use jpower::telemetry::{flags, Sample, Telemetry};
@@ -358,9 +358,12 @@ fn at_the_default_refresh_values_are_marked_stale_and_the_error_bound_holds() {
         "{} samples in 2 s, the bus allows {bus_hz:.0}/s",
         samples.len()
     );
+    // At most one per 430 ms conversion; at least the load step's. With 512 samples
+    // averaged, the conversion noise is under one LSB: a steady load's conversions often
+    // read the same, and a conversion that repeats its value is not counted.
     assert!(
-        (2..=5).contains(&fresh_per_rail),
-        "one fresh value per 430 ms conversion, got {fresh_per_rail} in 2 s"
+        (1..=5).contains(&fresh_per_rail),
+        "at most one fresh value per 430 ms conversion, got {fresh_per_rail} in 2 s"
     );
     // Regression (issue 14): a fresh bit only on a new value, never on a timer, and never
     // twice within one conversion.
@@ -693,4 +696,87 @@ fn a_simulated_rail_read_blocks_for_its_bus_time_without_spinning() {
         cpu < wall / 2,
         "the reader slept on the bus: {cpu} ns of CPU in {wall} ns"
     );
+}
+
+/// Regression (issue 14): a restart replaced the ring and a reader holding the old mapping
+/// was frozen forever, with no way to tell.
+#[test]
+fn a_replaced_or_closed_ring_says_so_to_readers_holding_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let first = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let old = RingReader::open(&path).unwrap();
+    let life = old.writer().unwrap();
+    assert_eq!((life.generation, life.state), (1, WriterState::Live));
+    assert_eq!(life.ended_ns, 0);
+    let second = RingWriter::create(&path, &info(2, 8)).unwrap();
+    assert_eq!(old.writer().unwrap().state, WriterState::Replaced);
+    assert!(old.writer().unwrap().ended_ns > 0);
+    let new = RingReader::open(&path).unwrap();
+    assert_eq!(new.writer().unwrap().generation, 2);
+    // The old writer stopping later does not hide that it was replaced.
+    drop(first);
+    assert_eq!(old.writer().unwrap().state, WriterState::Replaced);
+    assert_eq!(new.writer().unwrap().state, WriterState::Live);
+    drop(second);
+    assert_eq!(new.writer().unwrap().state, WriterState::Closed);
+}
+
+/// Regression (issue 14): `jpower ring read` printed a dead writer's last sample with no
+/// warning.
+#[test]
+fn ring_read_warns_when_the_writer_is_gone_closed_or_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let read = |extra: &[&str]| {
+        let out = util::jpower(dir.path())
+            .args(["--json", "ring", "read"])
+            .arg(&path)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (
+            util::json(&String::from_utf8_lossy(&out.stdout)),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let w = RingWriter::create(&path, &info(2, 8)).unwrap();
+    // Its newest sample is long past and nothing follows: as a killed writer leaves it.
+    w.publish(0, &synthetic(0, 2));
+    let (j, err) = read(&[]);
+    assert_eq!(j["writer"]["state"], "gone", "{j}");
+    assert!(err.contains("has published nothing"), "{err}");
+    // A replacement mid-check ends the check with a warning.
+    let check = util::jpower(dir.path())
+        .args(["--json", "ring", "read"])
+        .arg(&path)
+        .args(["--check", "20"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The writer is alive until then: samples keep coming.
+    for n in 1..8 {
+        w.publish(
+            n,
+            &Sample {
+                t_ns: monotonic_ns(),
+                ..synthetic(n, 2)
+            },
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let next = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("replaced this one"),
+        "{out:?}"
+    );
+    drop(next);
+    let (j, err) = read(&[]);
+    assert_eq!(j["writer"]["state"], "closed", "{j}");
+    assert_eq!(j["writer"]["generation"], 2, "{j}");
+    assert!(err.contains("no sample will follow"), "{err}");
+    drop(w);
 }
