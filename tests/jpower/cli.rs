@@ -260,6 +260,25 @@ fn profile_predict_optimize_round_trip() {
     assert!(
         String::from_utf8_lossy(&wrong.stderr).contains("fitted for nano@r32, not orin-agx@r35")
     );
+    // Regression (issue 14): a model file missing a weight predicted `"time_ms": null`.
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    m["time"]["reg"]["linear"]["w"]
+        .as_array_mut()
+        .expect("a linear time model")
+        .pop();
+    let cut = dir.path().join("cut.json");
+    std::fs::write(&cut, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    let out = run(jpower(rt.path())
+        .args(["--sim", "nano", "--json", "optimize", "--model"])
+        .arg(&cut));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cut.json:") && err.contains("the regressor reads"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no prediction is printed");
 }
 
 #[test]
