@@ -86,8 +86,18 @@ impl ModelFile {
             path: path.into(),
             source,
         })?;
+        ModelFile::parse(&text, path, board)
+    }
+
+    /// Parses the bytes of a model file read from `path` (which errors name), checking its
+    /// version and, if given, its board.
+    pub fn parse(
+        text: &[u8],
+        path: &Path,
+        board: Option<&str>,
+    ) -> Result<ModelFile, ModelFileError> {
         let probe: serde_json::Value =
-            serde_json::from_slice(&text).map_err(|source| ModelFileError::Format {
+            serde_json::from_slice(text).map_err(|source| ModelFileError::Format {
                 path: path.into(),
                 source,
             })?;
@@ -100,7 +110,7 @@ impl ModelFile {
         }
         // Parsed again from the text, not from `probe`: the errors then carry the line.
         let f: ModelFile =
-            serde_json::from_slice(&text).map_err(|source| ModelFileError::Format {
+            serde_json::from_slice(text).map_err(|source| ModelFileError::Format {
                 path: path.into(),
                 source,
             })?;
