@@ -43,6 +43,12 @@ extern "C" {
 #define JP_RING_SLOT_HEAD_SIZE 32u
 #define JP_RING_SLOT_RAIL_SIZE 12u
 #define JP_RING_TEMP_UNREADABLE INT32_MIN
+/* The extension area: sections from this offset up to header_size (docs: "Extensions"). */
+#define JP_RING_EXT_OFFSET 1664u
+#define JP_RING_SECTION_END 0u
+#define JP_RING_SECTION_WRITER 1u
+/* jp_ring_writer_section.state */
+enum { JP_WRITER_LIVE = 1, JP_WRITER_CLOSED = 2, JP_WRITER_REPLACED = 3 };
 /* jp_ring_open polls a version-0 (initialising) ring this many times, 100 ms apart. */
 #define JP_RING_INIT_TRIES 10
 /* jp_ring_latest gives up after this many inconsistent copies (returns -1). */
@@ -76,7 +82,7 @@ typedef struct jp_ring_zone_entry {
 typedef struct jp_ring_header {
     uint8_t magic[8];            /* "JPWRRING" */
     uint32_t version;            /* 1; 0 while the writer initialises */
-    uint32_t header_size;        /* 4096 */
+    uint32_t header_size;        /* 4096, or more whole pages; slots start here */
     uint32_t slot_size;          /* bytes per slot, a multiple of 8 */
     uint32_t slot_count;         /* a power of two */
     uint32_t rail_count;         /* at most 16 */
@@ -97,8 +103,18 @@ typedef struct jp_ring_header {
     uint8_t board[32];           /* UTF-8, NUL-padded */
     jp_ring_rail_entry rails[JP_RING_MAX_RAILS];
     jp_ring_zone_entry thermal[JP_RING_MAX_ZONES];
-    uint8_t zero[4096 - 1664];
+    uint8_t ext[4096 - 1664];    /* sections (id, size, ...), ended by id 0 */
 } jp_ring_header;
+
+/* Section 1, the writer's lifecycle: 32 bytes. */
+typedef struct jp_ring_writer_section {
+    uint32_t id;          /* JP_RING_SECTION_WRITER */
+    uint32_t size;        /* 32 */
+    uint64_t generation;  /* 1 + the generation of the ring this one replaced */
+    uint32_t state;       /* atomic: JP_WRITER_* */
+    uint32_t reserved;
+    uint64_t ended_ns;    /* atomic: when state left JP_WRITER_LIVE (0 while live) */
+} jp_ring_writer_section;
 
 /* The first 32 bytes of a slot; rail_count jp_ring_slot_rail follow. */
 typedef struct jp_ring_slot {
@@ -160,7 +176,11 @@ JP_RING_STATIC_ASSERT(offsetof(jp_ring_header, throttle) == 92, "throttle");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_header, board) == 96, "board");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_header, rails) == 128, "rails");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_header, thermal) == 1152, "thermal");
-JP_RING_STATIC_ASSERT(offsetof(jp_ring_header, zero) == 1664, "zero padding");
+JP_RING_STATIC_ASSERT(offsetof(jp_ring_header, ext) == 1664, "extension area");
+JP_RING_STATIC_ASSERT(sizeof(jp_ring_writer_section) == 32, "writer section is 32 bytes");
+JP_RING_STATIC_ASSERT(offsetof(jp_ring_writer_section, generation) == 8, "writer.generation");
+JP_RING_STATIC_ASSERT(offsetof(jp_ring_writer_section, state) == 16, "writer.state");
+JP_RING_STATIC_ASSERT(offsetof(jp_ring_writer_section, ended_ns) == 24, "writer.ended_ns");
 
 JP_RING_STATIC_ASSERT(sizeof(jp_ring_slot) == 32, "slot head is 32 bytes");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_slot, seq) == 0, "slot.seq");
@@ -198,9 +218,11 @@ typedef struct jp_ring {
     const unsigned char *map;   /* the whole file, mapped read-only */
     size_t map_size;
     const jp_ring_header *hdr;  /* == map; read atomic fields with jp_ring_load_* */
+    uint32_t header_size;
     uint32_t slot_size;
     uint32_t slot_count;
     uint32_t rail_count;
+    const jp_ring_writer_section *writer;  /* NULL: the ring has no writer section */
     char board[33];
     char rail_names[JP_RING_MAX_RAILS][25];
 } jp_ring;
@@ -220,6 +242,17 @@ static inline uint32_t jp_ring_load_u32(const uint32_t *p)
 static inline uint64_t jp_ring_write_seq(const jp_ring *r)
 {
     return jp_ring_load_u64(&r->hdr->write_seq);
+}
+
+/*
+ * The writer's state: JP_WRITER_LIVE (publishing, or killed without cleanup: then the
+ * newest sample's t_ns stops advancing), JP_WRITER_CLOSED (stopped cleanly),
+ * JP_WRITER_REPLACED (a newer ring is at the path: reopen it); 0 when the ring has no
+ * writer section.
+ */
+static inline uint32_t jp_ring_writer_state(const jp_ring *r)
+{
+    return r->writer == NULL ? 0u : jp_ring_load_u32(&r->writer->state);
 }
 
 #if defined(__GNUC__)
@@ -263,8 +296,8 @@ static inline int jp__ring_check(const jp_ring_header *h, size_t size, const cha
     else if (version != JP_RING_VERSION)
         jp__ring_error(err, errlen, path, "unsupported layout version %u (this reader knows %u)",
                        (unsigned)version, JP_RING_VERSION);
-    else if (h->header_size != JP_RING_HEADER_SIZE)
-        jp__ring_error(err, errlen, path, "header_size is %u, expected %u",
+    else if (h->header_size < JP_RING_HEADER_SIZE || h->header_size % JP_RING_HEADER_SIZE != 0)
+        jp__ring_error(err, errlen, path, "header_size is %u, expected a multiple of %u",
                        (unsigned)h->header_size, JP_RING_HEADER_SIZE);
     else if (h->rail_count > JP_RING_MAX_RAILS)
         jp__ring_error(err, errlen, path, "rail_count is %u, at most %d",
@@ -337,9 +370,31 @@ static inline void jp__ring_sleep_ms(long ms)
     }
 }
 
+/* Walk the section list: 0 (r->writer set or NULL), -1 when it is malformed. */
+static inline int jp__ring_sections(jp_ring *r)
+{
+    uint32_t off = JP_RING_EXT_OFFSET;
+    r->writer = NULL;
+    while (off + 8 <= r->header_size) {
+        uint32_t id, size;
+        memcpy(&id, r->map + off, 4);
+        memcpy(&size, r->map + off + 4, 4);
+        if (id == JP_RING_SECTION_END)
+            break;
+        if (size < 8 || size % 8 != 0 || size > r->header_size - off)
+            return -1;
+        if (id == JP_RING_SECTION_WRITER && size >= sizeof(jp_ring_writer_section)
+            && r->writer == NULL)
+            r->writer = (const jp_ring_writer_section *)(r->map + off);
+        off += size;
+    }
+    return 0;
+}
+
 static inline void jp__ring_copy_static(jp_ring *r)
 {
     uint32_t i;
+    r->header_size = r->hdr->header_size;
     r->slot_size = r->hdr->slot_size;
     r->slot_count = r->hdr->slot_count;
     r->rail_count = r->hdr->rail_count;
@@ -348,6 +403,8 @@ static inline void jp__ring_copy_static(jp_ring *r)
     for (i = 0; i < r->rail_count; i++)
         jp__ring_copy_name(r->rail_names[i], r->hdr->rails[i].name, sizeof r->hdr->rails[i].name);
 }
+
+static inline void jp_ring_close(jp_ring *r);
 
 /*
  * Open, map read-only and validate the ring at path (per the doc's "Checking a ring"),
@@ -362,6 +419,11 @@ static inline int jp_ring_open(const char *path, jp_ring *r, char *err, size_t e
         int rc = jp__ring_try_open(path, r, err, errlen);
         if (rc == 0) {
             jp__ring_copy_static(r);
+            if (jp__ring_sections(r) != 0) {
+                jp__ring_error(err, errlen, path, "malformed section list in the header");
+                jp_ring_close(r);
+                return -1;
+            }
             return 0;
         }
         if (rc < 0)
@@ -387,7 +449,7 @@ static inline void jp_ring_close(jp_ring *r)
 static inline int jp__ring_copy(const jp_ring *r, uint64_t n, jp_sample *out)
 {
     const unsigned char *base =
-        r->map + JP_RING_HEADER_SIZE + (size_t)(n & (r->slot_count - 1)) * r->slot_size;
+        r->map + r->header_size + (size_t)(n & (r->slot_count - 1)) * r->slot_size;
     const jp_ring_slot *slot = (const jp_ring_slot *)base;
     const jp_ring_slot_rail *rails = (const jp_ring_slot_rail *)(slot + 1);
     const uint64_t want = 2 * n + 2;

@@ -58,7 +58,7 @@ BROKEN_MODES = {
     "bad-magic": {"magic": b"NOTARING"},
     "version-2": {"version": 2},
     "version-0": {"version": 0},
-    "header-size": {"header_size": 8192},
+    "header-size": {"header_size": 6144},
     "slot-count-3": {"slot_count": 3},
     "slot-size-16": {"slot_size": 16},
     "rails-17": {"rail_count": 17},

@@ -18,7 +18,12 @@ Memory ordering: CPython offers no fence. Each atomic field is read with one ali
 4-byte ``struct.unpack_from``, and a slot is copied with one slice between its two ``seq``
 loads (the copy's own ``seq`` is checked too). x86-64 keeps loads in order, so there the
 protocol holds exactly; on AArch64 the loads are thousands of interpreter instructions apart,
-far beyond what the CPU reorders in practice, though no fence guarantees it.
+far beyond what the CPU reorders in practice, though no fence guarantees it (see the
+document's "Memory ordering" section for what a Python reader can rely on).
+
+Writer lifecycle: ``Ring.writer()`` reads the writer section (generation, live / closed /
+replaced); ``Ring.silent_ns()`` says how long a live-looking writer has published nothing.
+The script warns on stderr when the writer is gone or replaced.
 """
 
 import argparse
@@ -38,6 +43,12 @@ MAX_ZONES = 16
 SLOT_HEAD_SIZE = 32
 SLOT_RAIL_SIZE = 12
 TEMP_UNREADABLE = -(2 ** 31)
+EXT_OFFSET = 1664
+SECTION_END = 0
+SECTION_WRITER = 1
+WRITER_LIVE = 1
+WRITER_CLOSED = 2
+WRITER_REPLACED = 3
 
 INIT_WAIT_S = 1.0
 INIT_POLL_S = 0.1
@@ -48,6 +59,8 @@ _RAIL = struct.Struct("<24sB3sIQQ16s")  # 64 bytes
 _ZONE = struct.Struct("<20siQ")  # 32 bytes
 _SLOT_HEAD = struct.Struct("<QQIIII")  # 32 bytes
 _SLOT_RAIL = struct.Struct("<III")  # 12 bytes
+_WRITER = struct.Struct("<IIQIIQ")  # 32 bytes
+_SECTION_HEAD = struct.Struct("<II")
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 
@@ -124,8 +137,8 @@ def _check_header(path: str, h: tuple, file_size: int) -> None:
         fail("bad magic {!r}: not a jpower telemetry ring".format(magic))
     if version != VERSION:
         fail("unsupported layout version {} (this reader knows {})".format(version, VERSION))
-    if header_size != HEADER_SIZE:
-        fail("header_size is {}, expected {}".format(header_size, HEADER_SIZE))
+    if header_size < HEADER_SIZE or header_size % HEADER_SIZE:
+        fail("header_size is {}, expected a multiple of {}".format(header_size, HEADER_SIZE))
     if rail_count > MAX_RAILS:
         fail("rail_count is {}, at most {}".format(rail_count, MAX_RAILS))
     need = SLOT_HEAD_SIZE + SLOT_RAIL_SIZE * rail_count
@@ -164,7 +177,7 @@ class Ring:
     def _load_header(self) -> None:
         h = _HEADER.unpack_from(self._mm, 0)
         _check_header(self._path, h, len(self._mm))
-        (_, _, _, self._slot_size, self._slot_count, self._rail_count, self._flags,
+        (_, _, self._header_size, self._slot_size, self._slot_count, self._rail_count, self._flags,
          self._writer_pid, self._realtime_offset_ns, self._period_ns, _, _, _,
          self._module_mask, self._input_rail, power_exp, voltage_exp, current_exp, _, _,
          board) = h
@@ -172,6 +185,23 @@ class Ring:
         self._scale = (10.0 ** power_exp, 10.0 ** voltage_exp, 10.0 ** current_exp)
         self._rails = [self._rail_info(r) for r in range(self._rail_count)]
         self._used = SLOT_HEAD_SIZE + SLOT_RAIL_SIZE * self._rail_count
+        self._writer_at = self._find_section(SECTION_WRITER, _WRITER.size)
+
+    def _find_section(self, wanted: int, min_size: int) -> Optional[int]:
+        """The offset of section ``wanted`` (at least ``min_size`` bytes), or None; unknown
+        sections are skipped, a malformed list refuses the ring."""
+        off = EXT_OFFSET
+        found = None
+        while off + 8 <= self._header_size:
+            sid, size = _SECTION_HEAD.unpack_from(self._mm, off)
+            if sid == SECTION_END:
+                break
+            if size < 8 or size % 8 or off + size > self._header_size:
+                raise RingError("{}: malformed section list at offset {}".format(self._path, off))
+            if sid == wanted and size >= min_size and found is None:
+                found = off
+            off += size
+        return found
 
     def _rail_info(self, r: int) -> Dict[str, object]:
         name, role, _, refresh_us, _, _, _ = _RAIL.unpack_from(self._mm, _OFF_RAILS + 64 * r)
@@ -285,12 +315,50 @@ class Ring:
                           "last_fresh_ns": self._u64(base + _OFF_RAIL_LAST_FRESH)})
         return stats
 
+    def writer(self) -> Optional[Dict[str, object]]:
+        """The writer section: ``{"generation", "state", "ended_ns"}`` with state ``"live"``,
+        ``"closed"`` (stopped cleanly), ``"replaced"`` (a newer ring is at the path: reopen
+        it) or ``"unknown"``; None for a ring without the section (an older writer)."""
+        if self._writer_at is None:
+            return None
+        _, _, generation, state, _, ended_ns = _WRITER.unpack_from(self._mm, self._writer_at)
+        names = {WRITER_LIVE: "live", WRITER_CLOSED: "closed", WRITER_REPLACED: "replaced"}
+        return {"generation": generation, "state": names.get(state, "unknown"),
+                "ended_ns": ended_ns}
+
+    def silent_ns(self, now_ns: Optional[int] = None) -> Optional[int]:
+        """How long the ring has gone without a sample, when that is longer than a live
+        writer leaves it (four periods, at least a second): a killed writer stays "live"
+        and falls silent. None while samples come (or before the first)."""
+        s = self.latest()
+        if s is None:
+            return None
+        quiet = (monotonic_ns() if now_ns is None else now_ns) - s["t_ns"]
+        return quiet if quiet > max(4 * self._period_ns, 1_000_000_000) else None
+
+    def writer_warning(self) -> Optional[str]:
+        """A sentence when the writer is gone, closed or replaced; None while it publishes."""
+        w = self.writer()
+        if w is None:
+            return None
+        if w["state"] == "closed":
+            return "the writer (pid {}) closed this ring: no sample will follow".format(
+                self._writer_pid)
+        if w["state"] == "replaced":
+            return "a newer ring (generation {}) replaced this one: reopen the path".format(
+                w["generation"] + 1)
+        quiet = self.silent_ns() if w["state"] == "live" else None
+        if quiet is not None:
+            return "the writer (pid {}) has published nothing for {:.1} s".format(
+                self._writer_pid, quiet / 1e9)
+        return None
+
     # -- samples ----------------------------------------------------------------------------
 
     def _copy_slot(self, n: int) -> Optional[bytes]:
         """Copy sample ``n``'s slot, or None when the slot does not hold sample ``n`` intact
         (being written, overwritten, or not yet written)."""
-        off = HEADER_SIZE + (n % self._slot_count) * self._slot_size
+        off = self._header_size + (n % self._slot_count) * self._slot_size
         want = 2 * n + 2
         if self._u64(off) != want:
             return None
@@ -439,6 +507,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         with Ring(args.ring) as ring:
             result, text = _run(ring, args)
+            warning = ring.writer_warning()
+        if warning:
+            print("jpower_ring: warning: {}".format(warning), file=sys.stderr)
     except RingError as e:
         print("jpower_ring: {}".format(e), file=sys.stderr)
         return 1

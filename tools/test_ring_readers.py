@@ -36,7 +36,7 @@ RAILS = [fake.RailSpec("VDD_IN", 0, 5.0, 5.0), fake.RailSpec("VDD_CPU_GPU_CV", 2
 BROKEN = {
     "bad-magic": "bad magic",
     "version-2": "unsupported layout version 2",
-    "header-size": "header_size is 8192",
+    "header-size": "header_size is 6144",
     "slot-count-3": "slot_count 3 is not a power of two",
     "slot-size-16": "slot_size 16",
     "rails-17": "rail_count is 17",

@@ -21,6 +21,27 @@ pub const SAMPLES: [u32; 8] = [1, 4, 16, 64, 128, 256, 512, 1024];
 pub const CONVERSION_US: u32 = 2 * 140;
 /// The L4T 32 IIO driver's default continuous configuration: 3 x 64 x (1.1 + 1.1) ms.
 pub const IIO_REFRESH_US: u32 = 3 * 64 * 2200;
+/// The INA3221s' I2C bus clock: the device tree's `clock-frequency` on every Jetson's
+/// power-monitor bus, hertz.
+pub const I2C_BUS_HZ: u64 = 400_000;
+/// Bit times of one 16-bit register read: START, address + W, the register pointer,
+/// repeated START, address + R, two data bytes, each byte with its ACK, and STOP.
+pub const REGISTER_READ_BITS: u64 = 1 + 9 + 9 + 1 + 9 + 18 + 1;
+
+/// How long one register read holds a bus clocked at `bus_hz`, nanoseconds (120 us at
+/// 400 kHz). The reading thread blocks for it: every `in*_input`/`curr*_input` read of
+/// the mainline hwmon driver is one such read (its regmap marks the shunt and bus
+/// registers volatile, so nothing is cached), and the L4T 32 IIO driver's
+/// `in_power*_input` is two (shunt, then bus voltage).
+pub const fn register_read_ns(bus_hz: u64) -> u64 {
+    REGISTER_READ_BITS * 1_000_000_000 / bus_hz
+}
+
+/// Register reads behind one reading of a rail, on either driver: the shunt and the bus
+/// voltage registers (hwmon: `curr*_input` and `in*_input`, one each; L4T 32 IIO: both
+/// behind `in_power*_input`).
+pub const REGISTER_READS_PER_RAIL: u64 = 2;
+
 /// What lowering the averaging costs, for every output that does it.
 pub const NOISE_NOTE: &str = "lowering the INA3221 averaging raises its conversion noise and makes its warning/critical alarms noisier";
 

@@ -178,6 +178,16 @@ impl Session {
             .map(|r| r.refresh_us)
             .min()
             .unwrap_or(0);
+        let bus_limit = bus_limit_hz(controller.board().rails.len());
+        if telemetry.sampler.rate_hz > bus_limit * 1.01 {
+            notes.push(format!(
+                "the {} rails need {} INA3221 register reads per sample, {:.2} ms on the {} kHz I2C bus: at most {bus_limit:.0} samples/s (the rate shown is the one achieved)",
+                controller.board().rails.len(),
+                controller.board().rails.len() as u64 * ina3221::REGISTER_READS_PER_RAIL,
+                1e3 / bus_limit,
+                ina3221::I2C_BUS_HZ / 1000,
+            ));
+        }
         if fastest > 0 && telemetry.sampler.rate_hz > 1e6 / f64::from(fastest) * 1.01 {
             notes.push(format!(
                 "the sensors refresh every {:.1} ms: samples faster than that repeat values (marked stale); use --averaging auto",
@@ -214,6 +224,15 @@ impl Session {
     }
 }
 
+/// The most samples per second the I2C bus allows for `rails` rails: each sample reads
+/// every rail's shunt and bus voltage registers, one transfer at a time.
+fn bus_limit_hz(rails: usize) -> f64 {
+    let per_sample = rails.max(1) as u64
+        * ina3221::REGISTER_READS_PER_RAIL
+        * ina3221::register_read_ns(ina3221::I2C_BUS_HZ);
+    1e9 / per_sample as f64
+}
+
 /// Applies `target`, first recording what to put back: a session's own change is a lease,
 /// so if this process dies the next jpower command restores it.
 fn change(
@@ -245,7 +264,8 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     for n in &session.notes {
         eprintln!("jpower: note: {n}");
     }
-    let end = a.duration.map(|d| monotonic_ns() + (d * 1e9) as u64);
+    let started = monotonic_ns();
+    let end = a.duration.map(|d| started + (d * 1e9) as u64);
     let done = || INTERRUPTED.load(Ordering::Relaxed) || end.is_some_and(|e| monotonic_ns() >= e);
     if a.csv {
         // A closed pipe (`| head`) ends the stream like Ctrl-C: the sensor is put back.
@@ -283,44 +303,44 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             std::thread::sleep(Duration::from_millis(20));
         }
     } else {
-        let mut last = (monotonic_ns(), vec![0u64; ring.info.rails.len()]);
+        let mut last = (monotonic_ns(), vec![0u64; ring.info.rails.len()], 0u64);
         while !done() {
             std::thread::sleep(Duration::from_millis(500));
             let now = monotonic_ns();
             let fresh: Vec<u64> = (0..ring.info.rails.len())
                 .map(|r| ring.rail_freshness(r).0)
                 .collect();
-            let table = render(
-                &ring,
-                now,
-                &last.1,
-                (now - last.0) as f64 * 1e-9,
-                session.telemetry.sampler.rate_hz,
-            );
-            last = (now, fresh);
+            let (dt, w) = ((now - last.0) as f64 * 1e-9, ring.write_seq());
+            let rates = (session.telemetry.sampler.rate_hz, (w - last.2) as f64 / dt);
+            let table = render(&ring, now, &last.1, dt, rates);
+            last = (now, fresh, w);
             if !out.json && write!(std::io::stdout(), "\x1b[H\x1b[2J{table}").is_err() {
                 break;
             }
         }
     }
     let samples = ring.write_seq();
+    let seconds = (monotonic_ns() - started) as f64 * 1e-9;
     let (overruns, errors) = ring.counters();
+    let requested_hz = session.telemetry.sampler.rate_hz;
     let notes = session.finish()?;
     if out.json {
-        out.print(&json!({"samples": samples, "overruns": overruns, "read_errors": errors, "notes": notes}), String::new)?;
+        out.print(&json!({"samples": samples, "requested_hz": requested_hz, "rate_hz": samples as f64 / seconds,
+                          "overruns": overruns, "read_errors": errors, "notes": notes}), String::new)?;
     }
     Ok(())
 }
 
-fn render(ring: &RingReader, now: u64, fresh_before: &[u64], dt: f64, rate: f64) -> String {
+/// The table of `jpower watch`; `rates` are the requested and the achieved sample rates.
+fn render(ring: &RingReader, now: u64, fresh_before: &[u64], dt: f64, rates: (f64, f64)) -> String {
     let mut t = String::new();
     let Some(s) = ring.latest() else {
         return "waiting for the first sample\n".into();
     };
     let _ = writeln!(
         t,
-        "{}  sampling at {rate:.0} Hz  (Ctrl-C to stop)\n",
-        ring.info.board
+        "{}  sampling at {:.0} Hz of {:.0} Hz requested  (Ctrl-C to stop)\n",
+        ring.info.board, rates.1, rates.0
     );
     let _ = writeln!(
         t,
@@ -433,14 +453,70 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     Ok(code)
 }
 
-/// `jpower ring read`.
+/// What became of a ring's writer: its JSON form and, unless it is live and publishing, a
+/// warning for people.
+fn writer_report(ring: &RingReader) -> (serde_json::Value, Option<String>) {
+    let pid = ring.writer_pid;
+    let now = monotonic_ns();
+    let life = ring.writer();
+    let ago = |t: u64| now.saturating_sub(t) as f64 * 1e-9;
+    let (state, warning) = match life.map(|l| l.state) {
+        None => (
+            "unknown",
+            Some("this ring has no writer section (an older jpower wrote it): whether its writer still runs is unknown".to_string()),
+        ),
+        Some(WriterState::Closed) => (
+            "closed",
+            Some(format!(
+                "the writer (pid {pid}) closed this ring {:.1} s ago: no sample will follow",
+                ago(life.map_or(0, |l| l.ended_ns))
+            )),
+        ),
+        Some(WriterState::Replaced) => (
+            "replaced",
+            Some(format!(
+                "a newer ring (generation {}) replaced this one at its path: reopen the path",
+                life.map_or(0, |l| l.generation) + 1
+            )),
+        ),
+        Some(WriterState::Other(v)) => (
+            "unknown",
+            Some(format!("unknown writer state {v} (a newer jpower wrote this ring)")),
+        ),
+        Some(WriterState::Live) => match ring.silent_ns(now) {
+            None => ("live", None),
+            Some(quiet) => (
+                "gone",
+                Some(format!(
+                    "the writer (pid {pid}, {}) has published nothing for {:.1} s: it was killed without closing the ring, or hangs",
+                    if ring.writer_pid_exists() { "still running" } else { "no longer running" },
+                    quiet as f64 * 1e-9
+                )),
+            ),
+        },
+    };
+    (
+        json!({"pid": pid, "generation": life.map(|l| l.generation), "state": state, "warning": warning}),
+        warning,
+    )
+}
+
+use crate::telemetry::ring::WriterState;
+
+/// `jpower ring read`: the latest sample, or `--check` a continuous read; either warns
+/// when the ring's writer is gone or replaced.
 pub fn ring(cmd: &RingCommand, out: &Output) -> Result<()> {
     let RingCommand::Read { path, check } = cmd;
     let ring = RingReader::open(path)?;
     let Some(seconds) = check else {
         let s = ring.latest();
+        let (writer, warning) = writer_report(&ring);
+        if let Some(w) = &warning {
+            eprintln!("jpower: warning: {}: {w}", path.display());
+        }
         return out.print(
             &json!({"board": ring.info.board, "rails": ring.info.rails.iter().map(|r| &r.name).collect::<Vec<_>>(),
+                    "writer": writer,
                     "latest": s.map(|s| json!({"n": s.n, "t_ns": s.t_ns, "module_uw": s.module_uw,
                         "rails_uw": s.rails().iter().map(|r| r.power_uw).collect::<Vec<_>>()}))}),
             || match s {
@@ -453,12 +529,33 @@ pub fn ring(cmd: &RingCommand, out: &Output) -> Result<()> {
     let end = monotonic_ns() + (seconds * 1e9) as u64;
     let (mut read, mut torn, mut lost, mut last_t) = (0u64, 0u64, 0u64, 0u64);
     let mut next = ring.write_seq();
+    // Between samples, now and then: has the writer stopped, gone quiet or been replaced?
+    let quiet_allowed = (4 * ring.info.period_ns).max(1_000_000_000);
+    let (mut look, mut progress) = (0u64, monotonic_ns());
+    let mut warning = None;
     while monotonic_ns() < end {
         let w = ring.write_seq();
         if w <= next {
+            let now = monotonic_ns();
+            if now >= look {
+                look = now + 100_000_000;
+                warning = match ring.writer().map(|l| l.state) {
+                    Some(WriterState::Live) | None if now - progress > quiet_allowed => Some(format!(
+                        "the writer (pid {}) has published nothing for {:.1} s: it was killed without closing the ring, or hangs",
+                        ring.writer_pid,
+                        (now - progress) as f64 * 1e-9
+                    )),
+                    Some(WriterState::Live) | None => None,
+                    Some(_) => writer_report(&ring).1,
+                };
+                if warning.is_some() {
+                    break;
+                }
+            }
             std::hint::spin_loop();
             continue;
         }
+        progress = monotonic_ns();
         if w - next > u64::from(ring.info.slot_count) {
             lost += w - next - u64::from(ring.info.slot_count);
             next = w - u64::from(ring.info.slot_count);
@@ -483,9 +580,13 @@ pub fn ring(cmd: &RingCommand, out: &Output) -> Result<()> {
         }
         next += 1;
     }
-    out.print(&json!({"read": read, "torn": torn, "lost": lost}), || {
-        format!("read {read} samples: {torn} torn, {lost} lost\n")
-    })?;
+    if let Some(w) = &warning {
+        eprintln!("jpower: warning: {}: {w}", path.display());
+    }
+    out.print(
+        &json!({"read": read, "torn": torn, "lost": lost, "writer_warning": warning}),
+        || format!("read {read} samples: {torn} torn, {lost} lost\n"),
+    )?;
     if torn > 0 {
         bail!("{torn} torn samples");
     }

@@ -61,6 +61,10 @@ pub struct Config {
     pub default_mode: Option<String>,
     /// Whether restoring after a lease overwrites changes made behind jpower's back.
     pub restore_overrides_external: bool,
+    /// The file this configuration was read from (`None`: the defaults), so that errors
+    /// found later, against the board, can still name the file and the line.
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -84,8 +88,15 @@ impl Default for Config {
             idle_timeout_ms: 300_000,
             default_mode: None,
             restore_overrides_external: false,
+            file: None,
         }
     }
+}
+
+/// The key a TOML line sets (`key = value`), if it sets one.
+fn key_of(line: &str) -> Option<&str> {
+    let (key, _) = line.split_once('=')?;
+    Some(key.trim()).filter(|k| !k.is_empty() && !k.starts_with('#'))
 }
 
 /// Configuration errors, with file and line.
@@ -100,13 +111,38 @@ impl Config {
         };
         use crate::support::file_error::{read_text, FileError};
         match read_text(&path) {
-            Ok(text) => Config::parse(&text, &path),
+            Ok(text) => Config::parse(&text, &path).map(|c| Config {
+                file: Some(path.clone()),
+                ..c
+            }),
             Err(FileError::Io { source, .. })
                 if !required && source.kind() == std::io::ErrorKind::NotFound =>
             {
                 Ok(Config::default())
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// An error about `key`'s value found after parsing (against the board): it names the
+    /// file and the key's line, as parse errors do.
+    pub fn error_at(&self, key: &str, message: impl std::fmt::Display) -> anyhow::Error {
+        let Some(path) = &self.file else {
+            return anyhow::anyhow!("{key}: {message}");
+        };
+        let line = std::fs::read_to_string(path).ok().and_then(|text| {
+            text.lines()
+                .position(|l| key_of(l) == Some(key))
+                .map(|i| i + 1)
+        });
+        match line {
+            Some(line) => crate::support::file_error::FileError::Invalid {
+                path: path.clone(),
+                line,
+                message: format!("{key}: {message}"),
+            }
+            .into(),
+            None => anyhow::anyhow!("{}: {key}: {message}", path.display()),
         }
     }
 

@@ -159,7 +159,7 @@ impl Core {
     /// Applies a preset at start, as the agent's own persistent setting.
     pub fn apply_default(&mut self, name: &str) -> anyhow::Result<()> {
         let presets = self.presets.as_ref().ok_or_else(|| {
-            anyhow::anyhow!("default_mode {name:?}: the board has no nvpmodel file")
+            anyhow::anyhow!("the board has no nvpmodel file to take the preset from")
         })?;
         let mode = presets.find(name)?.mode.clone();
         self.requested = plan::target(self.controller.board(), &mode, &self.requested)?;

@@ -187,7 +187,10 @@ pub fn run(opts: Options) -> Result<()> {
     if config.budget_total == config::BudgetTotal::Input
         && controller.board().totals.input.is_none()
     {
-        anyhow::bail!("budget_total = \"input\", but this board has no input rail (its module power is the sum of its rails): use \"module\"");
+        return Err(config.error_at(
+            "budget_total",
+            "\"input\", but this board has no input rail (its module power is the sum of its rails): use \"module\"",
+        ));
     }
 
     let rate = config.sample_rate_hz;
@@ -238,7 +241,8 @@ pub fn run(opts: Options) -> Result<()> {
         ring_path.clone(),
     );
     if let Some(name) = &config.default_mode {
-        core.apply_default(name)?;
+        core.apply_default(name)
+            .map_err(|e| config.error_at("default_mode", format!("{name:?}: {e:#}")))?;
     }
     if let Some(v) = averaging {
         // The sensor setting is the agent's own request from now on.

@@ -117,6 +117,7 @@ pub enum Regressor {
 
 /// One fitted model: inputs, scaling, regressor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "ModelData")]
 pub struct Model {
     /// Whether the inputs include the physics-informed ones ([`features()`]).
     pub physics: bool,
@@ -145,6 +146,74 @@ pub struct Model {
     /// alone there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trained_on: Option<KnobRange>,
+}
+
+/// A model as a file holds it, before its parts are checked to agree (so that the
+/// error of a file with a weight missing carries its line).
+#[derive(Deserialize)]
+struct ModelData {
+    physics: bool,
+    log: bool,
+    scale: Standardizer,
+    reg: Regressor,
+    bounds: (f64, f64),
+    energy: bool,
+    #[serde(default)]
+    anchor: Option<Anchor>,
+    #[serde(default)]
+    anchor_error: f64,
+    #[serde(default)]
+    trained_on: Option<KnobRange>,
+}
+
+impl TryFrom<ModelData> for Model {
+    type Error = String;
+
+    fn try_from(m: ModelData) -> Result<Model, String> {
+        let model = Model {
+            physics: m.physics,
+            log: m.log,
+            scale: m.scale,
+            reg: m.reg,
+            bounds: m.bounds,
+            energy: m.energy,
+            anchor: m.anchor,
+            anchor_error: m.anchor_error,
+            trained_on: m.trained_on,
+        };
+        match model.inputs_mismatch() {
+            Some(why) => Err(why),
+            None => Ok(model),
+        }
+    }
+}
+
+impl Model {
+    /// Where the scaling and the regressor disagree on the number of inputs (a model file
+    /// edited or cut short), what disagrees.
+    pub fn inputs_mismatch(&self) -> Option<String> {
+        let d = self.scale.mean.len();
+        if self.scale.std.len() != d {
+            return Some(format!(
+                "{} input means but {} deviations",
+                d,
+                self.scale.std.len()
+            ));
+        }
+        let mlp_inputs = |m: &Mlp| m.layers.first().map_or(0, |l| l.n_in);
+        let reads = match &self.reg {
+            Regressor::Linear(l) => vec![l.w.len()],
+            Regressor::Mlp(m) => vec![mlp_inputs(m)],
+            Regressor::Ensemble(e) if e.members.is_empty() => {
+                return Some("an ensemble without members".into())
+            }
+            Regressor::Ensemble(e) => e.members.iter().map(mlp_inputs).collect(),
+        };
+        reads
+            .into_iter()
+            .find(|&n| n != d)
+            .map(|n| format!("{d} scaled inputs, but the regressor reads {n}"))
+    }
 }
 
 /// The least and the greatest value of each knob over a set of modes.

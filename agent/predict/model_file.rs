@@ -39,8 +39,8 @@ pub enum ModelFileError {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// The file is not JSON of a model file.
-    #[error("{}: not a jpower model file: {source}", path.display())]
+    /// The file is not JSON of a model file (a missing or extra weight included).
+    #[error("{}:{}: not a jpower model file: {source}", path.display(), source.line())]
     Format {
         /// The model file.
         path: std::path::PathBuf,
@@ -86,8 +86,18 @@ impl ModelFile {
             path: path.into(),
             source,
         })?;
+        ModelFile::parse(&text, path, board)
+    }
+
+    /// Parses the bytes of a model file read from `path` (which errors name), checking its
+    /// version and, if given, its board.
+    pub fn parse(
+        text: &[u8],
+        path: &Path,
+        board: Option<&str>,
+    ) -> Result<ModelFile, ModelFileError> {
         let probe: serde_json::Value =
-            serde_json::from_slice(&text).map_err(|source| ModelFileError::Format {
+            serde_json::from_slice(text).map_err(|source| ModelFileError::Format {
                 path: path.into(),
                 source,
             })?;
@@ -98,11 +108,13 @@ impl ModelFile {
                 found,
             });
         }
+        // Parsed again from the text, not from `probe`: the errors then carry the line.
         let f: ModelFile =
-            serde_json::from_value(probe).map_err(|source| ModelFileError::Format {
+            serde_json::from_slice(text).map_err(|source| ModelFileError::Format {
                 path: path.into(),
                 source,
             })?;
+
         if let Some(b) = board {
             if f.board != b {
                 return Err(ModelFileError::Board {

@@ -94,7 +94,11 @@ const PLAUSIBLE: f64 = 1e6;
 
 /// Reads a truth/profile CSV (extra columns after the six are ignored).
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
-    let text = crate::support::file_error::read_text(path)?;
+    parse_csv(&crate::support::file_error::read_text(path)?, path)
+}
+
+/// Parses the text of a truth/profile CSV read from `path` (which errors name).
+pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<Row>, ProfileError> {
     let bad = |line: usize, message: String| crate::support::file_error::FileError::Invalid {
         path: path.to_path_buf(),
         line,

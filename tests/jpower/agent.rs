@@ -548,6 +548,34 @@ fn a_bad_config_is_a_file_and_line_error() {
     );
 }
 
+/// Regression (issue 14): `default_mode` and `budget_total` errors, found against the
+/// board after parsing, named no file and no line.
+#[test]
+fn a_bad_default_mode_or_budget_total_names_file_and_line() {
+    for (text, want) in [
+        (
+            "budget_w = 20\n\ndefault_mode = \"NO_SUCH_MODE\"\n",
+            "bad.toml:3: default_mode",
+        ),
+        (
+            "# AGX Orin has no input rail\nbudget_total = \"input\"\n",
+            "bad.toml:2: budget_total",
+        ),
+    ] {
+        let rt = util::runtime();
+        let cfg = rt.path().join("bad.toml");
+        std::fs::write(&cfg, text).unwrap();
+        let out = util::run(
+            util::jpower(rt.path())
+                .args(["--sim", "orin-agx", "agent", "--config"])
+                .arg(&cfg),
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{err}");
+    }
+}
+
 #[test]
 fn profile_live_drives_the_agent_in_real_time_and_gives_the_board_back() {
     let agent = Agent::start("orin-agx", "sensor_averaging = \"auto\"\n");

@@ -260,6 +260,25 @@ fn profile_predict_optimize_round_trip() {
     assert!(
         String::from_utf8_lossy(&wrong.stderr).contains("fitted for nano@r32, not orin-agx@r35")
     );
+    // Regression (issue 14): a model file missing a weight predicted `"time_ms": null`.
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&model).unwrap()).unwrap();
+    m["time"]["reg"]["linear"]["w"]
+        .as_array_mut()
+        .expect("a linear time model")
+        .pop();
+    let cut = dir.path().join("cut.json");
+    std::fs::write(&cut, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    let out = run(jpower(rt.path())
+        .args(["--sim", "nano", "--json", "optimize", "--model"])
+        .arg(&cut));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cut.json:") && err.contains("the regressor reads"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty(), "no prediction is printed");
 }
 
 #[test]
@@ -324,4 +343,27 @@ fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
         );
         assert_eq!(err.lines().count(), 1, "{err}");
     }
+}
+
+/// Replays the file parsers' fuzz corpora (`fuzz/corpus/{nvpmodel,config,csv,model}`) on
+/// stable, as the nightly fuzz targets run them: no input may panic.
+#[test]
+fn the_file_parsers_fuzz_corpora_replay_without_panics() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let mut files = 0;
+    for target in ["nvpmodel", "config", "csv", "model"] {
+        for entry in std::fs::read_dir(root.join(target)).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            match target {
+                "nvpmodel" => drop(jpower::board::nvpmodel::NvpConfig::parse(&text, &path)),
+                "config" => drop(jpower::daemon::Config::parse(&text, &path)),
+                "csv" => drop(jpower::predict::profile::parse_csv(&text, &path)),
+                _ => drop(jpower::predict::ModelFile::parse(&bytes, &path, None)),
+            }
+            files += 1;
+        }
+    }
+    assert!(files >= 4, "the corpora hold {files} inputs");
 }

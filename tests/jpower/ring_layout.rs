@@ -28,6 +28,7 @@ fn the_c_header_has_the_rust_layout() {
         "zone" => "jp_ring_zone_entry",
         "slot" => "jp_ring_slot",
         "slot_rail" => "jp_ring_slot_rail",
+        "writer" => "jp_ring_writer_section",
         other => panic!("no C struct for {other}"),
     };
     let mut src =
@@ -101,7 +102,7 @@ def items(s):
     return out
 print(json.dumps({
     "formats": {w: items(getattr(m, n)) for w, n in [("header", "_HEADER"), ("rail", "_RAIL"),
-        ("zone", "_ZONE"), ("slot", "_SLOT_HEAD"), ("slot_rail", "_SLOT_RAIL")]},
+        ("zone", "_ZONE"), ("slot", "_SLOT_HEAD"), ("slot_rail", "_SLOT_RAIL"), ("writer", "_WRITER")]},
     "constants": {n: getattr(m, n) for n in dir(m) if n.isupper() and isinstance(getattr(m, n), int)},
 }))
 "#;
@@ -139,7 +140,7 @@ print(json.dumps({
     }
     let off = |within: &str, name: &str| rust()[&(within.to_string(), name.to_string())].0;
     let c = &v["constants"];
-    let expect: [(&str, usize); 15] = [
+    let expect: [(&str, usize); 20] = [
         ("VERSION", layout::VERSION as usize),
         ("HEADER_SIZE", layout::HEADER_SIZE),
         ("MAX_RAILS", layout::MAX_RAILS),
@@ -155,6 +156,11 @@ print(json.dumps({
         ("_OFF_ZONES", off("header", "thermal")),
         ("_OFF_RAIL_FRESH_COUNT", off("rail", "fresh_count")),
         ("_OFF_RAIL_LAST_FRESH", off("rail", "last_fresh_ns")),
+        ("EXT_OFFSET", off("header", "ext")),
+        ("SECTION_WRITER", layout::SECTION_WRITER as usize),
+        ("WRITER_LIVE", layout::WRITER_LIVE as usize),
+        ("WRITER_CLOSED", layout::WRITER_CLOSED as usize),
+        ("WRITER_REPLACED", layout::WRITER_REPLACED as usize),
     ];
     for (name, want) in expect {
         assert_eq!(c[name].as_u64(), Some(want as u64), "Python's {name}");
@@ -191,6 +197,7 @@ fn the_document_has_the_rust_layout() {
                 ("### Thermal zone entry", "zone"),
                 ("## Slots", "slot"),
                 ("### Slot rail", "slot_rail"),
+                ("### Writer section", "writer"),
             ]
             .iter()
             .find(|(h, _)| line.starts_with(h))

@@ -9,7 +9,7 @@ use jpower::control::Controller;
 use jpower::sim::kernel::LoadState;
 use jpower::sim::SimBoard;
 use jpower::telemetry::ring::{
-    monotonic_ns, Missing, RailInfo, RingError, RingInfo, RingReader, RingWriter,
+    monotonic_ns, Missing, RailInfo, RingError, RingInfo, RingReader, RingWriter, WriterState,
 };
 use jpower::telemetry::sampler::SamplerConfig;
 use jpower::telemetry::{flags, Sample, Telemetry};
@@ -350,18 +350,37 @@ fn at_the_default_refresh_values_are_marked_stale_and_the_error_bound_holds() {
     let t1 = monotonic_ns();
     let samples = ring.since(t0);
     let fresh_per_rail = samples.iter().filter(|s| s.fresh & 1 != 0).count();
-    assert!(samples.len() > 1500, "{}", samples.len());
+    // What the bus allows: every sample reads each rail's two registers, 120 us each.
+    let registers = ring.info.rails.len() as u64 * ina3221::REGISTER_READS_PER_RAIL;
+    let bus_hz = 1e9 / (registers * ina3221::register_read_ns(ina3221::I2C_BUS_HZ)) as f64;
     assert!(
-        (2..=7).contains(&fresh_per_rail),
-        "about one fresh value per 430 ms, got {fresh_per_rail} in 2 s"
+        samples.len() as f64 > 0.5 * 2.0 * bus_hz.min(1000.0),
+        "{} samples in 2 s, the bus allows {bus_hz:.0}/s",
+        samples.len()
     );
-    // A value repeated within the refresh interval is never presented as new.
+    // At most one per 430 ms conversion; at least the load step's. With 512 samples
+    // averaged, the conversion noise is under one LSB: a steady load's conversions often
+    // read the same, and a conversion that repeats its value is not counted.
+    assert!(
+        (1..=5).contains(&fresh_per_rail),
+        "at most one fresh value per 430 ms conversion, got {fresh_per_rail} in 2 s"
+    );
+    // Regression (issue 14): a fresh bit only on a new value, never on a timer, and never
+    // twice within one conversion.
     let refresh_ns = u64::from(ring.info.rails[0].refresh_us) * 1000;
     let mut last_fresh: Option<u64> = None;
     for w in samples.windows(2) {
         if w[1].fresh & 1 != 0 {
-            if let (true, Some(last)) = (w[1].rails[0] == w[0].rails[0], last_fresh) {
-                assert!(w[1].t_ns - last >= refresh_ns, "a repeat marked fresh");
+            assert_ne!(
+                w[1].rails[0], w[0].rails[0],
+                "a repeated value marked fresh"
+            );
+            if let Some(last) = last_fresh {
+                assert!(
+                    w[1].t_ns - last >= refresh_ns / 2,
+                    "two fresh values {} ms apart",
+                    (w[1].t_ns - last) / 1_000_000
+                );
             }
             last_fresh = Some(w[1].t_ns);
         }
@@ -589,4 +608,175 @@ fn a_ring_is_published_with_its_thermal_zones_named() {
     // No watcher has run: the names were written before the version was published.
     let r = RingReader::open(&path).unwrap();
     assert_eq!(r.zones(), vec![("cpu-thermal".to_string(), None)]);
+}
+
+/// The simulated INA3221's conversion cycle a time falls in, as the chip counts them.
+fn cycle(refresh_us: u32) -> u64 {
+    monotonic_ns() / 1000 / u64::from(refresh_us)
+}
+
+/// Regression (issue 14): a rail's value changed 3 ms after a mode switch. The simulated
+/// sensor, like the INA3221, publishes only at the end of a conversion cycle.
+#[test]
+fn a_change_inside_a_conversion_shows_only_at_its_end() {
+    let rt = util::runtime();
+    let sim = SimBoard::open("orin-agx@r36", rt.path()).unwrap();
+    let board = Board::discover(sim.root()).unwrap();
+    let values = board.read_knobs().unwrap();
+    let gpu = board
+        .rails
+        .iter()
+        .position(|r| r.label.contains("GPU"))
+        .unwrap();
+    let rail = &board.rails[gpu];
+    let refresh = ina3221::refresh_us(&board, rail.chip, &values);
+    assert!(refresh > 400_000, "NVIDIA's 512 samples: {refresh} us");
+    let light = LoadState {
+        cpu: 0.1,
+        gpu: 0.05,
+        emc: 0.1,
+    };
+    let heavy = LoadState {
+        cpu: 0.7,
+        gpu: 1.0,
+        emc: 0.7,
+    };
+    sim.set_load(light).unwrap();
+    let within = loop {
+        // Start early in a cycle, so the change and both reads fall inside it.
+        std::thread::sleep(Duration::from_millis(10));
+        let c = cycle(refresh);
+        let before = rail.read().unwrap();
+        sim.set_load(heavy).unwrap();
+        let after = rail.read().unwrap();
+        if cycle(refresh) == c {
+            break (before, after, c);
+        }
+        sim.set_load(light).unwrap();
+    };
+    assert_eq!(
+        within.0, within.1,
+        "a value changed inside its conversion cycle"
+    );
+    while cycle(refresh) == within.2 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let next = rail.read().unwrap();
+    assert!(
+        next.power_uw > within.1.power_uw * 2,
+        "the next cycle shows the heavy load: {} -> {} uW",
+        within.1.power_uw,
+        next.power_uw
+    );
+}
+
+/// Issue 14: every simulated hwmon read is an I2C register read that blocks the reader for
+/// its bus time (sleeping: the time is not CPU time).
+#[test]
+fn a_simulated_rail_read_blocks_for_its_bus_time_without_spinning() {
+    let rt = util::runtime();
+    let sim = SimBoard::open("orin-agx", rt.path()).unwrap();
+    let board = Board::discover(sim.root()).unwrap();
+    let reads = 50u64;
+    let (t0, cpu0) = (monotonic_ns(), jpower::telemetry::sampler::thread_cpu_ns());
+    for _ in 0..reads {
+        board.rails[0].read().unwrap();
+    }
+    let (wall, cpu) = (
+        monotonic_ns() - t0,
+        jpower::telemetry::sampler::thread_cpu_ns() - cpu0,
+    );
+    let bus =
+        reads * ina3221::REGISTER_READS_PER_RAIL * ina3221::register_read_ns(ina3221::I2C_BUS_HZ);
+    assert!(
+        wall >= bus,
+        "{reads} rail reads took {wall} ns, the bus alone {bus} ns"
+    );
+    assert!(
+        cpu < wall / 2,
+        "the reader slept on the bus: {cpu} ns of CPU in {wall} ns"
+    );
+}
+
+/// Regression (issue 14): a restart replaced the ring and a reader holding the old mapping
+/// was frozen forever, with no way to tell.
+#[test]
+fn a_replaced_or_closed_ring_says_so_to_readers_holding_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let first = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let old = RingReader::open(&path).unwrap();
+    let life = old.writer().unwrap();
+    assert_eq!((life.generation, life.state), (1, WriterState::Live));
+    assert_eq!(life.ended_ns, 0);
+    let second = RingWriter::create(&path, &info(2, 8)).unwrap();
+    assert_eq!(old.writer().unwrap().state, WriterState::Replaced);
+    assert!(old.writer().unwrap().ended_ns > 0);
+    let new = RingReader::open(&path).unwrap();
+    assert_eq!(new.writer().unwrap().generation, 2);
+    // The old writer stopping later does not hide that it was replaced.
+    drop(first);
+    assert_eq!(old.writer().unwrap().state, WriterState::Replaced);
+    assert_eq!(new.writer().unwrap().state, WriterState::Live);
+    drop(second);
+    assert_eq!(new.writer().unwrap().state, WriterState::Closed);
+}
+
+/// Regression (issue 14): `jpower ring read` printed a dead writer's last sample with no
+/// warning.
+#[test]
+fn ring_read_warns_when_the_writer_is_gone_closed_or_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let read = |extra: &[&str]| {
+        let out = util::jpower(dir.path())
+            .args(["--json", "ring", "read"])
+            .arg(&path)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        (
+            util::json(&String::from_utf8_lossy(&out.stdout)),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let w = RingWriter::create(&path, &info(2, 8)).unwrap();
+    // Its newest sample is long past and nothing follows: as a killed writer leaves it.
+    w.publish(0, &synthetic(0, 2));
+    let (j, err) = read(&[]);
+    assert_eq!(j["writer"]["state"], "gone", "{j}");
+    assert!(err.contains("has published nothing"), "{err}");
+    // A replacement mid-check ends the check with a warning.
+    let check = util::jpower(dir.path())
+        .args(["--json", "ring", "read"])
+        .arg(&path)
+        .args(["--check", "20"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The writer is alive until then: samples keep coming.
+    for n in 1..8 {
+        w.publish(
+            n,
+            &Sample {
+                t_ns: monotonic_ns(),
+                ..synthetic(n, 2)
+            },
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let next = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("replaced this one"),
+        "{out:?}"
+    );
+    drop(next);
+    let (j, err) = read(&[]);
+    assert_eq!(j["writer"]["state"], "closed", "{j}");
+    assert_eq!(j["writer"]["generation"], 2, "{j}");
+    assert!(err.contains("no sample will follow"), "{err}");
+    drop(w);
 }

@@ -76,8 +76,11 @@ pub fn powertrain_layers(n_inputs: usize) -> Vec<usize> {
     vec![n_inputs, 256, 128, 64, 1]
 }
 
-/// One dense layer; `w` is row-major `n_in x n_out` (`w[i * n_out + o]`).
+/// One dense layer; `w` is row-major `n_in x n_out` (`w[i * n_out + o]`). A saved layer
+/// whose weights or biases do not match its shape is refused as it is read, so the error
+/// carries the file's line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "LayerData")]
 pub struct Layer {
     /// Inputs.
     pub n_in: usize,
@@ -87,6 +90,45 @@ pub struct Layer {
     pub w: Vec<f64>,
     /// Biases, one per output.
     pub b: Vec<f64>,
+}
+
+/// A layer as a file holds it, before its shape is checked.
+#[derive(Deserialize)]
+struct LayerData {
+    n_in: usize,
+    n_out: usize,
+    w: Vec<f64>,
+    b: Vec<f64>,
+}
+
+impl TryFrom<LayerData> for Layer {
+    type Error = String;
+
+    fn try_from(l: LayerData) -> Result<Layer, String> {
+        let need = l.n_in.checked_mul(l.n_out).ok_or("layer shape overflows")?;
+        if l.w.len() != need {
+            return Err(format!(
+                "a {} x {} layer needs {need} weights, the file has {}",
+                l.n_in,
+                l.n_out,
+                l.w.len()
+            ));
+        }
+        if l.b.len() != l.n_out {
+            return Err(format!(
+                "a layer of {} outputs needs {} biases, the file has {}",
+                l.n_out,
+                l.n_out,
+                l.b.len()
+            ));
+        }
+        Ok(Layer {
+            n_in: l.n_in,
+            n_out: l.n_out,
+            w: l.w,
+            b: l.b,
+        })
+    }
 }
 
 impl Layer {
@@ -150,6 +192,7 @@ impl Layer {
 /// Dense ReLU network with a linear scalar output. Inputs must already be
 /// standardised; the target is standardised internally (`y_mean`, `y_std`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "MlpData")]
 pub struct Mlp {
     /// The dense layers, input first; ReLU after each but the last.
     pub layers: Vec<Layer>,
@@ -163,6 +206,52 @@ pub struct Mlp {
     /// [`Mlp::refit_output`]; [`Mlp::train`] drops it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip: Option<Linear>,
+}
+
+/// A network as a file holds it, before its layers are checked to chain.
+#[derive(Deserialize)]
+struct MlpData {
+    layers: Vec<Layer>,
+    y_mean: f64,
+    y_std: f64,
+    fitted: bool,
+    #[serde(default)]
+    skip: Option<Linear>,
+}
+
+impl TryFrom<MlpData> for Mlp {
+    type Error = String;
+
+    fn try_from(m: MlpData) -> Result<Mlp, String> {
+        let (Some(first), Some(last)) = (m.layers.first(), m.layers.last()) else {
+            return Err("a network without layers".into());
+        };
+        if let Some(i) = m.layers.windows(2).position(|p| p[0].n_out != p[1].n_in) {
+            return Err(format!(
+                "layer {i} has {} outputs, layer {} {} inputs",
+                m.layers[i].n_out,
+                i + 1,
+                m.layers[i + 1].n_in
+            ));
+        }
+        if last.n_out != 1 {
+            return Err(format!("the last layer has {} outputs, not 1", last.n_out));
+        }
+        if let Some(skip) = m.skip.as_ref().filter(|s| s.w.len() != first.n_in) {
+            return Err(format!(
+                "the skip term has {} weights for {} inputs",
+                skip.w.len(),
+                first.n_in
+            ));
+        }
+        Ok(Mlp {
+            layers: m.layers,
+            y_mean: m.y_mean,
+            y_std: m.y_std,
+            fitted: m.fitted,
+            skip: m.skip,
+        })
+    }
 }
 
 /// Rows per block in [`Mlp::predict_batch`].

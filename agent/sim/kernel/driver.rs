@@ -107,6 +107,7 @@ impl Driver for SimKernel {
             .copied()
             .ok_or_else(einval)?;
         self.count_write(false)?;
+        self.before_change();
         {
             let _guard = self.exclusive()?;
             let mut st = self.state()?;
@@ -130,6 +131,10 @@ impl Driver for SimKernel {
             // A writable attribute reads as its file, once any change made behind the
             // model's back went through the driver's rules.
             return self.notice(attr).err().map(Err);
+        }
+        if let Attr::Rail { q, .. } = attr {
+            // The register is latched at the end of its transfer: the bus time comes first.
+            self.i2c_read(q);
         }
         let mut s = self.sensor.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = self.sense(&mut s) {

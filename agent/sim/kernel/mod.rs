@@ -18,7 +18,12 @@
 //!   boot-time 512 samples; `samples` and `update_interval` are writable as on the
 //!   mainline driver), carry conversion noise (one conversion: 1 % of the reading plus
 //!   2 current LSBs, one sigma, divided by sqrt(samples) by the averaging) and are
-//!   quantised to the chip's LSBs (8 mV bus, 40 uV shunt);
+//!   quantised to the chip's LSBs (8 mV bus, 40 uV shunt). Conversions end on a grid
+//!   of the refresh interval: a change of clocks or load shows at the next boundary,
+//!   never inside a cycle under way;
+//! - every read of a rail file is I2C traffic: it holds the board's bus (400 kHz) for
+//!   its register reads (120 us each: one per hwmon `in*`/`curr*` file, two for an IIO
+//!   `in_power*`) while the reading thread sleeps, as the kernel's I2C driver blocks it;
 //! - thermal zones heat with module power (30 °C + 0.6 °C/W, per-zone offsets).
 //!
 //! The board's state lives in its files and in `kernel.json` beside the tree (QoS
@@ -61,6 +66,8 @@ pub struct SimKernel {
     attrs: Mutex<Vec<Attr>>,
     faults: Mutex<Faults>,
     sensor: Mutex<Sensor>,
+    /// The INA3221s' I2C bus: one register read at a time.
+    bus: Mutex<()>,
 }
 
 fn einval() -> io::Error {
@@ -84,6 +91,7 @@ impl SimKernel {
                 pending: fault,
             }),
             sensor: Mutex::new(Sensor::default()),
+            bus: Mutex::new(()),
         }
     }
 

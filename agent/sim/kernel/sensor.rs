@@ -78,23 +78,53 @@ pub(super) enum Quantity {
 
 #[derive(Debug, Default)]
 pub(super) struct Sensor {
-    /// Conversion cycle each chip's readings belong to.
+    /// Conversion cycle each chip's readings belong to (`None`: none read yet).
     epochs: Vec<Option<u64>>,
-    /// Each chip's refresh interval when the readings were taken, microseconds.
+    /// Each chip's refresh interval on the grid its epoch counts, microseconds.
     refresh_us: Vec<u64>,
     /// (mV, mA) per chip and channel.
     pub(super) readings: Vec<[(u64, u64); 3]>,
     pub(super) gpu_load: u64,
     pub(super) module_w: f64,
+    /// The operating point or load changed since `gpu_load` and `module_w` were taken.
+    dirty: bool,
+}
+
+impl Quantity {
+    /// Register reads behind one read of this quantity's file: the shunt or the bus
+    /// register, or both for the IIO driver's power.
+    fn registers(self) -> u64 {
+        match self {
+            Quantity::Volt | Quantity::Amp => 1,
+            Quantity::Watt => crate::board::ina3221::REGISTER_READS_PER_RAIL,
+        }
+    }
 }
 
 impl SimKernel {
+    /// Something the readings follow is about to change: the current conversion cycle's
+    /// readings are taken first, from the state it ran under, so the change shows at the
+    /// next conversion boundary and never inside a cycle already under way.
+    pub(super) fn before_change(&self) {
+        let mut s = self.sensor.lock().unwrap_or_else(|p| p.into_inner());
+        // A failure here only means the next read computes the cycle afresh.
+        let _ = self.sense(&mut s);
+    }
+
+    /// The operating point or load changed: the GPU's `load` and the thermal zones follow
+    /// at once; the rails at their next conversion boundary.
     pub(super) fn invalidate(&self) {
-        self.sensor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .epochs
-            .clear();
+        self.sensor.lock().unwrap_or_else(|p| p.into_inner()).dirty = true;
+    }
+
+    /// Charges a read of a rail file its I2C time: the bus is held for `q`'s register
+    /// reads and the reading thread sleeps (never spins) until they end, as a thread in
+    /// the kernel's I2C driver blocks on the transfer.
+    pub(super) fn i2c_read(&self, q: Quantity) {
+        let _bus = self.bus.lock().unwrap_or_else(|p| p.into_inner());
+        let ns = q.registers()
+            * crate::board::ina3221::register_read_ns(crate::board::ina3221::I2C_BUS_HZ);
+        crate::telemetry::sampler::sleep_until(crate::telemetry::ring::monotonic_ns() + ns);
     }
 
     /// The noise-free power of every connected rail now, watts, in the board's rail
@@ -136,13 +166,19 @@ impl SimKernel {
         }
     }
 
-    /// Readings of each chip's current conversion cycle, computed once per cycle from the
-    /// operating point and load at the first read in that cycle.
+    /// Readings of each chip's current conversion cycle. A chip's conversions end on a
+    /// grid of its refresh interval (`CLOCK_MONOTONIC`, so every process simulating the
+    /// board sees the same boundaries); the values of a cycle are computed once, from the
+    /// operating point and load at its first read or before the first change inside it
+    /// ([`SimKernel::before_change`]), and hold until the next boundary. A new refresh
+    /// interval (averaging written) restarts the averaging: the registers keep their
+    /// values until the first boundary of the new grid.
     pub(super) fn sense(&self, s: &mut Sensor) -> io::Result<()> {
         let now = monotonic_us();
         let chips = self.spec.ina.len();
         // Within every chip's current cycle nothing changes: no file is read.
-        if s.epochs.len() == chips
+        if !s.dirty
+            && s.epochs.len() == chips
             && s.epochs
                 .iter()
                 .zip(&s.refresh_us)
@@ -151,8 +187,6 @@ impl SimKernel {
             return Ok(());
         }
         let st = self.state()?;
-        s.refresh_us = (0..chips).map(|c| self.refresh_us(&st, c)).collect();
-        let epochs: Vec<u64> = s.refresh_us.iter().map(|r| now / r).collect();
         let load = st.load;
         let op = self.operating()?;
         let d = power::domain_power(
@@ -166,8 +200,14 @@ impl SimKernel {
         );
         s.readings.resize(chips, [(0, 0); 3]);
         s.epochs.resize(chips, None);
+        s.refresh_us.resize(chips, 0);
         for (i, ina) in self.spec.ina.iter().enumerate() {
-            if s.epochs[i] == Some(epochs[i]) {
+            let refresh = self.refresh_us(&st, i);
+            let epoch = now / refresh;
+            let restarted = s.epochs[i].is_some() && s.refresh_us[i] != refresh;
+            s.refresh_us[i] = refresh;
+            if s.epochs[i] == Some(epoch) || restarted {
+                s.epochs[i] = Some(epoch);
                 continue;
             }
             let averaged = f64::from(self.samples(&st, i)).sqrt();
@@ -176,7 +216,7 @@ impl SimKernel {
                 if rail.mv == 0 {
                     continue;
                 }
-                let seed = rng::spread(epochs[i]) ^ ((i * 3 + ch) as u64);
+                let seed = rng::spread(epoch) ^ ((i * 3 + ch) as u64);
                 let mv = (f64::from(rail.mv) / 8.0).round() * 8.0;
                 let true_ma = rail_watts(self.spec, rail, &d).max(0.0) * 1e6 / mv;
                 let sigma = (NOISE_REL * true_ma + NOISE_LSB * lsb_ma) / averaged;
@@ -186,10 +226,11 @@ impl SimKernel {
                     * lsb_ma;
                 s.readings[i][ch] = (mv as u64, ma as u64);
             }
-            s.epochs[i] = Some(epochs[i]);
+            s.epochs[i] = Some(epoch);
         }
         s.gpu_load = (load.gpu.clamp(0.0, 1.0) * 1000.0) as u64;
         s.module_w = d.module_total();
+        s.dirty = false;
         Ok(())
     }
 

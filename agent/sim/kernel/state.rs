@@ -56,6 +56,7 @@ impl SimKernel {
 
     /// Sets the load the rails follow (and the GPU's `load` attribute shows).
     pub fn set_load(&self, load: LoadState) -> io::Result<()> {
+        self.before_change();
         let _guard = self.exclusive()?;
         let mut st = self.state()?;
         st.load = load;

@@ -6,7 +6,16 @@
 //! Fields that change after the ring is published are atomics of their width; the rest
 //! are written once, before the version is published, and never again. All integers are
 //! little-endian (every Jetson and every host jpower runs on).
-
+//!
+//! Extension scheme: [`VERSION`] changes only when a reader of the old layout would
+//! misread the new one, and readers refuse a version they do not know. Everything a
+//! reader may ignore goes into *sections* in the header's extension area (from
+//! [`EXT_OFFSET`] to `header_size`): each starts with a `u32` id and a `u32` size (bytes,
+//! head included, a multiple of 8), the next follows at `offset + size`, and an id of 0
+//! ends the list. A reader skips ids it does not know; a section only ever grows at its
+//! end, so a reader uses the fields that lie within `size` and ignores the rest. When the
+//! area is full, `header_size` grows by pages and slots move with it. Sections are
+//! written before the version is published; their fields that change are atomics.
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
 
@@ -20,13 +29,26 @@ pub const HEADER_SIZE: usize = 4096;
 pub const MAX_RAILS: usize = 16;
 /// Thermal zones a ring can carry.
 pub const MAX_ZONES: usize = 16;
-/// A thermal zone's temperature when it is unreadable.
+/// A thermal zone's temperature when it is unreadable or the entry is unused.
 pub const TEMP_UNREADABLE: i32 = i32::MIN;
+/// Where the extension area (sections) starts: the end of version 1's fixed fields.
+pub const EXT_OFFSET: usize = 1664;
+/// The id that ends the section list (the extension area is zero-filled).
+pub const SECTION_END: u32 = 0;
+/// The id of the [`WriterSection`].
+pub const SECTION_WRITER: u32 = 1;
+/// [`WriterSection::state`]: the writer is running and publishing.
+pub const WRITER_LIVE: u32 = 1;
+/// [`WriterSection::state`]: the writer stopped cleanly; no sample will follow.
+pub const WRITER_CLOSED: u32 = 2;
+/// [`WriterSection::state`]: a newer ring (the next generation) replaced this file at
+/// its path; reopen the path.
+pub const WRITER_REPLACED: u32 = 3;
 
 /// One field of the layout: its struct, name, offset in the struct and size, bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
-    /// `header`, `rail`, `zone`, `slot` or `slot_rail`.
+    /// `header`, `rail`, `zone`, `slot`, `slot_rail` or `writer`.
     pub within: &'static str,
     /// The field's name, as the C header and the document spell it.
     pub name: &'static str,
@@ -143,8 +165,27 @@ layout! {
         pub rails: [RailEntry; MAX_RAILS],
         /// The thermal zones.
         pub thermal: [ZoneEntry; MAX_ZONES],
-        /// Zero up to [`HEADER_SIZE`].
-        pub zero: [u8; HEADER_SIZE - 1664],
+        /// The extension area: sections, then zero up to `header_size`.
+        pub ext: [u8; HEADER_SIZE - EXT_OFFSET],
+    }
+}
+
+layout! {
+    /// Section [`SECTION_WRITER`], the writer's lifecycle: 32 bytes, the first section.
+    pub struct WriterSection as "writer" {
+        /// [`SECTION_WRITER`].
+        pub id: u32,
+        /// 32.
+        pub size: u32,
+        /// 1 + the generation of the ring this one replaced at the same path (1: none).
+        pub generation: u64,
+        /// [`WRITER_LIVE`], [`WRITER_CLOSED`] or [`WRITER_REPLACED`]; a writer killed
+        /// without cleanup leaves [`WRITER_LIVE`] and stops publishing.
+        pub state: AtomicU32,
+        /// Zero.
+        pub reserved: u32,
+        /// When `state` left [`WRITER_LIVE`] (`CLOCK_MONOTONIC` ns; 0 while live).
+        pub ended_ns: AtomicU64,
     }
 }
 
@@ -185,12 +226,13 @@ pub const fn slot_size(rails: usize) -> usize {
 
 /// Every struct of the layout: its name in the C header's and the document's tables, its
 /// size, and its fields.
-pub const STRUCTS: [(&str, usize, &[Field]); 5] = [
+pub const STRUCTS: [(&str, usize, &[Field]); 6] = [
     ("header", size_of::<Header>(), Header::FIELDS),
     ("rail", size_of::<RailEntry>(), RailEntry::FIELDS),
     ("zone", size_of::<ZoneEntry>(), ZoneEntry::FIELDS),
     ("slot", size_of::<SlotHead>(), SlotHead::FIELDS),
     ("slot_rail", size_of::<SlotRail>(), SlotRail::FIELDS),
+    ("writer", size_of::<WriterSection>(), WriterSection::FIELDS),
 ];
 
 // The documented layout, checked when the crate compiles.
@@ -206,7 +248,9 @@ const _: () = {
     assert!(offset_of!(Header, board) == 96);
     assert!(offset_of!(Header, rails) == 128);
     assert!(offset_of!(Header, thermal) == 1152);
-    assert!(offset_of!(Header, zero) == 1664);
+    assert!(offset_of!(Header, ext) == EXT_OFFSET);
+    assert!(size_of::<WriterSection>() == 32);
+    assert!(offset_of!(WriterSection, state) == 16);
     assert!(offset_of!(RailEntry, refresh_us) == 28);
     assert!(offset_of!(RailEntry, fresh_count) == 32);
     assert!(offset_of!(ZoneEntry, temp_mc) == 20);

@@ -6,7 +6,14 @@
 //! slot payloads, which the per-slot sequence word guards), so the protocol is free of data
 //! races in the Rust memory model and costs plain loads and stores on arm64 and x86.
 //! Each atomic names its partner: `seq` in [`seqlock`]; `write_seq` (writer, release) with
-//! the reader's acquire load.
+//! the reader's acquire load; the writer section's `state` (release) with
+//! [`RingReader::writer`]'s acquire load.
+//!
+//! Lifecycle: [`RingWriter::create`] builds the ring under a temporary name (owner-only,
+//! version 0), publishes the version, gives it mode 0640 and only then renames it over
+//! the path, so the path never shows an incomplete header; the ring it replaces is marked
+//! [`layout::WRITER_REPLACED`] and the new one carries the next generation. Dropping the
+//! writer marks it [`layout::WRITER_CLOSED`].
 
 pub mod layout;
 pub mod seqlock;
@@ -14,11 +21,15 @@ pub mod seqlock;
 pub use layout::{HEADER_SIZE, MAGIC, MAX_RAILS, MAX_ZONES, VERSION};
 
 use super::Sample;
-use layout::{Header, SlotHead, SlotRail, TEMP_UNREADABLE};
+use layout::{
+    Header, SlotHead, SlotRail, WriterSection, EXT_OFFSET, SECTION_END, SECTION_WRITER,
+    TEMP_UNREADABLE, WRITER_CLOSED, WRITER_LIVE, WRITER_REPLACED,
+};
 use memmap2::{Mmap, MmapMut};
 use seqlock::Read;
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::mem::size_of;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -82,9 +93,12 @@ pub enum RingError {
 /// multiple of 8 bytes), so every access after that is in bounds.
 struct Mapped {
     base: *const u8,
+    header_size: usize,
     slot_count: u64,
     slot_size: usize,
     rails: usize,
+    /// Offset of the writer section, where the ring has one.
+    writer: Option<usize>,
 }
 
 // SAFETY: every field a thread may see change is an atomic; the rest is written before
@@ -94,26 +108,93 @@ unsafe impl Send for Mapped {}
 unsafe impl Sync for Mapped {}
 
 impl Mapped {
-    /// The layout over `len` mapped bytes at `base`, if they hold the header and the slots.
+    /// The layout over `len` mapped bytes at `base`, if they hold the header and the slots
+    /// and the section list is well formed.
     fn new(
         base: *const u8,
         len: usize,
+        header_size: usize,
         slot_count: u32,
         slot_size: usize,
         rails: usize,
     ) -> Option<Mapped> {
         let fits = rails <= MAX_RAILS
+            && header_size >= HEADER_SIZE
+            && header_size % HEADER_SIZE == 0
             && slot_size >= layout::slot_size(rails)
             && slot_size % 8 == 0
             && slot_count.is_power_of_two()
-            && len >= HEADER_SIZE + slot_count as usize * slot_size
+            && len >= header_size + slot_count as usize * slot_size
             && base as usize % std::mem::align_of::<Header>() == 0;
-        fits.then_some(Mapped {
+        if !fits {
+            return None;
+        }
+        let writer = sections(base, header_size)?
+            .find(|&(id, size, _)| id == SECTION_WRITER && size >= size_of::<WriterSection>())
+            .map(|(_, _, at)| at);
+        Some(Mapped {
             base,
+            header_size,
             slot_count: u64::from(slot_count),
             slot_size,
             rails,
+            writer,
         })
+    }
+
+    /// The published ring of `len` mapped bytes at `base`, checked as `docs/telemetry-ring.md`
+    /// says a reader checks it; the error says why it is refused.
+    fn published(base: *const u8, len: usize) -> Result<Mapped, String> {
+        if len < HEADER_SIZE {
+            return Err(format!("{len} bytes, shorter than its 4096-byte header"));
+        }
+        if base as usize % std::mem::align_of::<Header>() != 0 {
+            return Err("misaligned mapping".into());
+        }
+        // SAFETY: the mapping holds a whole, aligned header (checked above) and outlives
+        // `h`; fields that change are atomics.
+        let h = unsafe { &*(base as *const Header) };
+        if h.magic != MAGIC {
+            return Err("not a jpower telemetry ring (bad magic)".into());
+        }
+        // Partner: the writer's release store of the version in `RingWriter::create`.
+        match h.version.load(Ordering::Acquire) {
+            VERSION => {}
+            0 => return Err("the writer is still initialising it (version 0); retry".into()),
+            v => {
+                return Err(format!(
+                    "layout version {v}, this jpower reads version {VERSION}"
+                ))
+            }
+        }
+        let (header_size, slot_size, slot_count, rails) = (
+            h.header_size as usize,
+            h.slot_size as usize,
+            h.slot_count,
+            h.rail_count as usize,
+        );
+        if header_size < HEADER_SIZE
+            || header_size % HEADER_SIZE != 0
+            || rails > MAX_RAILS
+            || slot_size < layout::slot_size(rails)
+            || slot_size % 8 != 0
+            || !slot_count.is_power_of_two()
+        {
+            return Err("inconsistent header sizes".into());
+        }
+        if len < header_size + slot_count as usize * slot_size {
+            return Err(format!("truncated: {len} bytes for {slot_count} slots"));
+        }
+        Mapped::new(base, len, header_size, slot_count, slot_size, rails)
+            .ok_or_else(|| "malformed section list in the header's extension area".into())
+    }
+
+    /// The writer section, where the ring has one.
+    fn writer(&self) -> Option<&WriterSection> {
+        // SAFETY: `new` found the section within the header (8-aligned, its size at least
+        // the struct's); the mapping lives as long as `self`; fields that change are atomics.
+        self.writer
+            .map(|at| unsafe { &*(self.base.add(at) as *const WriterSection) })
     }
 
     fn header(&self) -> &Header {
@@ -124,9 +205,9 @@ impl Mapped {
 
     /// The slot of sample `n`: its head and its rails.
     fn slot(&self, n: u64) -> (&SlotHead, &[SlotRail]) {
-        let at = HEADER_SIZE + (n % self.slot_count) as usize * self.slot_size;
+        let at = self.header_size + (n % self.slot_count) as usize * self.slot_size;
         // SAFETY: the slot lies inside the mapping and is 8-aligned (checked in `new`:
-        // slots are a multiple of 8 bytes after a 4096-byte header); its rails follow its
+        // slots are a multiple of 8 bytes after a header of whole pages); its rails follow its
         // head within the slot's size; every field is atomic.
         unsafe {
             let head = self.base.add(at);
@@ -139,6 +220,36 @@ impl Mapped {
             )
         }
     }
+}
+
+/// The sections of the header of `header_size` bytes at `base`, as `(id, size, offset)`,
+/// or `None` when the list is malformed (a size under 8, not a multiple of 8, or past
+/// the header). The header must be mapped and published.
+fn sections(
+    base: *const u8,
+    header_size: usize,
+) -> Option<impl Iterator<Item = (u32, usize, usize)>> {
+    let word = |at: usize| {
+        let mut b = [0u8; 4];
+        // SAFETY: `at + 4 <= header_size`, inside the mapped header (checked by callers);
+        // a section's head is written before the version is published and never again.
+        unsafe { std::ptr::copy_nonoverlapping(base.add(at), b.as_mut_ptr(), 4) };
+        u32::from_le_bytes(b)
+    };
+    let mut found = Vec::new();
+    let mut at = EXT_OFFSET;
+    while at + 8 <= header_size {
+        let (id, size) = (word(at), word(at + 4) as usize);
+        if id == SECTION_END {
+            break;
+        }
+        if size < 8 || size % 8 != 0 || at + size > header_size {
+            return None;
+        }
+        found.push((id, size, at));
+        at += size;
+    }
+    Some(found.into_iter())
 }
 
 /// The writing side (the sampler, and the thermal watcher for header fields).
@@ -156,10 +267,14 @@ impl std::fmt::Debug for RingWriter {
     }
 }
 
-/// A fixed-size, NUL-padded copy of `s` (cut to leave at least one NUL).
+/// A fixed-size, NUL-padded copy of `s`, cut to leave at least one NUL and at a
+/// character boundary, so the field stays valid UTF-8 (a 32-byte field holds 31 bytes).
 fn padded<const N: usize>(s: &str) -> [u8; N] {
     let mut out = [0u8; N];
-    let n = s.len().min(N - 1);
+    let mut n = s.len().min(N - 1);
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
     out[..n].copy_from_slice(&s.as_bytes()[..n]);
     out
 }
@@ -223,13 +338,68 @@ fn new_header(info: &RingInfo, slot_size: usize) -> Header {
         board: padded(&info.board),
         rails: std::array::from_fn(rail),
         thermal: std::array::from_fn(zone),
-        zero: [0; HEADER_SIZE - 1664],
+        ext: [0; HEADER_SIZE - EXT_OFFSET],
+    }
+}
+
+/// The ring a new one replaces at its path, mapped writable where permissions allow, so
+/// that its readers can be told.
+struct Previous {
+    map: Option<MmapMut>,
+    generation: u64,
+}
+
+impl Previous {
+    /// The ring at `path`, if it is one this jpower reads.
+    fn at(path: &Path) -> Option<Previous> {
+        if let Ok(file) = OpenOptions::new().read(true).write(true).open(path) {
+            // SAFETY: a shared mapping of a ring file; every field read or written after
+            // publication is an atomic, and the fixed ones are only read.
+            let mut map = unsafe { MmapMut::map_mut(&file) }.ok()?;
+            let generation = Self::generation(map.as_mut_ptr(), map.len())?;
+            return Some(Previous {
+                map: Some(map),
+                generation,
+            });
+        }
+        let file = File::open(path).ok()?;
+        // SAFETY: a read-only mapping; as above.
+        let map = unsafe { Mmap::map(&file) }.ok()?;
+        Some(Previous {
+            generation: Self::generation(map.as_ptr(), map.len())?,
+            map: None,
+        })
+    }
+
+    /// The generation of the published ring of `len` bytes at `base` (0: it has no writer
+    /// section).
+    fn generation(base: *const u8, len: usize) -> Option<u64> {
+        let ring = Mapped::published(base, len).ok()?;
+        Some(ring.writer().map_or(0, |w| w.generation))
+    }
+
+    /// Tells its readers that a newer ring is at the path.
+    fn replaced(&mut self) {
+        let Some(map) = self.map.as_mut() else {
+            return;
+        };
+        if let Ok(ring) = Mapped::published(map.as_mut_ptr(), map.len()) {
+            if let Some(w) = ring.writer() {
+                if w.ended_ns.load(Ordering::Relaxed) == 0 {
+                    w.ended_ns.store(monotonic_ns(), Ordering::Relaxed);
+                }
+                // Partner: the acquire load in `RingReader::writer`.
+                w.state.store(WRITER_REPLACED, Ordering::Release);
+            }
+        }
     }
 }
 
 impl RingWriter {
-    /// Creates the ring at `path`: owner-only, initialised, version published last, then
-    /// mode 0640. An older ring at `path` is replaced atomically.
+    /// Creates the ring at `path`: built under a temporary name owner-only with version 0,
+    /// version published, mode 0640, then renamed over `path`, so the path only ever holds
+    /// a complete ring. A ring it replaces is marked replaced, and this one carries the
+    /// next generation.
     pub fn create(path: &Path, info: &RingInfo) -> Result<RingWriter, RingError> {
         let io = |source| RingError::Io {
             path: path.to_path_buf(),
@@ -262,27 +432,53 @@ impl RingWriter {
         file.set_len(len as u64).map_err(io)?;
         // SAFETY: the file is ours (just created, owner-only) and sized before mapping.
         let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io)?;
+        let mut previous = Previous::at(path);
+        let writer = WriterSection {
+            id: SECTION_WRITER,
+            size: size_of::<WriterSection>() as u32,
+            generation: previous.as_ref().map_or(0, |p| p.generation) + 1,
+            state: AtomicU32::new(WRITER_LIVE),
+            reserved: 0,
+            ended_ns: AtomicU64::new(0),
+        };
+        // SAFETY: the mapping holds an aligned header (`len` covers it; mappings are
+        // page-aligned), no one else can see it yet (owner-only, not yet at its final
+        // path), and the slots after it are zero, which is a valid empty slot. The writer
+        // section lies in the header's extension area, 8-aligned.
+        unsafe {
+            std::ptr::write(map.as_mut_ptr() as *mut Header, new_header(info, slot_size));
+            std::ptr::write(
+                map.as_mut_ptr().add(EXT_OFFSET) as *mut WriterSection,
+                writer,
+            );
+        }
         let ring = Mapped::new(
             map.as_mut_ptr(),
             len,
+            HEADER_SIZE,
             info.slot_count,
             slot_size,
             info.rails.len(),
         )
         .ok_or_else(|| invalid("the mapping does not hold the layout"))?;
-        // SAFETY: the mapping holds an aligned header (checked by `Mapped::new`), no one
-        // else can see it yet (owner-only, not yet at its final path), and the slots after
-        // it are zero, which is a valid empty slot.
-        unsafe { std::ptr::write(map.as_mut_ptr() as *mut Header, new_header(info, slot_size)) };
-        std::fs::rename(&tmp, path).map_err(io)?;
         // Partner: the reader's version check in `RingReader::open`.
         ring.header().version.store(VERSION, Ordering::Release);
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640)).map_err(io)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o640))
+            .map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)?;
+        if let Some(p) = previous.as_mut() {
+            p.replaced();
+        }
         Ok(RingWriter {
             _map: map,
             ring,
             path: path.to_path_buf(),
         })
+    }
+
+    /// This ring's generation at its path.
+    pub fn generation(&self) -> u64 {
+        self.ring.writer().map_or(0, |w| w.generation)
     }
 
     /// The ring's path.
@@ -350,6 +546,27 @@ impl RingWriter {
     }
 }
 
+impl Drop for RingWriter {
+    /// A clean stop: readers learn that no sample will follow (unless a newer ring has
+    /// already replaced this one, which they learn instead).
+    fn drop(&mut self) {
+        if let Some(w) = self
+            .ring
+            .writer()
+            .filter(|w| w.state.load(Ordering::Relaxed) == WRITER_LIVE)
+        {
+            w.ended_ns.store(monotonic_ns(), Ordering::Relaxed);
+            // Partner: the acquire load in `RingReader::writer`.
+            let _ = w.state.compare_exchange(
+                WRITER_LIVE,
+                WRITER_CLOSED,
+                Ordering::Release,
+                Ordering::Relaxed,
+            );
+        }
+    }
+}
+
 /// `CLOCK_MONOTONIC` now, nanoseconds.
 pub fn monotonic_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC) as u64
@@ -376,6 +593,31 @@ pub enum Missing {
     NotYet,
     /// Overwritten by the writer lapping the ring.
     Lost,
+}
+
+/// What became of a ring's writer, from its writer section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriterState {
+    /// Running, or killed without cleanup (then its samples stop: see
+    /// [`RingReader::silent_ns`]).
+    Live,
+    /// Stopped cleanly: no sample will follow.
+    Closed,
+    /// A newer ring replaced this one at its path: reopen the path.
+    Replaced,
+    /// A state this jpower does not know.
+    Other(u32),
+}
+
+/// The writer section as a reader sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// 1 + the generation of the ring this one replaced at its path.
+    pub generation: u64,
+    /// What became of the writer.
+    pub state: WriterState,
+    /// When the state left [`WriterState::Live`] (`CLOCK_MONOTONIC` ns; 0 while live).
+    pub ended_ns: u64,
 }
 
 /// The reading side, for any process.
@@ -420,53 +662,10 @@ impl RingReader {
             path: path.to_path_buf(),
             source,
         })?;
-        if map.len() < HEADER_SIZE {
-            return Err(invalid(format!(
-                "{} bytes, shorter than its 4096-byte header",
-                map.len()
-            )));
-        }
-        if map[..8] != MAGIC {
-            return Err(invalid("not a jpower telemetry ring (bad magic)".into()));
-        }
-        if map.as_ptr() as usize % std::mem::align_of::<Header>() != 0 {
-            return Err(invalid("misaligned mapping".into()));
-        }
-        // SAFETY: the mapping holds a whole, aligned header (checked above) and outlives
-        // `h`; fields that change are atomics.
-        let h = unsafe { &*(map.as_ptr() as *const Header) };
-        // Partner: the writer's release store of the version in `create`.
-        match h.version.load(Ordering::Acquire) {
-            VERSION => {}
-            0 => {
-                return Err(invalid(
-                    "the writer is still initialising it (version 0); retry".into(),
-                ))
-            }
-            v => {
-                return Err(invalid(format!(
-                    "layout version {v}, this jpower reads version {VERSION}"
-                )))
-            }
-        }
-        let (slot_size, slot_count, rails) =
-            (h.slot_size as usize, h.slot_count, h.rail_count as usize);
-        if h.header_size as usize != HEADER_SIZE
-            || rails > MAX_RAILS
-            || slot_size < layout::slot_size(rails)
-            || slot_size % 8 != 0
-            || !slot_count.is_power_of_two()
-        {
-            return Err(invalid("inconsistent header sizes".into()));
-        }
-        let ring = Mapped::new(map.as_ptr(), map.len(), slot_count, slot_size, rails).ok_or_else(
-            || {
-                invalid(format!(
-                    "truncated: {} bytes for {slot_count} slots",
-                    map.len()
-                ))
-            },
-        )?;
+        let ring = Mapped::published(map.as_ptr(), map.len()).map_err(invalid)?;
+        let h = ring.header();
+        let rails = ring.rails;
+        let slot_count = h.slot_count;
         let info = RingInfo {
             board: text(&h.board),
             simulated: h.flags & 1 == 1,
@@ -491,6 +690,46 @@ impl RingReader {
             ring,
             info,
         })
+    }
+
+    /// The writer's lifecycle, where the ring has a writer section (rings written before
+    /// jpower had one do not).
+    pub fn writer(&self) -> Option<Lifecycle> {
+        let w = self.ring.writer()?;
+        // Partner: the writer's release stores in `Drop for RingWriter` and
+        // `Previous::replaced`.
+        let state = match w.state.load(Ordering::Acquire) {
+            WRITER_LIVE => WriterState::Live,
+            WRITER_CLOSED => WriterState::Closed,
+            WRITER_REPLACED => WriterState::Replaced,
+            other => WriterState::Other(other),
+        };
+        Some(Lifecycle {
+            generation: w.generation,
+            state,
+            ended_ns: w.ended_ns.load(Ordering::Relaxed),
+        })
+    }
+
+    /// How long the ring has gone without a new sample at `now_ns`, when that is longer
+    /// than a live writer ever leaves it (four periods, and at least a second): a writer
+    /// killed without cleanup stays [`WriterState::Live`] and falls silent. Works across
+    /// PID namespaces, where `writer_pid` may name no visible process.
+    pub fn silent_ns(&self, now_ns: u64) -> Option<u64> {
+        let newest = self.latest().map_or(0, |s| s.t_ns);
+        let quiet = now_ns.saturating_sub(newest);
+        let allowed = (4 * self.info.period_ns).max(1_000_000_000);
+        (newest > 0 && quiet > allowed).then_some(quiet)
+    }
+
+    /// Whether the process `writer_pid` names exists in this PID namespace.
+    pub fn writer_pid_exists(&self) -> bool {
+        if self.writer_pid == 0 {
+            return false;
+        }
+        // SAFETY: signal 0 only checks that the process exists and may be signalled.
+        let r = unsafe { libc::kill(self.writer_pid as libc::pid_t, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
     }
 
     /// Samples published so far.
