@@ -95,6 +95,8 @@ impl SimKernel {
         if unchanged {
             return Ok(());
         }
+        // The rails show the change from the next conversion boundary, as for any write.
+        self.before_change();
         let _guard = self.exclusive()?;
         let mut st = self.state()?;
         self.reconcile(&mut st)?;
