@@ -3,8 +3,8 @@
 # minutes: runs the GPU tests (every kernel against the CPU reference, bit-exact where the
 # reference is, the CNN on both), measures the roofline with NVML energy (or, on a Jetson,
 # the INA3221 rails over the board's presets), checks NVML's energy counter against its
-# power readings, reports how each kernel module was loaded (with and without the build's
-# fatbin), trains the built-in CNN, and writes one summary with a pass/fail per check.
+# power readings, reports how each kernel module was loaded (by default: the build's
+# prebuilt SASS where it has some; then NVRTC's CUBIN alone and its PTX alone), trains the built-in CNN, and writes one summary with a pass/fail per check.
 #
 # Needs: the NVIDIA driver, and NVRTC unless the binary embeds prebuilt kernels (the CUDA
 # toolkit's lib64, or an nvidia-cuda-nvrtc Python wheel: both are found). Runs either
@@ -85,10 +85,13 @@ $jetson || extra=(--max-iters 1024 --nvml-check 12)
   >"$out/roofline.json" 2>"$out/roofline.err"
 echo "exit status $?"; cat "$out/roofline.err"
 
-step "load path: NVRTC's PTX through the driver's JIT (no fatbin, no CUBIN)"
-JPOWER_KERNEL_LOAD=ptx "$JPOWER_BIN" --json roofline --point-seconds 0.05 --settle 0 \
-  --max-iters 1 --elements 1048576 "$@" >"$out/roofline-nvrtc.json" 2>"$out/roofline-nvrtc.err"
-echo "exit status $?"; cat "$out/roofline-nvrtc.err"
+# Each load path alone, on a short sweep: NVRTC's CUBIN, then its PTX through the JIT.
+for way in cubin ptx; do
+  step "load path: $way alone"
+  JPOWER_KERNEL_LOAD=$way "$JPOWER_BIN" --json roofline --point-seconds 0.05 --settle 0 \
+    --max-iters 1 --elements 1048576 "$@" >"$out/roofline-$way.json" 2>"$out/roofline-$way.err"
+  echo "exit status $?"; cat "$out/roofline-$way.err"
+done
 
 step "train the built-in CNN on the GPU"
 "$JPOWER_BIN" --json train --steps 200 --batch 64 >"$out/train.json" 2>"$out/train.err"
@@ -173,12 +176,13 @@ if r:
               f"{e['eps_flop_j'] * 1e12:.2f} pJ/FLOP, {e['eps_byte_j'] * 1e12:.1f} pJ/byte, "
               f"{e['pi0_w']:.1f} W constant, fit error {100 * e['rms_rel_error']:.1f}%")
 
-r2 = load("roofline-nvrtc.json")
-if r2:
-    mods = {m["file"]: m["path"] for m in (r2.get("gpu") or {}).get("modules", [])}
-    figures["modules_ptx_only"] = mods
-    check("modules load as PTX through the driver's JIT", mods and all(p == "nvrtc_ptx" for p in mods.values()),
-          str(mods))
+for way, path in (("cubin", "nvrtc_cubin"), ("ptx", "nvrtc_ptx")):
+    r2 = load(f"roofline-{way}.json")
+    if r2:
+        mods = {m["file"]: m["path"] for m in (r2.get("gpu") or {}).get("modules", [])}
+        figures[f"modules_{way}_only"] = mods
+        check(f"modules load by the {way} way alone", mods and all(p == path for p in mods.values()),
+              str(mods))
 
 tr = load("train.json")
 if tr:

@@ -1,12 +1,12 @@
 //! A CUDA GPU through cudarc: the context and stream, the kernel modules loaded once (the
-//! build's fatbin when it has SASS or PTX for this GPU, else the embedded sources compiled
-//! by this machine's NVRTC), the roofline sweep timed with CUDA events, and the training
-//! backend of [`super::net`].
+//! build's prebuilt image when it has one for this GPU, else the embedded sources compiled
+//! by this machine's NVRTC to a CUBIN, else to PTX), the roofline sweep timed with CUDA
+//! events, and the training backend of [`super::net`].
 //!
 //! Every launch is `unsafe` (cudarc cannot check a kernel's parameter list): each one says
 //! why its arguments match the kernel's signature in `cuda-kernels/` and stay in bounds.
 
-use super::kernels::CudaSource;
+use super::kernels::{CudaSource, Prebuilt};
 use super::net::Backend;
 use super::ops::{Bias, Conv, Gemm, Launch, Pool2, Relu, Sgd, Softmax, Stream, Sweep};
 use super::roofline::{Device, Kernel, Point, Run};
@@ -224,23 +224,23 @@ impl Cuda {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LoadPath {
-    /// The build's fatbin, holding SASS for this exact architecture.
-    FatbinSass,
+    /// The build's cubin or fatbin, holding SASS for this exact architecture.
+    PrebuiltSass,
     /// The build's fatbin, its PTX compiled by the driver's JIT.
-    FatbinPtxJit,
+    PrebuiltPtxJit,
     /// NVRTC's CUBIN for this exact architecture.
     NvrtcCubin,
     /// NVRTC's PTX, compiled by the driver's JIT.
     NvrtcPtx,
 }
 
-/// Names the ways kernel modules may load, in order, comma-separated (`fatbin`, `cubin`,
-/// `ptx`; default all three): `ptx` alone proves the JIT path on a GPU that would take a
-/// CUBIN, `cubin,ptx` loads as a binary built without fatbins would.
+/// Names the ways kernel modules may load, in order, comma-separated (`prebuilt`,
+/// `cubin`, `ptx`; default all three): `ptx` alone proves the JIT path on a GPU that would
+/// take a CUBIN, `cubin,ptx` loads as a binary built without prebuilt kernels would.
 pub const KERNEL_LOAD_ENV: &str = "JPOWER_KERNEL_LOAD";
 
 /// Loads `source` for a GPU of compute capability `cc`, trying in turn (as far as
-/// [`KERNEL_LOAD_ENV`] allows) the prebuilt fatbin, NVRTC's CUBIN for `sm_<cc>` (no JIT,
+/// [`KERNEL_LOAD_ENV`] allows) the build's prebuilt image, NVRTC's CUBIN for `sm_<cc>` (no JIT,
 /// so a driver older than the NVRTC takes it), and NVRTC's PTX. The error names every
 /// way tried, with the driver's and NVRTC's versions.
 fn load(
@@ -249,20 +249,20 @@ fn load(
     cc: u32,
 ) -> Result<(Arc<CudaModule>, LoadPath), GpuError> {
     use cudarc::nvrtc::Ptx;
-    let allowed = std::env::var(KERNEL_LOAD_ENV).unwrap_or_else(|_| "fatbin,cubin,ptx".into());
+    let allowed = std::env::var(KERNEL_LOAD_ENV).unwrap_or_else(|_| "prebuilt,cubin,ptx".into());
     let allowed: Vec<&str> = allowed.split(',').map(str::trim).collect();
     let mut tried = Vec::new();
     for way in &allowed {
         let loaded = match *way {
-            "fatbin" => match source.prebuilt() {
-                Some(fatbin) => ctx
-                    .load_module(Ptx::from_binary(fatbin.to_vec()))
-                    .map_err(|e| format!("prebuilt fatbin: {e}"))
-                    .map(|m| match super::kernels::prebuilt_sass(cc) {
-                        true => (m, LoadPath::FatbinSass),
-                        false => (m, LoadPath::FatbinPtxJit),
+            "prebuilt" => match source.prebuilt(cc) {
+                Some((image, how)) => ctx
+                    .load_module(Ptx::from_binary(image.to_vec()))
+                    .map_err(|e| format!("prebuilt image: {e}"))
+                    .map(|m| match how {
+                        Prebuilt::Sass => (m, LoadPath::PrebuiltSass),
+                        Prebuilt::PtxJit => (m, LoadPath::PrebuiltPtxJit),
                     }),
-                None => Err("no prebuilt fatbin in this build".into()),
+                None => Err(format!("no prebuilt image for sm_{cc} in this build")),
             },
             "cubin" => super::kernels::compile_cubin(source, cc)
                 .map_err(|e| e.to_string())
@@ -281,7 +281,7 @@ fn load(
                 .map(|m| (m, LoadPath::NvrtcPtx))
                 .map_err(|e| format!("NVRTC PTX for compute_{cc}: {e}")),
             other => Err(format!(
-                "{KERNEL_LOAD_ENV} names `{other}`: the ways are fatbin, cubin and ptx"
+                "{KERNEL_LOAD_ENV} names `{other}`: the ways are prebuilt, cubin and ptx"
             )),
         };
         match loaded {

@@ -1,7 +1,8 @@
-//! The CUDA sources of `cuda-kernels/`, embedded in the binary; the fatbins `build.rs`
-//! made with `nvcc` when it found one; compiling the sources with NVRTC (the board's own
-//! at run time, so the PTX suits its driver); and assembling PTX with `ptxas` to check
-//! registers and spills per architecture (what CI does for sm_53, sm_72 and sm_87).
+//! The CUDA sources of `cuda-kernels/`, embedded in the binary; the images `build.rs`
+//! prebuilt (nvcc fatbins, or cubins `ptxas` assembled from NVRTC's PTX); compiling the
+//! sources with NVRTC at run time (the machine's own, to a CUBIN for the GPU or to PTX);
+//! and assembling PTX with `ptxas` to check registers and spills per architecture (what
+//! CI does for sm_53, sm_72 and sm_87).
 
 use super::GpuError;
 use serde::Serialize;
@@ -36,33 +37,54 @@ impl CudaSource {
         }
     }
 
-    /// The fatbin `build.rs` compiled with nvcc (exact SASS for the Jetson architectures
-    /// and the build host's GPU, plus PTX), if nvcc was found at build time.
-    pub fn prebuilt(self) -> Option<&'static [u8]> {
-        #[cfg(jpower_prebuilt)]
-        {
-            Some(match self {
-                CudaSource::Roofline => {
-                    include_bytes!(concat!(env!("OUT_DIR"), "/roofline.fatbin"))
-                }
-                CudaSource::Train => include_bytes!(concat!(env!("OUT_DIR"), "/train.fatbin")),
+    /// The image `build.rs` prebuilt for a GPU of compute capability `cc`, and how it
+    /// will load: a cubin for exactly `sm_<cc>`, else an nvcc fatbin (SASS for `cc` where
+    /// the build compiled it, else its PTX through the driver's JIT).
+    pub fn prebuilt(self, cc: u32) -> Option<(&'static [u8], Prebuilt)> {
+        let of_file = || PREBUILT.iter().filter(|(f, ..)| *f == self.name());
+        if let Some((_, _, image)) = of_file().find(|(_, arch, _)| *arch == cc) {
+            return Some((image, Prebuilt::Sass));
+        }
+        of_file()
+            .find(|(_, arch, _)| *arch == 0)
+            .map(|(_, _, image)| {
+                let sass = option_env!("JPOWER_PREBUILT_ARCHS")
+                    .unwrap_or_default()
+                    .split(',')
+                    .any(|a| a.trim().parse() == Ok(cc));
+                (
+                    *image,
+                    if sass {
+                        Prebuilt::Sass
+                    } else {
+                        Prebuilt::PtxJit
+                    },
+                )
             })
-        }
-        #[cfg(not(jpower_prebuilt))]
-        {
-            None
-        }
+    }
+
+    /// The architectures of this file's prebuilt cubins (none with nvcc fatbins or
+    /// without prebuilt kernels).
+    pub fn prebuilt_cubins(self) -> Vec<u32> {
+        PREBUILT
+            .iter()
+            .filter(|(f, arch, _)| *f == self.name() && *arch > 0)
+            .map(|(_, arch, _)| *arch)
+            .collect()
     }
 }
 
-/// Whether the prebuilt fatbins hold SASS for `sm_<cc>` (`build.rs` names the
-/// architectures it compiled in `JPOWER_PREBUILT_ARCHS`; none without fatbins).
-pub fn prebuilt_sass(cc: u32) -> bool {
-    option_env!("JPOWER_PREBUILT_ARCHS")
-        .unwrap_or_default()
-        .split(',')
-        .any(|a| a.trim().parse() == Ok(cc))
+/// How a prebuilt image runs on a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prebuilt {
+    /// It holds SASS for the GPU's exact architecture.
+    Sass,
+    /// The driver JIT-compiles its PTX.
+    PtxJit,
 }
+
+// `PREBUILT`: the table `build.rs` wrote (empty when it prebuilt nothing).
+include!(concat!(env!("OUT_DIR"), "/prebuilt.rs"));
 
 /// The Jetson GPU architectures: Maxwell (Nano, compile-time check only: its JetPack's
 /// CUDA 10.2 cannot run cudarc), Volta (Xavier), Ampere (Orin).

@@ -2,7 +2,7 @@
 //! measure.
 //!
 //! ```text
-//!  kernels (sources, NVRTC, ptxas check, prebuilt fatbins) ──► cuda (cudarc device)
+//!  kernels (sources, NVRTC, ptxas check, prebuilt images) ──► cuda (cudarc device)
 //!                                                                │ implements
 //!  roofline (sweep points, Device + Meter, time and energy fits) ◄┤ roofline::Device
 //!  net (the built-in CNN, generic over a Backend) ◄───────────────┘ net::Backend

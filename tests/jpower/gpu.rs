@@ -6,7 +6,7 @@
 
 use crate::util::{self, jpower, json, ok, run};
 use jpower::gpu::cuda::{Cuda, SWEEP_A, SWEEP_A_H2, SWEEP_B, SWEEP_B_H2};
-use jpower::gpu::kernels::CudaSource;
+use jpower::gpu::kernels::{CudaSource, Prebuilt};
 use jpower::gpu::net::{Backend, Cpu, Net, Synthetic};
 use jpower::gpu::ops::{Bias, Conv, Gemm, Pool2, Relu, Sgd, Softmax, Sweep};
 use jpower::gpu::reference;
@@ -315,6 +315,22 @@ fn kernels_compile_for_the_jetson_archs_without_spills() {
             );
         }
     }
+    // Built with NVRTC and ptxas present (as CI is), the binary embeds their cubins, so a
+    // machine without either loads prebuilt SASS.
+    if std::env::var_os("JPOWER_REQUIRE_NVRTC").is_some() {
+        for source in CudaSource::ALL {
+            let cubins = source.prebuilt_cubins();
+            for cc in [72, 87, 90].into_iter().filter(|&cc| !skipped(cc)) {
+                assert!(
+                    cubins.contains(&cc),
+                    "{}: prebuilt {cubins:?}",
+                    source.name()
+                );
+                let (image, how) = source.prebuilt(cc).unwrap();
+                assert_eq!((&image[..4], how), (&b"\x7fELF"[..], Prebuilt::Sass));
+            }
+        }
+    }
     // NVRTC's CUBIN (exact SASS, no JIT) for the Jetson and data-centre architectures.
     for cc in [72, 87, 90].into_iter().filter(|&cc| !skipped(cc)) {
         let cubin = jpower::gpu::kernels::compile_cubin(CudaSource::Roofline, cc).unwrap();
@@ -344,9 +360,66 @@ fn loop_fma_share(ptx: &str, kernel: &str, fma: &str) -> f64 {
     fmas as f64 / all.max(1) as f64
 }
 
-/// The GPU of a device test (which runs only with `--ignored`, where one is present).
-fn gpu() -> Cuda {
-    Cuda::open(0, None).unwrap_or_else(|e| panic!("this test needs an NVIDIA GPU: {e}"))
+/// What a device test runs on: the CUDA GPU (it runs only with `--ignored`, where one is
+/// present), or with `JPOWER_GPU_STANDIN=cpu` the CPU reference standing in for it, so CI
+/// runs the same test code and only the device itself is missing.
+enum TestGpu {
+    Cuda(Box<Cuda>),
+    Standin,
+}
+
+fn gpu() -> TestGpu {
+    if std::env::var("JPOWER_GPU_STANDIN").as_deref() == Ok("cpu") {
+        eprintln!("JPOWER_GPU_STANDIN=cpu: the CPU reference stands in for the GPU");
+        return TestGpu::Standin;
+    }
+    TestGpu::Cuda(Box::new(
+        Cuda::open(0, None).unwrap_or_else(|e| panic!("this test needs an NVIDIA GPU: {e}")),
+    ))
+}
+
+impl TestGpu {
+    /// One launch of `p`: (its input, its output).
+    fn sweep_once(&mut self, p: &Point) -> (Vec<f32>, Vec<f32>) {
+        match self {
+            TestGpu::Cuda(cuda) => cuda.sweep_once(p).unwrap(),
+            TestGpu::Standin => {
+                // The pattern the GPU's sweep buffers are filled with.
+                let x: Vec<f32> = (0..p.elements)
+                    .map(|i| (i % 1024) as f32 / 1024.0)
+                    .collect();
+                let y = reference_sweep(p, &x);
+                (x, y)
+            }
+        }
+    }
+}
+
+/// The CPU reference's output of sweep point `p` on input `x` (FP16 results as the bit
+/// patterns the GPU stores).
+fn reference_sweep(p: &Point, x: &[f32]) -> Vec<f32> {
+    let d = Sweep {
+        n: p.elements as usize,
+        iters: p.iters,
+    };
+    let mut want = vec![0.0f32; x.len()];
+    match p.kernel {
+        Kernel::SweepF32 => reference::sweep_f32(&d, SWEEP_A, SWEEP_B, x, &mut want),
+        Kernel::SweepF16x2 => {
+            let bits: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+            let mut out = vec![0u32; bits.len()];
+            reference::sweep_f16x2(&d, SWEEP_A_H2, SWEEP_B_H2, &bits, &mut out);
+            want = out.into_iter().map(f32::from_bits).collect();
+        }
+        Kernel::Copy => want.copy_from_slice(x),
+        Kernel::Triad => {
+            // y = x + a * z with z = x (both uploaded from the same pattern), fused.
+            for (w, v) in want.iter_mut().zip(x) {
+                *w = SWEEP_A.mul_add(*v, *v);
+            }
+        }
+    }
+    want
 }
 
 fn close(name: &str, gpu: &[f32], cpu: &[f32], rel: f32) {
@@ -360,9 +433,9 @@ fn close(name: &str, gpu: &[f32], cpu: &[f32], rel: f32) {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh; JPOWER_GPU_STANDIN=cpu runs it on the CPU stand-in"]
 fn gpu_sweep_kernels_match_the_cpu_reference() {
-    let mut cuda = gpu();
+    let mut device = gpu();
     let n = 1 << 16;
     for (kernel, iters) in [
         (Kernel::SweepF32, 9),
@@ -375,32 +448,11 @@ fn gpu_sweep_kernels_match_the_cpu_reference() {
             iters,
             elements: n,
         };
-        let (x, y) = cuda.sweep_once(&p).unwrap();
-        let mut want = vec![0.0f32; y.len()];
-        let d = Sweep {
-            n: n as usize,
-            iters,
-        };
-        match kernel {
-            Kernel::SweepF32 => reference::sweep_f32(&d, SWEEP_A, SWEEP_B, &x, &mut want),
-            Kernel::SweepF16x2 => {
-                let bits: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
-                let mut out = vec![0u32; bits.len()];
-                reference::sweep_f16x2(&d, SWEEP_A_H2, SWEEP_B_H2, &bits, &mut out);
-                let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
-                assert_eq!(got, out, "sweep_f16x2 bit for bit");
-                continue;
-            }
-            Kernel::Copy => want.copy_from_slice(&x),
-            Kernel::Triad => {
-                // y = x + a * z with z = x (both uploaded from the same pattern), fused.
-                for (w, v) in want.iter_mut().zip(&x) {
-                    *w = SWEEP_A.mul_add(*v, *v);
-                }
-            }
-        }
-        // Bit-exact: the same fused operations in the same order.
-        close(kernel.symbol(), &y, &want, 0.0);
+        let (x, y) = device.sweep_once(&p);
+        // Bit-exact: the same fused operations in the same order (FP16 as bit patterns).
+        let want = reference_sweep(&p, &x);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&y), bits(&want), "{} bit for bit", kernel.symbol());
     }
 }
 
@@ -583,12 +635,20 @@ fn the_cpu_reference_runs_every_training_kernel_shape() {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh"]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh; JPOWER_GPU_STANDIN=cpu runs it on the CPU stand-in"]
 fn gpu_training_kernels_and_the_cnn_match_the_cpu_reference() {
+    match gpu() {
+        TestGpu::Cuda(cuda) => training_matches(|| cuda.train_backend().unwrap()),
+        TestGpu::Standin => training_matches(|| Cpu),
+    }
+}
+
+/// Every training kernel on `backend()` against the CPU reference, then ten steps of the
+/// CNN on both.
+fn training_matches<B: Backend>(backend: impl Fn() -> B) {
     let want = exercise(&Cpu).unwrap();
-    let cuda = gpu();
-    let backend = cuda.train_backend().unwrap();
-    let got = exercise(&backend).unwrap();
+    let device = backend();
+    let got = exercise(&device).unwrap();
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
         // Bit-exact kernels at tolerance 0, the reductions within 1e-5: each failure
@@ -602,11 +662,11 @@ fn gpu_training_kernels_and_the_cnn_match_the_cpu_reference() {
     }
     // Ten steps of the CNN on both: the same losses and parameters.
     let task = Synthetic::new(5, 16);
-    let mut on_gpu = Net::new(cuda.train_backend().unwrap(), 16, 9).unwrap();
+    let mut on_gpu = Net::new(backend(), 16, 9).unwrap();
     let mut on_cpu = Net::new(Cpu, 16, 9).unwrap();
     for i in 0..10 {
         let (x, y) = task.batch(i);
-        let (gx, gy) = (backend.upload(&x).unwrap(), backend.upload_i(&y).unwrap());
+        let (gx, gy) = (device.upload(&x).unwrap(), device.upload_i(&y).unwrap());
         let lg = on_gpu.step(&gx, &gy, 0.02).unwrap();
         let lc = on_cpu.step(&x, &y, 0.02).unwrap();
         assert!(
