@@ -338,6 +338,89 @@ fn kernels_compile_for_the_jetson_archs_without_spills() {
     }
 }
 
+#[test]
+fn the_sweep_loops_are_nearly_all_fmas_in_the_sass() {
+    // nvdisasm (CUDA 13's reads sm_87 and sm_90) on the cubins the build prebuilt.
+    let nvdisasm = std::env::var_os("NVDISASM").map(PathBuf::from).or_else(|| {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join("nvdisasm"))
+            .find(|p| p.is_file())
+    });
+    let required = std::env::var_os("JPOWER_REQUIRE_NVDISASM").is_some();
+    let images: Vec<_> = [87, 90]
+        .into_iter()
+        .filter_map(|cc| match CudaSource::Roofline.prebuilt(cc) {
+            Some((image, Prebuilt::Sass)) => Some((cc, image)),
+            _ => None,
+        })
+        .collect();
+    let (Some(nvdisasm), 2) = (nvdisasm, images.len()) else {
+        // CI installs nvdisasm and builds with NVRTC and ptxas, and requires the test.
+        assert!(!required, "JPOWER_REQUIRE_NVDISASM is set but nvdisasm or the prebuilt sm_87/sm_90 cubins are missing");
+        eprintln!("skipped the_sweep_loops_are_nearly_all_fmas_in_the_sass: no nvdisasm or no prebuilt cubins");
+        return;
+    };
+    let dir = util::runtime();
+    for (cc, image) in images {
+        let path = dir.path().join(format!("roofline.sm_{cc}.cubin"));
+        std::fs::write(&path, image).unwrap();
+        let out = std::process::Command::new(&nvdisasm)
+            .arg("-c")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "nvdisasm sm_{cc}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let sass = String::from_utf8_lossy(&out.stdout);
+        for (kernel, fma) in [("sweep_f32", "FFMA"), ("sweep_f16x2", "HFMA2")] {
+            let share = sass_fma_share(&sass, kernel, fma);
+            assert!(
+                share >= 0.95,
+                "{kernel} on sm_{cc}: {fma} is {share:.3} of its hottest block"
+            );
+        }
+    }
+}
+
+/// The share of `fma` instructions (`FFMA`, `HFMA2`) in the basic block of `kernel`'s
+/// SASS (`nvdisasm -c` output) that holds the most of them.
+fn sass_fma_share(sass: &str, kernel: &str, fma: &str) -> f64 {
+    let body = sass
+        .split(&format!(".text.{kernel}:\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{kernel} not in the SASS"));
+    let body = body.split("//----").next().unwrap_or_default();
+    // (FMAs, instructions) per basic block: labels (`.L_x_3:`) start one.
+    let mut blocks = vec![(0usize, 0usize)];
+    for line in body.lines() {
+        if line.starts_with(".L") && line.trim_end().ends_with(':') {
+            blocks.push((0, 0));
+            continue;
+        }
+        // `/*0120*/  @!P0 FFMA R1, ... ;`: the opcode after an optional predicate.
+        let Some(rest) = line.trim_start().strip_prefix("/*") else {
+            continue;
+        };
+        let Some((_, instr)) = rest.split_once("*/") else {
+            continue;
+        };
+        let mut words = instr.split_whitespace();
+        let mut op = words.next().unwrap_or_default();
+        if op.starts_with('@') {
+            op = words.next().unwrap_or_default();
+        }
+        let op = op.split('.').next().unwrap_or_default();
+        let b = blocks.last_mut().expect("one block at least");
+        b.1 += 1;
+        b.0 += usize::from(op == fma);
+    }
+    let (fmas, all) = blocks.into_iter().max().expect("one block at least");
+    fmas as f64 / all.max(1) as f64
+}
+
 /// The share of `fma` instructions in the basic block of `kernel`'s PTX that holds the
 /// most of them (the unrolled chain loop).
 fn loop_fma_share(ptx: &str, kernel: &str, fma: &str) -> f64 {
