@@ -171,7 +171,13 @@ impl Session {
             &target.runtime_dir(),
             &cfg,
         )?;
-        let fastest = RingReader::open(&telemetry.path)?
+        let ring = RingReader::open(&telemetry.path)?;
+        // The first sample before the work starts, so every window has a value to hold.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while ring.latest().is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let fastest = ring
             .info
             .rails
             .iter()
@@ -179,7 +185,9 @@ impl Session {
             .min()
             .unwrap_or(0);
         let bus_limit = bus_limit_hz(controller.board().rails.len());
-        if telemetry.sampler.rate_hz > bus_limit * 1.01 {
+        // Rails that refresh slower than four periods are read only near their conversions.
+        let read_every_period = f64::from(fastest) * 1e3 < 4e9 / telemetry.sampler.rate_hz;
+        if read_every_period && telemetry.sampler.rate_hz > bus_limit * 1.01 {
             notes.push(format!(
                 "the {} rails need {} INA3221 register reads per sample, {:.2} ms on the {} kHz I2C bus: at most {bus_limit:.0} samples/s (the rate shown is the one achieved)",
                 controller.board().rails.len(),
@@ -224,8 +232,9 @@ impl Session {
     }
 }
 
-/// The most samples per second the I2C bus allows for `rails` rails: each sample reads
-/// every rail's shunt and bus voltage registers, one transfer at a time.
+/// The most samples per second the I2C bus allows for `rails` rails read every sample
+/// (their sensors refresh within four periods): each reads its shunt and bus voltage
+/// registers, one transfer at a time.
 fn bus_limit_hz(rails: usize) -> f64 {
     let per_sample = rails.max(1) as u64
         * ina3221::REGISTER_READS_PER_RAIL

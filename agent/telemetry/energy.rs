@@ -102,7 +102,9 @@ pub fn integrate(samples: &[Sample], t0: u64, t1: u64, refresh_s: f64) -> Energy
 impl RingReader {
     /// Energy between two `CLOCK_MONOTONIC` times (samples still in the ring).
     pub fn energy(&self, t0: u64, t1: u64) -> Energy {
-        let margin = self.info.period_ns.saturating_mul(2);
+        // Samples around the window too: the one before `t0` holds the sensor's value into
+        // it even when the sampler was late (a loaded machine, a slow bus) by many periods.
+        let margin = self.info.period_ns.saturating_mul(2).max(100_000_000);
         let samples: Vec<Sample> = self
             .since(t0.saturating_sub(margin))
             .into_iter()

@@ -18,7 +18,13 @@
 //!
 //! Every rail read is I2C traffic on a Jetson (about 120 us per register at 400 kHz,
 //! during which the thread sleeps in the kernel): the sampler measures the time its reads
-//! take apart from its CPU time, and the rate it achieves is the rate it reports.
+//! take apart from its CPU time, and the rate it achieves is the rate it reports. It reads
+//! no more than it needs: the chip's registers change only when a conversion ends, so
+//! after a fresh value a rail is not read again until shortly before its next conversion
+//! is due (a window of a tenth of the refresh interval plus two periods either side), and
+//! a window that passes without a change counts as a conversion that read the same. Its
+//! samples in between repeat the rail's last value, as the register would have. A rail
+//! whose refresh interval is under four sample periods is read every period.
 
 use super::ring::{monotonic_ns, RailInfo, RingError, RingInfo, RingWriter, MAX_RAILS};
 use super::Sample;
@@ -73,6 +79,8 @@ pub struct SamplerStats {
     /// Wall-clock time spent reading the rails (blocked on the I2C bus on a Jetson or a
     /// simulated board), nanoseconds.
     pub read_ns: u64,
+    /// Rail reads made (each reads a rail's registers; skipped between conversions).
+    pub rail_reads: u64,
 }
 
 impl SamplerStats {
@@ -159,6 +167,11 @@ impl Sampler {
             .iter()
             .map(|r| u64::from(r.refresh_us) * 500)
             .collect();
+        let refresh_ns: Vec<u64> = info
+            .rails
+            .iter()
+            .map(|r| u64::from(r.refresh_us) * 1000)
+            .collect();
         let stop = Arc::new(AtomicBool::new(false));
         let loop_stop = stop.clone();
         let (rt, cpu) = (cfg.rt_priority, cfg.cpu);
@@ -174,6 +187,7 @@ impl Sampler {
                     ring: loop_ring,
                     rails,
                     same_conversion_ns,
+                    refresh_ns,
                     module_mask,
                     input,
                     period_ns,
@@ -248,6 +262,8 @@ struct Loop {
     ring: Arc<RingWriter>,
     rails: Vec<Rail>,
     same_conversion_ns: Vec<u64>,
+    /// Each rail's refresh interval (its conversion period), nanoseconds.
+    refresh_ns: Vec<u64>,
     module_mask: u32,
     input: Option<usize>,
     period_ns: u64,
@@ -261,6 +277,9 @@ impl Loop {
         let mut next = start;
         let mut n = 0u64;
         let mut read_ns = 0u64;
+        let mut rail_reads = 0u64;
+        // When each rail's next conversion is due (0: read every period).
+        let mut due = [0u64; MAX_RAILS];
         // Bit `r`: rail `r` has been read once (its first reading is fresh).
         let mut seen = 0u32;
         while !stop.load(Ordering::Relaxed) {
@@ -285,6 +304,18 @@ impl Loop {
                 ..Sample::default()
             };
             for (r, rail) in self.rails.iter().enumerate() {
+                let refresh = self.refresh_ns[r];
+                let window = refresh / 10 + 2 * self.period_ns;
+                if due[r] > 0 && t + window < due[r] {
+                    // No conversion can have ended since the last one read.
+                    s.rails[r] = prev[r];
+                    continue;
+                }
+                if due[r] > 0 && t > due[r] + window {
+                    // The window passed unchanged: a conversion that read the same.
+                    due[r] += refresh;
+                }
+                rail_reads += 1;
                 let v = match rail.sample() {
                     Some(v) => v,
                     None => {
@@ -302,6 +333,9 @@ impl Loop {
                     s.fresh |= 1 << r;
                     last_fresh[r] = t;
                     self.ring.rail_fresh(r, t);
+                    if refresh >= 4 * self.period_ns {
+                        due[r] = t + refresh;
+                    }
                 }
                 s.rails[r] = v;
                 prev[r] = v;
@@ -324,6 +358,7 @@ impl Loop {
             cpu_ns: thread_cpu_ns(),
             wall_ns: monotonic_ns() - start,
             read_ns,
+            rail_reads,
         }
     }
 }

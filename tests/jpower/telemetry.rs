@@ -780,3 +780,66 @@ fn ring_read_warns_when_the_writer_is_gone_closed_or_replaced() {
     assert!(err.contains("no sample will follow"), "{err}");
     drop(w);
 }
+
+/// Regression (issue 14): the sampler read every rail every period although the chip's
+/// registers change only when a conversion ends, spending the I2C bus on repeated values.
+#[test]
+fn the_sampler_reads_a_rail_only_near_its_conversions_and_misses_none() {
+    use jpower::telemetry::sampler::Sampler;
+    let rt = util::runtime();
+    let sim = SimBoard::open("orin-agx", rt.path()).unwrap();
+    let mut c = Controller::open(
+        Board::discover(sim.root()).unwrap(),
+        rt.path(),
+        Owner::cli(),
+    )
+    .unwrap();
+    // Conversions about every 20 ms: 20 sample periods at 1 kHz.
+    let t = ina3221::averaging_target(c.board(), c.current(), 20_000);
+    c.apply_values(&t).unwrap();
+    let info = jpower::telemetry::ring_info(c.board(), c.current());
+    let refresh_ms = f64::from(info.rails.iter().map(|r| r.refresh_us).max().unwrap()) / 1e3;
+    assert!(
+        (8.0..=20.0).contains(&refresh_ms),
+        "refresh {refresh_ms} ms"
+    );
+    let cfg = SamplerConfig {
+        rate_hz: Some(1000.0),
+        ..SamplerConfig::default()
+    };
+    let path = rt.path().join("bus.ring");
+    let sampler = Sampler::start(&c.board().rails, info, &path, &cfg).unwrap();
+    // The load changes every 3 ms, so every conversion reads a new value.
+    for i in 0..400 {
+        sim.set_load(LoadState {
+            cpu: 0.1 * f64::from(i % 7),
+            gpu: 0.15 * f64::from(i % 5),
+            emc: 0.2,
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let ring = RingReader::open(&path).unwrap();
+    let rails = c.board().rails.len();
+    let stats = sampler.stop();
+    let fresh: Vec<u64> = (0..rails).map(|r| ring.rail_freshness(r).0).collect();
+    let every_period = stats.samples * rails as u64;
+    assert!(
+        stats.rail_reads * 2 < every_period,
+        "{} rail reads in {} samples of {rails} rails",
+        stats.rail_reads,
+        stats.samples,
+    );
+    // No conversion was missed: the busiest rail's fresh values are about the number of
+    // conversions in the run (a few lost to identical readings and the run's edges).
+    let conversions = stats.wall_ns as f64 / 1e6 / refresh_ms;
+    let most = fresh.iter().max().copied().unwrap_or(0) as f64;
+    eprintln!(
+        "{} samples, {} rail reads of {every_period}, fresh {fresh:?} of about {conversions:.0} conversions",
+        stats.samples, stats.rail_reads
+    );
+    assert!(
+        most >= 0.8 * conversions,
+        "fresh values {fresh:?}, about {conversions:.0} conversions"
+    );
+}
