@@ -251,6 +251,14 @@ fn load(
     use cudarc::nvrtc::Ptx;
     let allowed = std::env::var(KERNEL_LOAD_ENV).unwrap_or_else(|_| "prebuilt,cubin,ptx".into());
     let allowed: Vec<&str> = allowed.split(',').map(str::trim).collect();
+    // Loads what NVRTC compiled, or says what failed (`what`: the way, for the error).
+    let compiled = |image: Result<Ptx, GpuError>, path: LoadPath, what: String| {
+        image
+            .map_err(|e| e.to_string())
+            .and_then(|image| ctx.load_module(image).map_err(|e| e.to_string()))
+            .map(|m| (m, path))
+            .map_err(|e| format!("{what}: {e}"))
+    };
     let mut tried = Vec::new();
     for way in &allowed {
         let loaded = match *way {
@@ -264,22 +272,16 @@ fn load(
                     }),
                 None => Err(format!("no prebuilt image for sm_{cc} in this build")),
             },
-            "cubin" => super::kernels::compile_cubin(source, cc)
-                .map_err(|e| e.to_string())
-                .and_then(|cubin| {
-                    ctx.load_module(Ptx::from_binary(cubin))
-                        .map_err(|e| e.to_string())
-                })
-                .map(|m| (m, LoadPath::NvrtcCubin))
-                .map_err(|e| format!("NVRTC CUBIN for sm_{cc}: {e}")),
-            "ptx" => super::kernels::compile(source, cc)
-                .map_err(|e| e.to_string())
-                .and_then(|ptx| {
-                    ctx.load_module(Ptx::from_src(ptx))
-                        .map_err(|e| e.to_string())
-                })
-                .map(|m| (m, LoadPath::NvrtcPtx))
-                .map_err(|e| format!("NVRTC PTX for compute_{cc}: {e}")),
+            "cubin" => compiled(
+                super::kernels::compile_cubin(source, cc).map(Ptx::from_binary),
+                LoadPath::NvrtcCubin,
+                format!("NVRTC CUBIN for sm_{cc}"),
+            ),
+            "ptx" => compiled(
+                super::kernels::compile(source, cc).map(Ptx::from_src),
+                LoadPath::NvrtcPtx,
+                format!("NVRTC PTX for compute_{cc}"),
+            ),
             other => Err(format!(
                 "{KERNEL_LOAD_ENV} names `{other}`: the ways are prebuilt, cubin and ptx"
             )),
