@@ -61,7 +61,8 @@ pub struct Target {
     #[arg(long, global = true, value_name = "FILE")]
     pub nvpmodel: Option<PathBuf>,
     /// The agent's socket [default: the config's, else <runtime-dir>/jpower.sock]. When an
-    /// agent serves it, `set`, `restore` and `status` go through the agent.
+    /// agent serves it, `set` and `restore` go through its leases, and `status`, `watch`
+    /// and `energy` read from it.
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
 }

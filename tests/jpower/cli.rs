@@ -367,3 +367,52 @@ fn the_file_parsers_fuzz_corpora_replay_without_panics() {
     }
     assert!(files >= 4, "the corpora hold {files} inputs");
 }
+
+/// Issue 15: `status` names the mode (a preset, or `custom`), who set it and whether that
+/// process still runs, and what nvpmodel believes; jpower's own switches never write
+/// nvpmodel's status file (it also picks the mode of the next boot).
+#[test]
+fn status_names_the_mode_and_what_nvpmodel_believes() {
+    let rt = util::runtime();
+    let sim = ["--sim", "orin-agx"];
+    let status = || json(&ok(jpower(rt.path()).args(sim).args(["--json", "status"])));
+    let boot = status();
+    assert_eq!(boot["nvpmodel"]["agrees"], true, "{}", boot["nvpmodel"]);
+    assert_ne!(boot["mode"]["name"], "custom");
+    let file = boot["nvpmodel"]["status_file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = std::fs::read_to_string(&file).unwrap();
+
+    ok(jpower(rt.path()).args(sim).args(["set", "MODE_15W"]));
+    let st = status();
+    assert_eq!(st["mode"]["name"], "MODE_15W");
+    assert_eq!(st["nvpmodel"]["preset_id"], boot["nvpmodel"]["preset_id"]);
+    assert_eq!(st["nvpmodel"]["agrees"], false);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    assert_eq!(st["state"]["owner"]["name"], "jpower set");
+    assert_eq!(st["state"]["alive"], false, "the `jpower set` has exited");
+    let text = ok(jpower(rt.path()).args(sim).arg("status"));
+    assert!(text.contains("mode    MODE_15W"), "{text}");
+    assert!(
+        text.contains("DISAGREES") && text.contains("exited"),
+        "{text}"
+    );
+
+    ok(jpower(rt.path())
+        .args(sim)
+        .args(["set", "--gpu-freq", "318.75MHz"]));
+    assert_eq!(status()["mode"]["name"], "custom");
+    ok(jpower(rt.path()).args(sim).arg("restore"));
+    assert_eq!(status()["nvpmodel"]["agrees"], true);
+
+    // NVIDIA's tool records the mode it applies; jpower then agrees with it.
+    let id = st["mode"]["preset_id"].to_string();
+    ok(jpower(rt.path())
+        .args(sim)
+        .args(["sim", "nvpmodel", "-m", &id]));
+    let after = status();
+    assert_eq!(after["nvpmodel"]["preset_name"], "MODE_15W");
+    assert_eq!(after["nvpmodel"]["agrees"], true);
+}

@@ -172,9 +172,19 @@ fn a_roofline_killed_mid_measurement_is_undone_by_the_next_command() {
     assert_eq!(read(&fan), "255");
     child.kill().unwrap();
     child.wait().unwrap();
+    // `status` only reads: it names what is pending, and the next writing command
+    // (here `restore --if-crashed`) undoes it.
     let st = json(&ok(
         jpower(rt.path()).args(["--sim", "orin-agx", "--json", "status"])
     ));
+    assert!(st["pending_recovery"].to_string().contains("died"), "{st}");
+    let st = json(&ok(jpower(rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "restore",
+        "--if-crashed",
+    ])));
     assert_eq!(read(&railgate), "1", "{st}");
     assert_eq!(
         read(&sim_file(rt.path(), "orin-agx-r35", POWER_CONTROL)),

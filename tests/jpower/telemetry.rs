@@ -261,7 +261,8 @@ fn sampled(
         rate_hz: Some(rate),
         ..SamplerConfig::default()
     };
-    let t = Telemetry::start(c.board(), c.current(), rt, &cfg).unwrap();
+    let path = jpower::telemetry::ring_path(rt, &c.board().key());
+    let t = Telemetry::start(c.board(), c.current(), &path, &cfg).unwrap();
     (sim, c, t)
 }
 
@@ -779,4 +780,43 @@ fn ring_read_warns_when_the_writer_is_gone_closed_or_replaced() {
     assert_eq!(j["writer"]["generation"], 2, "{j}");
     assert!(err.contains("no sample will follow"), "{err}");
     drop(w);
+}
+
+/// Issue 15: without an agent, `watch` only reads: it takes no board lock (a `jpower set`
+/// from another terminal works while it runs), and two watches never share one ring.
+#[test]
+fn watch_without_an_agent_does_not_block_set_or_another_watch() {
+    let rt = util::runtime();
+    let watch = || {
+        util::jpower(rt.path())
+            .args(["--sim", "orin-nano", "watch", "--csv", "--duration", "20"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The simulated board exists before two processes open it at once.
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-nano", "status"]));
+    let (mut first, mut second) = (watch(), watch());
+    for w in [&mut first, &mut second] {
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(w.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(line.starts_with("t_s,"), "{line}");
+    }
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-nano", "set", "--cores", "2"]));
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-nano", "restore"]));
+    for mut w in [first, second] {
+        w.kill().unwrap();
+        w.wait().unwrap();
+    }
+    let st = util::json(&util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "orin-nano",
+        "--json",
+        "status",
+    ])));
+    assert!(st["state"].is_null(), "{st}");
 }
