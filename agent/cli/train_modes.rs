@@ -16,7 +16,7 @@ use crate::sim::spec::BoardSpec;
 use crate::sim::workload::Workload as SimWorkload;
 use crate::support::units::Freq;
 use anyhow::{anyhow, bail, Context, Result};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -421,30 +421,81 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
     if let Some(path) = &a.svg {
         std::fs::write(
             path,
-            svg(&front, &points, &file.profiled, &modes, chosen.as_ref()),
+            svg(
+                &front,
+                &points,
+                &file.profiled,
+                &modes,
+                chosen.as_ref().map(|c| &c.mode),
+            ),
         )?;
+    }
+    let knobs = |p: &TimePower| {
+        let m = modes[p.mode];
+        format!(
+            "cores {} cpu {} gpu {} emc {}",
+            m.cores,
+            Freq(m.cpu_hz),
+            Freq(m.gpu_hz),
+            Freq(m.emc_hz)
+        )
+    };
+    if let (Some(b), Some(c)) = (a.budget, &chosen) {
+        if !c.fits {
+            let measured = match c.runs.len() {
+                0 => String::new(),
+                n => format!(" ({n} verification run(s), none within the budget)"),
+            };
+            bail!(
+                "no mode fits {b} W; the lowest predicted power is {:.2} W at {} ({:.1} ms){measured}",
+                c.mode.power_w,
+                knobs(&c.mode),
+                c.mode.time_ms
+            );
+        }
     }
     let mode_json = |p: &TimePower| {
         let m = modes[p.mode];
         json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz, "time_ms": p.time_ms, "power_w": p.power_w})
     };
+    let runs = chosen.as_ref().map_or(&[][..], |c| &c.runs[..]);
+    let runs_json: Vec<Value> = runs
+        .iter()
+        .map(|(p, m)| json!({"mode": mode_json(p), "measured": {"time_ms": m.time_ms, "power_w": m.power_w}}))
+        .collect();
+    let measured = |p: &TimePower| runs.iter().find(|(r, _)| r.mode == p.mode).map(|(_, m)| *m);
     out.print(
         &json!({"board": spec.id(), "modes": modes.len(), "front": front.iter().map(mode_json).collect::<Vec<_>>(),
-                "budget_w": a.budget, "chosen": chosen.as_ref().map(mode_json), "verified": a.verify}),
+                "budget_w": a.budget, "chosen": chosen.as_ref().map(|c| mode_json(&c.mode)),
+                "chosen_measured": chosen.as_ref().and_then(|c| measured(&c.mode)),
+                "verified": a.verify, "runs": runs_json}),
         || {
             let mut t = format!("{} modes predicted; Pareto front of {} modes (fastest first):\n", modes.len(), front.len());
-            for p in front.iter().take(12) {
-                let m = modes[p.mode];
-                let _ = writeln!(t, "  {:>8.1} ms {:>6.2} W  cores {:>2} cpu {} gpu {} emc {}", p.time_ms, p.power_w, m.cores, Freq(m.cpu_hz), Freq(m.gpu_hz), Freq(m.emc_hz));
+            for p in front.iter().take(FRONT_SHOWN) {
+                let _ = writeln!(t, "  {:>8.1} ms {:>6.2} W  {}", p.time_ms, p.power_w, knobs(p));
             }
-            if let (Some(b), Some(p)) = (a.budget, chosen) {
-                let m = modes[p.mode];
-                let _ = writeln!(t, "fastest within {b} W: cores {} cpu {} gpu {} emc {} ({:.1} ms, {:.2} W predicted){}", m.cores, Freq(m.cpu_hz), Freq(m.gpu_hz), Freq(m.emc_hz), p.time_ms, p.power_w, if a.verify { ", verified by a run" } else { "" });
+            if front.len() > FRONT_SHOWN {
+                let _ = writeln!(t, "  ... {} more (--json lists them all)", front.len() - FRONT_SHOWN);
+            }
+            for (i, (p, m)) in runs.iter().enumerate() {
+                let _ = writeln!(t, "verify run {}: {}: predicted {:.1} ms {:.2} W, measured {:.1} ms {:.2} W", i + 1, knobs(p), p.time_ms, p.power_w, m.time_ms, m.power_w);
+            }
+            if let (Some(b), Some(c)) = (a.budget, &chosen) {
+                let p = &c.mode;
+                let how = match measured(p) {
+                    Some(m) => format!("measured {:.1} ms, {:.2} W by a run", m.time_ms, m.power_w),
+                    None if a.verify => "no run fit: chosen by the predictions corrected by the runs, with the model's margin".into(),
+                    None => "with the model's margin".into(),
+                };
+                let _ = writeln!(t, "fastest within {b} W: {} ({:.1} ms, {:.2} W predicted; {how})", knobs(p), p.time_ms, p.power_w);
             }
             t
         },
     )
 }
+
+/// How many rows of the Pareto front the text shows; `--json` lists every one.
+const FRONT_SHOWN: usize = 12;
 
 /// A log-x plot of time against power: predicted modes, the front, profiled modes, the choice.
 fn svg(

@@ -253,6 +253,36 @@ fn profile_predict_optimize_round_trip() {
         o["chosen"]
     );
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
+    // Issue 15: every verification run shows what it measured, in JSON and in text.
+    let runs = o["runs"].as_array().unwrap();
+    assert!(!runs.is_empty(), "{o}");
+    assert!(runs
+        .iter()
+        .all(|r| r["measured"]["time_ms"].as_f64().unwrap() > 0.0
+            && r["measured"]["power_w"].as_f64().unwrap() > 0.0));
+    let optimize = |args: &[&str]| {
+        run(jpower(rt.path())
+            .args(["--sim", "nano", "optimize", "--model"])
+            .arg(&model)
+            .args(args))
+    };
+    let text = optimize(&["--budget", "4", "--verify"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("verify run 1:") && text.contains(", measured "),
+        "{text}"
+    );
+    if o["front"].as_array().unwrap().len() > 12 {
+        assert!(text.contains("more (--json lists them all)"), "{text}");
+    }
+    // An unreachable budget says so and fails.
+    let out = optimize(&["--budget", "0.5"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no mode fits 0.5 W; the lowest predicted power is"),
+        "{err}"
+    );
     let wrong = run(jpower(rt.path())
         .args(["--sim", "orin-agx", "optimize", "--model"])
         .arg(&model));
