@@ -72,11 +72,7 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     );
     let _ = writeln!(text, "  ({})", ina3221::NOISE_NOTE);
     if let Some(sim) = &sim {
-        sim.set_load(LoadState {
-            cpu: 0.5,
-            gpu: 0.9,
-            emc: 0.6,
-        })?;
+        sim.set_load(LoadState::TRAINING)?;
         let _ = writeln!(
             text,
             "\n== switching under a training-like load (CPU 50%, GPU 90%, EMC 60%)"

@@ -1,7 +1,8 @@
 //! The `jpower` command line: one clap item per command, each in its own module, all
 //! opening the board the same way ([`Target::open`]) so that every command first
 //! recovers what an earlier process left unfinished. Errors are one line and a
-//! non-zero exit; `--json` prints one JSON object instead of text.
+//! non-zero exit; `--json` prints one JSON object instead of text, and an error as
+//! `{"error": ..., "kind": ...}` on stdout beside the line on stderr.
 
 mod bench;
 mod demo;
@@ -269,11 +270,70 @@ fn one_line(e: &anyhow::Error) -> String {
     out
 }
 
+/// The kind of an error, for scripts (`--json`): named after the first error in its
+/// chain that one of jpower's layers defines, `usage` for the command line, else `error`.
+fn kind(e: &anyhow::Error) -> &'static str {
+    type Is = fn(&(dyn std::error::Error + 'static)) -> bool;
+    const KINDS: &[(&str, Is)] = &[
+        ("board", |e| e.is::<crate::board::BoardError>()),
+        ("sysfs", |e| e.is::<crate::board::sysfs::SysfsError>()),
+        ("nvpmodel", |e| e.is::<crate::board::nvpmodel::NvpError>()),
+        ("preset", |e| e.is::<crate::control::preset::PresetError>()),
+        ("mode", |e| {
+            e.is::<crate::control::mode::ModeError>() || e.is::<crate::control::plan::PlanError>()
+        }),
+        ("control", |e| e.is::<crate::control::ControlError>()),
+        ("state", |e| e.is::<crate::control::state::StateError>()),
+        ("telemetry", |e| {
+            e.is::<crate::telemetry::sampler::SamplerError>()
+                || e.is::<crate::telemetry::ring::RingError>()
+        }),
+        ("agent", |e| {
+            e.is::<crate::ipc::client::ClientError>() || e.is::<crate::ipc::codec::CodecError>()
+        }),
+        ("gpu", |e| e.is::<crate::gpu::GpuError>()),
+        ("model", |e| {
+            e.is::<crate::predict::ModelFileError>()
+                || e.is::<crate::predict::regress::RegressError>()
+        }),
+        ("sim", |e| e.is::<crate::sim::SimError>()),
+        ("file", |e| e.is::<crate::support::file_error::FileError>()),
+        ("io", |e| e.is::<std::io::Error>()),
+    ];
+    e.chain()
+        .find_map(|c| KINDS.iter().find(|(_, is)| is(c)).map(|(k, _)| *k))
+        .unwrap_or("error")
+}
+
+/// Reports an error: one line on stderr and, with `--json`, `{"error", "kind"}` on
+/// stdout, so that a script reading stdout always gets one JSON object.
+fn report(json: bool, message: &str, kind: &str) {
+    eprintln!("jpower: error: {message}");
+    if json {
+        println!("{}", serde_json::json!({"error": message, "kind": kind}));
+    }
+}
+
 /// Runs the CLI; returns the exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            // Before parsing succeeds, `--json` is looked for among the options (not in
+            // a command `energy` runs, after `--`).
+            let json = std::env::args()
+                .take_while(|a| a != "--")
+                .any(|a| a == "--json");
+            if json && e.use_stderr() {
+                let text = e.render().to_string();
+                let line = text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                report(true, line, "usage");
+                return 2;
+            }
             let _ = e.print();
             return if e.use_stderr() { 2 } else { 0 };
         }
@@ -282,7 +342,7 @@ pub fn main() -> i32 {
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("jpower: error: {}", one_line(&e));
+            report(cli.json, &one_line(&e), kind(&e));
             1
         }
     }

@@ -531,7 +531,29 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     let t1 = monotonic_ns();
     std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));
     let e = ring.energy(t0, t1);
-    let notes = feed.finish()?;
+    let mut notes = feed.finish()?;
+    // The bound is one refresh of the power swing the samples saw: with fewer than two
+    // samples, or a command shorter than a refresh, no reading measured the command and
+    // the swing is unknown, so there is no bound to give.
+    let refresh_s = ring
+        .info
+        .rails
+        .iter()
+        .map(|r| r.refresh_us)
+        .max()
+        .unwrap_or(0) as f64
+        * 1e-6;
+    let bound = if e.samples < 2 || e.duration_s < refresh_s {
+        notes.push(format!(
+            "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound; use --averaging auto (without an agent) to refresh about every millisecond",
+            e.duration_s * 1e3,
+            e.samples,
+            refresh_s * 1e3
+        ));
+        None
+    } else {
+        Some(e.error_bound_j)
+    };
     let rails: Vec<_> = ring
         .info
         .rails
@@ -543,17 +565,17 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     out.print(
         &json!({"command": a.command, "exit_code": code, "duration_s": e.duration_s, "samples": e.samples,
                 "rate_hz": e.rate_hz, "module_j": e.module_j, "mean_module_w": e.mean_module_w,
-                "error_bound_j": e.error_bound_j, "rails": rails, "notes": notes}),
+                "error_bound_j": bound, "rails": rails, "notes": notes}),
         || {
             let mut t = format!(
-                "\n {}\n\n {:>10.3} s    duration ({} samples at {:.0} Hz)\n {:>10.3} W    mean module power\n {:>10.3} J    module energy (+/- {:.3} J: sensor refresh)\n",
+                "\n {}\n\n {:>10.3} s    duration ({} samples at {:.0} Hz)\n {:>10.3} W    mean module power\n {:>10.3} J    module energy ({})\n",
                 a.command.join(" "),
                 e.duration_s,
                 e.samples,
                 e.rate_hz,
                 e.mean_module_w,
                 e.module_j,
-                e.error_bound_j
+                bound.map_or("error unknown: see the note".into(), |b| format!("+/- {b:.3} J: sensor refresh"))
             );
             for (r, j) in ring.info.rails.iter().zip(&e.rails_j) {
                 let _ = writeln!(t, " {j:>10.3} J    {}", r.name);

@@ -308,7 +308,12 @@ fn profile_predict_optimize_round_trip() {
         err.contains("cut.json:") && err.contains("the regressor reads"),
         "{err}"
     );
-    assert!(out.stdout.is_empty(), "no prediction is printed");
+    let j = json(&String::from_utf8_lossy(&out.stdout));
+    assert!(j["front"].is_null(), "no prediction is printed: {j}");
+    assert!(
+        j["error"].as_str().unwrap().contains("the regressor reads"),
+        "{j}"
+    );
 }
 
 #[test]
@@ -445,4 +450,28 @@ fn status_names_the_mode_and_what_nvpmodel_believes() {
     let after = status();
     assert_eq!(after["nvpmodel"]["preset_name"], "MODE_15W");
     assert_eq!(after["nvpmodel"]["agrees"], true);
+}
+
+/// Issue 15: with `--json`, an error is a JSON object on stdout (beside the line on
+/// stderr) with the same exit status: 1, or 2 for the command line.
+#[test]
+fn json_errors_are_json_objects_on_stdout() {
+    let rt = util::runtime();
+    let out = run(jpower(rt.path()).args(["--sim", "tx9", "--json", "status"]));
+    assert_eq!(out.status.code(), Some(1));
+    let j = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(j["kind"], "sim", "{j}");
+    assert!(
+        j["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown simulated board"),
+        "{j}"
+    );
+    let out = run(jpower(rt.path()).args(["--json", "status", "--bogus"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(json(&String::from_utf8_lossy(&out.stdout))["kind"], "usage");
+    // Without --json, stdout stays empty.
+    let out = run(jpower(rt.path()).args(["--sim", "tx9", "status"]));
+    assert!(out.stdout.is_empty());
 }

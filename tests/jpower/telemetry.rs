@@ -820,3 +820,21 @@ fn watch_without_an_agent_does_not_block_set_or_another_watch() {
     ])));
     assert!(st["state"].is_null(), "{st}");
 }
+
+/// Issue 15: a command shorter than the sensors' refresh reported "0 samples" with an
+/// error bound of 0 J; it now has no bound (`null`) and a note says why.
+#[test]
+fn energy_of_a_command_shorter_than_the_refresh_has_no_bound() {
+    let rt = util::runtime();
+    let j = util::json(&util::ok(
+        util::jpower(rt.path()).args(["--sim", "orin-agx", "--json", "energy", "--", "true"]),
+    ));
+    assert!(j["error_bound_j"].is_null(), "{j}");
+    assert!(j["notes"].to_string().contains("no error bound"), "{j}");
+    let text =
+        util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "energy", "--", "true"]));
+    assert!(
+        text.contains("error unknown") && !text.contains("+/- 0.000 J"),
+        "{text}"
+    );
+}
