@@ -19,7 +19,6 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::json;
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Arguments of `jpower train`.
@@ -215,17 +214,11 @@ fn run<B: Backend>(
     steps: u64,
     quiet: bool,
 ) -> Result<(Vec<Step>, f64, u64)> {
-    let bar = if quiet || !std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(steps)
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} minibatches, ETA {eta} {msg}",
-        )
-        .context("progress style")?,
-    );
+    let bar = super::progress(
+        Some(steps),
+        "{bar:40} {pos}/{len} minibatches, ETA {eta} {msg}",
+        quiet,
+    )?;
     let mut out = Vec::with_capacity(steps as usize);
     for step in 0..steps {
         let t0 = monotonic_ns();

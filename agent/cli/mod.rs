@@ -24,6 +24,7 @@ use crate::control::Controller;
 use crate::sim::SimBoard;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 
 /// Power-mode control and power telemetry for NVIDIA Jetson boards.
@@ -428,6 +429,28 @@ impl Output {
             r => Ok(r.context("writing to stdout")?),
         }
     }
+}
+
+/// A progress bar on stderr, hidden under `--json` (`quiet`) or when stderr is not a
+/// terminal: `len` steps, or with `None` a spinner whose message names the stage.
+pub(super) fn progress(len: Option<u64>, template: &str, quiet: bool) -> Result<ProgressBar> {
+    use std::io::IsTerminal;
+    let bar = match len {
+        _ if quiet || !std::io::stderr().is_terminal() => ProgressBar::hidden(),
+        Some(n) => ProgressBar::new(n),
+        None => {
+            let bar = ProgressBar::new_spinner();
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            bar
+        }
+    };
+    bar.set_style(ProgressStyle::with_template(template).context("progress style")?);
+    Ok(bar)
+}
+
+/// The spinner of a command made of long stages (fitting, pre-training, profiling).
+pub(super) fn stages(quiet: bool) -> Result<ProgressBar> {
+    progress(None, "{spinner} {msg} ({elapsed})", quiet)
 }
 
 /// A temporary directory on tmpfs when there is one (benchmarks, the demo's exports).

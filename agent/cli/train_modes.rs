@@ -186,7 +186,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
             power: &power,
             fit: &effort.fit,
         };
-        let mut progress = Progress::new(a, a.modes, "simulated ");
+        let mut progress = Progress::new(a, a.modes, "simulated ")?;
         let candidates = src.modes();
         let rows = active::profile_active(&candidates, a.modes, &guide, a.seed, |m| {
             progress.run(src.as_mut(), m)
@@ -194,7 +194,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
         (rows, progress.secs)
     } else {
         let modes = choose(a, src.as_ref(), &space)?;
-        let mut progress = Progress::new(a, modes.len(), "simulated ");
+        let mut progress = Progress::new(a, modes.len(), "simulated ")?;
         (progress.run(src.as_mut(), &modes), progress.secs)
     };
     report(&spec.id(), &rows, secs, "simulated ", a, out)
@@ -237,7 +237,7 @@ fn live_with<W: Workload>(
     out: &Output,
 ) -> Result<()> {
     let modes = choose(a, &src, space)?;
-    let mut progress = Progress::new(a, modes.len(), "");
+    let mut progress = Progress::new(a, modes.len(), "")?;
     let rows = progress.run(&mut src, &modes);
     let secs = progress.secs;
     let error = src.error.take();
@@ -269,7 +269,8 @@ fn choose(
     })
 }
 
-/// Profiling with progress and an ETA on stderr.
+/// Profiling with progress and an ETA on stderr: a bar on a terminal, else a line every
+/// tenth of the modes.
 struct Progress<'a> {
     cfg: ProfileConfig,
     /// Modes to profile in all, done so far, and the seconds they took.
@@ -277,11 +278,12 @@ struct Progress<'a> {
     done: usize,
     secs: f64,
     clock: &'a str,
+    bar: indicatif::ProgressBar,
 }
 
 impl<'a> Progress<'a> {
-    fn new(a: &ProfileArgs, total: usize, clock: &'a str) -> Progress<'a> {
-        Progress {
+    fn new(a: &ProfileArgs, total: usize, clock: &'a str) -> Result<Progress<'a>> {
+        Ok(Progress {
             cfg: ProfileConfig {
                 minibatches: a.minibatches,
                 ..ProfileConfig::default()
@@ -290,7 +292,12 @@ impl<'a> Progress<'a> {
             done: 0,
             secs: 0.0,
             clock,
-        }
+            bar: super::progress(
+                Some(total as u64),
+                "{bar:40} {pos}/{len} modes, {msg}, ETA {eta}",
+                false,
+            )?,
+        })
     }
 
     /// Profiles `modes`, returning the rows of those it could measure.
@@ -303,7 +310,16 @@ impl<'a> Progress<'a> {
             }
             self.done += 1;
             let total = self.total.max(self.done);
-            if self.done % (total / 10).max(1) == 0 || self.done == total {
+            self.bar.set_length(total as u64);
+            self.bar.set_position(self.done as u64);
+            self.bar.set_message(format!(
+                "{:.1} {}min profiled",
+                self.secs / 60.0,
+                self.clock
+            ));
+            // Without a terminal (a log), a line every tenth.
+            if self.bar.is_hidden() && (self.done % (total / 10).max(1) == 0 || self.done == total)
+            {
                 let eta = self.secs / self.done as f64 * (total - self.done) as f64 / 60.0;
                 eprintln!(
                     "profiled {}/{total} modes, {:.1} {clock}min, ETA {eta:.1} {clock}min",
@@ -312,6 +328,9 @@ impl<'a> Progress<'a> {
                     clock = self.clock
                 );
             }
+        }
+        if self.done == self.total {
+            self.bar.finish_and_clear();
         }
         rows
     }
@@ -350,7 +369,12 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
     let rows = read_profile(&a.profile, spec)?;
     let effort = Effort::new(false, a.seed);
     let fit = effort.fit;
+    let bar = super::stages(out.json)?;
     let reference = if method.uses_reference() {
+        bar.set_message(format!(
+            "profiling and pre-training on the reference {}",
+            a.reference
+        ));
         Some(pretrained(spec, &a.reference, method, &effort)?)
     } else {
         None
@@ -359,13 +383,18 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
         reference.as_ref().map(|r| &r.0),
         reference.as_ref().map(|r| &r.1),
     );
+    bar.set_message(format!("fitting time on {} profiled modes", rows.len()));
+    let time = predict::fit(method, &rows, Quantity::TimeMs, rt, &fit)?;
+    bar.set_message(format!("fitting power on {} profiled modes", rows.len()));
+    let power = predict::fit(method, &rows, Quantity::PowerW, rp, &fit)?;
+    bar.finish_and_clear();
     let file = ModelFile {
         version: MODEL_VERSION,
         board: spec.id(),
         workload: a.workload.clone(),
         method,
-        time: predict::fit(method, &rows, Quantity::TimeMs, rt, &fit)?,
-        power: predict::fit(method, &rows, Quantity::PowerW, rp, &fit)?,
+        time,
+        power,
         profiled: rows.iter().map(|r| r.mode).collect(),
     };
     file.save(&a.save)?;
