@@ -17,7 +17,7 @@ use crate::telemetry::{flags, Telemetry};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::fmt::Write as _;
-use std::io::Write as _;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -416,6 +416,12 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             std::thread::sleep(Duration::from_millis(20));
         }
     } else {
+        // The table refreshes in place on a terminal; piped, each one follows the last.
+        let clear = if std::io::stdout().is_terminal() {
+            "\x1b[H\x1b[2J"
+        } else {
+            ""
+        };
         let fresh = (0..ring.info.rails.len()).map(|r| ring.rail_freshness(r).0);
         let mut last = (monotonic_ns(), fresh.collect::<Vec<u64>>(), first);
         while !done() {
@@ -428,7 +434,7 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             let rates = (feed.requested_hz(&ring), (w - last.2) as f64 / dt);
             let table = render(&ring, now, &last.1, dt, rates);
             last = (now, fresh, w);
-            if !out.json && write!(std::io::stdout(), "\x1b[H\x1b[2J{table}").is_err() {
+            if !out.json && write!(std::io::stdout(), "{clear}{table}").is_err() {
                 break;
             }
         }

@@ -838,3 +838,12 @@ fn energy_of_a_command_shorter_than_the_refresh_has_no_bound() {
         "{text}"
     );
 }
+
+/// Issue 15: piped, `watch` wrote clear-screen escapes before every table.
+#[test]
+fn watch_piped_writes_plain_tables() {
+    let rt = util::runtime();
+    let out =
+        util::ok(util::jpower(rt.path()).args(["--sim", "nano", "watch", "--duration", "1.2"]));
+    assert!(out.contains("module") && !out.contains('\x1b'), "{out:?}");
+}
