@@ -18,8 +18,9 @@
 //!    │
 //!  telemetry  the sampler thread, the shared-memory ring, energy, thermal watching
 //!    │
-//!  control    modes and presets, plans, the Controller (journal, read-back, rollback,
-//!    │        restore), state files, the measurement lock
+//!  control    modes and presets, plans, the Controller (one owner per board under its
+//!    │        lock: journal, read-back, rollback, restore), Peek (what the commands that
+//!    │        only read see, without the lock), state files, the measurement lock
 //!  board      the file layer (sysfs: files opened once, pread/pwrite inside the root),
 //!    │        discovery (identity, CPU clusters, GPU devfreq, EMC cap, INA3221 rails and
 //!    │        their math), nvpmodel files

@@ -18,6 +18,9 @@ pub const TEGRA_RELEASE: &str = "/etc/nv_tegra_release";
 pub const TEGRA_CHIP_ID: &str = "/sys/module/tegra_fuse/parameters/tegra_chip_id";
 /// The nvpmodel configuration in use (a symlink to `/etc/nvpmodel/<board>.conf`).
 pub const NVPMODEL_CONF: &str = "/etc/nvpmodel.conf";
+/// What nvpmodel last applied (`pmode:0002`): what `nvpmodel -q` and jtop report, and
+/// the mode nvpmodel applies at the next boot.
+pub const NVPMODEL_STATUS: &str = "/var/lib/nvpmodel/status";
 
 /// CPU topology.
 pub const CPU_DIR: &str = "/sys/devices/system/cpu";

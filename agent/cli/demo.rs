@@ -28,9 +28,9 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     if target.sim.is_none() && target.root.is_none() {
         target.sim = Some(a.board.clone());
     }
+    let snap = status::collect(&target)?;
     let (mut c, sim) = target.open()?;
     let mut text = String::new();
-    let snap = status::snapshot(&c);
     let _ = writeln!(text, "== discover\n{}", status::text(&snap));
 
     let presets = target.presets(c.board())?;
@@ -57,7 +57,12 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         rate_hz: Some(1000.0),
         ..SamplerConfig::default()
     };
-    let telemetry = Telemetry::start(c.board(), c.current(), &target.runtime_dir(), &cfg)?;
+    let telemetry = Telemetry::start(
+        c.board(),
+        c.current(),
+        &crate::telemetry::ring_path(&target.runtime_dir(), &c.board().key()),
+        &cfg,
+    )?;
     let ring = RingReader::open(&telemetry.path)?;
     let _ = writeln!(
         text,
@@ -67,11 +72,7 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     );
     let _ = writeln!(text, "  ({})", ina3221::NOISE_NOTE);
     if let Some(sim) = &sim {
-        sim.set_load(LoadState {
-            cpu: 0.5,
-            gpu: 0.9,
-            emc: 0.6,
-        })?;
+        sim.set_load(LoadState::TRAINING)?;
         let _ = writeln!(
             text,
             "\n== switching under a training-like load (CPU 50%, GPU 90%, EMC 60%)"

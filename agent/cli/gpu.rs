@@ -19,7 +19,6 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::json;
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Arguments of `jpower train`.
@@ -94,7 +93,11 @@ pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
     );
     let first = steps.first().map_or(0.0, |s| s.loss);
     let last = steps.last().map_or(0.0, |s| s.loss);
-    let device = if a.cpu { "CPU reference" } else { "CUDA GPU" };
+    let device = match (a.cpu, &target.sim) {
+        (true, _) => "CPU reference",
+        (false, Some(_)) => SIMULATED_GPU,
+        (false, None) => "CUDA GPU",
+    };
     out.print(
         &json!({"device": device, "steps": steps.len(), "batch": a.batch, "first_loss": first,
                 "final_loss": last, "held_out_accuracy": accuracy, "flops_per_step": flops,
@@ -113,6 +116,9 @@ pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
     )
 }
 
+/// The device `train --sim BOARD` names, without `--cpu`.
+const SIMULATED_GPU: &str = "simulated GPU";
+
 /// What a training run returns: its minibatches, the held-out accuracy, the FLOPs of one
 /// step and notes.
 type Trained = (Vec<Step>, f64, u64, Vec<String>);
@@ -122,10 +128,18 @@ type Trained = (Vec<Step>, f64, u64, Vec<String>);
 fn train_on_board(target: &Target, a: &TrainArgs, out: &Output) -> Result<Trained> {
     let session = Session::start(target, &SampleArgs::fast(), "train")?;
     let l4t = session.controller.board().identity.l4t_major;
+    let mut notes = Vec::new();
     let trained = (|| {
-        if let Some(sim) = &session.sim {
-            // A simulated board has no CUDA: the CPU reference keeps one host core busy.
-            sim.set_one_core_busy()?;
+        match &session.sim {
+            // The CPU reference keeps one core busy.
+            Some(sim) if a.cpu => sim.set_one_core_busy()?,
+            // A simulated board has no CUDA: its GPU model carries the training load, as
+            // `roofline --sim` runs its sweep there, while the CPU reference computes.
+            Some(sim) => {
+                sim.set_load(LoadState::TRAINING)?;
+                notes.push(format!("{SIMULATED_GPU}: the CPU reference computed each step (this host's time) while the simulated board's GPU model drew a training load's power"));
+            }
+            None => {}
         }
         let ring = RingReader::open(&session.telemetry.path)?;
         let mut marks = Minibatches::default();
@@ -133,7 +147,7 @@ fn train_on_board(target: &Target, a: &TrainArgs, out: &Output) -> Result<Traine
             marks.begin(Kind::Train, step, t0)?;
             Ok(marks.end(Kind::Train, step, t1, &ring)?)
         };
-        if a.cpu {
+        if a.cpu || session.sim.is_some() {
             let trainer = Trainer::new(Cpu, a.batch, a.seed, a.lr)?;
             run(trainer, &mut meter, a.steps, out.json)
         } else {
@@ -146,7 +160,7 @@ fn train_on_board(target: &Target, a: &TrainArgs, out: &Output) -> Result<Traine
         sim.set_load(LoadState::default())?;
     }
     // Put the board back whether or not the training ran.
-    let notes = session.finish()?;
+    notes.extend(session.finish()?);
     let (steps, accuracy, flops) = trained?;
     Ok((steps, accuracy, flops, notes))
 }
@@ -200,17 +214,11 @@ fn run<B: Backend>(
     steps: u64,
     quiet: bool,
 ) -> Result<(Vec<Step>, f64, u64)> {
-    let bar = if quiet || !std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(steps)
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} minibatches, ETA {eta} {msg}",
-        )
-        .context("progress style")?,
-    );
+    let bar = super::progress(
+        Some(steps),
+        "{bar:40} {pos}/{len} minibatches, ETA {eta} {msg}",
+        quiet,
+    )?;
     let mut out = Vec::with_capacity(steps as usize);
     for step in 0..steps {
         let t0 = monotonic_ns();

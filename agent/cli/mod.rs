@@ -1,7 +1,8 @@
 //! The `jpower` command line: one clap item per command, each in its own module, all
 //! opening the board the same way ([`Target::open`]) so that every command first
 //! recovers what an earlier process left unfinished. Errors are one line and a
-//! non-zero exit; `--json` prints one JSON object instead of text.
+//! non-zero exit; `--json` prints one JSON object instead of text, and an error as
+//! `{"error": ..., "kind": ...}` on stdout beside the line on stderr.
 
 mod bench;
 mod demo;
@@ -23,6 +24,7 @@ use crate::control::Controller;
 use crate::sim::SimBoard;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 
 /// Power-mode control and power telemetry for NVIDIA Jetson boards.
@@ -61,7 +63,8 @@ pub struct Target {
     #[arg(long, global = true, value_name = "FILE")]
     pub nvpmodel: Option<PathBuf>,
     /// The agent's socket [default: the config's, else <runtime-dir>/jpower.sock]. When an
-    /// agent serves it, `set`, `restore` and `status` go through the agent.
+    /// agent serves it, `set` and `restore` go through its leases, and `status`, `watch`
+    /// and `energy` read from it.
     #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
 }
@@ -268,11 +271,70 @@ fn one_line(e: &anyhow::Error) -> String {
     out
 }
 
+/// The kind of an error, for scripts (`--json`): named after the first error in its
+/// chain that one of jpower's layers defines, `usage` for the command line, else `error`.
+fn kind(e: &anyhow::Error) -> &'static str {
+    type Is = fn(&(dyn std::error::Error + 'static)) -> bool;
+    const KINDS: &[(&str, Is)] = &[
+        ("board", |e| e.is::<crate::board::BoardError>()),
+        ("sysfs", |e| e.is::<crate::board::sysfs::SysfsError>()),
+        ("nvpmodel", |e| e.is::<crate::board::nvpmodel::NvpError>()),
+        ("preset", |e| e.is::<crate::control::preset::PresetError>()),
+        ("mode", |e| {
+            e.is::<crate::control::mode::ModeError>() || e.is::<crate::control::plan::PlanError>()
+        }),
+        ("control", |e| e.is::<crate::control::ControlError>()),
+        ("state", |e| e.is::<crate::control::state::StateError>()),
+        ("telemetry", |e| {
+            e.is::<crate::telemetry::sampler::SamplerError>()
+                || e.is::<crate::telemetry::ring::RingError>()
+        }),
+        ("agent", |e| {
+            e.is::<crate::ipc::client::ClientError>() || e.is::<crate::ipc::codec::CodecError>()
+        }),
+        ("gpu", |e| e.is::<crate::gpu::GpuError>()),
+        ("model", |e| {
+            e.is::<crate::predict::ModelFileError>()
+                || e.is::<crate::predict::regress::RegressError>()
+        }),
+        ("sim", |e| e.is::<crate::sim::SimError>()),
+        ("file", |e| e.is::<crate::support::file_error::FileError>()),
+        ("io", |e| e.is::<std::io::Error>()),
+    ];
+    e.chain()
+        .find_map(|c| KINDS.iter().find(|(_, is)| is(c)).map(|(k, _)| *k))
+        .unwrap_or("error")
+}
+
+/// Reports an error: one line on stderr and, with `--json`, `{"error", "kind"}` on
+/// stdout, so that a script reading stdout always gets one JSON object.
+fn report(json: bool, message: &str, kind: &str) {
+    eprintln!("jpower: error: {message}");
+    if json {
+        println!("{}", serde_json::json!({"error": message, "kind": kind}));
+    }
+}
+
 /// Runs the CLI; returns the exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            // Before parsing succeeds, `--json` is looked for among the options (not in
+            // a command `energy` runs, after `--`).
+            let json = std::env::args()
+                .take_while(|a| a != "--")
+                .any(|a| a == "--json");
+            if json && e.use_stderr() {
+                let text = e.render().to_string();
+                let line = text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                report(true, line, "usage");
+                return 2;
+            }
             let _ = e.print();
             return if e.use_stderr() { 2 } else { 0 };
         }
@@ -281,7 +343,7 @@ pub fn main() -> i32 {
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("jpower: error: {}", one_line(&e));
+            report(cli.json, &one_line(&e), kind(&e));
             1
         }
     }
@@ -367,6 +429,28 @@ impl Output {
             r => Ok(r.context("writing to stdout")?),
         }
     }
+}
+
+/// A progress bar on stderr, hidden under `--json` (`quiet`) or when stderr is not a
+/// terminal: `len` steps, or with `None` a spinner whose message names the stage.
+pub(super) fn progress(len: Option<u64>, template: &str, quiet: bool) -> Result<ProgressBar> {
+    use std::io::IsTerminal;
+    let bar = match len {
+        _ if quiet || !std::io::stderr().is_terminal() => ProgressBar::hidden(),
+        Some(n) => ProgressBar::new(n),
+        None => {
+            let bar = ProgressBar::new_spinner();
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            bar
+        }
+    };
+    bar.set_style(ProgressStyle::with_template(template).context("progress style")?);
+    Ok(bar)
+}
+
+/// The spinner of a command made of long stages (fitting, pre-training, profiling).
+pub(super) fn stages(quiet: bool) -> Result<ProgressBar> {
+    progress(None, "{spinner} {msg} ({elapsed})", quiet)
 }
 
 /// A temporary directory on tmpfs when there is one (benchmarks, the demo's exports).

@@ -46,8 +46,9 @@ pub fn summary(m: &Mode) -> String {
 
 /// `jpower modes`.
 pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
-    let (c, _sim) = target.open()?;
-    let board = c.board();
+    // Modes only reads the board: no lock, so it works beside an agent.
+    let (root, _sim) = target.root()?;
+    let board = &crate::board::Board::discover(root)?;
     let presets = target.presets(board)?;
     let space = ModeSpace::of(board);
     let mut j = json!({

@@ -77,6 +77,11 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
             &mut sim_target
         }
     };
+    let bar = super::stages(out.json)?;
+    bar.set_message(format!(
+        "profiling the reference {} and the target, fitting every method",
+        a.reference
+    ));
     let report = evaluate::evaluate(Eval {
         board: spec.id(),
         reference: &mut reference,
@@ -90,6 +95,7 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
         budgets: (spec.name == "orin-agx").then(|| (17..=50).map(f64::from).collect()),
     })
     .context("fitting the predictors")?;
+    bar.finish_and_clear();
     let value = serde_json::to_value(&report)?;
     out.print(&value, || {
         let mut t = format!(

@@ -1,5 +1,6 @@
 //! `jpower sim nvpmodel -m N` and `jpower sim jetson-clocks`: changes behind jpower's back
-//! on a simulated board, made the way NVIDIA's tools make them on a Jetson.
+//! on a simulated board, made the way NVIDIA's tools make them on a Jetson (`nvpmodel`
+//! also records the mode in its status file, `/var/lib/nvpmodel/status`).
 //!
 //! Like the real tools they write the board's attributes directly, through the simulated
 //! kernel (so its rules apply: tables, clamping or `EINVAL`, min/max order), without
@@ -42,6 +43,10 @@ pub fn nvpmodel(target: &Target, id: u32, out: &Output) -> Result<()> {
     let cur = board.read_knobs()?;
     let t = plan::target(&board, &preset.mode, &cur)?;
     let writes = write(&board, &t)?;
+    // As NVIDIA's tool does: what `nvpmodel -q` reports, and what the next boot applies.
+    let status = board.root.path(crate::board::paths::NVPMODEL_STATUS);
+    std::fs::write(&status, format!("pmode:{:04}\n", preset.id))
+        .with_context(|| format!("writing {}", status.display()))?;
     out.print(
         &serde_json::json!({"id": preset.id, "preset": preset.name, "writes": writes}),
         || {

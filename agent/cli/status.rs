@@ -1,8 +1,11 @@
 //! `jpower status`: what the board is and what it is doing now.
 
 use super::{Output, Target};
-use crate::board::Board;
-use crate::control::Controller;
+use crate::board::{Board, Values};
+use crate::control::preset::{Preset, Presets};
+use crate::control::Peek;
+use crate::ipc::protocol::Status as AgentStatus;
+use crate::support::runtime::process_alive;
 use crate::support::units::Freq;
 use anyhow::Result;
 use serde_json::{json, Value};
@@ -31,10 +34,30 @@ pub fn rails_now(board: &Board) -> (Vec<Value>, u64, Option<u64>) {
     (rails, module, input)
 }
 
-/// The status as one JSON object.
-pub fn snapshot(c: &Controller) -> Value {
-    let b = c.board();
-    let v = c.current();
+/// The preset the knobs at `current` hold, if one does: applying it would change nothing.
+fn matching_preset<'a>(
+    board: &Board,
+    presets: Option<&'a Presets>,
+    current: &Values,
+) -> Option<&'a Preset> {
+    presets?.presets.iter().find(|p| {
+        crate::control::plan::target(board, &p.mode, current).is_ok_and(|t| t == *current)
+    })
+}
+
+/// The mode nvpmodel last applied, from its status file (`pmode:0002`); `None` without
+/// the file or with one it cannot parse.
+fn nvpmodel_mode(board: &Board) -> Option<u32> {
+    let text =
+        std::fs::read_to_string(board.root.path(crate::board::paths::NVPMODEL_STATUS)).ok()?;
+    text.trim().strip_prefix("pmode:")?.trim().parse().ok()
+}
+
+/// The status as one JSON object, the same keys with or without an agent (`agent` is
+/// `null` without one): the board read without its lock, and what the agent says.
+pub fn snapshot(p: &Peek, presets: Option<&Presets>, agent: Option<&AgentStatus>) -> Value {
+    let b = &p.board;
+    let v = &p.current;
     let cpus: Vec<Value> = b
         .cpus
         .iter()
@@ -67,16 +90,29 @@ pub fn snapshot(c: &Controller) -> Value {
         .zip(v)
         .map(|(k, val)| json!({"knob": k.kind, "path": k.path, "value": val, "writable": k.writable}))
         .collect();
-    let stats = c.stats();
     let zones: Vec<Value> = crate::telemetry::thermal::zones(&b.root)
         .iter()
         .map(|z| json!({"zone": z.name, "temp_mc": z.read_mc()}))
         .collect();
+    let preset = matching_preset(b, presets, v);
+    let nvp = nvpmodel_mode(b);
+    let nvp_name = nvp.and_then(|id| {
+        presets?
+            .presets
+            .iter()
+            .find(|p| p.id == id)
+            .map(|p| p.name.clone())
+    });
     json!({
         "board": b.identity,
         "root": b.root.dir(),
         "simulated": b.root.is_simulated(),
         "board_key": b.key(),
+        "mode": {"name": preset.map_or("custom", |p| p.name.as_str()), "preset_id": preset.map(|p| p.id),
+                 "presets_from": presets.map(|p| &p.source)},
+        "nvpmodel": {"status_file": b.root.path(crate::board::paths::NVPMODEL_STATUS),
+                     "preset_id": nvp, "preset_name": nvp_name,
+                     "agrees": nvp.zip(presets).map(|(id, _)| preset.is_some_and(|p| p.id == id))},
         "cpus": cpus,
         "clusters": clusters,
         "gpu": gpu,
@@ -88,10 +124,14 @@ pub fn snapshot(c: &Controller) -> Value {
         "thermal": zones,
         "fan_pwm": crate::telemetry::thermal::fan_pwm(&b.root),
         "warnings": b.warnings,
-        "state": c.state().map(|s| json!({"owner": s.owner, "baseline_knobs": s.baseline.len()})),
-        "last_switch_us": (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
-        "switches": stats.count,
-        "recovered": c.recovered(),
+        "state": p.state.as_ref().map(|s| json!({"owner": s.owner, "alive": process_alive(s.owner.pid),
+                                                 "baseline_knobs": s.baseline.len()})),
+        "last_switch_us": (p.stats.count > 0).then(|| p.stats.last_ns as f64 / 1000.0),
+        "switches": p.stats.count,
+        "pending_recovery": p.pending,
+        "agent": agent.map(|a| json!({"lease": a.holder, "budget_w": a.budget_w, "guard": a.guard,
+                                      "module_mw": a.module_w.map(|w| (w * 1000.0).round() as u64),
+                                      "ring_path": a.ring_path})),
     })
 }
 
@@ -115,6 +155,33 @@ pub fn text(s: &Value) -> String {
         b["l4t_revision"].as_str().unwrap_or("?"),
         b["module"].as_str().unwrap_or("?"),
     );
+    let m = &s["mode"];
+    let _ = writeln!(
+        o,
+        "mode    {}{}",
+        m["name"].as_str().unwrap_or("?"),
+        match (m["preset_id"].as_u64(), m["presets_from"].as_str()) {
+            (Some(id), _) => format!(" (preset {id})"),
+            (None, Some(from)) => format!(" (no preset of {from} matches: the knobs below)"),
+            (None, None) => " (no nvpmodel file to name presets: the knobs below)".into(),
+        }
+    );
+    let n = &s["nvpmodel"];
+    if let Some(id) = n["preset_id"].as_u64() {
+        let _ = writeln!(
+            o,
+            "nvpmodel believes {id}{} ({}){}",
+            n["preset_name"]
+                .as_str()
+                .map_or(String::new(), |p| format!(" {p}")),
+            n["status_file"].as_str().unwrap_or("?"),
+            match n["agrees"].as_bool() {
+                Some(true) => ": agrees",
+                Some(false) => ": DISAGREES (`nvpmodel -q` and jtop report its mode)",
+                None => "",
+            }
+        );
+    }
     let online: Vec<String> = s["cpus"]
         .as_array()
         .into_iter()
@@ -212,9 +279,14 @@ pub fn text(s: &Value) -> String {
         Some(st) => {
             let _ = writeln!(
                 o,
-                "state   held by {} (pid {}); `jpower restore` returns to the baseline",
+                "state   set by {} (pid {}, {}); `jpower restore` returns to the baseline",
                 st["owner"]["name"].as_str().unwrap_or("?"),
-                st["owner"]["pid"]
+                st["owner"]["pid"],
+                if st["alive"] == true {
+                    "running"
+                } else {
+                    "exited"
+                }
             );
         }
         None => {
@@ -228,81 +300,59 @@ pub fn text(s: &Value) -> String {
             s["switches"]
         );
     }
+    for r in s["pending_recovery"].as_array().into_iter().flatten() {
+        let _ = writeln!(o, "pending {}", r.as_str().unwrap_or(""));
+    }
+    if let Some(a) = s["agent"].as_object() {
+        let lease = &a["lease"];
+        let _ = match lease.as_object() {
+            Some(l) => writeln!(
+                o,
+                "agent   lease {} held by {} (uid {})",
+                l["lease"].as_str().unwrap_or("?"),
+                l["client"].as_str().unwrap_or("?"),
+                l["uid"]
+            ),
+            None => writeln!(o, "agent   serves the board; no lease held"),
+        };
+        if let Some(b) = a["budget_w"].as_f64() {
+            let _ = writeln!(
+                o,
+                "budget  {b:.1} W{}",
+                a["guard"]
+                    .as_str()
+                    .map_or(String::new(), |g| format!(" (capped: {g})"))
+            );
+        }
+        let _ = writeln!(o, "ring    {}", a["ring_path"].as_str().unwrap_or("?"));
+    }
     for w in s["warnings"].as_array().into_iter().flatten() {
         let _ = writeln!(o, "warning {}", w.as_str().unwrap_or(""));
     }
     o
 }
 
-/// `jpower status`.
-pub fn run(target: &Target, out: &Output) -> Result<()> {
-    if let Some(mut client) = target.agent()? {
-        let reply = client.request(crate::ipc::protocol::RequestBody::Status)?;
-        let crate::ipc::protocol::ReplyBody::Status(st) = reply else {
-            anyhow::bail!("unexpected reply from the agent");
-        };
-        let value = serde_json::to_value(&st)?;
-        return out.print(&json!({"through_agent": true, "agent": value}), || {
-            agent_text(&st)
-        });
-    }
-    let (c, _sim) = target.open()?;
-    let s = snapshot(&c);
-    out.print(&s, || text(&s))
+/// The status of the board `target` names: read without the board lock, with what a
+/// running agent says.
+pub fn collect(target: &Target) -> Result<Value> {
+    let agent = match target.agent()? {
+        Some(mut client) => {
+            let reply = client.request(crate::ipc::protocol::RequestBody::Status)?;
+            let crate::ipc::protocol::ReplyBody::Status(st) = reply else {
+                anyhow::bail!("unexpected reply from the agent");
+            };
+            Some(st)
+        }
+        None => None,
+    };
+    let (root, _sim) = target.root()?;
+    let peek = Peek::read(Board::discover(root)?, &target.runtime_dir())?;
+    let presets = target.presets(&peek.board)?;
+    Ok(snapshot(&peek, presets.as_ref(), agent.as_ref()))
 }
 
-fn agent_text(s: &crate::ipc::protocol::Status) -> String {
-    let mut o = format!(
-        "board   {} (served by the agent)\ncpus    online {:?}\n",
-        s.board, s.online_cpus
-    );
-    for (i, c) in s.cpu_khz.iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "  cluster{i} min {} max {} cur {}",
-            Freq(c[0] * 1000),
-            Freq(c[1] * 1000),
-            Freq(c[2] * 1000)
-        );
-    }
-    if let Some(g) = s.gpu_hz {
-        let _ = writeln!(
-            o,
-            "gpu     min {} max {} cur {}",
-            Freq(g[0]),
-            Freq(g[1]),
-            Freq(g[2])
-        );
-    }
-    let _ = writeln!(
-        o,
-        "emc     cap {}",
-        s.emc_cap_hz.map_or("none".into(), |c| Freq(c).to_string())
-    );
-    if let Some(w) = s.module_w {
-        let _ = writeln!(o, "power   module {w:.3} W");
-    }
-    match &s.holder {
-        Some(h) => {
-            let _ = writeln!(
-                o,
-                "lease   {} (pid {}, uid {}, {:?})",
-                h.client, h.pid, h.uid, h.lease
-            );
-        }
-        None => {
-            let _ = writeln!(o, "lease   none");
-        }
-    }
-    if let Some(b) = s.budget_w {
-        let _ = writeln!(
-            o,
-            "budget  {b:.1} W{}",
-            s.guard
-                .as_ref()
-                .map_or(String::new(), |g| format!(" (capped: {g})"))
-        );
-    }
-    let _ = writeln!(o, "ring    {}", s.ring_path);
-    o
+/// `jpower status`.
+pub fn run(target: &Target, out: &Output) -> Result<()> {
+    let s = collect(target)?;
+    out.print(&s, || text(&s))
 }

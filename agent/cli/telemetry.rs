@@ -1,21 +1,23 @@
 //! `jpower watch`, `jpower energy -- CMD` and `jpower ring read`: the telemetry commands.
 //!
-//! `watch` and `energy` run their own sampler (the agent will share its ring instead). If
-//! asked to lower the sensors' averaging to reach the rate, they change it through the
-//! controller and put it back when they finish.
+//! `watch` and `energy` only read: with an agent running they read its ring; without one
+//! they run a sampler of their own into a private ring, without the board lock, so that a
+//! `jpower set` from another terminal still works. Only when asked to lower the sensors'
+//! averaging (a write) do they own the board, changing it through the controller and
+//! putting it back when they finish.
 
 use super::{Output, Target};
 use crate::board::ina3221;
 use crate::board::Values;
 use crate::control::state::{Owner, OwnerKind};
-use crate::control::Controller;
+use crate::control::{Controller, Peek};
 use crate::telemetry::ring::{monotonic_ns, RingReader};
 use crate::telemetry::sampler::SamplerConfig;
 use crate::telemetry::{flags, Telemetry};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::fmt::Write as _;
-use std::io::Write as _;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -119,89 +121,23 @@ enum Restore {
 }
 
 impl Session {
-    /// Starts sampling for command `name`, lowering the sensors' averaging if asked.
+    /// Starts sampling for command `name`, owning the board (its lock) until
+    /// [`Session::finish`], and lowering the sensors' averaging if asked.
     pub fn start(target: &Target, a: &SampleArgs, name: &'static str) -> Result<Session> {
-        let (controller, sim) = target.open()?;
-        let prior = controller.current().clone();
+        let (mut controller, sim) = target.open()?;
+        let mut restore = None;
         let mut notes = Vec::new();
-        let period_us = (1e6 / a.rate.unwrap_or(1000.0)) as u32;
-        let wanted = match a.averaging.as_str() {
-            "keep" => None,
-            "auto" => Some(ina3221::averaging_target(
-                controller.board(),
-                &prior,
-                period_us,
-            )),
-            n => {
-                let samples: u32 = n.parse().context("--averaging: keep, auto or a count")?;
-                if !ina3221::SAMPLES.contains(&samples) {
-                    bail!("--averaging {samples}: the INA3221 averages 1, 4, 16, 64, 128, 256, 512 or 1024 samples");
-                }
-                let channels = controller
-                    .board()
-                    .ina
-                    .iter()
-                    .map(|c| c.enabled)
-                    .max()
-                    .unwrap_or(3);
-                Some(ina3221::averaging_target(
-                    controller.board(),
-                    &prior,
-                    channels * samples * ina3221::CONVERSION_US,
-                ))
-            }
-        };
-        let (mut controller, mut restore) = (controller, None);
-        if let Some(t) = wanted.filter(|t| *t != prior) {
+        if let Some(t) = wanted_averaging(controller.board(), controller.current(), a)? {
             change(&mut controller, &mut restore, name, &t)?;
             notes.push(format!(
                 "set INA3221 averaging for the rate; {}",
                 ina3221::NOISE_NOTE
             ));
         }
-        let cfg = SamplerConfig {
-            rate_hz: a.rate,
-            rt_priority: a.rt_priority,
-            cpu: a.sampler_cpu,
-            ..SamplerConfig::default()
-        };
-        let telemetry = Telemetry::start(
-            controller.board(),
-            controller.current(),
-            &target.runtime_dir(),
-            &cfg,
-        )?;
-        let ring = RingReader::open(&telemetry.path)?;
-        // The first sample before the work starts, so every window has a value to hold.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
-        while ring.latest().is_none() && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let fastest = ring
-            .info
-            .rails
-            .iter()
-            .map(|r| r.refresh_us)
-            .min()
-            .unwrap_or(0);
-        let bus_limit = bus_limit_hz(controller.board().rails.len());
-        // Rails that refresh slower than four periods are read only near their conversions.
-        let read_every_period = f64::from(fastest) * 1e3 < 4e9 / telemetry.sampler.rate_hz;
-        if read_every_period && telemetry.sampler.rate_hz > bus_limit * 1.01 {
-            notes.push(format!(
-                "the {} rails need {} INA3221 register reads per sample, {:.2} ms on the {} kHz I2C bus: at most {bus_limit:.0} samples/s (the rate shown is the one achieved)",
-                controller.board().rails.len(),
-                controller.board().rails.len() as u64 * ina3221::REGISTER_READS_PER_RAIL,
-                1e3 / bus_limit,
-                ina3221::I2C_BUS_HZ / 1000,
-            ));
-        }
-        if fastest > 0 && telemetry.sampler.rate_hz > 1e6 / f64::from(fastest) * 1.01 {
-            notes.push(format!(
-                "the sensors refresh every {:.1} ms: samples faster than that repeat values (marked stale); use --averaging auto",
-                f64::from(fastest) / 1000.0
-            ));
-        }
+        let path = crate::telemetry::ring_path(&target.runtime_dir(), &controller.board().key());
+        let (telemetry, limits) =
+            start_sampler(controller.board(), controller.current(), &path, a)?;
+        notes.extend(limits);
         Ok(Session {
             controller,
             telemetry,
@@ -229,6 +165,183 @@ impl Session {
             None => {}
         }
         Ok(self.notes)
+    }
+}
+
+/// The sensors' settings `a` asks for on `board` at `prior`; `None` when they stay.
+fn wanted_averaging(
+    board: &crate::board::Board,
+    prior: &Values,
+    a: &SampleArgs,
+) -> Result<Option<Values>> {
+    let period_us = (1e6 / a.rate.unwrap_or(1000.0)) as u32;
+    let wanted = match a.averaging.as_str() {
+        "keep" => return Ok(None),
+        "auto" => ina3221::averaging_target(board, prior, period_us),
+        n => {
+            let samples: u32 = n.parse().context("--averaging: keep, auto or a count")?;
+            if !ina3221::SAMPLES.contains(&samples) {
+                bail!("--averaging {samples}: the INA3221 averages 1, 4, 16, 64, 128, 256, 512 or 1024 samples");
+            }
+            let channels = board.ina.iter().map(|c| c.enabled).max().unwrap_or(3);
+            ina3221::averaging_target(board, prior, channels * samples * ina3221::CONVERSION_US)
+        }
+    };
+    Ok((wanted != *prior).then_some(wanted))
+}
+
+/// Starts a sampler of `board` (its knobs at `values`) into the ring at `path`, with
+/// notes on what limits the rate it can reach.
+fn start_sampler(
+    board: &crate::board::Board,
+    values: &Values,
+    path: &std::path::Path,
+    a: &SampleArgs,
+) -> Result<(Telemetry, Vec<String>)> {
+    let cfg = SamplerConfig {
+        rate_hz: a.rate,
+        rt_priority: a.rt_priority,
+        cpu: a.sampler_cpu,
+        ..SamplerConfig::default()
+    };
+    let telemetry = Telemetry::start(board, values, path, &cfg)?;
+    let ring = RingReader::open(&telemetry.path)?;
+    // The first sample before the work starts, so every window has a value to hold.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while ring.latest().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let fastest = ring
+        .info
+        .rails
+        .iter()
+        .map(|r| r.refresh_us)
+        .min()
+        .unwrap_or(0);
+    let mut notes = Vec::new();
+    let bus_limit = bus_limit_hz(board.rails.len());
+    // Rails that refresh slower than four periods are read only near their conversions.
+    let read_every_period = f64::from(fastest) * 1e3 < 4e9 / telemetry.sampler.rate_hz;
+    if read_every_period && telemetry.sampler.rate_hz > bus_limit * 1.01 {
+        notes.push(format!(
+            "the {} rails need {} INA3221 register reads per sample, {:.2} ms on the {} kHz I2C bus: at most {bus_limit:.0} samples/s (the rate shown is the one achieved)",
+            board.rails.len(),
+            board.rails.len() as u64 * ina3221::REGISTER_READS_PER_RAIL,
+            1e3 / bus_limit,
+            ina3221::I2C_BUS_HZ / 1000,
+        ));
+    }
+    if fastest > 0 && telemetry.sampler.rate_hz > 1e6 / f64::from(fastest) * 1.01 {
+        notes.push(format!(
+            "the sensors refresh every {:.1} ms: samples faster than that repeat values (marked stale); use --averaging auto",
+            f64::from(fastest) / 1000.0
+        ));
+    }
+    Ok((telemetry, notes))
+}
+
+/// Where `watch` and `energy` read their samples. They only read, so they take the board
+/// lock only to change the sensors' averaging, and never write a ring another process
+/// writes.
+enum Feed {
+    /// An agent samples the board: its ring, read like any local process reads it.
+    Agent {
+        /// The agent's ring.
+        path: PathBuf,
+        /// What the agent's sampling means for the options given.
+        notes: Vec<String>,
+    },
+    /// No agent, and the averaging changes: this process owns the board while it samples.
+    Owner(Box<Session>),
+    /// No agent, nothing to change: a sampler of this process's own into a private ring,
+    /// without the board lock.
+    Private {
+        /// The sampler.
+        telemetry: Telemetry,
+        /// What limits its rate.
+        notes: Vec<String>,
+        /// The simulated board behind the files, kept open while sampling.
+        _sim: Option<crate::sim::SimBoard>,
+    },
+}
+
+impl Feed {
+    /// The samples for command `name`: the agent's ring if an agent serves the board.
+    fn start(target: &Target, a: &SampleArgs, name: &'static str) -> Result<Feed> {
+        if let Some(mut client) = target.agent()? {
+            if a.averaging != "keep" {
+                bail!("an agent samples this board: the sensors' averaging is its `sensor_averaging` setting (the protocol has no request to change it); use --averaging keep, or stop the agent");
+            }
+            let crate::ipc::protocol::ReplyBody::Status(st) =
+                client.request(crate::ipc::protocol::RequestBody::Status)?
+            else {
+                bail!("unexpected reply from the agent");
+            };
+            let mut notes = Vec::new();
+            if a.rate.is_some() || a.rt_priority.is_some() || a.sampler_cpu.is_some() {
+                notes.push("an agent samples this board: its ring's rate is the agent's (`sample_rate_hz`); --rate, --rt-priority and --sampler-cpu do not apply".into());
+            }
+            return Ok(Feed::Agent {
+                path: PathBuf::from(st.ring_path),
+                notes,
+            });
+        }
+        let (root, sim) = target.root()?;
+        let peek = Peek::read(crate::board::Board::discover(root)?, &target.runtime_dir())?;
+        if wanted_averaging(&peek.board, &peek.current, a)?.is_some() {
+            drop(sim);
+            return Ok(Feed::Owner(Box::new(Session::start(target, a, name)?)));
+        }
+        let path = crate::telemetry::private_ring_path(&target.runtime_dir(), &peek.board.key());
+        let (telemetry, notes) = start_sampler(&peek.board, &peek.current, &path, a)?;
+        Ok(Feed::Private {
+            telemetry,
+            notes,
+            _sim: sim,
+        })
+    }
+
+    /// The ring to read.
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Feed::Agent { path, .. } => path,
+            Feed::Owner(s) => &s.telemetry.path,
+            Feed::Private { telemetry, .. } => &telemetry.path,
+        }
+    }
+
+    /// The rate asked of the sampler, samples per second.
+    fn requested_hz(&self, ring: &RingReader) -> f64 {
+        match self {
+            Feed::Agent { .. } => 1e9 / ring.info.period_ns.max(1) as f64,
+            Feed::Owner(s) => s.telemetry.sampler.rate_hz,
+            Feed::Private { telemetry, .. } => telemetry.sampler.rate_hz,
+        }
+    }
+
+    /// Notes for the user.
+    fn notes(&self) -> &[String] {
+        match self {
+            Feed::Agent { notes, .. } | Feed::Private { notes, .. } => notes,
+            Feed::Owner(s) => &s.notes,
+        }
+    }
+
+    /// Stops this process's sampler (removing a private ring) and puts back what it changed.
+    fn finish(self) -> Result<Vec<String>> {
+        match self {
+            Feed::Agent { notes, .. } => Ok(notes),
+            Feed::Owner(s) => s.finish(),
+            Feed::Private {
+                telemetry, notes, ..
+            } => {
+                let path = telemetry.path.clone();
+                drop(telemetry);
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
+                Ok(notes)
+            }
+        }
     }
 }
 
@@ -268,12 +381,12 @@ fn change(
 /// `jpower watch`.
 pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     catch_interrupts();
-    let session = Session::start(target, &a.sample, "watch")?;
-    let ring = RingReader::open(&session.telemetry.path)?;
-    for n in &session.notes {
+    let feed = Feed::start(target, &a.sample, "watch")?;
+    let ring = RingReader::open(feed.path())?;
+    for n in feed.notes() {
         eprintln!("jpower: note: {n}");
     }
-    let started = monotonic_ns();
+    let (started, first) = (monotonic_ns(), ring.write_seq());
     let end = a.duration.map(|d| started + (d * 1e9) as u64);
     let done = || INTERRUPTED.load(Ordering::Relaxed) || end.is_some_and(|e| monotonic_ns() >= e);
     if a.csv {
@@ -286,7 +399,7 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             .map(|r| format!("{}_w", r.name))
             .collect();
         let mut open = writeln!(stdout, "t_s,module_w,{},flags,fresh", names.join(",")).is_ok();
-        let mut next = 0u64;
+        let mut next = first;
         while open && !done() {
             let w = ring.write_seq();
             while open && next < w {
@@ -312,7 +425,14 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             std::thread::sleep(Duration::from_millis(20));
         }
     } else {
-        let mut last = (monotonic_ns(), vec![0u64; ring.info.rails.len()], 0u64);
+        // The table refreshes in place on a terminal; piped, each one follows the last.
+        let clear = if std::io::stdout().is_terminal() {
+            "\x1b[H\x1b[2J"
+        } else {
+            ""
+        };
+        let fresh = (0..ring.info.rails.len()).map(|r| ring.rail_freshness(r).0);
+        let mut last = (monotonic_ns(), fresh.collect::<Vec<u64>>(), first);
         while !done() {
             std::thread::sleep(Duration::from_millis(500));
             let now = monotonic_ns();
@@ -320,19 +440,19 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
                 .map(|r| ring.rail_freshness(r).0)
                 .collect();
             let (dt, w) = ((now - last.0) as f64 * 1e-9, ring.write_seq());
-            let rates = (session.telemetry.sampler.rate_hz, (w - last.2) as f64 / dt);
+            let rates = (feed.requested_hz(&ring), (w - last.2) as f64 / dt);
             let table = render(&ring, now, &last.1, dt, rates);
             last = (now, fresh, w);
-            if !out.json && write!(std::io::stdout(), "\x1b[H\x1b[2J{table}").is_err() {
+            if !out.json && write!(std::io::stdout(), "{clear}{table}").is_err() {
                 break;
             }
         }
     }
-    let samples = ring.write_seq();
+    let samples = ring.write_seq() - first;
     let seconds = (monotonic_ns() - started) as f64 * 1e-9;
     let (overruns, errors) = ring.counters();
-    let requested_hz = session.telemetry.sampler.rate_hz;
-    let notes = session.finish()?;
+    let requested_hz = feed.requested_hz(&ring);
+    let notes = feed.finish()?;
     if out.json {
         out.print(&json!({"samples": samples, "requested_hz": requested_hz, "rate_hz": samples as f64 / seconds,
                           "overruns": overruns, "read_errors": errors, "notes": notes}), String::new)?;
@@ -414,8 +534,8 @@ fn render(ring: &RingReader, now: u64, fresh_before: &[u64], dt: f64, rates: (f6
 
 /// `jpower energy -- CMD ARGS...`.
 pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
-    let session = Session::start(target, &a.sample, "energy")?;
-    let ring = RingReader::open(&session.telemetry.path)?;
+    let feed = Feed::start(target, &a.sample, "energy")?;
+    let ring = RingReader::open(feed.path())?;
     // One period so the first sample exists before the command starts.
     std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));
     let t0 = monotonic_ns();
@@ -426,7 +546,29 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     let t1 = monotonic_ns();
     std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));
     let e = ring.energy(t0, t1);
-    let notes = session.finish()?;
+    let mut notes = feed.finish()?;
+    // The bound is one refresh of the power swing the samples saw: with fewer than two
+    // samples, or a command shorter than a refresh, no reading measured the command and
+    // the swing is unknown, so there is no bound to give.
+    let refresh_s = ring
+        .info
+        .rails
+        .iter()
+        .map(|r| r.refresh_us)
+        .max()
+        .unwrap_or(0) as f64
+        * 1e-6;
+    let bound = if e.samples < 2 || e.duration_s < refresh_s {
+        notes.push(format!(
+            "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound; use --averaging auto (without an agent) to refresh about every millisecond",
+            e.duration_s * 1e3,
+            e.samples,
+            refresh_s * 1e3
+        ));
+        None
+    } else {
+        Some(e.error_bound_j)
+    };
     let rails: Vec<_> = ring
         .info
         .rails
@@ -438,17 +580,17 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     out.print(
         &json!({"command": a.command, "exit_code": code, "duration_s": e.duration_s, "samples": e.samples,
                 "rate_hz": e.rate_hz, "module_j": e.module_j, "mean_module_w": e.mean_module_w,
-                "error_bound_j": e.error_bound_j, "rails": rails, "notes": notes}),
+                "error_bound_j": bound, "rails": rails, "notes": notes}),
         || {
             let mut t = format!(
-                "\n {}\n\n {:>10.3} s    duration ({} samples at {:.0} Hz)\n {:>10.3} W    mean module power\n {:>10.3} J    module energy (+/- {:.3} J: sensor refresh)\n",
+                "\n {}\n\n {:>10.3} s    duration ({} samples at {:.0} Hz)\n {:>10.3} W    mean module power\n {:>10.3} J    module energy ({})\n",
                 a.command.join(" "),
                 e.duration_s,
                 e.samples,
                 e.rate_hz,
                 e.mean_module_w,
                 e.module_j,
-                e.error_bound_j
+                bound.map_or("error unknown: see the note".into(), |b| format!("+/- {b:.3} J: sensor refresh"))
             );
             for (r, j) in ring.info.rails.iter().zip(&e.rails_j) {
                 let _ = writeln!(t, " {j:>10.3} J    {}", r.name);

@@ -16,7 +16,7 @@ use crate::sim::spec::BoardSpec;
 use crate::sim::workload::Workload as SimWorkload;
 use crate::support::units::Freq;
 use anyhow::{anyhow, bail, Context, Result};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -186,7 +186,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
             power: &power,
             fit: &effort.fit,
         };
-        let mut progress = Progress::new(a, a.modes, "simulated ");
+        let mut progress = Progress::new(a, a.modes, "simulated ")?;
         let candidates = src.modes();
         let rows = active::profile_active(&candidates, a.modes, &guide, a.seed, |m| {
             progress.run(src.as_mut(), m)
@@ -194,7 +194,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
         (rows, progress.secs)
     } else {
         let modes = choose(a, src.as_ref(), &space)?;
-        let mut progress = Progress::new(a, modes.len(), "simulated ");
+        let mut progress = Progress::new(a, modes.len(), "simulated ")?;
         (progress.run(src.as_mut(), &modes), progress.secs)
     };
     report(&spec.id(), &rows, secs, "simulated ", a, out)
@@ -237,7 +237,7 @@ fn live_with<W: Workload>(
     out: &Output,
 ) -> Result<()> {
     let modes = choose(a, &src, space)?;
-    let mut progress = Progress::new(a, modes.len(), "");
+    let mut progress = Progress::new(a, modes.len(), "")?;
     let rows = progress.run(&mut src, &modes);
     let secs = progress.secs;
     let error = src.error.take();
@@ -269,7 +269,8 @@ fn choose(
     })
 }
 
-/// Profiling with progress and an ETA on stderr.
+/// Profiling with progress and an ETA on stderr: a bar on a terminal, else a line every
+/// tenth of the modes.
 struct Progress<'a> {
     cfg: ProfileConfig,
     /// Modes to profile in all, done so far, and the seconds they took.
@@ -277,11 +278,12 @@ struct Progress<'a> {
     done: usize,
     secs: f64,
     clock: &'a str,
+    bar: indicatif::ProgressBar,
 }
 
 impl<'a> Progress<'a> {
-    fn new(a: &ProfileArgs, total: usize, clock: &'a str) -> Progress<'a> {
-        Progress {
+    fn new(a: &ProfileArgs, total: usize, clock: &'a str) -> Result<Progress<'a>> {
+        Ok(Progress {
             cfg: ProfileConfig {
                 minibatches: a.minibatches,
                 ..ProfileConfig::default()
@@ -290,7 +292,12 @@ impl<'a> Progress<'a> {
             done: 0,
             secs: 0.0,
             clock,
-        }
+            bar: super::progress(
+                Some(total as u64),
+                "{bar:40} {pos}/{len} modes, {msg}, ETA {eta}",
+                false,
+            )?,
+        })
     }
 
     /// Profiles `modes`, returning the rows of those it could measure.
@@ -303,7 +310,16 @@ impl<'a> Progress<'a> {
             }
             self.done += 1;
             let total = self.total.max(self.done);
-            if self.done % (total / 10).max(1) == 0 || self.done == total {
+            self.bar.set_length(total as u64);
+            self.bar.set_position(self.done as u64);
+            self.bar.set_message(format!(
+                "{:.1} {}min profiled",
+                self.secs / 60.0,
+                self.clock
+            ));
+            // Without a terminal (a log), a line every tenth.
+            if self.bar.is_hidden() && (self.done % (total / 10).max(1) == 0 || self.done == total)
+            {
                 let eta = self.secs / self.done as f64 * (total - self.done) as f64 / 60.0;
                 eprintln!(
                     "profiled {}/{total} modes, {:.1} {clock}min, ETA {eta:.1} {clock}min",
@@ -312,6 +328,9 @@ impl<'a> Progress<'a> {
                     clock = self.clock
                 );
             }
+        }
+        if self.done == self.total {
+            self.bar.finish_and_clear();
         }
         rows
     }
@@ -350,7 +369,12 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
     let rows = read_profile(&a.profile, spec)?;
     let effort = Effort::new(false, a.seed);
     let fit = effort.fit;
+    let bar = super::stages(out.json)?;
     let reference = if method.uses_reference() {
+        bar.set_message(format!(
+            "profiling and pre-training on the reference {}",
+            a.reference
+        ));
         Some(pretrained(spec, &a.reference, method, &effort)?)
     } else {
         None
@@ -359,13 +383,18 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
         reference.as_ref().map(|r| &r.0),
         reference.as_ref().map(|r| &r.1),
     );
+    bar.set_message(format!("fitting time on {} profiled modes", rows.len()));
+    let time = predict::fit(method, &rows, Quantity::TimeMs, rt, &fit)?;
+    bar.set_message(format!("fitting power on {} profiled modes", rows.len()));
+    let power = predict::fit(method, &rows, Quantity::PowerW, rp, &fit)?;
+    bar.finish_and_clear();
     let file = ModelFile {
         version: MODEL_VERSION,
         board: spec.id(),
         workload: a.workload.clone(),
         method,
-        time: predict::fit(method, &rows, Quantity::TimeMs, rt, &fit)?,
-        power: predict::fit(method, &rows, Quantity::PowerW, rp, &fit)?,
+        time,
+        power,
         profiled: rows.iter().map(|r| r.mode).collect(),
     };
     file.save(&a.save)?;
@@ -421,30 +450,81 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
     if let Some(path) = &a.svg {
         std::fs::write(
             path,
-            svg(&front, &points, &file.profiled, &modes, chosen.as_ref()),
+            svg(
+                &front,
+                &points,
+                &file.profiled,
+                &modes,
+                chosen.as_ref().map(|c| &c.mode),
+            ),
         )?;
+    }
+    let knobs = |p: &TimePower| {
+        let m = modes[p.mode];
+        format!(
+            "cores {} cpu {} gpu {} emc {}",
+            m.cores,
+            Freq(m.cpu_hz),
+            Freq(m.gpu_hz),
+            Freq(m.emc_hz)
+        )
+    };
+    if let (Some(b), Some(c)) = (a.budget, &chosen) {
+        if !c.fits {
+            let measured = match c.runs.len() {
+                0 => String::new(),
+                n => format!(" ({n} verification run(s), none within the budget)"),
+            };
+            bail!(
+                "no mode fits {b} W; the lowest predicted power is {:.2} W at {} ({:.1} ms){measured}",
+                c.mode.power_w,
+                knobs(&c.mode),
+                c.mode.time_ms
+            );
+        }
     }
     let mode_json = |p: &TimePower| {
         let m = modes[p.mode];
         json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz, "time_ms": p.time_ms, "power_w": p.power_w})
     };
+    let runs = chosen.as_ref().map_or(&[][..], |c| &c.runs[..]);
+    let runs_json: Vec<Value> = runs
+        .iter()
+        .map(|(p, m)| json!({"mode": mode_json(p), "measured": {"time_ms": m.time_ms, "power_w": m.power_w}}))
+        .collect();
+    let measured = |p: &TimePower| runs.iter().find(|(r, _)| r.mode == p.mode).map(|(_, m)| *m);
     out.print(
         &json!({"board": spec.id(), "modes": modes.len(), "front": front.iter().map(mode_json).collect::<Vec<_>>(),
-                "budget_w": a.budget, "chosen": chosen.as_ref().map(mode_json), "verified": a.verify}),
+                "budget_w": a.budget, "chosen": chosen.as_ref().map(|c| mode_json(&c.mode)),
+                "chosen_measured": chosen.as_ref().and_then(|c| measured(&c.mode)),
+                "verified": a.verify, "runs": runs_json}),
         || {
             let mut t = format!("{} modes predicted; Pareto front of {} modes (fastest first):\n", modes.len(), front.len());
-            for p in front.iter().take(12) {
-                let m = modes[p.mode];
-                let _ = writeln!(t, "  {:>8.1} ms {:>6.2} W  cores {:>2} cpu {} gpu {} emc {}", p.time_ms, p.power_w, m.cores, Freq(m.cpu_hz), Freq(m.gpu_hz), Freq(m.emc_hz));
+            for p in front.iter().take(FRONT_SHOWN) {
+                let _ = writeln!(t, "  {:>8.1} ms {:>6.2} W  {}", p.time_ms, p.power_w, knobs(p));
             }
-            if let (Some(b), Some(p)) = (a.budget, chosen) {
-                let m = modes[p.mode];
-                let _ = writeln!(t, "fastest within {b} W: cores {} cpu {} gpu {} emc {} ({:.1} ms, {:.2} W predicted){}", m.cores, Freq(m.cpu_hz), Freq(m.gpu_hz), Freq(m.emc_hz), p.time_ms, p.power_w, if a.verify { ", verified by a run" } else { "" });
+            if front.len() > FRONT_SHOWN {
+                let _ = writeln!(t, "  ... {} more (--json lists them all)", front.len() - FRONT_SHOWN);
+            }
+            for (i, (p, m)) in runs.iter().enumerate() {
+                let _ = writeln!(t, "verify run {}: {}: predicted {:.1} ms {:.2} W, measured {:.1} ms {:.2} W", i + 1, knobs(p), p.time_ms, p.power_w, m.time_ms, m.power_w);
+            }
+            if let (Some(b), Some(c)) = (a.budget, &chosen) {
+                let p = &c.mode;
+                let how = match measured(p) {
+                    Some(m) => format!("measured {:.1} ms, {:.2} W by a run", m.time_ms, m.power_w),
+                    None if a.verify => "no run fit: chosen by the predictions corrected by the runs, with the model's margin".into(),
+                    None => "with the model's margin".into(),
+                };
+                let _ = writeln!(t, "fastest within {b} W: {} ({:.1} ms, {:.2} W predicted; {how})", knobs(p), p.time_ms, p.power_w);
             }
             t
         },
     )
 }
+
+/// How many rows of the Pareto front the text shows; `--json` lists every one.
+const FRONT_SHOWN: usize = 12;
 
 /// A log-x plot of time against power: predicted modes, the front, profiled modes, the choice.
 fn svg(

@@ -9,7 +9,7 @@
 //! `pwrite` and one `pread` per changed knob plus two journal `pwrite`s.
 //!
 //! One process at a time controls a board (an exclusive `flock` held for the
-//! controller's life). Every [`Controller::open`] first finishes what an earlier process left: it discards
+//! controller's life); a command that only reads takes no lock ([`Peek`]). Every [`Controller::open`] first finishes what an earlier process left: it discards
 //! state from an earlier boot, rolls back an unfinished switch, and restores the baseline
 //! if the owner was an agent or lease that died.
 
@@ -119,6 +119,63 @@ pub enum Restored {
         /// Paths in the state file this board no longer has (left alone).
         unknown: Vec<PathBuf>,
     },
+}
+
+/// A board as jpower left it, read without its lock: what the commands that only read
+/// (`status`, `modes`, `watch`, `energy`) see. Nothing is recovered; [`Peek::pending`]
+/// says what the next command that opens the board will finish.
+#[derive(Debug)]
+pub struct Peek {
+    /// The board.
+    pub board: Board,
+    /// Every knob's value now.
+    pub current: Values,
+    /// The saved state, if jpower holds a baseline of this board.
+    pub state: Option<State>,
+    /// Timing of the switches since the baseline was saved.
+    pub stats: SwitchStats,
+    /// What the next command that opens the board will recover, in words.
+    pub pending: Vec<String>,
+}
+
+impl Peek {
+    /// Reads `board`'s knobs, state file and journal in `runtime_dir`; takes no lock.
+    pub fn read(board: Board, runtime_dir: &Path) -> Result<Peek, ControlError> {
+        let paths = StatePaths::new(runtime_dir, &board.key());
+        let current = board.read_knobs()?;
+        let state = paths.load()?;
+        let (stats, unfinished) = Journal::peek(&paths.journal, state::layout_hash(&board))
+            .map_err(|source| ControlError::Journal {
+                path: paths.journal.clone(),
+                source,
+            })?;
+        let mut pending = Vec::new();
+        match &state {
+            Some(st) if st.boot_id != crate::support::runtime::boot_id() => pending.push(format!(
+                "state of {} from an earlier boot (the next command that opens the board discards it)",
+                st.model
+            )),
+            Some(st) => {
+                if unfinished.is_some() {
+                    pending.push("an unfinished switch left by a process that died between two writes (the next command that opens the board rolls it back)".into());
+                }
+                if st.owner.crashed() {
+                    pending.push(format!(
+                        "{} (pid {}) died holding the board (the next command that opens the board restores its baseline)",
+                        st.owner.name, st.owner.pid
+                    ));
+                }
+            }
+            None => {}
+        }
+        Ok(Peek {
+            board,
+            current,
+            state,
+            stats,
+            pending,
+        })
+    }
 }
 
 /// The owner of a board's knobs within one process.

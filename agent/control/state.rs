@@ -323,31 +323,47 @@ impl Journal {
             .create(true)
             .truncate(false)
             .open(path)?;
+        let (seq, stats, unfinished) = Journal::parse(&file, layout)?;
+        Ok((
+            Journal {
+                file,
+                layout,
+                seq,
+                stats,
+            },
+            unfinished,
+        ))
+    }
+
+    /// Reads the journal at `path` without opening it for writing (a missing journal is an
+    /// empty one): what a command that only reads reports.
+    pub fn peek(path: &Path, layout: u64) -> io::Result<(SwitchStats, Option<Unfinished>)> {
+        match File::open(path) {
+            Ok(file) => Journal::parse(&file, layout).map(|(_, stats, u)| (stats, u)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((SwitchStats::default(), None)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The sequence number, the switch timing and the unfinished switch of a journal file.
+    fn parse(file: &File, layout: u64) -> io::Result<(u64, SwitchStats, Option<Unfinished>)> {
         let mut rec = [0u8; RECORD];
         let n = file.read_at(&mut rec, 0)?;
-        let mut j = Journal {
-            file,
-            layout,
-            seq: 0,
-            stats: SwitchStats::default(),
-        };
-        let mut unfinished = None;
-        if n == RECORD && &rec[..4] == MAGIC && checksum(&rec) == u32_at(&rec, 44) {
-            j.seq = u64_at(&rec, 24);
-            j.stats = SwitchStats {
-                last_ns: u64_at(&rec, 8),
-                count: u64_at(&rec, 16),
-            };
-            if u32_at(&rec, STATE_AT) == 1 {
-                let count = (u32_at(&rec, 40) as usize).min(MAX_KNOBS);
-                let prior = (0..count).map(|i| u64_at(&rec, HEADER + 8 * i)).collect();
-                unfinished = Some(Unfinished {
-                    prior,
-                    layout_matches: u64_at(&rec, 32) == layout,
-                });
-            }
+        if n != RECORD || &rec[..4] != MAGIC || checksum(&rec) != u32_at(&rec, 44) {
+            return Ok((0, SwitchStats::default(), None));
         }
-        Ok((j, unfinished))
+        let stats = SwitchStats {
+            last_ns: u64_at(&rec, 8),
+            count: u64_at(&rec, 16),
+        };
+        let unfinished = (u32_at(&rec, STATE_AT) == 1).then(|| {
+            let count = (u32_at(&rec, 40) as usize).min(MAX_KNOBS);
+            Unfinished {
+                prior: (0..count).map(|i| u64_at(&rec, HEADER + 8 * i)).collect(),
+                layout_matches: u64_at(&rec, 32) == layout,
+            }
+        });
+        Ok((u64_at(&rec, 24), stats, unfinished))
     }
 
     /// Switch timing recorded so far.

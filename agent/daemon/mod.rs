@@ -229,7 +229,12 @@ pub fn run(opts: Options) -> Result<()> {
             ina3221::NOISE_NOTE
         );
     }
-    let telemetry = Telemetry::start(controller.board(), controller.current(), &runtime_dir, &cfg)?;
+    let telemetry = Telemetry::start(
+        controller.board(),
+        controller.current(),
+        &crate::telemetry::ring_path(&runtime_dir, &controller.board().key()),
+        &cfg,
+    )?;
     server::give_to_group(&telemetry.path, &config.read_group);
     let ring = RingReader::open(&telemetry.path)?;
     let ring_path = telemetry.path.display().to_string();

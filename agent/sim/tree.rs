@@ -73,7 +73,7 @@ pub fn lay_out(spec: &BoardSpec, dir: &Path) -> io::Result<()> {
     )?;
     t.file("/etc/nvpmodel.conf", &super::nvpconf::render(spec), 0o644)?;
     t.file(
-        "/var/lib/nvpmodel/status",
+        crate::board::paths::NVPMODEL_STATUS,
         &format!("pmode:{:04}\n", boot.id),
         0o644,
     )?;

@@ -100,16 +100,22 @@ pub fn integrate(samples: &[Sample], t0: u64, t1: u64, refresh_s: f64) -> Energy
 }
 
 impl RingReader {
-    /// Energy between two `CLOCK_MONOTONIC` times (samples still in the ring).
+    /// Energy between two `CLOCK_MONOTONIC` times (samples still in the ring): the samples
+    /// inside, the last one at or before `t0` however old (the sensor holds its value: a
+    /// sampler that fell behind by more than a period must not leave the window empty),
+    /// and those up to two periods after `t1`.
     pub fn energy(&self, t0: u64, t1: u64) -> Energy {
-        // Samples around the window too: the one before `t0` holds the sensor's value into
-        // it even when the sampler was late (a loaded machine, a slow bus) by many periods.
-        let margin = self.info.period_ns.saturating_mul(2).max(100_000_000);
-        let samples: Vec<Sample> = self
-            .since(t0.saturating_sub(margin))
-            .into_iter()
-            .filter(|s| s.t_ns <= t1.saturating_add(margin))
-            .collect();
+        let margin = self.info.period_ns.saturating_mul(2);
+        let mut samples: Vec<Sample> = Vec::new();
+        for s in self.newest_since(0) {
+            if s.t_ns <= t1.saturating_add(margin) {
+                samples.push(s);
+            }
+            if s.t_ns <= t0 {
+                break;
+            }
+        }
+        samples.reverse();
         let refresh_s = self
             .info
             .rails

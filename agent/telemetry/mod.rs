@@ -67,9 +67,18 @@ use ring::RingInfo;
 use sampler::{Sampler, SamplerConfig, SamplerError};
 use std::path::{Path, PathBuf};
 
-/// Where the ring of board `key` lives in `runtime_dir`.
+/// Where the ring of board `key` lives in `runtime_dir`: written by the board's one owner
+/// (the agent, or a command holding the board lock), read by every local process.
 pub fn ring_path(runtime_dir: &Path, key: &str) -> PathBuf {
     runtime_dir.join("telemetry").join(format!("{key}.ring"))
+}
+
+/// The ring of a command that samples board `key` itself (no agent runs): one per
+/// process, so that two such commands never write one ring.
+pub fn private_ring_path(runtime_dir: &Path, key: &str) -> PathBuf {
+    runtime_dir
+        .join("telemetry")
+        .join(format!("{key}.{}.ring", std::process::id()))
 }
 
 /// The ring description of `board` with its knobs at `values` (which set the sensors'
@@ -106,14 +115,15 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Starts sampling `board` into its ring in `runtime_dir`.
+    /// Starts sampling `board` into the ring at `path` ([`ring_path`] or
+    /// [`private_ring_path`]).
     pub fn start(
         board: &Board,
         values: &Values,
-        runtime_dir: &Path,
+        path: &Path,
         cfg: &SamplerConfig,
     ) -> Result<Telemetry, SamplerError> {
-        let path = ring_path(runtime_dir, &board.key());
+        let path = path.to_path_buf();
         let sampler = Sampler::start(&board.rails, ring_info(board, values), &path, cfg)?;
         let watcher =
             thermal::Watcher::start(board, sampler.ring().clone()).map_err(SamplerError::Clone)?;

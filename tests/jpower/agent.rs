@@ -428,9 +428,13 @@ fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_star
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
     assert_eq!(agent.status().online_cpus, [0, 1, 2, 3]);
     agent.signal(nix::sys::signal::Signal::SIGKILL);
-    let st = util::json(&util::ok(
-        util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "--json", "status"]),
-    ));
+    let st = util::json(&util::ok(util::jpower(agent.rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "restore",
+        "--if-crashed",
+    ])));
     assert!(
         st["recovered"].to_string().contains("died"),
         "{}",
@@ -1087,4 +1091,66 @@ fn idle_connections_are_closed_but_holders_and_subscribers_stay() {
             .unwrap(),
         ReplyBody::Ok
     );
+}
+
+/// Issue 15: with an agent running, every command that only reads works (none takes the
+/// board lock the agent holds), and `status --json` has the same keys as without one.
+#[test]
+fn read_only_commands_work_beside_a_running_agent() {
+    let rt = util::runtime();
+    let sim = ["--sim", "orin-agx", "--json"];
+    let alone = util::json(&util::ok(util::jpower(rt.path()).args(sim).arg("status")));
+    assert!(alone["agent"].is_null(), "{alone}");
+    let agent = Agent::start_in(rt, "orin-agx", "");
+    let rt = agent.rt.path();
+    let with = util::json(&util::ok(util::jpower(rt).args(sim).arg("status")));
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&with), keys(&alone), "one status schema");
+    assert_eq!(
+        with["agent"]["ring_path"],
+        agent.status().ring_path.as_str()
+    );
+    assert_eq!(with["mode"]["name"], alone["mode"]["name"]);
+    let modes = util::json(&util::ok(util::jpower(rt).args(sim).arg("modes")));
+    assert!(modes["space"]["size"].as_u64().unwrap() > 0);
+    let watch = util::json(&util::ok(util::jpower(rt).args(sim).args([
+        "watch",
+        "--duration",
+        "1",
+    ])));
+    assert!(watch["samples"].as_u64().unwrap() > 0, "{watch}");
+    let energy = util::json(&util::ok(
+        util::jpower(rt)
+            .args(sim)
+            .args(["energy", "--", "sleep", "0.5"]),
+    ));
+    assert!(energy["module_j"].as_f64().unwrap() > 0.0, "{energy}");
+    let ring = util::json(&util::ok(
+        util::jpower(rt)
+            .args(sim)
+            .args(["ring", "read"])
+            .arg(agent.status().ring_path),
+    ));
+    assert_eq!(ring["writer"]["state"], "live", "{ring}");
+    // A write the protocol cannot carry is refused with the reason, not a lock error.
+    let out = util::run(util::jpower(rt).args([
+        "--sim",
+        "orin-agx",
+        "watch",
+        "--averaging",
+        "auto",
+        "--duration",
+        "1",
+    ]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sensor_averaging"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Writes go through the agent's lease.
+    util::ok(util::jpower(rt).args(["--sim", "orin-agx", "set", "MODE_15W"]));
+    let st = util::json(&util::ok(util::jpower(rt).args(sim).arg("status")));
+    assert_eq!(st["mode"]["name"], "MODE_15W", "{}", st["mode"]);
+    assert!(st["agent"]["lease"].is_object(), "{}", st["agent"]);
 }

@@ -253,6 +253,36 @@ fn profile_predict_optimize_round_trip() {
         o["chosen"]
     );
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
+    // Issue 15: every verification run shows what it measured, in JSON and in text.
+    let runs = o["runs"].as_array().unwrap();
+    assert!(!runs.is_empty(), "{o}");
+    assert!(runs
+        .iter()
+        .all(|r| r["measured"]["time_ms"].as_f64().unwrap() > 0.0
+            && r["measured"]["power_w"].as_f64().unwrap() > 0.0));
+    let optimize = |args: &[&str]| {
+        run(jpower(rt.path())
+            .args(["--sim", "nano", "optimize", "--model"])
+            .arg(&model)
+            .args(args))
+    };
+    let text = optimize(&["--budget", "4", "--verify"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("verify run 1:") && text.contains(", measured "),
+        "{text}"
+    );
+    if o["front"].as_array().unwrap().len() > 12 {
+        assert!(text.contains("more (--json lists them all)"), "{text}");
+    }
+    // An unreachable budget says so and fails.
+    let out = optimize(&["--budget", "0.5"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no mode fits 0.5 W; the lowest predicted power is"),
+        "{err}"
+    );
     let wrong = run(jpower(rt.path())
         .args(["--sim", "orin-agx", "optimize", "--model"])
         .arg(&model));
@@ -278,7 +308,12 @@ fn profile_predict_optimize_round_trip() {
         err.contains("cut.json:") && err.contains("the regressor reads"),
         "{err}"
     );
-    assert!(out.stdout.is_empty(), "no prediction is printed");
+    let j = json(&String::from_utf8_lossy(&out.stdout));
+    assert!(j["front"].is_null(), "no prediction is printed: {j}");
+    assert!(
+        j["error"].as_str().unwrap().contains("the regressor reads"),
+        "{j}"
+    );
 }
 
 #[test]
@@ -366,4 +401,77 @@ fn the_file_parsers_fuzz_corpora_replay_without_panics() {
         }
     }
     assert!(files >= 4, "the corpora hold {files} inputs");
+}
+
+/// Issue 15: `status` names the mode (a preset, or `custom`), who set it and whether that
+/// process still runs, and what nvpmodel believes; jpower's own switches never write
+/// nvpmodel's status file (it also picks the mode of the next boot).
+#[test]
+fn status_names_the_mode_and_what_nvpmodel_believes() {
+    let rt = util::runtime();
+    let sim = ["--sim", "orin-agx"];
+    let status = || json(&ok(jpower(rt.path()).args(sim).args(["--json", "status"])));
+    let boot = status();
+    assert_eq!(boot["nvpmodel"]["agrees"], true, "{}", boot["nvpmodel"]);
+    assert_ne!(boot["mode"]["name"], "custom");
+    let file = boot["nvpmodel"]["status_file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let before = std::fs::read_to_string(&file).unwrap();
+
+    ok(jpower(rt.path()).args(sim).args(["set", "MODE_15W"]));
+    let st = status();
+    assert_eq!(st["mode"]["name"], "MODE_15W");
+    assert_eq!(st["nvpmodel"]["preset_id"], boot["nvpmodel"]["preset_id"]);
+    assert_eq!(st["nvpmodel"]["agrees"], false);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    assert_eq!(st["state"]["owner"]["name"], "jpower set");
+    assert_eq!(st["state"]["alive"], false, "the `jpower set` has exited");
+    let text = ok(jpower(rt.path()).args(sim).arg("status"));
+    assert!(text.contains("mode    MODE_15W"), "{text}");
+    assert!(
+        text.contains("DISAGREES") && text.contains("exited"),
+        "{text}"
+    );
+
+    ok(jpower(rt.path())
+        .args(sim)
+        .args(["set", "--gpu-freq", "318.75MHz"]));
+    assert_eq!(status()["mode"]["name"], "custom");
+    ok(jpower(rt.path()).args(sim).arg("restore"));
+    assert_eq!(status()["nvpmodel"]["agrees"], true);
+
+    // NVIDIA's tool records the mode it applies; jpower then agrees with it.
+    let id = st["mode"]["preset_id"].to_string();
+    ok(jpower(rt.path())
+        .args(sim)
+        .args(["sim", "nvpmodel", "-m", &id]));
+    let after = status();
+    assert_eq!(after["nvpmodel"]["preset_name"], "MODE_15W");
+    assert_eq!(after["nvpmodel"]["agrees"], true);
+}
+
+/// Issue 15: with `--json`, an error is a JSON object on stdout (beside the line on
+/// stderr) with the same exit status: 1, or 2 for the command line.
+#[test]
+fn json_errors_are_json_objects_on_stdout() {
+    let rt = util::runtime();
+    let out = run(jpower(rt.path()).args(["--sim", "tx9", "--json", "status"]));
+    assert_eq!(out.status.code(), Some(1));
+    let j = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(j["kind"], "sim", "{j}");
+    assert!(
+        j["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown simulated board"),
+        "{j}"
+    );
+    let out = run(jpower(rt.path()).args(["--json", "status", "--bogus"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(json(&String::from_utf8_lossy(&out.stdout))["kind"], "usage");
+    // Without --json, stdout stays empty.
+    let out = run(jpower(rt.path()).args(["--sim", "tx9", "status"]));
+    assert!(out.stdout.is_empty());
 }

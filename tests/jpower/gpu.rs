@@ -172,9 +172,19 @@ fn a_roofline_killed_mid_measurement_is_undone_by_the_next_command() {
     assert_eq!(read(&fan), "255");
     child.kill().unwrap();
     child.wait().unwrap();
+    // `status` only reads: it names what is pending, and the next writing command
+    // (here `restore --if-crashed`) undoes it.
     let st = json(&ok(
         jpower(rt.path()).args(["--sim", "orin-agx", "--json", "status"])
     ));
+    assert!(st["pending_recovery"].to_string().contains("died"), "{st}");
+    let st = json(&ok(jpower(rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "restore",
+        "--if-crashed",
+    ])));
     assert_eq!(read(&railgate), "1", "{st}");
     assert_eq!(
         read(&sim_file(rt.path(), "orin-agx-r35", POWER_CONTROL)),
@@ -248,11 +258,26 @@ fn gpu_commands_say_what_is_missing_in_one_line() {
     let no_agent = run(jpower(rt.path()).args(["--sim", "orin-agx", "profile", "--live", "--cpu"]));
     assert_eq!(no_agent.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&no_agent.stderr).contains("start `jpower agent`"));
+    // Issue 15: `train --sim` trains on the simulated board, never saying "use --sim".
+    let sim = run(jpower(rt.path()).args(["--sim", "orin-agx", "--json", "train", "--steps", "2"]));
+    let err = String::from_utf8_lossy(&sim.stderr);
+    assert!(sim.status.success() && !err.contains("use --sim"), "{err}");
+    assert_eq!(
+        json(&String::from_utf8_lossy(&sim.stdout))["device"],
+        "simulated GPU"
+    );
     if jpower::gpu::probe(None).is_ok() {
         eprintln!("CUDA present: the no-driver error is not checked here");
         return;
     }
-    let out = run(jpower(rt.path()).args(["--sim", "orin-agx", "train", "--steps", "2"]));
+    let tree = rt.path().join("tree");
+    ok(jpower(rt.path())
+        .args(["sim", "export", "orin-agx"])
+        .arg(&tree));
+    let out = run(jpower(rt.path())
+        .arg("--root")
+        .arg(&tree)
+        .args(["train", "--steps", "2"]));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(err.lines().count(), 1, "{err}");

@@ -303,16 +303,31 @@ fn a_set_killed_between_two_writes_is_rolled_back_by_the_next_command() {
             .args(["--sim", "orin-agx", "set", "MODE_15W"]),
     );
     assert!(!out.status.success(), "the set should have been killed");
-    let after = status(rt.path());
+    // A command that only reads reports what is pending and leaves it.
+    let pending = status(rt.path());
     assert!(
-        after["recovered"]
+        pending["pending_recovery"]
+            .to_string()
+            .contains("unfinished switch"),
+        "{pending}"
+    );
+    let recovered = util::json(&util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "restore",
+        "--if-crashed",
+    ])));
+    assert!(
+        recovered["recovered"]
             .as_array()
             .unwrap()
             .iter()
             .any(|r| r.as_str().unwrap().contains("unfinished switch")),
-        "{}",
-        after["recovered"]
+        "{recovered}"
     );
+    let after = status(rt.path());
+    assert_eq!(after["pending_recovery"], serde_json::json!([]));
     assert_eq!(after["knobs"], before);
     // The board is back where it was; the baseline is still held for `restore`.
     util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "restore"]));
@@ -350,7 +365,7 @@ fn a_failed_recovery_leaves_the_unfinished_switch_for_the_next_command() {
     let failed = util::run(
         util::jpower(rt.path())
             .env("JPOWER_SIM_FAULT", "fail-write=2")
-            .args(["--sim", "orin-agx", "status"]),
+            .args(["--sim", "orin-agx", "restore", "--if-crashed"]),
     );
     assert!(!failed.status.success(), "the recovery's write failed");
     assert!(
@@ -358,13 +373,18 @@ fn a_failed_recovery_leaves_the_unfinished_switch_for_the_next_command() {
         "{}",
         String::from_utf8_lossy(&failed.stderr)
     );
-    let after = status(rt.path());
+    let after = util::json(&util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "restore",
+        "--if-crashed",
+    ])));
     assert!(
         after["recovered"].to_string().contains("unfinished switch"),
-        "{}",
-        after["recovered"]
+        "{after}"
     );
-    assert_eq!(after["knobs"], before);
+    assert_eq!(status(rt.path())["knobs"], before);
 }
 
 /// A `--root` tree whose files link outside it: an absolute link, a `../..` link and a

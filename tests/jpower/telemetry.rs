@@ -261,7 +261,8 @@ fn sampled(
         rate_hz: Some(rate),
         ..SamplerConfig::default()
     };
-    let t = Telemetry::start(c.board(), c.current(), rt, &cfg).unwrap();
+    let path = jpower::telemetry::ring_path(rt, &c.board().key());
+    let t = Telemetry::start(c.board(), c.current(), &path, &cfg).unwrap();
     (sim, c, t)
 }
 
@@ -842,4 +843,70 @@ fn the_sampler_reads_a_rail_only_near_its_conversions_and_misses_none() {
         most >= 0.8 * conversions,
         "fresh values {fresh:?}, about {conversions:.0} conversions"
     );
+}
+
+/// Issue 15: without an agent, `watch` only reads: it takes no board lock (a `jpower set`
+/// from another terminal works while it runs), and two watches never share one ring.
+#[test]
+fn watch_without_an_agent_does_not_block_set_or_another_watch() {
+    let rt = util::runtime();
+    let watch = || {
+        util::jpower(rt.path())
+            .args(["--sim", "orin-nano", "watch", "--csv", "--duration", "20"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The simulated board exists before two processes open it at once.
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-nano", "status"]));
+    let (mut first, mut second) = (watch(), watch());
+    for w in [&mut first, &mut second] {
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(w.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert!(line.starts_with("t_s,"), "{line}");
+    }
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-nano", "set", "--cores", "2"]));
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-nano", "restore"]));
+    for mut w in [first, second] {
+        w.kill().unwrap();
+        w.wait().unwrap();
+    }
+    let st = util::json(&util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "orin-nano",
+        "--json",
+        "status",
+    ])));
+    assert!(st["state"].is_null(), "{st}");
+}
+
+/// Issue 15: a command shorter than the sensors' refresh reported "0 samples" with an
+/// error bound of 0 J; it now has no bound (`null`) and a note says why.
+#[test]
+fn energy_of_a_command_shorter_than_the_refresh_has_no_bound() {
+    let rt = util::runtime();
+    let j = util::json(&util::ok(
+        util::jpower(rt.path()).args(["--sim", "orin-agx", "--json", "energy", "--", "true"]),
+    ));
+    assert!(j["error_bound_j"].is_null(), "{j}");
+    assert!(j["notes"].to_string().contains("no error bound"), "{j}");
+    let text =
+        util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "energy", "--", "true"]));
+    assert!(
+        text.contains("error unknown") && !text.contains("+/- 0.000 J"),
+        "{text}"
+    );
+}
+
+/// Issue 15: piped, `watch` wrote clear-screen escapes before every table.
+#[test]
+fn watch_piped_writes_plain_tables() {
+    let rt = util::runtime();
+    let out =
+        util::ok(util::jpower(rt.path()).args(["--sim", "nano", "watch", "--duration", "1.2"]));
+    assert!(out.contains("module") && !out.contains('\x1b'), "{out:?}");
 }

@@ -35,6 +35,16 @@ pub struct LoadState {
     pub emc: f64,
 }
 
+impl LoadState {
+    /// Training a network on the GPU: the GPU busy, the CPU half busy feeding it, memory
+    /// traffic in between (the demo's load, and `train --sim`'s).
+    pub const TRAINING: LoadState = LoadState {
+        cpu: 0.5,
+        gpu: 0.9,
+        emc: 0.6,
+    };
+}
+
 impl SimKernel {
     /// Loads the persisted state.
     pub fn state(&self) -> io::Result<KernelState> {
