@@ -75,3 +75,82 @@ fn flops_reads_a_layer_list_and_rejects_bad_ones_in_one_line() {
     one_line_error(&["flops", "nonet"], "neither a built-in model");
     one_line_error(&["flops", "model.onnx"], "ONNX models are not read yet");
 }
+
+#[test]
+fn plan_inference_measures_a_simulated_board_and_plans_within_the_bound() {
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("rooflines.json");
+    // The rooflines measured now on the simulated board, as `jpower roofline` does.
+    let p = json(&ok(jpower(rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "plan-inference",
+        "mobilenetv3-large",
+        "--batch",
+        "4",
+        "--preset",
+        "MAXN",
+        "--preset",
+        "MODE_30W",
+        "--point-seconds",
+        "0.05",
+    ])));
+    assert_eq!(p["rooflines"]["simulated"], true, "{p}");
+    assert_eq!(p["reference"]["mode"], "MAXN");
+    let reference_ms = p["reference"]["latency_ms"].as_f64().unwrap();
+    let bound = p["bound_ms"].as_f64().unwrap();
+    assert!((bound / reference_ms - 1.05).abs() < 1e-9, "{p}");
+    assert!(p["chosen"]["latency_ms"].as_f64().unwrap() <= bound);
+    assert!(p["chosen"]["energy_saving"].as_f64().unwrap() >= 0.0);
+    assert_eq!(p["modes"].as_array().unwrap().len(), 2);
+    let layers = p["layers"].as_array().unwrap();
+    let sum: f64 = layers
+        .iter()
+        .map(|l| l["reference"]["time_ms"].as_f64().unwrap())
+        .sum();
+    assert!((sum / reference_ms - 1.0).abs() < 1e-9);
+
+    // A saved file: a mode 3% slower than MAXN with a third of its constant power is the
+    // plan within 5%, not within 1%; an unreachable bound is one line.
+    let mode = |name: &str, flops: f64, pi0: f64| {
+        serde_json::json!({"mode": name, "gpu_hz": null, "emc_hz": null,
+            "time": {"peak_f32_flops": flops, "peak_f16_flops": 2.0 * flops, "peak_bytes_per_s": 1.8e11},
+            "energy": {"eps_flop_j": 3e-12, "eps_flop_f16_j": null, "eps_byte_j": 4.7e-11, "pi0_w": pi0}})
+    };
+    let file = serde_json::json!({"device": "hand-made", "simulated": true,
+        "modes": [mode("MAXN", 5e12, 40.0), mode("LOW", 4.85e12, 13.0), mode("SLOW", 1e12, 2.0)]});
+    std::fs::write(&saved, file.to_string()).unwrap();
+    let plan = |extra: &[&str]| {
+        json(&ok(jpower(rt.path())
+            .args(["--json", "plan-inference", "resnet50", "--rooflines"])
+            .arg(&saved)
+            .args(extra)))
+    };
+    let p = plan(&[]);
+    assert_eq!(p["chosen"]["mode"], "LOW", "{p}");
+    assert!(p["chosen"]["energy_saving"].as_f64().unwrap() > 0.3, "{p}");
+    assert_eq!(p["alternatives"][0]["mode"], "MAXN");
+    assert_eq!(plan(&["--slowdown", "0.01"])["chosen"]["mode"], "MAXN");
+    assert_eq!(plan(&["--latency-ms", "1000"])["chosen"]["mode"], "SLOW");
+    let saved = saved.to_str().unwrap();
+    one_line_error(
+        &[
+            "plan-inference",
+            "resnet50",
+            "--rooflines",
+            saved,
+            "--latency-ms",
+            "0.001",
+        ],
+        "no mode is predicted within 0.001 ms; the fastest, MAXN",
+    );
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"device\": \"x\",\n\"modes\": [1]}").unwrap();
+    let bad = bad.to_str().unwrap();
+    one_line_error(
+        &["plan-inference", "resnet50", "--rooflines", bad],
+        &format!("{bad}:2: not `jpower roofline --json` output"),
+    );
+}

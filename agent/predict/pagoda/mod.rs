@@ -5,7 +5,9 @@
 //!   (pinned to Pagoda's: FLOPs = 2 x MACs, FP32 4 bytes, compulsory DRAM traffic per layer);
 //! - [`zoo`]: the built-in models at Pagoda's input shapes (ResNet-18, ResNet-50,
 //!   MobileNetV3-Large, YOLOv8n, BERT-base, BERT-large, LSTM);
-//! - [`layer_file`]: a model written as a small JSON layer list.
+//! - [`layer_file`]: a model written as a small JSON layer list;
+//! - [`plan`]: the counts on each power mode's time and energy rooflines, and the mode of
+//!   least predicted energy within a latency bound.
 //!
 //! A [`Model`] is a list of layers, each with its per-sample input shape; [`Model::count`]
 //! multiplies by the batch size and the precision's bytes. Training is counted as 3 x
@@ -14,6 +16,7 @@
 
 pub mod layer_file;
 pub mod op;
+pub mod plan;
 pub mod zoo;
 
 use crate::gpu::roofline::Precision;
