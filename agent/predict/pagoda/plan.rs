@@ -3,7 +3,8 @@
 //! Each layer runs at its roofline: `t = max(FLOPs / peak FLOP/s, bytes / DRAM bandwidth)`
 //! (the precision's peak), and costs `E = eps_flop FLOPs + eps_byte bytes + pi0 t` (Choi et
 //! al.'s energy roofline, as `jpower roofline` fits it); a model's latency and energy are the
-//! sums over its layers. The reference is the mode named MAXN (else the fastest predicted);
+//! sums over its layers. The reference is the mode named MAXN (else the one at the highest
+//! GPU then memory clock, else the fastest predicted);
 //! the plan is the mode of least predicted energy whose latency is within the bound (an
 //! absolute latency, or a slowdown against the reference, 5% by default).
 //!
@@ -218,6 +219,24 @@ pub struct Plan {
     pub feasible: Vec<usize>,
 }
 
+/// The mode named MAXN, else (every mode's clocks known, as `jpower roofline --sample`
+/// reports them) the one at the highest GPU clock, then the highest memory clock.
+fn reference(rooflines: &Rooflines) -> Option<usize> {
+    let modes = &rooflines.modes;
+    if let Some(i) = modes
+        .iter()
+        .position(|m| m.mode.eq_ignore_ascii_case("maxn"))
+    {
+        return Some(i);
+    }
+    let clocks: Option<Vec<(f64, f64)>> = modes.iter().map(|m| m.gpu_hz.zip(m.emc_hz)).collect();
+    let clocks = clocks?;
+    (0..modes.len()).max_by(|&a, &b| {
+        let (x, y) = (clocks[a], clocks[b]);
+        x.0.total_cmp(&y.0).then(x.1.total_cmp(&y.1))
+    })
+}
+
 /// Why no plan.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -244,10 +263,7 @@ impl Plan {
         let fastest = (0..modes.len())
             .min_by(|&a, &b| modes[a].latency_s.total_cmp(&modes[b].latency_s))
             .expect("rooflines have modes");
-        let reference = modes
-            .iter()
-            .position(|m| m.mode.eq_ignore_ascii_case("maxn"))
-            .unwrap_or(fastest);
+        let reference = reference(rooflines).unwrap_or(fastest);
         let bound_s = match bound {
             Bound::LatencyS(s) => s,
             Bound::Slowdown(f) => modes[reference].latency_s * (1.0 + f),
@@ -377,6 +393,19 @@ mod tests {
         assert_eq!(plan.feasible.len(), 2);
         let loose = Plan::new(&r, &rooflines, Bound::Slowdown(1.5)).unwrap();
         assert_eq!(loose.chosen().mode, "slow");
+        // Without a MAXN, the highest clocks are the reference, not the fastest predicted.
+        let mut unnamed = rooflines.clone();
+        for (m, (gpu, emc)) in
+            unnamed
+                .modes
+                .iter_mut()
+                .zip([(1.2e9, 3.2e9), (1.3e9, 2.1e9), (1.3e9, 3.2e9)])
+        {
+            m.mode = format!("GPU {gpu}");
+            (m.gpu_hz, m.emc_hz) = (Some(gpu), Some(emc));
+        }
+        let p = Plan::new(&r, &unnamed, Bound::Slowdown(0.05)).unwrap();
+        assert_eq!(p.reference, 2);
         let e = Plan::new(&r, &rooflines, Bound::LatencyS(1e-6)).unwrap_err();
         assert!(e.to_string().contains("the fastest, MAXN"), "{e}");
     }
