@@ -1,14 +1,14 @@
 //! `jpower flops`: a model's FLOPs and DRAM bytes layer by layer (Pagoda's analytical
-//! model, [`crate::predict::pagoda`]), from the built-in zoo or a JSON layer list; and
-//! `jpower plan-inference`: those counts on every mode's rooflines (a saved `jpower
-//! roofline --json`, or measured now on the board), and the mode of least predicted
-//! energy within a latency bound.
+//! model, [`crate::predict::pagoda`]), from the built-in zoo, an ONNX file or a JSON layer
+//! list; and `jpower plan-inference`: those counts on every mode's rooflines (a saved
+//! `jpower roofline --json`, or measured now on the board), and the mode of least
+//! predicted energy within a latency bound.
 
 use super::Output;
 use super::Target;
 use crate::gpu::roofline::Precision;
 use crate::predict::pagoda::plan::{Bound, Plan, Rooflines};
-use crate::predict::pagoda::{layer_file, zoo, Model, Report};
+use crate::predict::pagoda::{layer_file, onnx, zoo, Model, Report};
 use anyhow::{bail, Result};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ impl PrecisionArg {
 #[derive(Debug, clap::Args)]
 pub struct ModelArgs {
     /// A built-in model (resnet18, resnet50, mobilenetv3-large, yolov8n, bert-base,
-    /// bert-large, lstm) or a JSON layer list (see the README).
+    /// bert-large, lstm), an .onnx file or a JSON layer list (see the README).
     #[arg(value_name = "MODEL")]
     pub model: String,
     /// Samples per forward pass.
@@ -51,37 +51,57 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    /// The model named, counted.
-    pub fn report(&self) -> Result<Report> {
-        Ok(load(&self.model)?.count(self.batch, self.precision.precision(), self.train))
+    /// The model named, counted, and the ONNX nodes it could not count (each also a
+    /// warning on stderr).
+    pub fn report(&self) -> Result<(Report, Vec<String>)> {
+        let (model, skipped) = load(&self.model)?;
+        if !skipped.is_empty() {
+            log::warn!(
+                "{}: {} nodes not counted (listed in the output): {}",
+                self.model,
+                skipped.len(),
+                skipped.join("; ")
+            );
+        }
+        let r = model.count(self.batch, self.precision.precision(), self.train);
+        Ok((r, skipped))
     }
 }
 
-/// A zoo name, else a JSON layer list.
-pub fn load(name: &str) -> Result<Model> {
+/// A zoo name, an `.onnx` file, else a JSON layer list; with the nodes not counted.
+pub fn load(name: &str) -> Result<(Model, Vec<String>)> {
     if let Some(m) = zoo::get(name) {
-        return Ok(m);
+        return Ok((m, Vec::new()));
     }
     let path = Path::new(name);
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
-    {
-        bail!("{name}: ONNX models are not read yet; write the model as a JSON layer list (see the README)");
-    }
     if !path.exists() {
         bail!(
             "{name}: neither a built-in model ({}) nor a file",
             zoo::NAMES.join(", ")
         );
     }
-    Ok(layer_file::load(path)?)
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        let o = onnx::load(path)?;
+        return Ok((o.model, o.skipped));
+    }
+    Ok((layer_file::load(path)?, Vec::new()))
 }
 
 /// `jpower flops`.
 pub fn flops(a: &ModelArgs, out: &Output) -> Result<()> {
-    let r = a.report()?;
-    out.print(&serde_json::to_value(&r)?, || text(&r))
+    let (r, skipped) = a.report()?;
+    let mut value = serde_json::to_value(&r)?;
+    value["not_counted"] = serde_json::json!(skipped);
+    out.print(&value, || {
+        let mut t = text(&r);
+        for s in &skipped {
+            let _ = writeln!(t, "not counted: {s}");
+        }
+        t
+    })
 }
 
 /// `1.23 G`, `456.8 M`: a count with an SI prefix.
@@ -171,7 +191,7 @@ pub struct PlanArgs {
 
 /// `jpower plan-inference`.
 pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()> {
-    let report = a.model.report()?;
+    let (report, skipped) = a.model.report()?;
     let (rooflines, source) = match &a.rooflines {
         Some(path) => (Rooflines::load(path)?, path.display().to_string()),
         None => {
@@ -191,7 +211,8 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
         None => Bound::Slowdown(a.slowdown),
     };
     let plan = Plan::new(&report, &rooflines, bound)?;
-    let value = plan_json(&report, &rooflines, &source, &plan);
+    let mut value = plan_json(&report, &rooflines, &source, &plan);
+    value["not_counted"] = serde_json::json!(skipped);
     out.print(&value, || plan_text(&report, &rooflines, &plan))
 }
 

@@ -73,7 +73,10 @@ fn flops_reads_a_layer_list_and_rejects_bad_ones_in_one_line() {
         &format!("{bad}:2: layer \"a\": missing field `out_channels`"),
     );
     one_line_error(&["flops", "nonet"], "neither a built-in model");
-    one_line_error(&["flops", "model.onnx"], "ONNX models are not read yet");
+    let onnx = dir.path().join("model.onnx");
+    std::fs::write(&onnx, b"\x0a\x05trunc").unwrap();
+    let onnx = onnx.to_str().unwrap();
+    one_line_error(&["flops", onnx], &format!("{onnx}: not an ONNX model"));
 }
 
 #[test]

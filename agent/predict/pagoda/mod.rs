@@ -6,6 +6,7 @@
 //! - [`zoo`]: the built-in models at Pagoda's input shapes (ResNet-18, ResNet-50,
 //!   MobileNetV3-Large, YOLOv8n, BERT-base, BERT-large, LSTM);
 //! - [`layer_file`]: a model written as a small JSON layer list;
+//! - [`onnx`]: an ONNX model, its shapes inferred and the exporters' shape arithmetic folded;
 //! - [`plan`]: the counts on each power mode's time and energy rooflines, and the mode of
 //!   least predicted energy within a latency bound.
 //!
@@ -15,6 +16,7 @@
 //! in), as Pagoda does; INT8 and TensorRT's layer fusion are out of scope.
 
 pub mod layer_file;
+pub mod onnx;
 pub mod op;
 pub mod plan;
 pub mod zoo;

@@ -5,7 +5,7 @@
 //! - FLOPs = 2 x MACs for convolutions, linear layers and matrix products, plus one FLOP per
 //!   output element for a bias;
 //! - per-element FLOPs of the other operators follow Pagoda's table where it has one (ReLU
-//!   1, sigmoid 4, tanh 5, hard-sigmoid 4, hard-swish 5, SiLU 5, softmax 7, batch norm 2
+//!   1, sigmoid 4, tanh 5, hard-sigmoid 4, hard-swish 5, SiLU 5, softmax 7, erf 8, batch norm 2
 //!   for its folded scale and shift, max pool `k*k - 1` and average pool `k*k` per output);
 //!   jpower adds ReLU6 2 (two comparisons), GELU 12 (its ONNX decomposition Div, Erf (8),
 //!   Add, Mul, Mul), layer norm 7 (mean, subtract, square, mean, divide, scale, shift),
@@ -46,6 +46,8 @@ pub enum Activation {
     Silu,
     /// x * (1 + erf(x / sqrt 2)) / 2.
     Gelu,
+    /// The error function (an ONNX `Erf` node, GELU's core).
+    Erf,
 }
 
 impl Activation {
@@ -57,6 +59,7 @@ impl Activation {
             Activation::Sigmoid | Activation::HardSigmoid => 4,
             Activation::Tanh => 5,
             Activation::HardSwish | Activation::Silu => 5,
+            Activation::Erf => 8,
             Activation::Gelu => 12,
         }
     }
@@ -302,6 +305,7 @@ impl Op {
                 Activation::HardSwish => "hard_swish",
                 Activation::Silu => "silu",
                 Activation::Gelu => "gelu",
+                Activation::Erf => "erf",
             },
             Op::Elementwise { kind, .. } => match kind {
                 Binary::Add => "add",
