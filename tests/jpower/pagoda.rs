@@ -157,3 +157,50 @@ fn plan_inference_measures_a_simulated_board_and_plans_within_the_bound() {
         &format!("{bad}:2: not `jpower roofline --json` output"),
     );
 }
+
+/// Graphs written by the `onnx` package in the exporters' patterns
+/// (`scripts/pagoda_onnx_fixtures.py`), counted layer by layer against hand counts.
+#[test]
+fn flops_counts_onnx_graphs_in_exporter_patterns_layer_by_layer() {
+    let rt = util::runtime();
+    let fixture = |name: &str| {
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/pagoda/").to_string() + name;
+        json(&ok(
+            jpower(rt.path()).args(["--json", "flops", &path, "--batch", "2"])
+        ))
+    };
+    let layer = |r: &serde_json::Value, name: &str| {
+        r["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap_or_else(|| panic!("no layer {name} in {r}"))
+            .clone()
+    };
+    let cnn = fixture("cnn.onnx");
+    assert_eq!(cnn["not_counted"].as_array().unwrap().len(), 0, "{cnn}");
+    // Conv 3 -> 8, 3x3, pad 1 on 16x16: 8 x 16 x 16 x 27 MACs a sample.
+    assert_eq!(layer(&cnn, "conv")["counts"]["macs"], 2 * 8 * 16 * 16 * 27);
+    assert_eq!(layer(&cnn, "pool")["output"], serde_json::json!([8, 8, 8]));
+    // The Shape -> Gather -> Unsqueeze -> Concat -> Reshape flatten folded to [512].
+    assert_eq!(layer(&cnn, "fc")["input"], serde_json::json!([512]));
+    assert_eq!(layer(&cnn, "fc")["counts"]["macs"], 2 * 512 * 10);
+    assert_eq!(cnn["total"]["params"], 8 * 27 + 8 + 2 * 8 + 512 * 10 + 10);
+
+    let attn = fixture("attention.onnx");
+    let skipped = attn["not_counted"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{attn}");
+    assert!(skipped[0].as_str().unwrap().contains("Einsum"));
+    assert_eq!(layer(&attn, "tok")["op"], "embedding");
+    assert_eq!(layer(&attn, "q_mm")["op"], "linear");
+    assert_eq!(layer(&attn, "q_mm")["counts"]["macs"], 2 * 8 * 16 * 16);
+    // Q K^T and A V: 2 heads, 8 x 8 scores of 8 products each.
+    for m in ["scores", "ctx"] {
+        assert_eq!(layer(&attn, m)["op"], "matmul");
+        assert_eq!(layer(&attn, m)["counts"]["macs"], 2 * 2 * 8 * 8 * 8);
+    }
+    assert_eq!(layer(&attn, "probs")["counts"]["flops"], 2 * 7 * 2 * 8 * 8);
+    assert_eq!(layer(&attn, "g_erf")["counts"]["flops"], 2 * 8 * 8 * 16);
+}
