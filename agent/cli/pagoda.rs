@@ -39,8 +39,8 @@ pub struct ModelArgs {
     /// bert-large, lstm), an .onnx file or a JSON layer list (see the README).
     #[arg(value_name = "MODEL")]
     pub model: String,
-    /// Samples per forward pass.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Samples per forward pass (1 to 65536).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=65536))]
     pub batch: u64,
     /// Count a training step (3 x inference, as Pagoda does).
     #[arg(long)]

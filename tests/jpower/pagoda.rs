@@ -204,3 +204,31 @@ fn flops_counts_onnx_graphs_in_exporter_patterns_layer_by_layer() {
     assert_eq!(layer(&attn, "probs")["counts"]["flops"], 2 * 7 * 2 * 8 * 8);
     assert_eq!(layer(&attn, "g_erf")["counts"]["flops"], 2 * 8 * 8 * 16);
 }
+
+/// Replays the ONNX and layer-list fuzz corpora (`fuzz/corpus/{onnx,layers}`) on stable,
+/// as the nightly targets run them, and counts what parses at the largest batch: no input
+/// may panic or overflow.
+#[test]
+fn the_model_readers_fuzz_corpora_replay_without_panics() {
+    use jpower::gpu::roofline::Precision;
+    use jpower::predict::pagoda::{layer_file, onnx, op::MAX_BATCH};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let mut files = 0;
+    for target in ["onnx", "layers"] {
+        for entry in std::fs::read_dir(root.join(target)).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let model = if target == "onnx" {
+                onnx::parse(&bytes, &path).ok().map(|o| o.model)
+            } else {
+                layer_file::parse(&String::from_utf8_lossy(&bytes), &path).ok()
+            };
+            if let Some(m) = model {
+                let r = m.count(MAX_BATCH, Precision::F32, true);
+                assert!(r.total.flops > 0, "{}", path.display());
+            }
+            files += 1;
+        }
+    }
+    assert!(files >= 5, "the corpora hold {files} inputs");
+}

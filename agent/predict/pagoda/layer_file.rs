@@ -210,7 +210,10 @@ impl Spec {
                 to: need(self.to.clone(), "to")?,
             },
             "flatten" => Op::Reshape {
-                to: vec![input.iter().product()],
+                to: vec![input
+                    .iter()
+                    .try_fold(1u64, |a, &d| a.checked_mul(d))
+                    .ok_or("the input has too many elements")?],
             },
             "transpose" => Op::Transpose {
                 perm: need(self.perm.clone(), "perm")?,

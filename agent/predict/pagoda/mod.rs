@@ -100,8 +100,8 @@ impl Model {
         Ok(output)
     }
 
-    /// Every layer's counts and the total at `batch` samples of `precision`, forward only
-    /// or (`training`) as 3 x forward.
+    /// Every layer's counts and the total at `batch` samples (1 to [`op::MAX_BATCH`]) of
+    /// `precision`, forward only or (`training`) as 3 x forward.
     pub fn count(&self, batch: u64, precision: Precision, training: bool) -> Report {
         let bytes = bytes_per_element(precision);
         let factor = if training { 3 } else { 1 };
@@ -116,7 +116,9 @@ impl Model {
                 counts: l
                     .op
                     .counts(&l.input, batch, bytes)
-                    .expect("shapes were checked when the layer was added")
+                    .expect(
+                        "shapes were checked when the layer was added, and the batch is bounded",
+                    )
                     .times(factor),
             })
             .collect();

@@ -185,7 +185,7 @@ fn value_shape(v: &ValueInfoProto) -> Option<Vec<i64>> {
 }
 
 fn elements(s: &[i64]) -> i64 {
-    s.iter().product()
+    s.iter().fold(1i64, |a, &d| a.saturating_mul(d.max(0)))
 }
 
 fn per_sample(s: &[i64]) -> Result<Shape, String> {
@@ -208,11 +208,12 @@ fn broadcast(a: &[i64], b: &[i64]) -> Vec<i64> {
     (0..n).map(|i| at(a, i).max(at(b, i))).collect()
 }
 
-fn norm_axis(axis: i64, rank: usize) -> usize {
-    if axis < 0 {
-        (axis + rank as i64).max(0) as usize
+fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
+    let a = if axis < 0 { axis + rank as i64 } else { axis };
+    if (0..rank.max(1) as i64).contains(&a) {
+        Ok(a as usize)
     } else {
-        axis as usize
+        Err(format!("axis {axis} is out of range for rank {rank}"))
     }
 }
 
@@ -398,7 +399,7 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
         }
         "Gather" => {
             let (data, idx) = (x()?, input(g, 1)?);
-            let axis = norm_axis(int(n, "axis", 0), data.shape.len());
+            let axis = norm_axis(int(n, "axis", 0), data.shape.len())?;
             match (&data.values, &idx.values) {
                 (Some(v), Some(i)) if data.shape.len() == 1 => {
                     let pick: Vec<f64> = i
@@ -423,14 +424,12 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                     full.push(s[2]);
                     g.set(&out, full, None);
                 }
-                _ => {
+                _ if axis < data.shape.len() => {
                     let mut s = data.shape.clone();
-                    s.splice(
-                        axis..=axis.min(s.len().saturating_sub(1)),
-                        idx.shape.iter().copied(),
-                    );
+                    s.splice(axis..=axis, idx.shape.iter().copied());
                     g.set(&out, s, None);
                 }
+                _ => return Err(format!("cannot gather from {:?}", data.shape)),
             }
         }
         "Unsqueeze" | "Squeeze" => {
@@ -446,7 +445,10 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             let mut s = t.shape.clone();
             if n.op_type == "Unsqueeze" {
                 let rank = s.len() + axes.len();
-                let mut axes: Vec<usize> = axes.iter().map(|&a| norm_axis(a, rank)).collect();
+                let mut axes: Vec<usize> = axes
+                    .iter()
+                    .map(|&a| norm_axis(a, rank))
+                    .collect::<Result<_, _>>()?;
                 axes.sort_unstable();
                 for a in axes {
                     s.insert(a.min(s.len()), 1);
@@ -455,7 +457,10 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                 s.retain(|&d| d != 1);
             } else {
                 let rank = s.len();
-                let drop: Vec<usize> = axes.iter().map(|&a| norm_axis(a, rank)).collect();
+                let drop: Vec<usize> = axes
+                    .iter()
+                    .map(|&a| norm_axis(a, rank))
+                    .collect::<Result<_, _>>()?;
                 s = s
                     .iter()
                     .enumerate()
@@ -469,13 +474,16 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             let ts: Vec<Tensor> = (0..n.input.len())
                 .map(|i| input(g, i))
                 .collect::<Result<_, _>>()?;
-            let rank = ts[0].shape.len();
-            let axis = norm_axis(int(n, "axis", 0), rank);
+            let rank = ts.first().ok_or("no inputs")?.shape.len();
+            if rank == 0 || ts.iter().any(|t| t.shape.len() != rank) {
+                return Err("operands of different ranks".into());
+            }
+            let axis = norm_axis(int(n, "axis", 0), rank)?;
             let mut s = ts[0].shape.clone();
             s[axis] = ts
                 .iter()
                 .map(|t| t.shape.get(axis).copied().unwrap_or(1))
-                .sum();
+                .fold(0i64, i64::saturating_add);
             if ts.iter().all(|t| t.values.is_some()) {
                 let v = ts
                     .iter()
@@ -507,7 +515,7 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                 })
                 .collect();
             if let Some(pos) = s.iter().position(|&d| d == -1) {
-                let known: i64 = s.iter().filter(|&&d| d != -1).product();
+                let known = elements(&s.iter().copied().filter(|&d| d != -1).collect::<Vec<_>>());
                 s[pos] = elements(&t.shape) / known.max(1);
             }
             if elements(&s) != elements(&t.shape) {
@@ -517,7 +525,7 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
         }
         "Flatten" => {
             let t = x()?;
-            let axis = norm_axis(int(n, "axis", 1), t.shape.len());
+            let axis = norm_axis(int(n, "axis", 1), t.shape.len())?;
             let s = vec![elements(&t.shape[..axis]), elements(&t.shape[axis..])];
             g.set(&out, s, t.values);
         }
@@ -531,7 +539,10 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
         }
         "Split" => {
             let t = x()?;
-            let axis = norm_axis(int(n, "axis", 0), t.shape.len());
+            let axis = norm_axis(int(n, "axis", 0), t.shape.len())?;
+            if axis >= t.shape.len() {
+                return Err("a split of a scalar".into());
+            }
             let sizes = ints(n, "split")
                 .or_else(|| {
                     input(g, 1)
@@ -666,8 +677,15 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             let t = x()?;
             let rank = t.shape.len();
             let perm: Vec<usize> = ints(n, "perm")
-                .map(|p| p.iter().map(|&a| norm_axis(a, rank)).collect())
-                .unwrap_or_else(|| (0..rank).rev().collect());
+                .map(|p| {
+                    p.iter()
+                        .map(|&a| norm_axis(a, rank))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .unwrap_or_else(|| Ok((0..rank).rev().collect()))?;
+            if perm.len() != rank || rank == 0 {
+                return Err(format!("perm {perm:?} does not fit rank {rank}"));
+            }
             let s: Vec<i64> = perm.iter().map(|&i| t.shape[i]).collect();
             if t.values.is_none() {
                 // A copy: counted on the flattened tensor (the batch may move).
@@ -680,8 +698,8 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             let t = x()?;
             let scales = (1..n.input.len())
                 .filter_map(|i| input(g, i).ok().and_then(|v| v.values))
-                .find(|v| v.len() == t.shape.len())
-                .ok_or("the scales or sizes are not constants")?;
+                .find(|v| v.len() == t.shape.len() && v.len() == 4)
+                .ok_or("the scales or sizes are not constants of an [N, C, H, W] input")?;
             // Sizes are at least the input's; scales are small.
             let scale = if scales[2] >= t.shape[2] as f64 {
                 scales[2] / t.shape[2] as f64
@@ -704,6 +722,9 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             let (t, w) = (x()?, input(g, 1)?);
             let hidden = int(n, "hidden_size", 0) as u64;
             let dirs = w.shape.first().copied().unwrap_or(1);
+            if !(1..=2).contains(&dirs) {
+                return Err(format!("{dirs} directions"));
+            }
             // Layout 0: X is [steps, batch, features].
             let &[steps, _, features] = t.shape.as_slice() else {
                 return Err(format!(
@@ -814,9 +835,14 @@ mod tests {
         }
     }
 
+    /// A 1-D constant, or a scalar when `v` has one value and `output` is `zero`.
     fn constant(output: &str, v: &[i64]) -> NodeProto {
         let t = TensorProto {
-            dims: vec![v.len() as i64],
+            dims: if output == "zero" {
+                vec![]
+            } else {
+                vec![v.len() as i64]
+            },
             data_type: 7,
             int64_data: v.to_vec(),
             ..TensorProto::default()

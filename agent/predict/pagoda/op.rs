@@ -223,31 +223,59 @@ impl Counts {
         }
     }
 
-    /// The sum of two counts.
+    /// The sum of two counts (saturating: a graph of very many huge layers stays a number).
     pub fn plus(self, o: Counts) -> Counts {
         Counts {
-            macs: self.macs + o.macs,
-            flops: self.flops + o.flops,
-            params: self.params + o.params,
-            weight_bytes: self.weight_bytes + o.weight_bytes,
-            activation_bytes: self.activation_bytes + o.activation_bytes,
+            macs: self.macs.saturating_add(o.macs),
+            flops: self.flops.saturating_add(o.flops),
+            params: self.params.saturating_add(o.params),
+            weight_bytes: self.weight_bytes.saturating_add(o.weight_bytes),
+            activation_bytes: self.activation_bytes.saturating_add(o.activation_bytes),
         }
     }
 
-    /// Every count times `k` (training as 3x inference).
+    /// Every count but the parameters times `k` (training as 3x inference), saturating.
     pub fn times(self, k: u64) -> Counts {
         Counts {
-            macs: self.macs * k,
-            flops: self.flops * k,
+            macs: self.macs.saturating_mul(k),
+            flops: self.flops.saturating_mul(k),
             params: self.params,
-            weight_bytes: self.weight_bytes * k,
-            activation_bytes: self.activation_bytes * k,
+            weight_bytes: self.weight_bytes.saturating_mul(k),
+            activation_bytes: self.activation_bytes.saturating_mul(k),
         }
     }
 }
 
+/// The largest dimension, and size parameter, of a layer.
+pub const MAX_DIM: u64 = 1 << 24;
+/// The most elements of a per-sample tensor.
+pub const MAX_ELEMENTS: u64 = 1 << 36;
+/// The most multiply-accumulates of one layer on one sample.
+pub const MAX_MACS: u128 = 1 << 42;
+/// The largest batch the counts stay exact for.
+pub const MAX_BATCH: u64 = 1 << 16;
+
 fn elements(s: &[u64]) -> u64 {
     s.iter().product()
+}
+
+/// A shape of at most 8 non-zero dimensions of at most [`MAX_DIM`], [`MAX_ELEMENTS`] in all.
+fn check_shape(s: &[u64], what: &str) -> Result<(), String> {
+    if s.is_empty() || s.contains(&0) {
+        return Err(format!("{what} shape {s:?} is empty"));
+    }
+    if s.len() > 8 || s.iter().any(|&d| d > MAX_DIM) {
+        return Err(format!(
+            "{what} shape {s:?} has more than 8 dimensions or one above {MAX_DIM}"
+        ));
+    }
+    let total = s.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    if total.is_none_or(|t| t > MAX_ELEMENTS) {
+        return Err(format!(
+            "{what} shape {s:?} has more than {MAX_ELEMENTS} elements"
+        ));
+    }
+    Ok(())
 }
 
 fn chw(input: &[u64], what: &str) -> Result<[u64; 3], String> {
@@ -324,11 +352,92 @@ impl Op {
         }
     }
 
-    /// The output shape for a per-sample `input`, or why the two do not fit.
+    /// The output shape for a per-sample `input`, or why the two do not fit (or are beyond
+    /// the [`MAX_DIM`], [`MAX_ELEMENTS`] and [`MAX_MACS`] bounds, which keep every count
+    /// of a batch of up to [`MAX_BATCH`] exact in 64 bits).
     pub fn output(&self, input: &[u64]) -> Result<Shape, String> {
-        if input.is_empty() || input.contains(&0) {
-            return Err(format!("input shape {input:?} is empty"));
+        check_shape(input, "input")?;
+        self.check_parameters()?;
+        let out = self.output_unchecked(input)?;
+        check_shape(&out, "output")?;
+        let macs = self.per_sample_work(input, &out);
+        if macs > MAX_MACS {
+            return Err(format!(
+                "{macs} multiply-accumulates per sample exceed the bound of {MAX_MACS}"
+            ));
         }
+        Ok(out)
+    }
+
+    /// Every size parameter at most [`MAX_DIM`] (a concatenation's `extra` at most
+    /// [`MAX_ELEMENTS`]).
+    fn check_parameters(&self) -> Result<(), String> {
+        let sizes: Vec<u64> = match self {
+            Op::Conv2d {
+                out_channels,
+                kernel,
+                stride,
+                padding,
+                dilation,
+                groups,
+                ..
+            } => [*out_channels, *groups]
+                .into_iter()
+                .chain(
+                    kernel
+                        .iter()
+                        .chain(stride)
+                        .chain(padding)
+                        .chain(dilation)
+                        .copied(),
+                )
+                .collect(),
+            Op::Linear { out_features, .. } => vec![*out_features],
+            Op::MatMul { n } => vec![*n],
+            Op::Pool {
+                kernel,
+                stride,
+                padding,
+                ..
+            } => kernel
+                .iter()
+                .chain(stride)
+                .chain(padding)
+                .copied()
+                .collect(),
+            Op::Concat { extra } if *extra > MAX_ELEMENTS => vec![*extra],
+            Op::Reshape { to } => {
+                check_shape(to, "target")?;
+                Vec::new()
+            }
+            Op::Resize { scale } => vec![*scale],
+            Op::Embedding { vocab, dim } => vec![*vocab, *dim],
+            Op::Lstm { hidden } => vec![*hidden],
+            _ => Vec::new(),
+        };
+        match sizes.iter().find(|&&v| v > MAX_DIM) {
+            Some(v) => Err(format!("a size of {v} exceeds the bound of {MAX_DIM}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Multiply-accumulates (or window reads, for pooling) per sample, without overflow.
+    fn per_sample_work(&self, input: &[u64], out: &[u64]) -> u128 {
+        let wide = |s: &[u64]| s.iter().map(|&d| u128::from(d)).product::<u128>();
+        let out_e = wide(out);
+        let last = u128::from(*input.last().unwrap_or(&1));
+        match self {
+            Op::Conv2d { kernel, groups, .. } => {
+                out_e * u128::from(input[0] / groups.max(&1)) * wide(kernel)
+            }
+            Op::Linear { .. } | Op::MatMul { .. } => out_e * last,
+            Op::Pool { kernel, .. } => out_e * wide(kernel),
+            Op::Lstm { hidden } => out_e * 4 * (last + u128::from(*hidden)),
+            _ => 0,
+        }
+    }
+
+    fn output_unchecked(&self, input: &[u64]) -> Result<Shape, String> {
         match self {
             Op::Conv2d {
                 out_channels,
@@ -455,8 +564,8 @@ impl Op {
         }
     }
 
-    /// The counts of this operator on a per-sample `input`, for `batch` samples of
-    /// `bytes_per_element` bytes.
+    /// The counts of this operator on a per-sample `input`, for `batch` samples (at most
+    /// [`MAX_BATCH`]) of `bytes_per_element` bytes (at most 8).
     pub fn counts(
         &self,
         input: &[u64],
@@ -464,6 +573,11 @@ impl Op {
         bytes_per_element: u64,
     ) -> Result<Counts, String> {
         let out = self.output(input)?;
+        if batch > MAX_BATCH || bytes_per_element > 8 {
+            return Err(format!(
+                "a batch of {batch} ({bytes_per_element}-byte elements) exceeds the bound of {MAX_BATCH} (8)"
+            ));
+        }
         let (n, b) = (batch, bytes_per_element);
         let (in_e, out_e) = (elements(input), elements(&out));
         // Read the input, write the output: the default activation traffic.
