@@ -9,7 +9,7 @@ use super::Target;
 use crate::gpu::roofline::Precision;
 use crate::predict::pagoda::plan::{Bound, Plan, Rooflines};
 use crate::predict::pagoda::{layer_file, onnx, zoo, Model, Report};
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -187,6 +187,9 @@ pub struct PlanArgs {
     /// Seconds each roofline point runs, and each switch settles, when measuring.
     #[arg(long, value_name = "S", default_value_t = 1.0)]
     pub point_seconds: f64,
+    /// Draw the layers and the model on the rooflines of the planned mode and MAXN.
+    #[arg(long, value_name = "FILE.svg")]
+    pub svg: Option<PathBuf>,
 }
 
 /// `jpower plan-inference`.
@@ -213,6 +216,13 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
     let plan = Plan::new(&report, &rooflines, bound)?;
     let mut value = plan_json(&report, &rooflines, &source, &plan);
     value["not_counted"] = serde_json::json!(skipped);
+    if let Some(path) = &a.svg {
+        std::fs::write(
+            path,
+            crate::predict::pagoda::svg::plan_svg(&report, &rooflines, &plan),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+    }
     out.print(&value, || plan_text(&report, &rooflines, &plan))
 }
 

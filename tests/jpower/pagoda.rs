@@ -136,6 +136,29 @@ fn plan_inference_measures_a_simulated_board_and_plans_within_the_bound() {
     assert!(p["chosen"]["energy_saving"].as_f64().unwrap() > 0.3, "{p}");
     assert_eq!(p["alternatives"][0]["mode"], "MAXN");
     assert_eq!(plan(&["--slowdown", "0.01"])["chosen"]["mode"], "MAXN");
+    // The plot: both modes' roofs, every layer with FLOPs and the total on both panels.
+    let svg_path = dir.path().join("plan.svg");
+    plan(&["--svg", svg_path.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for needle in [
+        "LOW (plan)",
+        "MAXN (reference)",
+        "attainable GFLOP/s",
+        "energy (pJ/FLOP)",
+        "arithmetic intensity (FLOP/byte)",
+    ] {
+        assert!(svg.contains(needle), "no {needle:?} in the plot");
+    }
+    let with_flops = p["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["flops"].as_u64().unwrap() > 0)
+        .count();
+    assert_eq!(svg.matches("<circle").count(), 2 * 2 * (with_flops + 1));
+    assert_eq!(svg.matches("<polyline").count(), 4);
+    assert!(!svg.contains("NaN"));
     assert_eq!(plan(&["--latency-ms", "1000"])["chosen"]["mode"], "SLOW");
     let saved = saved.to_str().unwrap();
     one_line_error(

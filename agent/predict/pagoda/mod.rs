@@ -8,7 +8,8 @@
 //! - [`layer_file`]: a model written as a small JSON layer list;
 //! - [`onnx`]: an ONNX model, its shapes inferred and the exporters' shape arithmetic folded;
 //! - [`plan`]: the counts on each power mode's time and energy rooflines, and the mode of
-//!   least predicted energy within a latency bound.
+//!   least predicted energy within a latency bound;
+//! - [`svg`]: the plan drawn on the rooflines of the planned mode and of MAXN.
 //!
 //! A [`Model`] is a list of layers, each with its per-sample input shape; [`Model::count`]
 //! multiplies by the batch size and the precision's bytes. Training is counted as 3 x
@@ -19,6 +20,7 @@ pub mod layer_file;
 pub mod onnx;
 pub mod op;
 pub mod plan;
+pub mod svg;
 pub mod zoo;
 
 use crate::gpu::roofline::Precision;
