@@ -8,6 +8,7 @@ mod bench;
 mod demo;
 mod gpu;
 mod modes;
+mod pagoda;
 mod powertrain;
 mod roofline;
 mod set;
@@ -109,6 +110,12 @@ pub enum Command {
     /// Time and energy rooflines per power mode (CUDA microbenchmarks; a simulated
     /// board's GPU model with --sim).
     Roofline(roofline::Args),
+    /// A model's FLOPs and DRAM bytes per layer (Pagoda's analytical model): a built-in
+    /// model or a JSON layer list.
+    Flops(pagoda::ModelArgs),
+    /// Predict a model's latency and energy on every mode from its counts and each mode's
+    /// rooflines, and pick the least energy within a latency bound.
+    PlanInference(pagoda::PlanArgs),
     /// Simulated boards.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -376,6 +383,8 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Roofline(a) => roofline::run(&cli.target, a, out),
         Command::Train(a) => gpu::train(&cli.target, a, out),
         Command::Kernels(a) => gpu::kernels(a, out),
+        Command::Flops(a) => pagoda::flops(a, out),
+        Command::PlanInference(a) => pagoda::plan_inference(&cli.target, a, out),
         Command::Sim(SimCommand::List) => {
             let boards: Vec<_> = crate::sim::spec::BOARDS
                 .iter()

@@ -139,6 +139,35 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     out.print(&serde_json::to_value(&m)?, || text(&title, &m))
 }
 
+/// The rooflines of `presets` (or `sample` pinned modes) of the target board, measured as
+/// `jpower roofline --preset ... --point-seconds S --settle S` does, as its `--json` output.
+pub(super) fn measure_json(
+    target: &Target,
+    presets: Vec<String>,
+    sample: Option<usize>,
+    point_seconds: f64,
+) -> Result<serde_json::Value> {
+    let a = Args {
+        presets,
+        sample,
+        elements: 1 << 26,
+        max_iters: 256,
+        point_seconds,
+        settle: point_seconds,
+        no_lock: false,
+        gpu: 0,
+        nvml_check: None,
+        csv: None,
+        modes_csv: None,
+        svg: None,
+    };
+    if a.point_seconds <= 0.0 {
+        bail!("--point-seconds must be positive");
+    }
+    let points = roofline::sweep(a.elements, a.max_iters);
+    Ok(serde_json::to_value(jetson(target, &a, &points)?)?)
+}
+
 /// Everything one run measured (the `--json` output).
 #[derive(Debug, Serialize)]
 struct Measurement {

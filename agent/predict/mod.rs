@@ -26,6 +26,9 @@
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
 //! ([`regress::Mlp::predict_batch`]).
+//!
+//! [`pagoda`] is the other kind of prediction: a DNN's FLOPs and DRAM bytes counted layer by
+//! layer (Pagoda's analytical model), for placing inference on each mode's rooflines.
 
 pub mod active;
 pub mod anchor;
@@ -35,6 +38,7 @@ mod fit;
 pub mod live;
 mod model_file;
 pub mod optimize;
+pub mod pagoda;
 pub mod profile;
 pub mod regress;
 

@@ -1,0 +1,394 @@
+//! A model as a small JSON layer list (version 1), for models not in the zoo:
+//!
+//! ```json
+//! {
+//!   "version": 1,
+//!   "name": "tiny",
+//!   "input": [3, 32, 32],
+//!   "layers": [
+//!     {"name": "conv1", "op": "conv2d", "out_channels": 16, "kernel": 3, "padding": 1},
+//!     {"name": "bn1", "op": "batch_norm"},
+//!     {"name": "relu1", "op": "relu"},
+//!     {"name": "pool", "op": "global_avg_pool"},
+//!     {"name": "flat", "op": "flatten"},
+//!     {"name": "fc", "op": "linear", "out_features": 10}
+//!   ]
+//! }
+//! ```
+//!
+//! Shapes are per sample (no batch dimension). Each layer takes the previous layer's output
+//! unless it gives its own `input` shape (a branch). Operators and their fields:
+//! `conv2d` (`out_channels`, `kernel`, `stride` 1, `padding` 0, `dilation` 1, `groups` 1,
+//! `bias` false; the four take a number or `[h, w]`), `depthwise_conv2d` (groups and
+//! output channels the input's), `linear`/`gemm` (`out_features`, `bias` true), `matmul`
+//! (`n`: `[.., m, k] x [.., k, n]`), `batch_norm`, `max_pool`/`avg_pool` (`kernel`, `stride`
+//! the kernel's, `padding` 0), `global_avg_pool`/`global_max_pool`, activations (`relu`,
+//! `relu6`, `sigmoid`, `tanh`, `hard_sigmoid`, `hard_swish`, `silu`, `gelu`), element-wise
+//! `add`/`sub`/`mul`/`div` (`other_elements` for a broadcast operand), `concat` (`extra`
+//! rows along the first dimension), `reshape` (`to`), `flatten`, `transpose` (`perm`),
+//! `resize` (`scale`), `softmax` and `layer_norm` (last dimension), `embedding` (`vocab`,
+//! `dim`, input `[tokens]`), `attention` (`heads`, input `[seq, hidden]` of projected Q, K
+//! and V: expands to `Q K^T`, scale, softmax, `A V` and the heads' merge) and `lstm`
+//! (`hidden`, input `[steps, features]`). An unknown field or operator is an error naming
+//! its line.
+
+use super::op::{Activation, Binary, Op, PoolKind, Shape};
+use super::{zoo, Model};
+use crate::support::file_error::{read_text, FileError};
+use serde::Deserialize;
+use std::path::Path;
+
+/// The layer-list format's version.
+pub const VERSION: u32 = 1;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    version: u32,
+    name: String,
+    input: Shape,
+    layers: Vec<Spec>,
+}
+
+/// A number for both dimensions, or `[h, w]`.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(untagged)]
+enum Pair {
+    Same(u64),
+    Each([u64; 2]),
+}
+
+impl Pair {
+    fn get(p: Option<Pair>, default: u64) -> [u64; 2] {
+        match p {
+            None => [default, default],
+            Some(Pair::Same(v)) => [v, v],
+            Some(Pair::Each(v)) => v,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Spec {
+    name: String,
+    op: String,
+    input: Option<Shape>,
+    out_channels: Option<u64>,
+    kernel: Option<Pair>,
+    stride: Option<Pair>,
+    padding: Option<Pair>,
+    dilation: Option<Pair>,
+    groups: Option<u64>,
+    bias: Option<bool>,
+    out_features: Option<u64>,
+    n: Option<u64>,
+    other_elements: Option<u64>,
+    extra: Option<u64>,
+    to: Option<Shape>,
+    perm: Option<Vec<usize>>,
+    scale: Option<u64>,
+    vocab: Option<u64>,
+    dim: Option<u64>,
+    heads: Option<u64>,
+    hidden: Option<u64>,
+}
+
+/// The operators a layer list may name.
+pub const OPS: &[&str] = &[
+    "conv2d",
+    "depthwise_conv2d",
+    "linear",
+    "gemm",
+    "matmul",
+    "batch_norm",
+    "max_pool",
+    "avg_pool",
+    "global_avg_pool",
+    "global_max_pool",
+    "relu",
+    "relu6",
+    "sigmoid",
+    "tanh",
+    "hard_sigmoid",
+    "hard_swish",
+    "silu",
+    "gelu",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "concat",
+    "reshape",
+    "flatten",
+    "transpose",
+    "resize",
+    "softmax",
+    "layer_norm",
+    "embedding",
+    "attention",
+    "lstm",
+];
+
+fn need<T>(v: Option<T>, field: &str) -> Result<T, String> {
+    v.ok_or_else(|| format!("missing field `{field}`"))
+}
+
+impl Spec {
+    /// The operators this layer adds, each with its name suffix and input shape (`None`:
+    /// the previous output).
+    fn ops(&self, input: &[u64]) -> Result<Vec<(String, Op, Option<Shape>)>, String> {
+        let activation = |function| Op::Activation { function };
+        let binary = |kind| Op::Elementwise {
+            kind,
+            other_elements: self.other_elements,
+        };
+        let pool = |kind| -> Result<Op, String> {
+            let kernel = Pair::get(Some(need(self.kernel, "kernel")?), 1);
+            Ok(Op::Pool {
+                kind,
+                kernel,
+                stride: self.stride.map_or(kernel, |s| Pair::get(Some(s), 1)),
+                padding: Pair::get(self.padding, 0),
+            })
+        };
+        let op = match self.op.as_str() {
+            "conv2d" | "depthwise_conv2d" => {
+                let depthwise = self.op == "depthwise_conv2d";
+                let channels = input.first().copied().unwrap_or(0);
+                let out_channels = match self.out_channels {
+                    Some(c) => c,
+                    None if depthwise => channels,
+                    None => return Err("missing field `out_channels`".into()),
+                };
+                Op::Conv2d {
+                    out_channels,
+                    kernel: Pair::get(Some(need(self.kernel, "kernel")?), 1),
+                    stride: Pair::get(self.stride, 1),
+                    padding: Pair::get(self.padding, 0),
+                    dilation: Pair::get(self.dilation, 1),
+                    groups: if depthwise {
+                        channels
+                    } else {
+                        self.groups.unwrap_or(1)
+                    },
+                    bias: self.bias.unwrap_or(false),
+                }
+            }
+            "linear" | "gemm" => Op::Linear {
+                out_features: need(self.out_features, "out_features")?,
+                bias: self.bias.unwrap_or(true),
+            },
+            "matmul" => Op::MatMul {
+                n: need(self.n, "n")?,
+            },
+            "batch_norm" => Op::BatchNorm,
+            "max_pool" => pool(PoolKind::Max)?,
+            "avg_pool" => pool(PoolKind::Avg)?,
+            "global_avg_pool" => Op::GlobalPool {
+                kind: PoolKind::Avg,
+            },
+            "global_max_pool" => Op::GlobalPool {
+                kind: PoolKind::Max,
+            },
+            "relu" => activation(Activation::Relu),
+            "relu6" => activation(Activation::Relu6),
+            "sigmoid" => activation(Activation::Sigmoid),
+            "tanh" => activation(Activation::Tanh),
+            "hard_sigmoid" => activation(Activation::HardSigmoid),
+            "hard_swish" => activation(Activation::HardSwish),
+            "silu" => activation(Activation::Silu),
+            "gelu" => activation(Activation::Gelu),
+            "add" => binary(Binary::Add),
+            "sub" => binary(Binary::Sub),
+            "mul" => binary(Binary::Mul),
+            "div" => binary(Binary::Div),
+            "concat" => Op::Concat {
+                extra: need(self.extra, "extra")?,
+            },
+            "reshape" => Op::Reshape {
+                to: need(self.to.clone(), "to")?,
+            },
+            "flatten" => Op::Reshape {
+                to: vec![input
+                    .iter()
+                    .try_fold(1u64, |a, &d| a.checked_mul(d))
+                    .ok_or("the input has too many elements")?],
+            },
+            "transpose" => Op::Transpose {
+                perm: need(self.perm.clone(), "perm")?,
+            },
+            "resize" => Op::Resize {
+                scale: need(self.scale, "scale")?,
+            },
+            "softmax" => Op::Softmax,
+            "layer_norm" => Op::LayerNorm,
+            "embedding" => Op::Embedding {
+                vocab: need(self.vocab, "vocab")?,
+                dim: need(self.dim, "dim")?,
+            },
+            "lstm" => Op::Lstm {
+                hidden: need(self.hidden, "hidden")?,
+            },
+            "attention" => {
+                let heads = need(self.heads, "heads")?;
+                let &[seq, hidden] = input else {
+                    return Err(format!(
+                        "attention needs a [seq, hidden] input, got {input:?}"
+                    ));
+                };
+                if heads == 0 || hidden % heads != 0 {
+                    return Err(format!("heads {heads} must divide hidden {hidden}"));
+                }
+                return Ok(zoo::attention_ops(seq, heads, hidden / heads)
+                    .into_iter()
+                    .map(|(suffix, op, shape)| (format!(".{suffix}"), op, Some(shape)))
+                    .collect());
+            }
+            other => return Err(format!("unknown op {other:?}; known: {}", OPS.join(", "))),
+        };
+        Ok(vec![(String::new(), op, self.input.clone())])
+    }
+}
+
+/// The 1-based line of the first occurrence of `needle` in `text` (1 if none).
+fn line_of(text: &str, needle: &str) -> usize {
+    text.find(needle)
+        .map_or(1, |at| text[..at].matches('\n').count() + 1)
+}
+
+/// Parses a layer list read from `path` (named in errors).
+pub fn parse(text: &str, path: &Path) -> Result<Model, FileError> {
+    let invalid = |line, message| FileError::Invalid {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
+    let file: File =
+        serde_json::from_str(text).map_err(|e| invalid(e.line().max(1), e.to_string()))?;
+    if file.version != VERSION {
+        return Err(invalid(
+            line_of(text, "\"version\""),
+            format!("version {} is not the supported {VERSION}", file.version),
+        ));
+    }
+    let mut model = Model::new(&file.name, file.input.clone());
+    let mut names = std::collections::HashSet::new();
+    for spec in &file.layers {
+        let quoted = serde_json::to_string(&spec.name).unwrap_or_default();
+        let line = line_of(text, &quoted);
+        if !names.insert(spec.name.as_str()) {
+            return Err(invalid(line, format!("layer name {quoted} is used twice")));
+        }
+        let input = spec.input.clone().unwrap_or_else(|| model.last().clone());
+        let ops = spec
+            .ops(&input)
+            .map_err(|m| invalid(line, format!("layer {quoted}: {m}")))?;
+        for (suffix, op, shape) in ops {
+            model
+                .push(&format!("{}{suffix}", spec.name), op, shape)
+                .map_err(|e| invalid(line, e.to_string()))?;
+        }
+    }
+    Ok(model)
+}
+
+/// Reads and parses the layer list at `path`.
+pub fn load(path: &Path) -> Result<Model, FileError> {
+    parse(&read_text(path)?, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::roofline::Precision;
+
+    fn parse_str(text: &str) -> Result<Model, FileError> {
+        parse(text, Path::new("m.json"))
+    }
+
+    const TINY: &str = r#"{
+  "version": 1,
+  "name": "tiny",
+  "input": [3, 32, 32],
+  "layers": [
+    {"name": "conv1", "op": "conv2d", "out_channels": 16, "kernel": 3, "padding": 1, "bias": true},
+    {"name": "dw", "op": "depthwise_conv2d", "kernel": 3, "stride": 2, "padding": 2, "dilation": 2},
+    {"name": "bn", "op": "batch_norm"},
+    {"name": "relu", "op": "relu"},
+    {"name": "pool", "op": "max_pool", "kernel": 2},
+    {"name": "gap", "op": "global_avg_pool"},
+    {"name": "flat", "op": "flatten"},
+    {"name": "fc", "op": "linear", "out_features": 10},
+    {"name": "attn", "op": "attention", "heads": 2, "input": [8, 16]},
+    {"name": "rnn", "op": "lstm", "hidden": 4, "input": [5, 3]}
+  ]
+}"#;
+
+    // Every count below is worked out by hand from the operator's definition.
+    #[test]
+    fn a_layer_list_counts_as_computed_by_hand() {
+        let m = parse_str(TINY).unwrap();
+        let r = m.count(2, Precision::F32, false);
+        let get = |n: &str| r.layers.iter().find(|l| l.name == n).unwrap();
+        // conv1: 3 -> 16, 3x3, pad 1: 32x32 out; 2 x 16 x 32 x 32 x 3 x 9 MACs.
+        let c = get("conv1").counts;
+        assert_eq!(get("conv1").output, vec![16, 32, 32]);
+        assert_eq!(c.macs, 2 * 16 * 32 * 32 * 27);
+        assert_eq!(c.flops, 2 * c.macs + 2 * 16 * 32 * 32);
+        assert_eq!(c.params, 16 * 27 + 16);
+        assert_eq!(c.weight_bytes, 4 * (16 * 27 + 16));
+        assert_eq!(c.activation_bytes, 4 * 2 * (3 * 32 * 32 + 16 * 32 * 32));
+        // dw: depthwise 3x3, dilation 2 (span 5), pad 2, stride 2: (32 + 4 - 5) / 2 + 1 = 16.
+        let d = get("dw");
+        assert_eq!(d.op, "depthwise_conv2d");
+        assert_eq!(d.output, vec![16, 16, 16]);
+        assert_eq!(d.counts.macs, 2 * 16 * 16 * 16 * 9);
+        assert_eq!(d.counts.params, 16 * 9);
+        // batch norm: 2 FLOPs an element, scale and shift per channel.
+        assert_eq!(get("bn").counts.flops, 2 * 2 * 16 * 16 * 16);
+        assert_eq!(get("bn").counts.params, 32);
+        // max pool 2x2 stride 2: 3 comparisons per output of 16 x 8 x 8.
+        assert_eq!(get("pool").counts.flops, 2 * 3 * 16 * 8 * 8);
+        assert_eq!(get("gap").counts.flops, 2 * 16 * 64);
+        assert_eq!(get("flat").counts.bytes(), 0);
+        let fc = get("fc").counts;
+        assert_eq!((fc.macs, fc.params), (2 * 16 * 10, 16 * 10 + 10));
+        // attention, 2 heads of 8 over 8 tokens: Q K^T and A V, 2 x 8 x 8 x 8 MACs each.
+        assert_eq!(get("attn.qk").counts.macs, 2 * 2 * 8 * 8 * 8);
+        assert_eq!(get("attn.av").counts.macs, 2 * 2 * 8 * 8 * 8);
+        assert_eq!(get("attn.softmax").counts.flops, 2 * 7 * 2 * 8 * 8);
+        // Q K^T reads Q and K (2 x 8 x 8 each) and writes 2 x 8 x 8 scores, per sample.
+        assert_eq!(
+            get("attn.qk").counts.activation_bytes,
+            4 * 2 * (128 + 128 + 128)
+        );
+        assert_eq!(get("attn.reshape").output, vec![8, 16]);
+        // LSTM 3 -> 4 over 5 steps: 4 gates x 4 x (3 + 4) MACs a step.
+        let l = get("rnn").counts;
+        assert_eq!(l.macs, 2 * 5 * 4 * 4 * 7);
+        assert_eq!(l.params, 4 * 4 * 7 + 8 * 4);
+        let sum: u64 = r.layers.iter().map(|l| l.counts.flops).sum();
+        assert_eq!(r.total.flops, sum);
+    }
+
+    #[test]
+    fn malformed_lists_name_the_file_and_line() {
+        let cases = [
+            ("{\n  \"version\": 1,\n  \"name\": \"x\",\n  \"input\": [3, 8, 8],\n  \"layers\": [\n    {\"name\": \"a\", \"op\": \"relu\"},,\n  ]\n}", 6, "expected"),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"relu\", \"strdie\": 2}]}", 2, "unknown field `strdie`"),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n\n{\"name\": \"a\", \"op\": \"frobnicate\"}]}", 3, "unknown op \"frobnicate\""),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"conv2d\", \"out_channels\": 4, \"kernel\": 3, \"groups\": 2}]}", 2, "groups 2 must divide"),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"conv2d\", \"out_channels\": 4, \"kernel\": 11}]}", 2, "does not fit"),
+            ("{\"version\": 2, \"name\": \"x\", \"input\": [3], \"layers\": []}", 1, "version 2"),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"relu\"},\n{\"name\": \"a\", \"op\": \"relu\"}]}", 2, "used twice"),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8", 1, "EOF"),
+        ];
+        for (text, line, what) in cases {
+            let e = parse_str(text).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("m.json:{line}: ")), "{e}");
+            assert!(e.contains(what), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+}

@@ -1,0 +1,962 @@
+//! ONNX models in: the graph decoded with `prost` (the subset of `onnx.proto` the count
+//! needs, field numbers as in the ONNX schema; everything else skipped as protobuf
+//! allows), shapes inferred node by node with batch 1, the shape arithmetic exporters emit
+//! folded as constants (`Shape`, `Gather`, `Unsqueeze`, `Squeeze`, `Concat`, `Cast`,
+//! `Constant` feeding `Reshape`, `Resize`, `Expand`, `Split`), and each counted operator
+//! turned into an [`Op`] on its per-sample shape.
+//!
+//! An operator this module does not know is listed in [`Onnx::skipped`] with why, never
+//! dropped in silence; the nodes after it still count where their input shapes are known
+//! (from the file's `value_info`, which `onnx.shape_inference` writes, or from folding).
+
+use super::op::{Activation, Binary, Op, PoolKind, Shape};
+use super::Model;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// `ModelProto` (the fields read).
+#[derive(Clone, PartialEq, prost::Message)]
+struct ModelProto {
+    #[prost(message, optional, tag = "7")]
+    graph: Option<GraphProto>,
+}
+
+/// `GraphProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct GraphProto {
+    #[prost(message, repeated, tag = "1")]
+    node: Vec<NodeProto>,
+    #[prost(string, tag = "2")]
+    name: String,
+    #[prost(message, repeated, tag = "5")]
+    initializer: Vec<TensorProto>,
+    #[prost(message, repeated, tag = "11")]
+    input: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "12")]
+    output: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "13")]
+    value_info: Vec<ValueInfoProto>,
+}
+
+/// `NodeProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct NodeProto {
+    #[prost(string, repeated, tag = "1")]
+    input: Vec<String>,
+    #[prost(string, repeated, tag = "2")]
+    output: Vec<String>,
+    #[prost(string, tag = "3")]
+    name: String,
+    #[prost(string, tag = "4")]
+    op_type: String,
+    #[prost(message, repeated, tag = "5")]
+    attribute: Vec<AttributeProto>,
+}
+
+/// `AttributeProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct AttributeProto {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(float, tag = "2")]
+    f: f32,
+    #[prost(int64, tag = "3")]
+    i: i64,
+    #[prost(message, optional, tag = "5")]
+    t: Option<TensorProto>,
+    #[prost(float, repeated, tag = "7")]
+    floats: Vec<f32>,
+    #[prost(int64, repeated, tag = "8")]
+    ints: Vec<i64>,
+}
+
+/// `TensorProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct TensorProto {
+    #[prost(int64, repeated, tag = "1")]
+    dims: Vec<i64>,
+    #[prost(int32, tag = "2")]
+    data_type: i32,
+    #[prost(float, repeated, tag = "4")]
+    float_data: Vec<f32>,
+    #[prost(int32, repeated, tag = "5")]
+    int32_data: Vec<i32>,
+    #[prost(int64, repeated, tag = "7")]
+    int64_data: Vec<i64>,
+    #[prost(string, tag = "8")]
+    name: String,
+    #[prost(bytes = "vec", tag = "9")]
+    raw_data: Vec<u8>,
+}
+
+/// `ValueInfoProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ValueInfoProto {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(message, optional, tag = "2")]
+    r#type: Option<TypeProto>,
+}
+
+/// `TypeProto` (only its `tensor_type` member of the `value` oneof).
+#[derive(Clone, PartialEq, prost::Message)]
+struct TypeProto {
+    #[prost(message, optional, tag = "1")]
+    tensor_type: Option<TensorType>,
+}
+
+/// `TypeProto.Tensor`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct TensorType {
+    #[prost(int32, tag = "1")]
+    elem_type: i32,
+    #[prost(message, optional, tag = "2")]
+    shape: Option<TensorShapeProto>,
+}
+
+/// `TensorShapeProto`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct TensorShapeProto {
+    #[prost(message, repeated, tag = "1")]
+    dim: Vec<Dimension>,
+}
+
+/// `TensorShapeProto.Dimension` (`dim_value` or `dim_param`; a parameter counts as 1).
+#[derive(Clone, PartialEq, prost::Message)]
+struct Dimension {
+    #[prost(int64, optional, tag = "1")]
+    dim_value: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    dim_param: Option<String>,
+}
+
+/// A model read from ONNX, and the nodes it could not count.
+#[derive(Debug)]
+pub struct Onnx {
+    /// The counted layers.
+    pub model: Model,
+    /// `name (op): why` for every node not counted.
+    pub skipped: Vec<String>,
+}
+
+/// A tensor's full shape (batch first) and, where it is a constant, its values.
+#[derive(Debug, Clone, Default)]
+struct Tensor {
+    shape: Vec<i64>,
+    values: Option<Vec<f64>>,
+    /// An initializer (a weight), not an activation.
+    weight: bool,
+}
+
+fn tensor_values(t: &TensorProto) -> Option<Vec<f64>> {
+    // Element types of the ONNX schema: 1 float, 6 int32, 7 int64.
+    let raw = &t.raw_data;
+    let v: Vec<f64> = match t.data_type {
+        1 if !raw.is_empty() => raw
+            .chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+        1 => t.float_data.iter().map(|&x| f64::from(x)).collect(),
+        7 if !raw.is_empty() => raw
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")) as f64)
+            .collect(),
+        7 => t.int64_data.iter().map(|&x| x as f64).collect(),
+        6 if !raw.is_empty() => raw
+            .chunks_exact(4)
+            .map(|c| f64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+        6 => t.int32_data.iter().map(|&x| f64::from(x)).collect(),
+        _ => return None,
+    };
+    // Constants beyond shape-sized ones are weights: not worth keeping.
+    (v.len() <= 64).then_some(v)
+}
+
+fn value_shape(v: &ValueInfoProto) -> Option<Vec<i64>> {
+    let shape = v.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref()?;
+    Some(
+        shape
+            .dim
+            .iter()
+            .map(|d| d.dim_value.filter(|&x| x > 0).unwrap_or(1))
+            .collect(),
+    )
+}
+
+fn elements(s: &[i64]) -> i64 {
+    s.iter().fold(1i64, |a, &d| a.saturating_mul(d.max(0)))
+}
+
+fn per_sample(s: &[i64]) -> Result<Shape, String> {
+    match s {
+        [1, rest @ ..] if !rest.is_empty() => Ok(rest.iter().map(|&d| d.max(1) as u64).collect()),
+        _ => Err(format!("expected a [batch, ...] activation, got {s:?}")),
+    }
+}
+
+fn broadcast(a: &[i64], b: &[i64]) -> Vec<i64> {
+    let n = a.len().max(b.len());
+    let at = |s: &[i64], i: usize| {
+        let pad = n - s.len();
+        if i < pad {
+            1
+        } else {
+            s[i - pad]
+        }
+    };
+    (0..n).map(|i| at(a, i).max(at(b, i))).collect()
+}
+
+fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
+    let a = if axis < 0 { axis + rank as i64 } else { axis };
+    if (0..rank.max(1) as i64).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(format!("axis {axis} is out of range for rank {rank}"))
+    }
+}
+
+struct Graph<'a> {
+    tensors: HashMap<String, Tensor>,
+    value_info: HashMap<&'a str, Vec<i64>>,
+    model: Model,
+    skipped: Vec<String>,
+}
+
+impl Graph<'_> {
+    fn get(&self, name: &str) -> Option<Tensor> {
+        self.tensors.get(name).cloned().or_else(|| {
+            self.value_info.get(name).map(|s| Tensor {
+                shape: s.clone(),
+                ..Tensor::default()
+            })
+        })
+    }
+
+    fn set(&mut self, name: &str, shape: Vec<i64>, values: Option<Vec<f64>>) {
+        self.tensors.insert(
+            name.into(),
+            Tensor {
+                shape,
+                values,
+                weight: false,
+            },
+        );
+    }
+
+    /// Counts `op` on the per-sample shape of the activation `input`; returns the full
+    /// output shape.
+    fn layer(&mut self, name: &str, op: Op, input: &[i64]) -> Result<Vec<i64>, String> {
+        let out = self
+            .model
+            .push(name, op, Some(per_sample(input)?))
+            .map_err(|e| e.to_string())?;
+        Ok(std::iter::once(1)
+            .chain(out.iter().map(|&d| d as i64))
+            .collect())
+    }
+}
+
+fn attr<'a>(n: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
+    n.attribute.iter().find(|a| a.name == name)
+}
+
+fn ints(n: &NodeProto, name: &str) -> Option<Vec<i64>> {
+    attr(n, name).map(|a| a.ints.clone())
+}
+
+fn int(n: &NodeProto, name: &str, default: i64) -> i64 {
+    attr(n, name).map_or(default, |a| a.i)
+}
+
+fn pair(v: Option<Vec<i64>>, default: u64) -> [u64; 2] {
+    match v.as_deref() {
+        Some([a, b, ..]) => [*a as u64, *b as u64],
+        _ => [default, default],
+    }
+}
+
+/// Counts every node of `graph`.
+fn walk(graph: &GraphProto) -> Onnx {
+    let mut g = Graph {
+        tensors: HashMap::new(),
+        value_info: graph
+            .value_info
+            .iter()
+            .chain(&graph.output)
+            .filter_map(|v| Some((v.name.as_str(), value_shape(v)?)))
+            .collect(),
+        model: Model::new(
+            if graph.name.is_empty() {
+                "onnx"
+            } else {
+                &graph.name
+            },
+            Vec::new(),
+        ),
+        skipped: Vec::new(),
+    };
+    for t in &graph.initializer {
+        g.tensors.insert(
+            t.name.clone(),
+            Tensor {
+                shape: t.dims.clone(),
+                values: tensor_values(t),
+                weight: true,
+            },
+        );
+    }
+    for v in &graph.input {
+        if g.tensors.contains_key(&v.name) {
+            continue;
+        }
+        if let Some(mut s) = value_shape(v) {
+            // The batch dimension is 1: the count multiplies by the batch size later.
+            if let Some(first) = s.first_mut() {
+                *first = 1;
+            }
+            if g.model.input.is_empty() {
+                g.model.input = per_sample(&s).unwrap_or_default();
+            }
+            g.set(&v.name, s, None);
+        }
+    }
+    for (i, n) in graph.node.iter().enumerate() {
+        let name = if n.name.is_empty() {
+            format!("{}_{i}", n.op_type)
+        } else {
+            n.name.clone()
+        };
+        if let Err(why) = node(&mut g, n, &name) {
+            g.skipped.push(format!("{name} ({}): {why}", n.op_type));
+        }
+    }
+    Onnx {
+        model: g.model,
+        skipped: g.skipped,
+    }
+}
+
+/// Infers, folds and counts one node.
+fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
+    let input = |g: &Graph, i: usize| -> Result<Tensor, String> {
+        let t = n
+            .input
+            .get(i)
+            .filter(|s| !s.is_empty())
+            .ok_or("missing input")?;
+        g.get(t)
+            .ok_or_else(|| format!("the shape of {t:?} is unknown"))
+    };
+    let out = n.output.first().cloned().unwrap_or_default();
+    let x = || input(g, 0);
+    let activation = |function| Op::Activation { function };
+    let unary = match n.op_type.as_str() {
+        "Relu" => Some(activation(Activation::Relu)),
+        "Sigmoid" => Some(activation(Activation::Sigmoid)),
+        "Tanh" => Some(activation(Activation::Tanh)),
+        "HardSigmoid" => Some(activation(Activation::HardSigmoid)),
+        "HardSwish" => Some(activation(Activation::HardSwish)),
+        "Clip" => Some(activation(Activation::Relu6)),
+        "Erf" => Some(activation(Activation::Erf)),
+        "Gelu" => Some(activation(Activation::Gelu)),
+        "Softmax" => Some(Op::Softmax),
+        "BatchNormalization" => Some(Op::BatchNorm),
+        "LayerNormalization" => Some(Op::LayerNorm),
+        "GlobalAveragePool" => Some(Op::GlobalPool {
+            kind: PoolKind::Avg,
+        }),
+        "GlobalMaxPool" => Some(Op::GlobalPool {
+            kind: PoolKind::Max,
+        }),
+        _ => None,
+    };
+    if let Some(op) = unary {
+        let t = x()?;
+        let s = g.layer(name, op, &t.shape)?;
+        g.set(&out, s, None);
+        return Ok(());
+    }
+    match n.op_type.as_str() {
+        "Constant" => {
+            let t = attr(n, "value")
+                .and_then(|a| a.t.as_ref())
+                .ok_or("no tensor value")?;
+            g.set(&out, t.dims.clone(), tensor_values(t));
+        }
+        "Identity" | "Cast" | "Dropout" => {
+            let t = x()?;
+            g.set(&out, t.shape, t.values);
+        }
+        "Shape" => {
+            let s = x()?.shape;
+            g.set(
+                &out,
+                vec![s.len() as i64],
+                Some(s.iter().map(|&d| d as f64).collect()),
+            );
+        }
+        "Gather" => {
+            let (data, idx) = (x()?, input(g, 1)?);
+            let axis = norm_axis(int(n, "axis", 0), data.shape.len())?;
+            match (&data.values, &idx.values) {
+                (Some(v), Some(i)) if data.shape.len() == 1 => {
+                    let pick: Vec<f64> = i
+                        .iter()
+                        .map(|&k| {
+                            let k = if k < 0.0 { k + v.len() as f64 } else { k };
+                            v.get(k as usize).copied().ok_or("index out of range")
+                        })
+                        .collect::<Result<_, _>>()?;
+                    g.set(&out, idx.shape.clone(), Some(pick));
+                }
+                _ if data.weight && data.shape.len() == 2 && axis == 0 => {
+                    let s = g.layer(
+                        name,
+                        Op::Embedding {
+                            vocab: data.shape[0] as u64,
+                            dim: data.shape[1] as u64,
+                        },
+                        &[1, elements(&idx.shape).max(1)],
+                    )?;
+                    let mut full = idx.shape.clone();
+                    full.push(s[2]);
+                    g.set(&out, full, None);
+                }
+                _ if axis < data.shape.len() => {
+                    let mut s = data.shape.clone();
+                    s.splice(axis..=axis, idx.shape.iter().copied());
+                    g.set(&out, s, None);
+                }
+                _ => return Err(format!("cannot gather from {:?}", data.shape)),
+            }
+        }
+        "Unsqueeze" | "Squeeze" => {
+            let t = x()?;
+            let axes = ints(n, "axes")
+                .or_else(|| {
+                    input(g, 1)
+                        .ok()
+                        .and_then(|a| a.values)
+                        .map(|v| v.iter().map(|&a| a as i64).collect())
+                })
+                .unwrap_or_default();
+            let mut s = t.shape.clone();
+            if n.op_type == "Unsqueeze" {
+                let rank = s.len() + axes.len();
+                let mut axes: Vec<usize> = axes
+                    .iter()
+                    .map(|&a| norm_axis(a, rank))
+                    .collect::<Result<_, _>>()?;
+                axes.sort_unstable();
+                for a in axes {
+                    s.insert(a.min(s.len()), 1);
+                }
+            } else if axes.is_empty() {
+                s.retain(|&d| d != 1);
+            } else {
+                let rank = s.len();
+                let drop: Vec<usize> = axes
+                    .iter()
+                    .map(|&a| norm_axis(a, rank))
+                    .collect::<Result<_, _>>()?;
+                s = s
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !drop.contains(i))
+                    .map(|(_, &d)| d)
+                    .collect();
+            }
+            g.set(&out, s, t.values);
+        }
+        "Concat" => {
+            let ts: Vec<Tensor> = (0..n.input.len())
+                .map(|i| input(g, i))
+                .collect::<Result<_, _>>()?;
+            let rank = ts.first().ok_or("no inputs")?.shape.len();
+            if rank == 0 || ts.iter().any(|t| t.shape.len() != rank) {
+                return Err("operands of different ranks".into());
+            }
+            let axis = norm_axis(int(n, "axis", 0), rank)?;
+            let mut s = ts[0].shape.clone();
+            s[axis] = ts
+                .iter()
+                .map(|t| t.shape.get(axis).copied().unwrap_or(1))
+                .fold(0i64, i64::saturating_add);
+            if ts.iter().all(|t| t.values.is_some()) {
+                let v = ts
+                    .iter()
+                    .flat_map(|t| t.values.clone().unwrap_or_default())
+                    .collect();
+                g.set(&out, s, Some(v));
+            } else {
+                // A copy of every operand: counted on the flattened first one.
+                let first = elements(&ts[0].shape) as u64;
+                let extra = (elements(&s) as u64).saturating_sub(first);
+                g.layer(name, Op::Concat { extra }, &[1, first as i64])?;
+                g.set(&out, s, None);
+            }
+        }
+        "Reshape" => {
+            let t = x()?;
+            let target = input(g, 1)?
+                .values
+                .ok_or("the target shape is not a constant")?;
+            let mut s: Vec<i64> = target
+                .iter()
+                .enumerate()
+                .map(|(i, &d)| {
+                    if d == 0.0 {
+                        t.shape.get(i).copied().unwrap_or(1)
+                    } else {
+                        d as i64
+                    }
+                })
+                .collect();
+            if let Some(pos) = s.iter().position(|&d| d == -1) {
+                let known = elements(&s.iter().copied().filter(|&d| d != -1).collect::<Vec<_>>());
+                s[pos] = elements(&t.shape) / known.max(1);
+            }
+            if elements(&s) != elements(&t.shape) {
+                return Err(format!("cannot reshape {:?} to {s:?}", t.shape));
+            }
+            g.set(&out, s, t.values);
+        }
+        "Flatten" => {
+            let t = x()?;
+            let axis = norm_axis(int(n, "axis", 1), t.shape.len())?;
+            let s = vec![elements(&t.shape[..axis]), elements(&t.shape[axis..])];
+            g.set(&out, s, t.values);
+        }
+        "Expand" => {
+            let t = x()?;
+            let to = input(g, 1)?
+                .values
+                .ok_or("the target shape is not a constant")?;
+            let to: Vec<i64> = to.iter().map(|&d| d as i64).collect();
+            g.set(&out, broadcast(&t.shape, &to), None);
+        }
+        "Split" => {
+            let t = x()?;
+            let axis = norm_axis(int(n, "axis", 0), t.shape.len())?;
+            if axis >= t.shape.len() {
+                return Err("a split of a scalar".into());
+            }
+            let sizes = ints(n, "split")
+                .or_else(|| {
+                    input(g, 1)
+                        .ok()
+                        .and_then(|a| a.values)
+                        .map(|v| v.iter().map(|&a| a as i64).collect())
+                })
+                .unwrap_or_else(|| {
+                    vec![t.shape[axis] / n.output.len().max(1) as i64; n.output.len()]
+                });
+            for (o, size) in n.output.iter().zip(sizes) {
+                let mut s = t.shape.clone();
+                s[axis] = size;
+                g.set(o, s, None);
+            }
+        }
+        "Where" => {
+            let (c, a, b) = (x()?, input(g, 1)?, input(g, 2)?);
+            let s = broadcast(&broadcast(&c.shape, &a.shape), &b.shape);
+            g.layer(
+                name,
+                Op::Elementwise {
+                    kind: Binary::Add,
+                    other_elements: Some(elements(&b.shape).max(1) as u64),
+                },
+                &s,
+            )?;
+            g.set(&out, s, None);
+        }
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" => {
+            let (a, b) = (x()?, input(g, 1)?);
+            let s = broadcast(&a.shape, &b.shape);
+            if let (Some(va), Some(vb)) = (&a.values, &b.values) {
+                // Shape arithmetic on constants: folded, not counted.
+                if va.len() == vb.len() || va.len() == 1 || vb.len() == 1 {
+                    let len = va.len().max(vb.len());
+                    let at = |v: &Vec<f64>, i: usize| v[if v.len() == 1 { 0 } else { i }];
+                    let f = |p: f64, q: f64| match n.op_type.as_str() {
+                        "Add" => p + q,
+                        "Sub" => p - q,
+                        "Mul" => p * q,
+                        "Div" => (p / q).trunc(),
+                        _ => p.powf(q),
+                    };
+                    g.set(
+                        &out,
+                        s,
+                        Some((0..len).map(|i| f(at(va, i), at(vb, i))).collect()),
+                    );
+                    return Ok(());
+                }
+            }
+            let kind = match n.op_type.as_str() {
+                "Add" => Binary::Add,
+                "Sub" => Binary::Sub,
+                "Div" => Binary::Div,
+                _ => Binary::Mul,
+            };
+            let smaller = elements(&a.shape).min(elements(&b.shape)).max(1) as u64;
+            let other = (smaller != elements(&s) as u64).then_some(smaller);
+            g.layer(
+                name,
+                Op::Elementwise {
+                    kind,
+                    other_elements: other,
+                },
+                &s,
+            )?;
+            g.set(&out, s, None);
+        }
+        "Conv" => {
+            let (t, w) = (x()?, input(g, 1)?);
+            let &[m, _, kh, kw] = w.shape.as_slice() else {
+                return Err(format!(
+                    "a 2-D convolution needs a 4-D weight, got {:?}",
+                    w.shape
+                ));
+            };
+            let pads = ints(n, "pads").unwrap_or_default();
+            if pads.len() == 4 && (pads[0] != pads[2] || pads[1] != pads[3]) {
+                return Err(format!("asymmetric padding {pads:?} is not counted"));
+            }
+            let op = Op::Conv2d {
+                out_channels: m as u64,
+                kernel: [kh as u64, kw as u64],
+                stride: pair(ints(n, "strides"), 1),
+                padding: pair(Some(pads), 0),
+                dilation: pair(ints(n, "dilations"), 1),
+                groups: int(n, "group", 1) as u64,
+                bias: n.input.len() > 2 && !n.input[2].is_empty(),
+            };
+            let s = g.layer(name, op, &t.shape)?;
+            g.set(&out, s, None);
+        }
+        "MaxPool" | "AveragePool" => {
+            let t = x()?;
+            let kernel = pair(ints(n, "kernel_shape"), 1);
+            let op = Op::Pool {
+                kind: if n.op_type == "MaxPool" {
+                    PoolKind::Max
+                } else {
+                    PoolKind::Avg
+                },
+                kernel,
+                stride: pair(ints(n, "strides"), 1),
+                padding: pair(ints(n, "pads"), 0),
+            };
+            let s = g.layer(name, op, &t.shape)?;
+            g.set(&out, s, None);
+        }
+        "Gemm" | "MatMul" => {
+            let (a, b) = (x()?, input(g, 1)?);
+            let trans_b = n.op_type == "Gemm" && int(n, "transB", 0) != 0;
+            let cols = if trans_b {
+                b.shape.first()
+            } else {
+                b.shape.last()
+            };
+            let cols = *cols.ok_or("empty second operand")? as u64;
+            let op = if b.weight || n.op_type == "Gemm" {
+                Op::Linear {
+                    out_features: cols,
+                    bias: n.input.len() > 2 && !n.input[2].is_empty(),
+                }
+            } else {
+                Op::MatMul { n: cols }
+            };
+            let s = g.layer(name, op, &a.shape)?;
+            g.set(&out, s, None);
+        }
+        "Transpose" => {
+            let t = x()?;
+            let rank = t.shape.len();
+            let perm: Vec<usize> = ints(n, "perm")
+                .map(|p| {
+                    p.iter()
+                        .map(|&a| norm_axis(a, rank))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .unwrap_or_else(|| Ok((0..rank).rev().collect()))?;
+            if perm.len() != rank || rank == 0 {
+                return Err(format!("perm {perm:?} does not fit rank {rank}"));
+            }
+            let s: Vec<i64> = perm.iter().map(|&i| t.shape[i]).collect();
+            if t.values.is_none() {
+                // A copy: counted on the flattened tensor (the batch may move).
+                let e = elements(&t.shape);
+                g.layer(name, Op::Transpose { perm: vec![0] }, &[1, e])?;
+            }
+            g.set(&out, s, t.values);
+        }
+        "Resize" | "Upsample" => {
+            let t = x()?;
+            let scales = (1..n.input.len())
+                .filter_map(|i| input(g, i).ok().and_then(|v| v.values))
+                .find(|v| v.len() == t.shape.len() && v.len() == 4)
+                .ok_or("the scales or sizes are not constants of an [N, C, H, W] input")?;
+            // Sizes are at least the input's; scales are small.
+            let scale = if scales[2] >= t.shape[2] as f64 {
+                scales[2] / t.shape[2] as f64
+            } else {
+                scales[2]
+            };
+            if scale.fract() != 0.0 || scale < 1.0 {
+                return Err(format!("a scale of {scale} is not an integer upsampling"));
+            }
+            let s = g.layer(
+                name,
+                Op::Resize {
+                    scale: scale as u64,
+                },
+                &t.shape,
+            )?;
+            g.set(&out, s, None);
+        }
+        "LSTM" => {
+            let (t, w) = (x()?, input(g, 1)?);
+            let hidden = int(n, "hidden_size", 0) as u64;
+            let dirs = w.shape.first().copied().unwrap_or(1);
+            if !(1..=2).contains(&dirs) {
+                return Err(format!("{dirs} directions"));
+            }
+            // Layout 0: X is [steps, batch, features].
+            let &[steps, _, features] = t.shape.as_slice() else {
+                return Err(format!(
+                    "an LSTM needs a [steps, batch, features] input, got {:?}",
+                    t.shape
+                ));
+            };
+            for d in 0..dirs {
+                let suffix = if dirs > 1 {
+                    format!(".{d}")
+                } else {
+                    String::new()
+                };
+                g.model
+                    .push(
+                        &format!("{name}{suffix}"),
+                        Op::Lstm { hidden },
+                        Some(vec![steps as u64, features as u64]),
+                    )
+                    .map_err(|e| e.to_string())?;
+            }
+            let h = hidden as i64;
+            let outs = [vec![steps, dirs, 1, h], vec![dirs, 1, h], vec![dirs, 1, h]];
+            for (o, s) in n.output.iter().zip(outs) {
+                g.set(o, s, None);
+            }
+        }
+        other => return Err(format!("operator {other} is not counted")),
+    }
+    Ok(())
+}
+
+/// An ONNX file that cannot be read or decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {message}", path.display())]
+pub struct OnnxError {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Decodes and counts an ONNX model held in `bytes` (read from `path`, named in errors).
+pub fn parse(bytes: &[u8], path: &Path) -> Result<Onnx, OnnxError> {
+    use prost::Message;
+    let invalid = |message: String| OnnxError {
+        path: path.to_path_buf(),
+        message,
+    };
+    let m = ModelProto::decode(bytes).map_err(|e| invalid(format!("not an ONNX model: {e}")))?;
+    let graph = m
+        .graph
+        .ok_or_else(|| invalid("not an ONNX model: no graph".into()))?;
+    if graph.node.is_empty() {
+        return Err(invalid("not an ONNX model: the graph has no nodes".into()));
+    }
+    Ok(walk(&graph))
+}
+
+/// Reads and counts the ONNX model at `path`.
+pub fn load(path: &Path) -> Result<Onnx, OnnxError> {
+    let bytes = std::fs::read(path).map_err(|e| OnnxError {
+        path: path.to_path_buf(),
+        message: format!("cannot read: {e}"),
+    })?;
+    parse(&bytes, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::roofline::Precision;
+    use prost::Message;
+
+    fn node(op: &str, inputs: &[&str], output: &str, attribute: Vec<AttributeProto>) -> NodeProto {
+        NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: vec![output.into()],
+            name: output.into(),
+            op_type: op.into(),
+            attribute,
+        }
+    }
+
+    fn ints(name: &str, v: &[i64]) -> AttributeProto {
+        AttributeProto {
+            name: name.into(),
+            ints: v.to_vec(),
+            ..AttributeProto::default()
+        }
+    }
+
+    fn int(name: &str, i: i64) -> AttributeProto {
+        AttributeProto {
+            name: name.into(),
+            i,
+            ..AttributeProto::default()
+        }
+    }
+
+    fn weight(name: &str, dims: &[i64]) -> TensorProto {
+        TensorProto {
+            dims: dims.to_vec(),
+            data_type: 1,
+            name: name.into(),
+            raw_data: vec![0; 4 * dims.iter().product::<i64>() as usize],
+            ..TensorProto::default()
+        }
+    }
+
+    /// A 1-D constant, or a scalar when `v` has one value and `output` is `zero`.
+    fn constant(output: &str, v: &[i64]) -> NodeProto {
+        let t = TensorProto {
+            dims: if output == "zero" {
+                vec![]
+            } else {
+                vec![v.len() as i64]
+            },
+            data_type: 7,
+            int64_data: v.to_vec(),
+            ..TensorProto::default()
+        };
+        node(
+            "Constant",
+            &[],
+            output,
+            vec![AttributeProto {
+                name: "value".into(),
+                t: Some(t),
+                ..AttributeProto::default()
+            }],
+        )
+    }
+
+    /// Conv, ReLU, then the exporters' flatten: Shape -> Gather -> Unsqueeze -> Concat ->
+    /// Reshape, a Gemm, and an operator nobody knows followed by one that needs its output.
+    fn model() -> Vec<u8> {
+        let input = ValueInfoProto {
+            name: "x".into(),
+            r#type: Some(TypeProto {
+                tensor_type: Some(TensorType {
+                    elem_type: 1,
+                    shape: Some(TensorShapeProto {
+                        dim: vec![
+                            Dimension {
+                                dim_value: None,
+                                dim_param: Some("N".into()),
+                            },
+                            Dimension {
+                                dim_value: Some(3),
+                                dim_param: None,
+                            },
+                            Dimension {
+                                dim_value: Some(8),
+                                dim_param: None,
+                            },
+                            Dimension {
+                                dim_value: Some(8),
+                                dim_param: None,
+                            },
+                        ],
+                    }),
+                }),
+            }),
+        };
+        let graph = GraphProto {
+            name: "tiny".into(),
+            node: vec![
+                node(
+                    "Conv",
+                    &["x", "w", "b"],
+                    "conv",
+                    vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])],
+                ),
+                node("Relu", &["conv"], "relu", vec![]),
+                node("Shape", &["relu"], "shape", vec![]),
+                constant("zero", &[0]),
+                node("Gather", &["shape", "zero"], "batch", vec![int("axis", 0)]),
+                node("Unsqueeze", &["batch"], "batch1", vec![ints("axes", &[0])]),
+                constant("minus1", &[-1]),
+                node(
+                    "Concat",
+                    &["batch1", "minus1"],
+                    "target",
+                    vec![int("axis", 0)],
+                ),
+                node("Reshape", &["relu", "target"], "flat", vec![]),
+                node("Gemm", &["flat", "w2", "b2"], "fc", vec![int("transB", 1)]),
+                node("Frobnicate", &["fc"], "odd", vec![]),
+                node("Relu", &["odd"], "after", vec![]),
+            ],
+            initializer: vec![
+                weight("w", &[4, 3, 3, 3]),
+                weight("b", &[4]),
+                weight("w2", &[10, 256]),
+                weight("b2", &[10]),
+            ],
+            input: vec![input],
+            ..GraphProto::default()
+        };
+        ModelProto { graph: Some(graph) }.encode_to_vec()
+    }
+
+    #[test]
+    fn an_exported_graph_counts_layer_by_layer_and_lists_what_it_skips() {
+        let o = parse(&model(), Path::new("m.onnx")).unwrap();
+        let r = o.model.count(2, Precision::F32, false);
+        let names: Vec<&str> = r.layers.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["conv", "relu", "fc"]);
+        assert_eq!(r.layers[0].counts.macs, 2 * 4 * 8 * 8 * 27);
+        assert_eq!(r.layers[0].counts.params, 4 * 27 + 4);
+        // The folded flatten gave the Gemm a [256] input: 4 x 8 x 8.
+        assert_eq!(r.layers[2].input, vec![256]);
+        assert_eq!(r.layers[2].counts.macs, 2 * 256 * 10);
+        assert_eq!(o.skipped.len(), 2, "{:?}", o.skipped);
+        assert!(o.skipped[0].contains("operator Frobnicate is not counted"));
+        assert!(o.skipped[1].contains("the shape of \"odd\" is unknown"));
+    }
+
+    #[test]
+    fn truncated_or_foreign_files_are_one_clear_error() {
+        let bytes = model();
+        for cut in [bytes.len() / 2, 7] {
+            let e = parse(&bytes[..cut], Path::new("m.onnx"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("m.onnx: not an ONNX model"), "{e}");
+            assert!(!e.contains('\n'));
+        }
+        let e = parse(b"{\"json\": true}", Path::new("m.onnx"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("m.onnx: not an ONNX model"), "{e}");
+    }
+}

@@ -1,0 +1,257 @@
+//! `jpower flops` (and the planner built on it): the analytical model through the real
+//! binary, its JSON, and one-line errors for bad model files.
+
+use crate::util::{self, jpower, json, ok, run};
+
+fn one_line_error(args: &[&str], needle: &str) {
+    let rt = util::runtime();
+    let out = run(jpower(rt.path()).args(args));
+    assert_eq!(out.status.code(), Some(1), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(
+        err.starts_with("jpower: error: ") && err.contains(needle),
+        "{args:?}: {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn flops_counts_the_zoo_and_scales_with_batch_and_training() {
+    let rt = util::runtime();
+    let count = |args: &[&str]| json(&ok(jpower(rt.path()).args(["--json", "flops"]).args(args)));
+    let one = count(&["resnet50"]);
+    let total = &one["total"];
+    // torchvision: 4.09 G multiply-accumulates, 25,557,032 parameters at 224x224.
+    let macs = total["macs"].as_f64().unwrap();
+    assert!((macs / 4.089e9 - 1.0).abs() < 0.01, "{total}");
+    assert_eq!(total["params"], 25_557_032);
+    assert_eq!(one["layers"][0]["op"], "conv2d");
+    let train = count(&["resnet50", "--batch", "8", "--train", "--precision", "fp16"]);
+    assert_eq!(train["precision"], "f16");
+    assert_eq!(
+        train["total"]["flops"].as_u64().unwrap(),
+        3 * 8 * total["flops"].as_u64().unwrap()
+    );
+    let text = ok(jpower(rt.path()).args(["flops", "mobilenetv3-large"]));
+    assert!(text.contains("depthwise_conv2d"), "{text}");
+    assert!(text.contains("total: ") && text.contains("MMACs"), "{text}");
+}
+
+#[test]
+fn flops_reads_a_layer_list_and_rejects_bad_ones_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("tiny.json");
+    std::fs::write(
+        &good,
+        r#"{"version": 1, "name": "tiny", "input": [3, 8, 8], "layers": [
+  {"name": "conv", "op": "conv2d", "out_channels": 4, "kernel": 3, "padding": 1},
+  {"name": "relu", "op": "relu"}
+]}"#,
+    )
+    .unwrap();
+    let rt = util::runtime();
+    let r = json(&ok(jpower(rt.path()).args([
+        "--json",
+        "flops",
+        good.to_str().unwrap(),
+        "--batch",
+        "2",
+    ])));
+    // 2 x 4 x 8 x 8 outputs of 3 x 3 x 3 MACs; ReLU one FLOP an element.
+    assert_eq!(r["layers"][0]["counts"]["macs"], 2 * 4 * 64 * 27);
+    assert_eq!(r["total"]["flops"], 2 * 2 * 4 * 64 * 27 + 2 * 4 * 64);
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        "{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"conv2d\", \"kernel\": 3}\n]}",
+    )
+    .unwrap();
+    let bad = bad.to_str().unwrap();
+    one_line_error(
+        &["flops", bad],
+        &format!("{bad}:2: layer \"a\": missing field `out_channels`"),
+    );
+    one_line_error(&["flops", "nonet"], "neither a built-in model");
+    let onnx = dir.path().join("model.onnx");
+    std::fs::write(&onnx, b"\x0a\x05trunc").unwrap();
+    let onnx = onnx.to_str().unwrap();
+    one_line_error(&["flops", onnx], &format!("{onnx}: not an ONNX model"));
+}
+
+#[test]
+fn plan_inference_measures_a_simulated_board_and_plans_within_the_bound() {
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("rooflines.json");
+    // The rooflines measured now on the simulated board, as `jpower roofline` does.
+    let p = json(&ok(jpower(rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "plan-inference",
+        "mobilenetv3-large",
+        "--batch",
+        "4",
+        "--preset",
+        "MAXN",
+        "--preset",
+        "MODE_30W",
+        "--point-seconds",
+        "0.05",
+    ])));
+    assert_eq!(p["rooflines"]["simulated"], true, "{p}");
+    assert_eq!(p["reference"]["mode"], "MAXN");
+    let reference_ms = p["reference"]["latency_ms"].as_f64().unwrap();
+    let bound = p["bound_ms"].as_f64().unwrap();
+    assert!((bound / reference_ms - 1.05).abs() < 1e-9, "{p}");
+    assert!(p["chosen"]["latency_ms"].as_f64().unwrap() <= bound);
+    assert!(p["chosen"]["energy_saving"].as_f64().unwrap() >= 0.0);
+    assert_eq!(p["modes"].as_array().unwrap().len(), 2);
+    let layers = p["layers"].as_array().unwrap();
+    let sum: f64 = layers
+        .iter()
+        .map(|l| l["reference"]["time_ms"].as_f64().unwrap())
+        .sum();
+    assert!((sum / reference_ms - 1.0).abs() < 1e-9);
+
+    // A saved file: a mode 3% slower than MAXN with a third of its constant power is the
+    // plan within 5%, not within 1%; an unreachable bound is one line.
+    let mode = |name: &str, flops: f64, pi0: f64| {
+        serde_json::json!({"mode": name, "gpu_hz": null, "emc_hz": null,
+            "time": {"peak_f32_flops": flops, "peak_f16_flops": 2.0 * flops, "peak_bytes_per_s": 1.8e11},
+            "energy": {"eps_flop_j": 3e-12, "eps_flop_f16_j": null, "eps_byte_j": 4.7e-11, "pi0_w": pi0}})
+    };
+    let file = serde_json::json!({"device": "hand-made", "simulated": true,
+        "modes": [mode("MAXN", 5e12, 40.0), mode("LOW", 4.85e12, 13.0), mode("SLOW", 1e12, 2.0)]});
+    std::fs::write(&saved, file.to_string()).unwrap();
+    let plan = |extra: &[&str]| {
+        json(&ok(jpower(rt.path())
+            .args(["--json", "plan-inference", "resnet50", "--rooflines"])
+            .arg(&saved)
+            .args(extra)))
+    };
+    let p = plan(&[]);
+    assert_eq!(p["chosen"]["mode"], "LOW", "{p}");
+    assert!(p["chosen"]["energy_saving"].as_f64().unwrap() > 0.3, "{p}");
+    assert_eq!(p["alternatives"][0]["mode"], "MAXN");
+    assert_eq!(plan(&["--slowdown", "0.01"])["chosen"]["mode"], "MAXN");
+    // The plot: both modes' roofs, every layer with FLOPs and the total on both panels.
+    let svg_path = dir.path().join("plan.svg");
+    plan(&["--svg", svg_path.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for needle in [
+        "LOW (plan)",
+        "MAXN (reference)",
+        "attainable GFLOP/s",
+        "energy (pJ/FLOP)",
+        "arithmetic intensity (FLOP/byte)",
+    ] {
+        assert!(svg.contains(needle), "no {needle:?} in the plot");
+    }
+    let with_flops = p["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["flops"].as_u64().unwrap() > 0)
+        .count();
+    assert_eq!(svg.matches("<circle").count(), 2 * 2 * (with_flops + 1));
+    assert_eq!(svg.matches("<polyline").count(), 4);
+    assert!(!svg.contains("NaN"));
+    assert_eq!(plan(&["--latency-ms", "1000"])["chosen"]["mode"], "SLOW");
+    let saved = saved.to_str().unwrap();
+    one_line_error(
+        &[
+            "plan-inference",
+            "resnet50",
+            "--rooflines",
+            saved,
+            "--latency-ms",
+            "0.001",
+        ],
+        "no mode is predicted within 0.001 ms; the fastest, MAXN",
+    );
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"device\": \"x\",\n\"modes\": [1]}").unwrap();
+    let bad = bad.to_str().unwrap();
+    one_line_error(
+        &["plan-inference", "resnet50", "--rooflines", bad],
+        &format!("{bad}:2: not `jpower roofline --json` output"),
+    );
+}
+
+/// Graphs written by the `onnx` package in the exporters' patterns
+/// (`scripts/pagoda_onnx_fixtures.py`), counted layer by layer against hand counts.
+#[test]
+fn flops_counts_onnx_graphs_in_exporter_patterns_layer_by_layer() {
+    let rt = util::runtime();
+    let fixture = |name: &str| {
+        let path =
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/pagoda/").to_string() + name;
+        json(&ok(
+            jpower(rt.path()).args(["--json", "flops", &path, "--batch", "2"])
+        ))
+    };
+    let layer = |r: &serde_json::Value, name: &str| {
+        r["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap_or_else(|| panic!("no layer {name} in {r}"))
+            .clone()
+    };
+    let cnn = fixture("cnn.onnx");
+    assert_eq!(cnn["not_counted"].as_array().unwrap().len(), 0, "{cnn}");
+    // Conv 3 -> 8, 3x3, pad 1 on 16x16: 8 x 16 x 16 x 27 MACs a sample.
+    assert_eq!(layer(&cnn, "conv")["counts"]["macs"], 2 * 8 * 16 * 16 * 27);
+    assert_eq!(layer(&cnn, "pool")["output"], serde_json::json!([8, 8, 8]));
+    // The Shape -> Gather -> Unsqueeze -> Concat -> Reshape flatten folded to [512].
+    assert_eq!(layer(&cnn, "fc")["input"], serde_json::json!([512]));
+    assert_eq!(layer(&cnn, "fc")["counts"]["macs"], 2 * 512 * 10);
+    assert_eq!(cnn["total"]["params"], 8 * 27 + 8 + 2 * 8 + 512 * 10 + 10);
+
+    let attn = fixture("attention.onnx");
+    let skipped = attn["not_counted"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{attn}");
+    assert!(skipped[0].as_str().unwrap().contains("Einsum"));
+    assert_eq!(layer(&attn, "tok")["op"], "embedding");
+    assert_eq!(layer(&attn, "q_mm")["op"], "linear");
+    assert_eq!(layer(&attn, "q_mm")["counts"]["macs"], 2 * 8 * 16 * 16);
+    // Q K^T and A V: 2 heads, 8 x 8 scores of 8 products each.
+    for m in ["scores", "ctx"] {
+        assert_eq!(layer(&attn, m)["op"], "matmul");
+        assert_eq!(layer(&attn, m)["counts"]["macs"], 2 * 2 * 8 * 8 * 8);
+    }
+    assert_eq!(layer(&attn, "probs")["counts"]["flops"], 2 * 7 * 2 * 8 * 8);
+    assert_eq!(layer(&attn, "g_erf")["counts"]["flops"], 2 * 8 * 8 * 16);
+}
+
+/// Replays the ONNX and layer-list fuzz corpora (`fuzz/corpus/{onnx,layers}`) on stable,
+/// as the nightly targets run them, and counts what parses at the largest batch: no input
+/// may panic or overflow.
+#[test]
+fn the_model_readers_fuzz_corpora_replay_without_panics() {
+    use jpower::gpu::roofline::Precision;
+    use jpower::predict::pagoda::{layer_file, onnx, op::MAX_BATCH};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let mut files = 0;
+    for target in ["onnx", "layers"] {
+        for entry in std::fs::read_dir(root.join(target)).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let model = if target == "onnx" {
+                onnx::parse(&bytes, &path).ok().map(|o| o.model)
+            } else {
+                layer_file::parse(&String::from_utf8_lossy(&bytes), &path).ok()
+            };
+            if let Some(m) = model {
+                let r = m.count(MAX_BATCH, Precision::F32, true);
+                assert!(r.total.flops > 0, "{}", path.display());
+            }
+            files += 1;
+        }
+    }
+    assert!(files >= 5, "the corpora hold {files} inputs");
+}
