@@ -367,3 +367,46 @@ fn the_file_parsers_fuzz_corpora_replay_without_panics() {
     }
     assert!(files >= 4, "the corpora hold {files} inputs");
 }
+
+#[test]
+fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
+    let rt = util::runtime();
+    let csv = rt.path().join("throttle.csv");
+    let text = ok(jpower(rt.path()).args([
+        "sim",
+        "truth",
+        "--kind",
+        "throttle",
+        "--board",
+        "xavier-agx",
+        "--seed",
+        "3",
+    ]));
+    assert!(
+        text.starts_with("cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w"),
+        "{}",
+        &text[..80]
+    );
+    // Xavier AGX: 8 cores x 29 CPU x 14 GPU x 9 EMC clocks, and the header.
+    assert_eq!(text.lines().count(), 29_232 + 1);
+    std::fs::write(&csv, &text).unwrap();
+    let again = ok(jpower(rt.path()).args([
+        "sim",
+        "truth",
+        "--kind",
+        "throttle",
+        "--board",
+        "xavier-agx",
+        "--seed",
+        "3",
+    ]));
+    assert_eq!(text, again, "a seed is one unit");
+    let replayed = ok(jpower(rt.path())
+        .args(["--sim", "xavier-agx", "profile", "--modes", "3", "--truth"])
+        .arg(&csv));
+    assert!(!replayed.is_empty());
+    one_line_error(
+        &["sim", "truth", "--kind", "launch", "--board", "nano"],
+        "the truths model the AGX boards",
+    );
+}
