@@ -167,6 +167,10 @@ pub enum SimCommand {
         /// The unit: its leakage and efficiencies vary with the seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// With `--kind throttle`: the power limit, W [default: 32 on Orin AGX, 24 on
+        /// Xavier AGX].
+        #[arg(long, value_name = "W")]
+        limit: Option<f64>,
     },
 }
 
@@ -343,9 +347,12 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         }
         Command::Sim(SimCommand::Nvpmodel { mode }) => sim_tools::nvpmodel(&cli.target, *mode, out),
         Command::Sim(SimCommand::JetsonClocks) => sim_tools::jetson_clocks(&cli.target, out),
-        Command::Sim(SimCommand::Truth { kind, board, seed }) => {
-            sim_tools::truth(kind, board, *seed)
-        }
+        Command::Sim(SimCommand::Truth {
+            kind,
+            board,
+            seed,
+            limit,
+        }) => sim_tools::truth(kind, board, *seed, *limit),
         Command::Sim(SimCommand::Export { board, dir }) => {
             let spec = crate::sim::export(board, dir)?;
             out.print(&serde_json::json!({"board": spec.id(), "dir": dir}), || {

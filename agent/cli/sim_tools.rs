@@ -75,14 +75,22 @@ pub fn jetson_clocks(target: &Target, out: &Output) -> Result<()> {
     })
 }
 
-/// `jpower sim truth --kind K --board B --seed S`: the profile as CSV on stdout.
-pub fn truth(kind: &str, board: &str, seed: u64) -> Result<()> {
+/// `jpower sim truth --kind K --board B --seed S [--limit W]`: the profile as CSV on stdout.
+pub fn truth(kind: &str, board: &str, seed: u64, limit: Option<f64>) -> Result<()> {
     use crate::sim::truth::{self, Kind};
     use std::io::Write;
     let kind = Kind::from_name(kind).with_context(|| format!("unknown truth kind {kind:?}"))?;
     let spec = crate::sim::spec::find(board)
         .with_context(|| format!("unknown board {board:?}: {}", crate::sim::spec::names()))?;
-    let rows = truth::rows(kind, spec, seed).with_context(|| {
+    anyhow::ensure!(
+        limit.is_none() || kind == Kind::Throttle,
+        "--limit is the power limit of --kind throttle"
+    );
+    anyhow::ensure!(
+        limit.is_none_or(|w| w.is_finite() && w > 0.0),
+        "--limit must be a positive number of watts"
+    );
+    let rows = truth::rows(kind, spec, seed, limit).with_context(|| {
         format!("the truths model the AGX boards (orin-agx, xavier-agx), not {board}")
     })?;
     std::io::stdout()

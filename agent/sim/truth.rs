@@ -298,10 +298,14 @@ fn at(kind: Kind, hw: &Hw, u: &Unit, m: &PinnedMode) -> (f64, f64) {
 }
 
 /// The truth of `kind` on `spec` for the unit of `seed`: every mode of the board, in the
-/// order of its mode space. `None` for a board these truths do not model (only the AGX
-/// boards: Orin AGX and Xavier AGX).
-pub fn rows(kind: Kind, spec: &BoardSpec, seed: u64) -> Option<Vec<Row>> {
-    let hw = hw(spec.silicon)?;
+/// order of its mode space; `limit_w` replaces the board's power limit (32 W on Orin AGX,
+/// 24 W on Xavier AGX), which only `throttle` enforces. `None` for a board these truths do
+/// not model (only the AGX boards: Orin AGX and Xavier AGX).
+pub fn rows(kind: Kind, spec: &BoardSpec, seed: u64, limit_w: Option<f64>) -> Option<Vec<Row>> {
+    let mut hw = hw(spec.silicon)?;
+    if let Some(w) = limit_w {
+        hw.cap_w = w;
+    }
     let u = Unit::new(seed);
     Some(
         spec.mode_space()
@@ -326,7 +330,7 @@ mod tests {
     use crate::sim::spec::find;
 
     fn truth(kind: Kind, board: &str, seed: u64) -> Vec<Row> {
-        rows(kind, find(board).unwrap(), seed).unwrap()
+        rows(kind, find(board).unwrap(), seed, None).unwrap()
     }
 
     /// The figures measured on these truths (README) stay comparable only while the truths
@@ -366,7 +370,7 @@ mod tests {
 
     #[test]
     fn only_the_agx_boards_are_modelled() {
-        assert!(rows(Kind::Launch, find("nano").unwrap(), 1).is_none());
+        assert!(rows(Kind::Launch, find("nano").unwrap(), 1, None).is_none());
     }
 
     /// Where loaders bound the step, eight cores are slower than six on `launch`, and slow

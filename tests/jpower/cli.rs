@@ -409,6 +409,10 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
         &["sim", "truth", "--kind", "launch", "--board", "nano"],
         "the truths model the AGX boards",
     );
+    one_line_error(
+        &["sim", "truth", "--kind", "launch", "--limit", "20"],
+        "--limit is the power limit of --kind throttle",
+    );
 }
 
 /// jpower's physics method on boards modelled unlike the simulator (`jpower sim truth`),
