@@ -163,6 +163,25 @@ pub enum SimCommand {
     /// Change the --sim board behind jpower's back as jetson_clocks would: every online
     /// cluster's and the GPU's min raised to its max.
     JetsonClocks,
+    /// Print a ground-truth profile of every mode (CSV for `--truth`) of a board modelled
+    /// unlike the simulator: `contention` (loaders take DRAM bandwidth from the GPU),
+    /// `launch` (CPU-clock-bound kernel launches, stepped voltages, more cores slower) or
+    /// `throttle` (a power limit pulls the GPU clock down).
+    Truth {
+        /// The kind of board.
+        #[arg(long, value_parser = ["contention", "launch", "throttle"])]
+        kind: String,
+        /// The board (`orin-agx` or `xavier-agx`).
+        #[arg(long, default_value = "orin-agx")]
+        board: String,
+        /// The unit: its leakage and efficiencies vary with the seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// With `--kind throttle`: the power limit, W [default: 32 on Orin AGX, 24 on
+        /// Xavier AGX].
+        #[arg(long, value_name = "W")]
+        limit: Option<f64>,
+    },
 }
 
 impl Target {
@@ -399,6 +418,12 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         }
         Command::Sim(SimCommand::Nvpmodel { mode }) => sim_tools::nvpmodel(&cli.target, *mode, out),
         Command::Sim(SimCommand::JetsonClocks) => sim_tools::jetson_clocks(&cli.target, out),
+        Command::Sim(SimCommand::Truth {
+            kind,
+            board,
+            seed,
+            limit,
+        }) => sim_tools::truth(kind, board, *seed, *limit),
         Command::Sim(SimCommand::Export { board, dir }) => {
             let spec = crate::sim::export(board, dir)?;
             out.print(&serde_json::json!({"board": spec.id(), "dir": dir}), || {

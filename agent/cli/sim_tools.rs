@@ -6,6 +6,9 @@
 //! kernel (so its rules apply: tables, clamping or `EINVAL`, min/max order), without
 //! jpower's baseline, journal or lease: to a running agent, and to any later jpower
 //! command, they are outside changes (`external_change` events, kept by restores).
+//!
+//! `jpower sim truth` prints a ground-truth profile of a board modelled unlike the
+//! simulator ([`crate::sim::truth`]), to replay with `--truth`.
 
 use super::{Output, Target};
 use crate::board::{Board, Values};
@@ -75,4 +78,28 @@ pub fn jetson_clocks(target: &Target, out: &Output) -> Result<()> {
     out.print(&serde_json::json!({"writes": writes}), || {
         format!("jetson_clocks: {writes} write(s) through the simulated kernel\n")
     })
+}
+
+/// `jpower sim truth --kind K --board B --seed S [--limit W]`: the profile as CSV on stdout.
+pub fn truth(kind: &str, board: &str, seed: u64, limit: Option<f64>) -> Result<()> {
+    use crate::sim::truth::{self, Kind};
+    use std::io::Write;
+    let kind = Kind::from_name(kind).with_context(|| format!("unknown truth kind {kind:?}"))?;
+    let spec = crate::sim::spec::find(board)
+        .with_context(|| format!("unknown board {board:?}: {}", crate::sim::spec::names()))?;
+    anyhow::ensure!(
+        limit.is_none() || kind == Kind::Throttle,
+        "--limit is the power limit of --kind throttle"
+    );
+    anyhow::ensure!(
+        limit.is_none_or(|w| w.is_finite() && w > 0.0),
+        "--limit must be a positive number of watts"
+    );
+    let rows = truth::rows(kind, spec, seed, limit).with_context(|| {
+        format!("the truths model the AGX boards (orin-agx, xavier-agx), not {board}")
+    })?;
+    std::io::stdout()
+        .lock()
+        .write_all(crate::predict::profile::write_csv(&rows).as_bytes())
+        .context("writing the profile to stdout")
 }

@@ -7,7 +7,8 @@
 //! opening the same board sees the same state. [`spec`] says what each board is, [`tree`]
 //! lays it out, [`kernel`] is its driver behaviour, [`power`] its physics,
 //! [`nvpconf`] its nvpmodel file, [`workload`] its training workloads (made profiling
-//! sources in [`sources`]) and [`gpu`] its GPU's performance on the roofline kernels.
+//! sources in [`sources`]) and [`gpu`] its GPU's performance on the roofline kernels;
+//! [`truth`] writes profiles of boards modelled unlike all of this, to test predictors on.
 
 pub mod gpu;
 pub mod kernel;
@@ -16,6 +17,7 @@ pub mod power;
 pub mod sources;
 pub mod spec;
 pub mod tree;
+pub mod truth;
 pub mod workload;
 
 /// Assertions of the calibration tests, which print what they measured.
