@@ -105,12 +105,12 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         .and_then(|(root, _)| Ok(Board::discover(root)?));
     let host_gpu = target.sim.is_none() && target.root.is_none();
     let m = match discovered {
-        Err(e) if host_gpu && is_not_jetson(&e) => discrete(a, &points)?,
+        Err(e) if host_gpu && is_not_jetson(&e) => discrete(a, &points, out.json)?,
         Err(e) => return Err(e),
         Ok(_) if a.nvml_check.is_some() => {
             bail!("--nvml-check is for GPUs metered by NVML; a Jetson is metered by its INA3221 rails")
         }
-        Ok(_) => jetson(target, a, &points)?,
+        Ok(_) => jetson(target, a, &points, out.json)?,
     };
     let title = format!(
         "{}{}",
@@ -165,7 +165,7 @@ pub(super) fn measure_json(
         bail!("--point-seconds must be positive");
     }
     let points = roofline::sweep(a.elements, a.max_iters);
-    Ok(serde_json::to_value(jetson(target, &a, &points)?)?)
+    Ok(serde_json::to_value(jetson(target, &a, &points, true)?)?)
 }
 
 /// Everything one run measured (the `--json` output).
@@ -197,13 +197,18 @@ fn write(path: &PathBuf, body: String) -> Result<()> {
 
 /// A GPU on a machine that is not a Jetson: its own clocks (NVML's SM clock read while
 /// each point runs), NVML energy.
-fn discrete(a: &Args, points: &[roofline::Point]) -> Result<Measurement> {
+fn discrete(a: &Args, points: &[roofline::Point], quiet: bool) -> Result<Measurement> {
     let mut gpu = Cuda::open(a.gpu, None)?;
     let mut meter = NvmlMeter::open(&gpu.pci_bus_id()?)?;
     gpu.watch_clock(meter.sm_clock());
     let name = gpu.name();
     let peaks = peaks::discrete(&name, gpu.sm_count()?, gpu.compute_capability());
-    let r = measure_mode("as is".into(), &mut gpu, &mut meter, points, a, peaks, None)?;
+    let sweep = Sweep {
+        points,
+        seconds: a.point_seconds,
+        quiet,
+    };
+    let r = measure_mode("as is".into(), &mut gpu, &mut meter, &sweep, peaks, None)?;
     let mut notes = vec!["not a Jetson: the GPU ran at its own clocks; power from NVML".into()];
     if peaks.is_none() {
         notes.push(format!(
@@ -275,9 +280,14 @@ struct ModuleLoad {
 }
 
 /// A Jetson, a `--root` tree or a simulated board: modes switched, rails metered.
-fn jetson(target: &Target, a: &Args, points: &[roofline::Point]) -> Result<Measurement> {
+fn jetson(
+    target: &Target,
+    a: &Args,
+    points: &[roofline::Point],
+    quiet: bool,
+) -> Result<Measurement> {
     let mut session = Session::start(target, &SampleArgs::fast(), "roofline")?;
-    let measured = measure_board(&mut session, target, a, points);
+    let measured = measure_board(&mut session, target, a, points, quiet);
     // Put the board back whether or not every mode was measured.
     let notes = session.finish()?;
     let mut m = measured?;
@@ -291,6 +301,7 @@ fn measure_board(
     target: &Target,
     a: &Args,
     points: &[roofline::Point],
+    quiet: bool,
 ) -> Result<Measurement> {
     let board = session.controller.board();
     let peaks = peaks::jetson(board.identity.module.as_deref(), board.identity.soc);
@@ -338,7 +349,12 @@ fn measure_board(
             std::thread::sleep(Duration::from_secs_f64(a.settle));
             let emc_hz = emc_hz(board_of(session));
             let peaks = Some(peaks);
-            measure_mode(name, device.as_mut(), &mut meter, points, a, peaks, emc_hz)
+            let sweep = Sweep {
+                points,
+                seconds: a.point_seconds,
+                quiet,
+            };
+            measure_mode(name, device.as_mut(), &mut meter, &sweep, peaks, emc_hz)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Measurement {
@@ -425,16 +441,40 @@ fn emc_hz(board: &Board) -> Option<f64> {
     Some(if cap == 0 { top } else { cap.min(top) } as f64)
 }
 
+/// The sweep every mode runs: its points, the seconds each runs, and whether the progress
+/// bar is hidden (`--json`).
+struct Sweep<'a> {
+    points: &'a [roofline::Point],
+    seconds: f64,
+    quiet: bool,
+}
+
 fn measure_mode(
     mode: String,
     device: &mut dyn Device,
     meter: &mut dyn Meter,
-    points: &[roofline::Point],
-    a: &Args,
+    sweep: &Sweep,
     peaks: Option<Peaks>,
     emc_hz: Option<f64>,
 ) -> Result<ModeResult> {
-    let measured = roofline::measure(device, meter, points, a.point_seconds)?;
+    // Point by point, so the bar moves: each runs `--point-seconds` or more.
+    let bar = super::progress(
+        Some(sweep.points.len() as u64),
+        "{bar:40} {pos}/{len} sweep points of {msg}, ETA {eta}",
+        sweep.quiet,
+    )?;
+    bar.set_message(mode.clone());
+    let mut measured = Vec::with_capacity(sweep.points.len());
+    for p in sweep.points {
+        measured.extend(roofline::measure(
+            device,
+            meter,
+            std::slice::from_ref(p),
+            sweep.seconds,
+        )?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
     let time = fit_time(&measured);
     let energy = fit_energy(&measured);
     let gpu_hz = measured
