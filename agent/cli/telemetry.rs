@@ -550,14 +550,7 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     // The bound is one refresh of the power swing the samples saw: with fewer than two
     // samples, or a command shorter than a refresh, no reading measured the command and
     // the swing is unknown, so there is no bound to give.
-    let refresh_s = ring
-        .info
-        .rails
-        .iter()
-        .map(|r| r.refresh_us)
-        .max()
-        .unwrap_or(0) as f64
-        * 1e-6;
+    let refresh_s = ring.info.slowest_refresh_s();
     let bound = if e.samples < 2 || e.duration_s < refresh_s {
         notes.push(format!(
             "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound; use --averaging auto (without an agent) to refresh about every millisecond",

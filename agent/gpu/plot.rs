@@ -4,6 +4,7 @@
 //! roofline).
 
 use super::roofline::{EnergyRoofline, Kernel, Measured, TimeRoofline};
+use crate::support::svg::{escape, log_range, Panel, H, PAD, W};
 use std::fmt::Write;
 
 /// One mode's series.
@@ -21,118 +22,6 @@ pub struct Series<'a> {
 const COLOURS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
 ];
-/// Panel width and height, and the margin, pixels.
-const W: f64 = 560.0;
-const H: f64 = 420.0;
-const PAD: f64 = 60.0;
-
-/// A log-log panel mapping data to pixels.
-struct Panel {
-    left: f64,
-    x: (f64, f64),
-    y: (f64, f64),
-}
-
-impl Panel {
-    fn px(&self, x: f64, y: f64) -> (f64, f64) {
-        let fx = (x.log10() - self.x.0) / (self.x.1 - self.x.0);
-        let fy = (y.log10() - self.y.0) / (self.y.1 - self.y.0);
-        (
-            self.left + PAD + fx * (W - 1.5 * PAD),
-            H - PAD - fy * (H - 1.5 * PAD),
-        )
-    }
-
-    fn axes(&self, s: &mut String, title: &str, ylabel: &str) {
-        let (l, r) = (self.left + PAD, self.left + W - PAD / 2.0);
-        let _ = writeln!(
-            s,
-            "<rect x=\"{l}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>",
-            PAD / 2.0,
-            r - l,
-            H - 1.5 * PAD
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-weight=\"bold\">{title}</text>",
-            (l + r) / 2.0
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">FLOP/byte</text>",
-            (l + r) / 2.0,
-            H - 15.0
-        );
-        let _ = writeln!(s, "<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\">{ylabel}</text>", self.left + 15.0, H / 2.0);
-        for d in (self.x.0.floor() as i32)..=(self.x.1.ceil() as i32) {
-            let v = 10f64.powi(d);
-            if (self.x.0..=self.x.1).contains(&(d as f64)) {
-                let (x, _) = self.px(v, 10f64.powf(self.y.0));
-                let _ = writeln!(
-                    s,
-                    "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\">{v}</text>",
-                    H - PAD + 14.0
-                );
-            }
-        }
-        for d in (self.y.0.floor() as i32)..=(self.y.1.ceil() as i32) {
-            if (self.y.0..=self.y.1).contains(&(d as f64)) {
-                let v = 10f64.powi(d);
-                let (_, y) = self.px(10f64.powf(self.x.0), v);
-                let _ = writeln!(
-                    s,
-                    "<text x=\"{}\" y=\"{y}\" text-anchor=\"end\" font-size=\"10\">{v}</text>",
-                    l - 4.0
-                );
-                let _ = writeln!(
-                    s,
-                    "<line x1=\"{l}\" y1=\"{y}\" x2=\"{r}\" y2=\"{y}\" stroke=\"#ddd\"/>"
-                );
-            }
-        }
-    }
-
-    fn polyline(
-        &self,
-        s: &mut String,
-        pts: impl Iterator<Item = (f64, f64)>,
-        colour: &str,
-        dash: bool,
-    ) {
-        let p: Vec<String> = pts
-            .map(|(x, y)| {
-                let (a, b) = self.px(x, y);
-                format!("{a:.1},{b:.1}")
-            })
-            .collect();
-        let dash = if dash {
-            " stroke-dasharray=\"5,4\""
-        } else {
-            ""
-        };
-        let _ = writeln!(s, "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\"{dash}/>", p.join(" "));
-    }
-
-    fn dot(&self, s: &mut String, x: f64, y: f64, colour: &str, filled: bool) {
-        let (a, b) = self.px(x, y);
-        let fill = if filled { colour } else { "white" };
-        let _ = writeln!(
-            s,
-            "<circle cx=\"{a:.1}\" cy=\"{b:.1}\" r=\"3.5\" fill=\"{fill}\" stroke=\"{colour}\"/>"
-        );
-    }
-}
-
-fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (lo, hi) = values
-        .filter(|v| *v > 0.0 && v.is_finite())
-        .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
-    if lo > hi {
-        return (0.0, 1.0);
-    }
-    ((lo.log10() - 0.2).floor(), (hi.log10() + 0.2).ceil())
-}
-
 /// Renders the two panels for every mode of `series`; `title` names the board and says
 /// whether it was simulated.
 pub fn svg(title: &str, series: &[Series]) -> String {
@@ -169,9 +58,10 @@ pub fn svg(title: &str, series: &[Series]) -> String {
     perf.axes(
         &mut s,
         &format!("Time roofline: {title}"),
+        "FLOP/byte",
         "GFLOP/s (best launch)",
     );
-    energy.axes(&mut s, "Energy roofline", "pJ per FLOP");
+    energy.axes(&mut s, "Energy roofline", "FLOP/byte", "pJ per FLOP");
     let grid: Vec<f64> = (0..=60)
         .map(|i| 10f64.powf(x.0 + (x.1 - x.0) * f64::from(i) / 60.0))
         .collect();
@@ -203,8 +93,8 @@ pub fn svg(title: &str, series: &[Series]) -> String {
         );
         for m in se.points.iter().filter(swept) {
             let f32 = m.point.kernel == Kernel::SweepF32;
-            perf.dot(&mut s, m.intensity, m.flops_per_s / 1e9, c, f32);
-            energy.dot(&mut s, m.intensity, pj(m), c, f32);
+            perf.dot(&mut s, m.intensity, m.flops_per_s / 1e9, 3.5, c, f32);
+            energy.dot(&mut s, m.intensity, pj(m), 3.5, c, f32);
         }
         let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" fill=\"{c}\">{}: FP32 {:.2} TFLOP/s, {:.1} GB/s, ridge {:.1} FLOP/B; {:.1} pJ/FLOP, {:.1} pJ/B, {:.2} W constant</text>",
             PAD, H + 15.0 + 20.0 * i as f64, escape(se.name), p32 / 1e12, bw / 1e9, se.time.ridge_f32,
@@ -213,10 +103,4 @@ pub fn svg(title: &str, series: &[Series]) -> String {
     let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" font-size=\"10\">filled: FP32, hollow: FP16 (half2); solid roof FP32, dashed FP16</text>", W + PAD, H - 2.0);
     s.push_str("</svg>\n");
     s
-}
-
-fn escape(t: &str) -> String {
-    t.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }

@@ -1,9 +1,10 @@
 //! What every layer leans on and nothing else: frequency units, the runtime directory
-//! and the host's boot id, the error of every parsed file, and where reference material
-//! lives.
+//! and the host's boot id, the error of every parsed file, where reference material
+//! lives, and the log-log SVG panels of jpower's plots.
 
 pub mod file_error;
 pub mod reference;
 pub mod rng;
 pub mod runtime;
+pub mod svg;
 pub mod units;

@@ -116,14 +116,7 @@ impl RingReader {
             }
         }
         samples.reverse();
-        let refresh_s = self
-            .info
-            .rails
-            .iter()
-            .map(|r| r.refresh_us)
-            .max()
-            .unwrap_or(0) as f64
-            * 1e-6;
+        let refresh_s = self.info.slowest_refresh_s();
         integrate(&samples, t0, t1, refresh_s)
     }
 }

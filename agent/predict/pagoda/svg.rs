@@ -7,114 +7,10 @@
 use super::plan::{ModePrediction, ModeRoofline, Plan, Rooflines};
 use super::Report;
 use crate::gpu::roofline::Precision;
+use crate::support::svg::{escape, log_range, Panel, H, PAD, W};
 use std::fmt::Write;
 
-const W: f64 = 520.0;
-const H: f64 = 400.0;
-const PAD: f64 = 64.0;
 const COLOURS: [&str; 2] = ["#d62728", "#1f77b4"];
-
-/// A log-log panel.
-struct Panel {
-    left: f64,
-    x: (f64, f64),
-    y: (f64, f64),
-}
-
-impl Panel {
-    fn px(&self, x: f64, y: f64) -> (f64, f64) {
-        let fx = (x.log10() - self.x.0) / (self.x.1 - self.x.0);
-        let fy = (y.log10() - self.y.0) / (self.y.1 - self.y.0);
-        (
-            self.left + PAD + fx * (W - 1.5 * PAD),
-            H - PAD - fy * (H - 1.5 * PAD),
-        )
-    }
-
-    fn axes(&self, s: &mut String, title: &str, xlabel: &str, ylabel: &str) {
-        let (l, r, top, bottom) = (
-            self.left + PAD,
-            self.left + W - PAD / 2.0,
-            PAD / 2.0,
-            H - PAD,
-        );
-        let _ = writeln!(s, "<rect x=\"{l}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>", r - l, bottom - top);
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-weight=\"bold\">{title}</text>",
-            (l + r) / 2.0
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{xlabel}</text>",
-            (l + r) / 2.0,
-            H - 18.0
-        );
-        let _ = writeln!(s, "<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\">{ylabel}</text>", self.left + 16.0, (top + bottom) / 2.0);
-        for e in (self.x.0.floor() as i32)..=(self.x.1.ceil() as i32) {
-            let v = 10f64.powi(e);
-            let (x, _) = self.px(v, 10f64.powf(self.y.0));
-            if (l - 0.5..=r + 0.5).contains(&x) {
-                let _ = writeln!(s, "<line x1=\"{x:.1}\" y1=\"{bottom}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#444\"/><text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\" font-size=\"11\">{}</text>", bottom + 5.0, bottom + 18.0, tick(v));
-            }
-        }
-        for e in (self.y.0.floor() as i32)..=(self.y.1.ceil() as i32) {
-            let v = 10f64.powi(e);
-            let (_, y) = self.px(10f64.powf(self.x.0), v);
-            if (top - 0.5..=bottom + 0.5).contains(&y) {
-                let _ = writeln!(s, "<line x1=\"{}\" y1=\"{y:.1}\" x2=\"{l}\" y2=\"{y:.1}\" stroke=\"#444\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" font-size=\"11\">{}</text>", l - 5.0, l - 8.0, y + 4.0, tick(v));
-            }
-        }
-    }
-
-    fn curve(&self, s: &mut String, f: impl Fn(f64) -> f64, colour: &str) {
-        let points: Vec<String> = (0..=100)
-            .map(|i| {
-                let x = 10f64.powf(self.x.0 + (self.x.1 - self.x.0) * f64::from(i) / 100.0);
-                let (px, py) = self.px(x, f(x));
-                format!("{px:.1},{py:.1}")
-            })
-            .collect();
-        let _ = writeln!(
-            s,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"/>",
-            points.join(" ")
-        );
-    }
-
-    fn dot(&self, s: &mut String, x: f64, y: f64, r: f64, colour: &str, filled: bool) {
-        let (px, py) = self.px(x, y);
-        let fill = if filled { colour } else { "none" };
-        let _ = writeln!(
-            s,
-            "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"{r}\" fill=\"{fill}\" stroke=\"{colour}\"/>"
-        );
-    }
-}
-
-fn tick(v: f64) -> String {
-    if (1e-3..1e5).contains(&v) {
-        format!("{v}")
-    } else {
-        format!("1e{}", v.log10().round())
-    }
-}
-
-fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
-    let (lo, hi) = values
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
-    if lo > hi {
-        return (0.0, 1.0);
-    }
-    ((lo.log10() - 0.3).floor(), (hi.log10() + 0.3).ceil())
-}
-
-fn escape(t: &str) -> String {
-    t.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
 
 /// The planned mode and the reference on their rooflines, with the model's layers.
 pub fn plan_svg(report: &Report, rooflines: &Rooflines, plan: &Plan) -> String {
@@ -167,23 +63,23 @@ pub fn plan_svg(report: &Report, rooflines: &Rooflines, plan: &Plan) -> String {
         perf.push(peak(r) / 1e9);
         energy.push(eps(r) * 1e12);
     }
-    let x = range(xs.iter().copied());
+    let x = log_range(xs.iter().copied());
     let time_panel = Panel {
         left: 0.0,
         x,
-        y: range(perf.into_iter()),
+        y: log_range(perf.into_iter()),
     };
     let energy_panel = Panel {
         left: W,
         x,
-        y: range(energy.into_iter()),
+        y: log_range(energy.into_iter()),
     };
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
         2.0 * W,
         H + 30.0 + 18.0 * shown.len() as f64
     );
-    let title = escape(&format!("{} at batch {}", report.model, report.batch));
+    let title = format!("{} at batch {}", report.model, report.batch);
     time_panel.axes(
         &mut s,
         &format!("{title}: time roofline"),

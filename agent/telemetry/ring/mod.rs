@@ -56,6 +56,13 @@ pub struct RingInfo {
     pub zones: Vec<String>,
 }
 
+impl RingInfo {
+    /// The slowest rail's refresh interval, seconds: how long the sensor may hold a value.
+    pub fn slowest_refresh_s(&self) -> f64 {
+        self.rails.iter().map(|r| r.refresh_us).max().unwrap_or(0) as f64 * 1e-6
+    }
+}
+
 /// One rail of the ring's table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RailInfo {
