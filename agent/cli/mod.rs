@@ -6,6 +6,7 @@
 
 mod bench;
 mod demo;
+mod generate;
 mod gpu;
 mod modes;
 mod powertrain;
@@ -115,6 +116,9 @@ pub enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::Command),
+    /// The man pages and shell completions, generated from this command line (packaging).
+    #[command(subcommand)]
+    Generate(generate::Command),
 }
 
 /// Arguments of `jpower restore`.
@@ -373,6 +377,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Restore(a) => set::restore(&cli.target, a.if_crashed, out),
         Command::Demo(a) => demo::run(&cli.target, a, out),
         Command::Bench(c) => bench::run(c, out),
+        Command::Generate(c) => generate::run(c, out),
         Command::Roofline(a) => roofline::run(&cli.target, a, out),
         Command::Train(a) => gpu::train(&cli.target, a, out),
         Command::Kernels(a) => gpu::kernels(a, out),

@@ -170,21 +170,27 @@ fn bench_switch_quick_prints_the_ratio() {
     assert!(b["raw_ns"].as_f64().unwrap() > 0.0);
 }
 
-#[test]
-fn the_readme_documents_every_command() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+/// The top-level commands `jpower --help` lists (without `help`).
+fn commands() -> Vec<String> {
     let help = ok(std::process::Command::new(util::bin()).arg("--help"));
-    let commands: Vec<&str> = help
+    let commands: Vec<String> = help
         .lines()
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
+        .map(str::to_owned)
         .collect();
     assert!(commands.len() >= 7, "{help}");
-    for c in commands {
+    commands
+}
+
+#[test]
+fn the_readme_documents_every_command() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for c in commands() {
         assert!(
             readme.contains(&format!("jpower {c}")),
             "README does not document `jpower {c}`"
@@ -474,4 +480,59 @@ fn json_errors_are_json_objects_on_stdout() {
     // Without --json, stdout stays empty.
     let out = run(jpower(rt.path()).args(["--sim", "tx9", "status"]));
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn the_man_page_names_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    let listed = json(&ok(std::process::Command::new(util::bin())
+        .args(["--json", "generate", "man", "--out"])
+        .arg(&out)));
+    let top = std::fs::read_to_string(out.join("jpower.1")).unwrap();
+    assert!(top.contains(".TH jpower 1"), "{top}");
+    // roff escapes the hyphen: `jpower\-set(1)`.
+    let top = top.replace("\\-", "-");
+    for c in commands() {
+        assert!(
+            top.contains(&format!("jpower-{c}(1)")),
+            "jpower.1 does not name `{c}`"
+        );
+        assert!(
+            out.join(format!("jpower-{c}.1")).is_file(),
+            "no page for `{c}`"
+        );
+    }
+    let files = listed["files"].as_array().unwrap();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.as_str().unwrap().ends_with("/jpower.1")),
+        "{listed}"
+    );
+}
+
+#[test]
+fn the_completions_know_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(std::process::Command::new(util::bin())
+        .args(["generate", "completions", "--out"])
+        .arg(dir.path()));
+    let bash = std::fs::read_to_string(dir.path().join("jpower.bash")).unwrap();
+    assert!(bash.contains("roofline"), "{bash}");
+    for (file, shell) in [("_jpower", "zsh"), ("jpower.fish", "fish")] {
+        let script = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        for c in commands() {
+            assert!(script.contains(&c), "the {shell} completions lack `{c}`");
+        }
+    }
+    let only = tempfile::tempdir().unwrap();
+    ok(std::process::Command::new(util::bin())
+        .args(["generate", "completions", "--shell", "fish", "--out"])
+        .arg(only.path()));
+    let names: Vec<_> = std::fs::read_dir(only.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["jpower.fish"]);
 }
