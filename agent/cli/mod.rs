@@ -506,6 +506,21 @@ fn init_logger(verbose: u8) {
             _ => log::LevelFilter::Debug,
         },
     };
+    // Under systemd stderr is the journal's stream: send each record to the journal with
+    // its priority (error 3, warn 4, info 6, debug 7), so `journalctl -p warning -u jpower`
+    // filters, instead of lines that all land at the stream's one priority.
+    if systemd_journal_logger::connected_to_journal() {
+        if let Ok(journal) = systemd_journal_logger::JournalLog::new() {
+            if journal
+                .with_syslog_identifier("jpower".to_owned())
+                .install()
+                .is_ok()
+            {
+                log::set_max_level(level);
+                return;
+            }
+        }
+    }
     let logger = Box::leak(Box::new(StderrLogger { level }));
     if log::set_logger(logger).is_ok() {
         log::set_max_level(level);

@@ -536,3 +536,32 @@ fn the_completions_know_every_command() {
         .collect();
     assert_eq!(names, ["jpower.fish"]);
 }
+
+#[test]
+fn under_systemd_without_a_reachable_journal_warnings_still_reach_stderr() {
+    use std::os::unix::fs::MetadataExt;
+    // With journald listening the warning goes to the journal (with its priority), which
+    // this test cannot read back; it checks the fallback where no journald listens.
+    if std::path::Path::new("/run/systemd/journal/socket").exists() {
+        eprintln!("skipped: a journald socket exists here");
+        return;
+    }
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let err_path = dir.path().join("stderr");
+    let err = std::fs::File::create(&err_path).unwrap();
+    let meta = err.metadata().unwrap();
+    // What systemd sets when stderr is the journal's stream: the device and inode of stderr.
+    let stream = format!("{}:{}", meta.dev(), meta.ino());
+    let out = jpower(rt.path())
+        .env("JOURNAL_STREAM", &stream)
+        .args(["--sim", "orin-agx", "watch", "--duration", "0.05", "--csv"])
+        .args(["--sampler-cpu", "4096"])
+        .stdout(std::process::Stdio::null())
+        .stderr(err)
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let text = std::fs::read_to_string(&err_path).unwrap();
+    assert!(text.contains("cannot pin to CPU 4096"), "{text:?}");
+}
