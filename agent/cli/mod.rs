@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 /// Power-mode control and power telemetry for NVIDIA Jetson boards.
 #[derive(Debug, Parser)]
-#[command(name = "jpower", version, about)]
+#[command(name = "jpower", version = version(), about)]
 pub struct Cli {
     /// Which board the command acts on.
     #[command(flatten)]
@@ -44,6 +44,17 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The crate version, with the git revision when the build was given one in
+/// `JPOWER_GIT_REV` (`.ci/run` sets it from `git rev-parse`; build.rs is not involved).
+fn version() -> &'static str {
+    match option_env!("JPOWER_GIT_REV") {
+        Some(rev) if !rev.is_empty() => {
+            Box::leak(format!("{} ({rev})", env!("CARGO_PKG_VERSION")).into_boxed_str())
+        }
+        _ => env!("CARGO_PKG_VERSION"),
+    }
 }
 
 /// Which board a command acts on.

@@ -565,3 +565,13 @@ fn under_systemd_without_a_reachable_journal_warnings_still_reach_stderr() {
     let text = std::fs::read_to_string(&err_path).unwrap();
     assert!(text.contains("cannot pin to CPU 4096"), "{text:?}");
 }
+
+#[test]
+fn the_version_names_the_revision_the_build_was_given() {
+    let v = ok(std::process::Command::new(util::bin()).arg("--version"));
+    let expected = match option_env!("JPOWER_GIT_REV") {
+        Some(rev) if !rev.is_empty() => format!("jpower {} ({rev})", env!("CARGO_PKG_VERSION")),
+        _ => format!("jpower {}", env!("CARGO_PKG_VERSION")),
+    };
+    assert_eq!(v.trim(), expected);
+}
