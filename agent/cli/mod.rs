@@ -6,6 +6,7 @@
 
 mod bench;
 mod demo;
+mod generate;
 mod gpu;
 mod modes;
 mod pagoda;
@@ -30,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 /// Power-mode control and power telemetry for NVIDIA Jetson boards.
 #[derive(Debug, Parser)]
-#[command(name = "jpower", version, about)]
+#[command(name = "jpower", version = version(), about)]
 pub struct Cli {
     /// Which board the command acts on.
     #[command(flatten)]
@@ -44,6 +45,17 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The crate version, with the git revision when the build was given one in
+/// `JPOWER_GIT_REV` (`.ci/run` sets it from `git rev-parse`; build.rs is not involved).
+fn version() -> &'static str {
+    match option_env!("JPOWER_GIT_REV") {
+        Some(rev) if !rev.is_empty() => {
+            Box::leak(format!("{} ({rev})", env!("CARGO_PKG_VERSION")).into_boxed_str())
+        }
+        _ => env!("CARGO_PKG_VERSION"),
+    }
 }
 
 /// Which board a command acts on.
@@ -122,6 +134,9 @@ pub enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(bench::Command),
+    /// The man pages and shell completions, generated from this command line (packaging).
+    #[command(subcommand)]
+    Generate(generate::Command),
 }
 
 /// Arguments of `jpower restore`.
@@ -399,6 +414,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Restore(a) => set::restore(&cli.target, a.if_crashed, out),
         Command::Demo(a) => demo::run(&cli.target, a, out),
         Command::Bench(c) => bench::run(c, out),
+        Command::Generate(c) => generate::run(c, out),
         Command::Roofline(a) => roofline::run(&cli.target, a, out),
         Command::Train(a) => gpu::train(&cli.target, a, out),
         Command::Kernels(a) => gpu::kernels(a, out),
@@ -535,6 +551,21 @@ fn init_logger(verbose: u8) {
             _ => log::LevelFilter::Debug,
         },
     };
+    // Under systemd stderr is the journal's stream: send each record to the journal with
+    // its priority (error 3, warn 4, info 6, debug 7), so `journalctl -p warning -u jpower`
+    // filters, instead of lines that all land at the stream's one priority.
+    if systemd_journal_logger::connected_to_journal() {
+        if let Ok(journal) = systemd_journal_logger::JournalLog::new() {
+            if journal
+                .with_syslog_identifier("jpower".to_owned())
+                .install()
+                .is_ok()
+            {
+                log::set_max_level(level);
+                return;
+            }
+        }
+    }
     let logger = Box::leak(Box::new(StderrLogger { level }));
     if log::set_logger(logger).is_ok() {
         log::set_max_level(level);

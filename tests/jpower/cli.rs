@@ -170,21 +170,27 @@ fn bench_switch_quick_prints_the_ratio() {
     assert!(b["raw_ns"].as_f64().unwrap() > 0.0);
 }
 
-#[test]
-fn the_readme_documents_every_command() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+/// The top-level commands `jpower --help` lists (without `help`).
+fn commands() -> Vec<String> {
     let help = ok(std::process::Command::new(util::bin()).arg("--help"));
-    let commands: Vec<&str> = help
+    let commands: Vec<String> = help
         .lines()
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
+        .map(str::to_owned)
         .collect();
     assert!(commands.len() >= 7, "{help}");
-    for c in commands {
+    commands
+}
+
+#[test]
+fn the_readme_documents_every_command() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for c in commands() {
         assert!(
             readme.contains(&format!("jpower {c}")),
             "README does not document `jpower {c}`"
@@ -546,4 +552,98 @@ fn physics_meets_the_mape_targets_on_a_truth_unlike_the_simulator_per_board() {
         println!("{board} {kind}: time MAPE {time:.2}%, power {power:.2}%");
         assert!(time <= 8.0 && power <= 3.0, "{board} {kind}: {physics}");
     }
+}
+
+#[test]
+fn the_man_page_names_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    let listed = json(&ok(std::process::Command::new(util::bin())
+        .args(["--json", "generate", "man", "--out"])
+        .arg(&out)));
+    let top = std::fs::read_to_string(out.join("jpower.1")).unwrap();
+    assert!(top.contains(".TH jpower 1"), "{top}");
+    // roff escapes the hyphen: `jpower\-set(1)`.
+    let top = top.replace("\\-", "-");
+    for c in commands() {
+        assert!(
+            top.contains(&format!("jpower-{c}(1)")),
+            "jpower.1 does not name `{c}`"
+        );
+        assert!(
+            out.join(format!("jpower-{c}.1")).is_file(),
+            "no page for `{c}`"
+        );
+    }
+    let files = listed["files"].as_array().unwrap();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.as_str().unwrap().ends_with("/jpower.1")),
+        "{listed}"
+    );
+}
+
+#[test]
+fn the_completions_know_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    ok(std::process::Command::new(util::bin())
+        .args(["generate", "completions", "--out"])
+        .arg(dir.path()));
+    let bash = std::fs::read_to_string(dir.path().join("jpower.bash")).unwrap();
+    assert!(bash.contains("roofline"), "{bash}");
+    for (file, shell) in [("_jpower", "zsh"), ("jpower.fish", "fish")] {
+        let script = std::fs::read_to_string(dir.path().join(file)).unwrap();
+        for c in commands() {
+            assert!(script.contains(&c), "the {shell} completions lack `{c}`");
+        }
+    }
+    let only = tempfile::tempdir().unwrap();
+    ok(std::process::Command::new(util::bin())
+        .args(["generate", "completions", "--shell", "fish", "--out"])
+        .arg(only.path()));
+    let names: Vec<_> = std::fs::read_dir(only.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["jpower.fish"]);
+}
+
+#[test]
+fn under_systemd_without_a_reachable_journal_warnings_still_reach_stderr() {
+    use std::os::unix::fs::MetadataExt;
+    // With journald listening the warning goes to the journal (with its priority), which
+    // this test cannot read back; it checks the fallback where no journald listens.
+    if std::path::Path::new("/run/systemd/journal/socket").exists() {
+        eprintln!("skipped: a journald socket exists here");
+        return;
+    }
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let err_path = dir.path().join("stderr");
+    let err = std::fs::File::create(&err_path).unwrap();
+    let meta = err.metadata().unwrap();
+    // What systemd sets when stderr is the journal's stream: the device and inode of stderr.
+    let stream = format!("{}:{}", meta.dev(), meta.ino());
+    let out = jpower(rt.path())
+        .env("JOURNAL_STREAM", &stream)
+        .args(["--sim", "orin-agx", "watch", "--duration", "0.05", "--csv"])
+        .args(["--sampler-cpu", "4096"])
+        .stdout(std::process::Stdio::null())
+        .stderr(err)
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let text = std::fs::read_to_string(&err_path).unwrap();
+    assert!(text.contains("cannot pin to CPU 4096"), "{text:?}");
+}
+
+#[test]
+fn the_version_names_the_revision_the_build_was_given() {
+    let v = ok(std::process::Command::new(util::bin()).arg("--version"));
+    let expected = match option_env!("JPOWER_GIT_REV") {
+        Some(rev) if !rev.is_empty() => format!("jpower {} ({rev})", env!("CARGO_PKG_VERSION")),
+        _ => format!("jpower {}", env!("CARGO_PKG_VERSION")),
+    };
+    assert_eq!(v.trim(), expected);
 }

@@ -8,6 +8,7 @@ mod discovery;
 mod gpu;
 mod layers;
 mod nvpmodel;
+mod packaging;
 mod pagoda;
 mod protocol_doc;
 mod ring_layout;
