@@ -130,3 +130,91 @@ fn the_maintainer_scripts_follow_debhelper() {
     }
     assert!(manifest.contains("maintainer-scripts = \"udev/debian/\""));
 }
+
+/// The attribute files the udev rules (`/sys%p/...` in their loops) and the tmpfiles `z`
+/// lines hand to group `jpower`, each as its last path components (`device/` dropped: the
+/// devfreq rule reaches the GPU through that link).
+fn granted_files() -> Vec<String> {
+    let rules = read("udev/99-jpower.rules");
+    let tmpfiles = read("udev/tmpfiles.d/jpower.conf");
+    let from_rules = rules
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("/sys%p/"))
+        .map(|f| f.trim_end_matches(';'))
+        .map(|f| f.strip_prefix("device/").unwrap_or(f).to_owned());
+    let from_tmpfiles = tmpfiles
+        .lines()
+        .filter_map(|l| l.strip_prefix("z "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned);
+    from_rules.chain(from_tmpfiles).collect()
+}
+
+/// Whether `granted` (a tail of path components, or an absolute path) names `path`, a
+/// knob's path as the board names it (from its root).
+fn grants(granted: &str, path: &std::path::Path) -> bool {
+    match granted.strip_prefix('/') {
+        Some(_) => path == std::path::Path::new(granted),
+        // cpuN/cpufreq is a link to the cluster's policyN: compare from the file name up.
+        None => granted
+            .rsplit('/')
+            .zip(path.iter().rev())
+            .take_while(|(g, _)| *g != "cpufreq")
+            .all(|(g, p)| p == g),
+    }
+}
+
+#[test]
+fn the_udev_rules_grant_exactly_the_files_jpower_writes() {
+    use jpower::board::{sysfs::Root, Board};
+    let granted = granted_files();
+    let mut used = vec![false; granted.len()];
+    for spec in jpower::sim::spec::BOARDS {
+        let dir = tempfile::tempdir().unwrap();
+        jpower::sim::export(&spec.id(), dir.path()).unwrap();
+        let board = Board::discover(Root::host(dir.path())).unwrap();
+        for knob in board.knobs.iter().filter(|k| k.writable) {
+            let hit = granted.iter().position(|g| grants(g, &knob.path));
+            let i = hit.unwrap_or_else(|| {
+                panic!(
+                    "{}: {} ({:?}) is written but no udev rule or tmpfiles line grants it",
+                    spec.id(),
+                    knob.path.display(),
+                    knob.kind
+                )
+            });
+            used[i] = true;
+        }
+    }
+    for (g, u) in granted.iter().zip(&used) {
+        assert!(u, "{g} is granted but no simulated board writes it");
+    }
+    // The PM QoS device the measurement lock opens (a device node, not a knob).
+    let latency = std::path::Path::new(jpower::board::paths::CPU_DMA_LATENCY);
+    let node = latency.file_name().unwrap().to_str().unwrap();
+    assert!(
+        read("udev/99-jpower.rules").contains(&format!("KERNEL==\"{node}\"")),
+        "{node} is not granted"
+    );
+}
+
+#[test]
+fn the_gpu_rule_matches_the_gpus_jpower_discovers_and_nothing_else() {
+    let rules = read("udev/99-jpower.rules");
+    let names = rules
+        .split("ATTR{device/of_node/name}==\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("the devfreq rule matches the GPU's device-tree node name");
+    let names: Vec<&str> = names.split('|').collect();
+    assert_eq!(names, jpower::board::paths::GPU_OF_NAMES);
+    let devfreq_rules = rules
+        .lines()
+        .filter(|l| l.contains("SUBSYSTEM==\"devfreq\""))
+        .collect::<Vec<_>>();
+    assert_eq!(devfreq_rules.len(), 1, "{devfreq_rules:?}");
+    assert!(
+        devfreq_rules[0].contains("of_node/name"),
+        "{devfreq_rules:?}"
+    );
+}
