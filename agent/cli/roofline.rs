@@ -306,8 +306,14 @@ fn measure_board(
     let board = session.controller.board();
     let peaks = peaks::jetson(board.identity.module.as_deref(), board.identity.soc);
     let modes = modes(target, board, a)?;
-    let (mut device, gpu): (Box<dyn Device>, _) = match &session.sim {
-        Some(sim) => (Box::new(SimGpu::new(sim.clone())), None),
+    // A simulated board's GPU runs in simulated time and meters itself; a GPU is metered
+    // by the rails in the ring over the launches' real time.
+    let (mut device, mut meter, gpu): (Box<dyn Device>, Box<dyn Meter>, _) = match &session.sim {
+        Some(sim) => {
+            let gpu = SimGpu::new(sim.clone(), board.totals.module.clone());
+            let meter = gpu.meter();
+            (Box::new(gpu), Box::new(meter), None)
+        }
         None => {
             let mut cuda = Cuda::open(a.gpu, board.identity.l4t_major)?;
             if let Some(g) = &board.gpu {
@@ -315,10 +321,10 @@ fn measure_board(
                 cuda.watch_clock(Box::new(move || cur.read_u64().ok().map(|hz| hz as f64)));
             }
             let info = gpu_info(&cuda, None, None)?;
-            (Box::new(cuda), Some(info))
+            let ring = RingMeter::new(RingReader::open(&session.telemetry.path)?);
+            (Box::new(cuda), Box::new(ring), Some(info))
         }
     };
-    let mut meter = RingMeter::new(RingReader::open(&session.telemetry.path)?);
     let (lock_notes, _idle) = if a.no_lock {
         (Vec::new(), None)
     } else {
@@ -346,7 +352,9 @@ fn measure_board(
             session
                 .change(&values)
                 .with_context(|| format!("switching to {name}"))?;
-            std::thread::sleep(Duration::from_secs_f64(a.settle));
+            if !device.simulated() {
+                std::thread::sleep(Duration::from_secs_f64(a.settle));
+            }
             let emc_hz = emc_hz(board_of(session));
             let peaks = Some(peaks);
             let sweep = Sweep {
@@ -354,7 +362,7 @@ fn measure_board(
                 seconds: a.point_seconds,
                 quiet,
             };
-            measure_mode(name, device.as_mut(), &mut meter, &sweep, peaks, emc_hz)
+            measure_mode(name, device.as_mut(), meter.as_mut(), &sweep, peaks, emc_hz)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Measurement {

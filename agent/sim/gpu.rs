@@ -14,24 +14,39 @@
 //!   stalled-SM activity `k` of [`workload`], EMC `Q / (bpc f_emc t)`, CPU one core (the
 //!   launching thread).
 //!
-//! [`SimGpu::run`] sets that load on the board, sleeps for the launches' modelled time
-//! (wall time: the telemetry sampler meters it as it would a real GPU) and sets the board
-//! idle again.
+//! [`SimGpu::run`] sets that load on the board and runs in simulated time: it advances the
+//! device's own clock by the launches' modelled time instead of sleeping, and charges the
+//! run the board's true module power under that load over that time, which its
+//! [`SimMeter`] reports (noise-free: the rails' model, not the sensor's readings). A sweep of
+//! many modes takes milliseconds, not minutes; the mode switches between points are the real
+//! ones, through the controller and the simulated board's sysfs.
 
 use super::kernel::LoadState;
 use super::workload::{self, STALL_ACTIVITY};
 use super::SimBoard;
-use crate::gpu::roofline::{Device, Kernel, Point, Run};
+use crate::gpu::roofline::{Device, Kernel, Meter, Point, Run};
 use crate::gpu::GpuError;
 use crate::telemetry::ring::monotonic_ns;
-use std::time::Duration;
+use std::cell::Cell;
+use std::rc::Rc;
 
 /// Per-launch overhead, seconds.
 const LAUNCH_S: f64 = 6e-6;
 
-/// A simulated board's GPU.
+/// A simulated board's GPU, timed in simulated time.
 pub struct SimGpu {
     board: SimBoard,
+    /// The rails summed into module power (`Board::totals.module`): what a meter reads.
+    module: Vec<usize>,
+    /// Simulated `CLOCK_MONOTONIC`, nanoseconds: starts at the real clock, advanced by runs.
+    clock_ns: u64,
+    /// Joules the last run spent, for its [`SimMeter`].
+    spent_j: Rc<Cell<f64>>,
+}
+
+/// The meter of a [`SimGpu`]: the joules of each run, in simulated time.
+pub struct SimMeter {
+    spent_j: Rc<Cell<f64>>,
 }
 
 /// Modelled timing of one launch.
@@ -46,9 +61,22 @@ pub struct Launch {
 }
 
 impl SimGpu {
-    /// The GPU of `board`, timed by its model at the board's running clocks.
-    pub fn new(board: SimBoard) -> SimGpu {
-        SimGpu { board }
+    /// The GPU of `board`, timed by its model at the board's running clocks; its runs
+    /// metered over the rails `module` (indices of the board's connected rails).
+    pub fn new(board: SimBoard, module: Vec<usize>) -> SimGpu {
+        SimGpu {
+            board,
+            module,
+            clock_ns: monotonic_ns(),
+            spent_j: Rc::default(),
+        }
+    }
+
+    /// The meter of this GPU's runs.
+    pub fn meter(&self) -> SimMeter {
+        SimMeter {
+            spent_j: Rc::clone(&self.spent_j),
+        }
     }
 
     /// One launch of `point` at the board's running clocks.
@@ -105,21 +133,39 @@ impl Device for SimGpu {
         self.board.set_load(busy).map_err(sim_error)?;
         let l = self.launch(point)?;
         self.board.set_load(l.load).map_err(sim_error)?;
-        let launches = (min_s / l.time_s).ceil().max(2.0) as u32;
-        let start_ns = monotonic_ns();
-        std::thread::sleep(Duration::from_secs_f64(l.time_s * f64::from(launches)));
-        let end_ns = monotonic_ns();
+        let rails = self.board.true_rail_watts().map_err(sim_error)?;
+        let module_w: f64 = self.module.iter().filter_map(|&r| rails.get(r)).sum();
         self.board
             .set_load(LoadState::default())
             .map_err(sim_error)?;
+        let launches = (min_s / l.time_s).ceil().max(2.0) as u32;
+        let seconds = l.time_s * f64::from(launches);
+        self.spent_j.set(module_w * seconds);
+        let start_ns = self.clock_ns;
+        self.clock_ns += (seconds * 1e9).round() as u64;
         Ok(Run {
             launches,
             best_s: l.time_s,
             single_s: l.time_s,
             start_ns,
-            end_ns,
+            end_ns: self.clock_ns,
             clock_hz: Some(l.clock_hz),
         })
+    }
+}
+
+impl Meter for SimMeter {
+    fn name(&self) -> String {
+        "simulated module power (the rails' model, simulated time)".into()
+    }
+
+    fn begin(&mut self) -> Result<(), GpuError> {
+        self.spent_j.set(0.0);
+        Ok(())
+    }
+
+    fn end(&mut self, _: &Run) -> Result<f64, GpuError> {
+        Ok(self.spent_j.take())
     }
 }
 
@@ -131,7 +177,7 @@ mod tests {
     fn orin() -> (tempfile::TempDir, SimGpu) {
         let dir = tempfile::tempdir().unwrap();
         let board = SimBoard::open("orin-agx", dir.path()).unwrap();
-        (dir, SimGpu::new(board))
+        (dir, SimGpu::new(board, vec![0, 1, 2]))
     }
 
     #[test]

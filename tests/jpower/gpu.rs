@@ -12,7 +12,6 @@ use jpower::gpu::ops::{Bias, Conv, Gemm, Pool2, Relu, Sgd, Softmax, Sweep};
 use jpower::gpu::reference;
 use jpower::gpu::roofline::{Kernel, Point};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// Short points: enough for the roofs and the lock, not for the energy terms.
 const QUICK: [&str; 10] = [
@@ -147,31 +146,27 @@ fn a_roofline_killed_mid_measurement_is_undone_by_the_next_command() {
     let railgate = sim_file(rt.path(), "orin-agx-r35", RAILGATE);
     let fan = sim_file(rt.path(), "orin-agx-r35", FAN);
     let fan_before = read(&fan);
-    let mut child = jpower(rt.path())
-        .args([
-            "--sim",
-            "orin-agx",
-            "roofline",
-            "--sample",
-            "1",
-            "--point-seconds",
-            "30",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while read(&railgate) != "0" {
+    // A simulated roofline runs in simulated time, too fast to kill from outside at the
+    // right moment: the simulated board aborts the process (as SIGKILL would) after its
+    // n-th write, n raised until the lock is in place when it dies.
+    let mut held = false;
+    for n in 1..100 {
+        let out = jpower(rt.path())
+            .env("JPOWER_SIM_FAULT", format!("abort-after-writes={n}"))
+            .args(["--sim", "orin-agx", "roofline", "--sample", "2"])
+            .output()
+            .unwrap();
         assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the lock never applied"
+            !out.status.success(),
+            "the roofline made fewer than {n} writes"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        if read(&railgate) == "0" && read(&fan) == "255" {
+            held = true;
+            break;
+        }
+        ok(jpower(rt.path()).args(["--sim", "orin-agx", "restore", "--if-crashed"]));
     }
-    assert_eq!(read(&fan), "255");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    assert!(held, "the lock never applied");
     // `status` only reads: it names what is pending, and the next writing command
     // (here `restore --if-crashed`) undoes it.
     let st = json(&ok(
