@@ -10,7 +10,7 @@
 //! it trickles), and a reply that must be taken within [`WRITE_TIMEOUT`].
 
 use std::io::{self, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -24,13 +24,16 @@ pub const MAX_HEAD: usize = 8 * 1024;
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 /// How long a client has to take the reply.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the accept loop looks at the stop flag.
-const POLL: Duration = Duration::from_millis(50);
+/// The pause after a failed accept.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// A listener serving `GET /metrics` until `stop` is set.
 #[derive(Debug)]
 pub struct Responder {
     accept: JoinHandle<()>,
+    /// Where the listener is: [`Responder::join`] connects there to wake the accept.
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
 }
 
 /// What a request head asks, as far as this responder cares.
@@ -44,27 +47,28 @@ enum Route {
 
 impl Responder {
     /// Serves `listener`, answering `GET /metrics` with what `body` returns (or 500 with
-    /// its error).
+    /// its error). The accept blocks (a scrape is a new connection: no polling delay).
     pub fn start<F>(listener: TcpListener, body: F, stop: Arc<AtomicBool>) -> io::Result<Responder>
     where
         F: Fn() -> Result<Vec<u8>, String> + Send + Sync + 'static,
     {
-        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
         let body = Arc::new(body);
         let active = Arc::new(AtomicUsize::new(0));
+        let accepting = stop.clone();
         let accept = std::thread::Builder::new()
             .name("jpower-metrics".into())
             .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let stream = match listener.accept() {
-                        Ok((s, _)) => s,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            std::thread::sleep(POLL);
-                            continue;
-                        }
+                for stream in listener.incoming() {
+                    if accepting.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let stream = match stream {
+                        Ok(s) => s,
                         Err(e) => {
+                            // EMFILE and the like: let them pass rather than spin.
                             log::warn!("metrics listener: accept failed: {e}");
-                            std::thread::sleep(POLL);
+                            std::thread::sleep(ACCEPT_BACKOFF);
                             continue;
                         }
                     };
@@ -85,18 +89,20 @@ impl Responder {
                     }
                 }
             })?;
-        Ok(Responder { accept })
+        Ok(Responder { accept, addr, stop })
     }
 
-    /// Waits for the accept thread to see the stop flag (connections in flight finish
-    /// within their deadlines on their own).
+    /// Wakes the accept thread (the stop flag must be set) and waits for it; connections in
+    /// flight finish within their deadlines on their own.
     pub fn join(self) {
+        debug_assert!(self.stop.load(Ordering::Relaxed));
+        // The wake-up's error is the listener's own: already gone, nothing to wake.
+        let _ = TcpStream::connect_timeout(&self.addr, WRITE_TIMEOUT);
         let _ = self.accept.join();
     }
 }
 
 fn refuse_busy(mut s: TcpStream) -> io::Result<()> {
-    s.set_nonblocking(false)?;
     s.set_write_timeout(Some(WRITE_TIMEOUT))?;
     respond(
         &mut s,
@@ -109,7 +115,6 @@ fn refuse_busy(mut s: TcpStream) -> io::Result<()> {
 
 /// Reads one request head and answers it.
 fn serve(mut s: TcpStream, body: &dyn Fn() -> Result<Vec<u8>, String>) -> io::Result<()> {
-    s.set_nonblocking(false)?;
     s.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let head = match read_head(&mut s, Instant::now() + HEAD_DEADLINE)? {
         Head::Complete(h) => h,
