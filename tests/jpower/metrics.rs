@@ -190,6 +190,21 @@ fn the_listener_serves_every_family_with_its_unit_and_energy_only_grows() {
 }
 
 #[test]
+fn the_budget_guard_steps_show_as_caps_and_a_counter() {
+    // 1 W: below anything the board can draw, so the guard caps a step every window (of
+    // 150 ms: the sensors must refresh faster than that, hence auto averaging at 500 Hz).
+    let (_agent, port) = agent_with_listener(
+        "budget_w = 1.0\nbudget_window_ms = 150\nsensor_averaging = \"auto\"\nsample_rate_hz = 500\n",
+    );
+    wait_for("two guard steps", Duration::from_secs(20), || {
+        value(&scrape(port), "jpower_guard_steps_total") >= 2.0
+    });
+    let e = scrape(port);
+    assert!(value(&e, "jpower_guard_caps") >= 2.0, "{e}");
+    assert_eq!(value(&e, "jpower_power_budget_watts"), 1.0);
+}
+
+#[test]
 fn other_paths_are_404_and_other_methods_405() {
     let (_agent, port) = agent_with_listener("");
     for (request, code) in [

@@ -36,7 +36,7 @@ pub struct Snapshot {
     pub energy: EnergyCounters,
     /// The sampler's requested rate, Hz.
     pub target_rate_hz: f64,
-    /// Samples published, missed periods and failed reads since the sampler started.
+    /// Samples published since the sampler started.
     pub samples: u64,
     /// Missed sampling periods.
     pub overruns: u64,

@@ -167,8 +167,11 @@ impl Metrics {
             r.join();
         }
         if let Some(path) = self.textfile {
-            if let Err(e) = std::fs::remove_file(&path) {
-                log::warn!("metrics textfile {}: not removed: {e}", path.display());
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    log::warn!("metrics textfile {}: not removed: {e}", path.display())
+                }
+                _ => {}
             }
         }
     }
