@@ -31,7 +31,8 @@ impl EnergyCounters {
         let published = ring.write_seq();
         let oldest_held =
             published.saturating_sub(u64::from(ring.info.slot_count).saturating_sub(WRITER_MARGIN));
-        let next = self.last.map_or(published.saturating_sub(1), |s| s.n + 1);
+        // The first time, from the oldest sample held: the sampler's first, at the start.
+        let next = self.last.map_or(0, |s| s.n + 1);
         let fresh = (next.max(oldest_held)..published).filter_map(|n| ring.sample(n).ok());
         let stretch: Vec<Sample> = self.last.into_iter().chain(fresh).collect();
         self.absorb(&stretch);
@@ -126,6 +127,19 @@ mod tests {
         }
         assert!(seen.windows(2).all(|p| p[1] > p[0]), "{seen:?}");
         assert!((c.module_j - 50.0).abs() < 1e-6, "{c:?}");
+    }
+
+    #[test]
+    fn the_first_read_counts_from_the_samplers_first_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = ring(dir.path(), 4096);
+        let r = RingReader::open(&dir.path().join("r.ring")).unwrap();
+        for n in 0..=1000 {
+            w.publish(n, &sample(n, 8.0));
+        }
+        let mut c = EnergyCounters::default();
+        c.advance(&r);
+        assert!((c.module_j - 8.0).abs() < 1e-6, "{c:?}");
     }
 
     #[test]
