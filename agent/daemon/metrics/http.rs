@@ -33,7 +33,6 @@ pub struct Responder {
     accept: JoinHandle<()>,
     /// Where the listener is: [`Responder::join`] connects there to wake the accept.
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
 }
 
 /// What a request head asks, as far as this responder cares.
@@ -55,12 +54,11 @@ impl Responder {
         let addr = listener.local_addr()?;
         let body = Arc::new(body);
         let active = Arc::new(AtomicUsize::new(0));
-        let accepting = stop.clone();
         let accept = std::thread::Builder::new()
             .name("jpower-metrics".into())
             .spawn(move || {
                 for stream in listener.incoming() {
-                    if accepting.load(Ordering::Relaxed) {
+                    if stop.load(Ordering::Relaxed) {
                         break;
                     }
                     let stream = match stream {
@@ -77,25 +75,27 @@ impl Responder {
                         let _ = refuse_busy(stream);
                         continue;
                     }
-                    let (body, active) = (body.clone(), active.clone());
+                    let (body, served) = (body.clone(), active.clone());
                     let spawned = std::thread::Builder::new()
                         .name("jpower-metrics-conn".into())
                         .spawn(move || {
+                            // A peer's I/O error (a reset, a timeout) ends its connection
+                            // and concerns no one else.
                             let _ = serve(stream, &*body);
-                            active.fetch_sub(1, Ordering::AcqRel);
+                            served.fetch_sub(1, Ordering::AcqRel);
                         });
                     if let Err(e) = spawned {
+                        active.fetch_sub(1, Ordering::AcqRel);
                         log::warn!("metrics listener: no thread for a connection: {e}");
                     }
                 }
             })?;
-        Ok(Responder { accept, addr, stop })
+        Ok(Responder { accept, addr })
     }
 
-    /// Wakes the accept thread (the stop flag must be set) and waits for it; connections in
+    /// Once the stop flag is set: wakes the accept thread and waits for it; connections in
     /// flight finish within their deadlines on their own.
     pub fn join(self) {
-        debug_assert!(self.stop.load(Ordering::Relaxed));
         // The wake-up's error is the listener's own: already gone, nothing to wake.
         let _ = TcpStream::connect_timeout(&self.addr, WRITE_TIMEOUT);
         let _ = self.accept.join();
