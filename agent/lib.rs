@@ -13,6 +13,7 @@
 //!  gpu        CUDA kernels through cudarc (probed at run time), their CPU reference, the
 //!    │        built-in CNN, time and energy rooflines
 //!  daemon     the agent: leases, budget guard, configuration; implements ipc's handler
+//!    │        and serves Prometheus metrics (HTTP, node_exporter textfile)
 //!    │
 //!  ipc        the socket protocol (self-contained wire types), codec, client, server
 //!    │

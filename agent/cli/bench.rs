@@ -6,7 +6,10 @@
 //!   same rail files, and the cost of reading the latest sample from the ring; then the
 //!   same sampler on the simulated board itself, whose kernel model charges every rail
 //!   read its I2C bus time: the rate achieved and the sampler's CPU share, next to the
-//!   time its reads spent on the bus.
+//!   time its reads spent on the bus;
+//! - `ipc`: socket round trips next to a bare Unix-socket echo of the same sizes;
+//! - `metrics`: a Prometheus scrape of the agent's `/metrics` next to its status round
+//!   trip, with the bytes and series a scraper takes in.
 
 use super::{scratch_dir, Output};
 use crate::board::sysfs::{format_u64, Root};
@@ -45,6 +48,16 @@ pub enum Command {
         #[arg(long)]
         requests: Option<usize>,
     },
+    /// A Prometheus scrape (`GET /metrics`, a connection each, as the agent serves them)
+    /// against the status round trip in the same run, p50/p99, and bytes per scrape.
+    Metrics {
+        /// Fewer scrapes (for CI).
+        #[arg(long)]
+        quick: bool,
+        /// Scrapes and status requests to time.
+        #[arg(long)]
+        requests: Option<usize>,
+    },
     /// Sampler CPU cost at 1 kHz against its raw preads (targets: <= 1% of a core, <= 1.5x),
     /// and the ring's latest-sample read (target: < 200 ns).
     Sample {
@@ -72,6 +85,10 @@ pub fn run(cmd: &Command, out: &Output) -> Result<()> {
         Command::Ipc { quick, requests } => {
             let n = requests.unwrap_or(if *quick { 4_000 } else { 100_000 });
             ipc(n, &dir).map(|r| (ipc_text(&r), r))
+        }
+        Command::Metrics { quick, requests } => {
+            let n = requests.unwrap_or(if *quick { 200 } else { 2_000 });
+            metrics(n, &dir).map(|r| (metrics_text(&r), r))
         }
         Command::Sample { quick, board } => {
             sample(board, if *quick { 2.0 } else { 10.0 }, &dir).map(|r| (sample_text(&r), r))
@@ -388,21 +405,7 @@ fn ipc(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
     use std::io::{Read, Write};
     use std::os::unix::net::{UnixListener, UnixStream};
 
-    let rt = dir.join("rt");
-    let socket = rt.join("jpower.sock");
-    let exe = std::env::current_exe()?;
-    let mut agent = std::process::Command::new(exe)
-        .arg("--runtime-dir")
-        .arg(&rt)
-        .args(["--sim", "orin-agx", "agent"])
-        .env("JPOWER_LOG", "off")
-        .spawn()
-        .context("starting the agent")?;
-    let start = Instant::now();
-    while UnixStream::connect(&socket).is_err() {
-        anyhow::ensure!(start.elapsed().as_secs() < 20, "the agent did not start");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (mut agent, socket) = start_agent(&dir.join("rt"), "")?;
     let connect = || Client::connect(&socket, Encoding::Bincode, "bench").map(|c| c.0);
     let time_status = |c: &mut Client, n: usize| -> Result<Vec<u64>> {
         let mut out = Vec::with_capacity(n);
@@ -548,11 +551,7 @@ fn ipc(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
         },
         true,
     )?;
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(agent.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let _ = agent.wait();
+    stop_agent(&mut agent);
     let (floor, one) = (percentiles(floor), percentiles(one));
     let ratio = one["p99_us"].as_f64().unwrap_or(0.0) / floor["p99_us"].as_f64().unwrap_or(1.0);
     Ok(json!({
@@ -565,5 +564,138 @@ fn ipc(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
         "set_mode_with_16_subscribers": percentiles(sub_set_mode),
         "ratio_p99": ratio,
         "target_ratio_p99": 2.0,
+    }))
+}
+
+/// Starts `jpower agent` on a simulated Orin AGX with `config`, in runtime directory `rt`;
+/// returns it once its socket accepts, and the socket.
+fn start_agent(
+    rt: &std::path::Path,
+    config: &str,
+) -> Result<(std::process::Child, std::path::PathBuf)> {
+    std::fs::create_dir_all(rt)?;
+    let config_file = rt.join("jpower.toml");
+    std::fs::write(&config_file, config)?;
+    let socket = rt.join("jpower.sock");
+    let agent = std::process::Command::new(std::env::current_exe()?)
+        .arg("--runtime-dir")
+        .arg(rt)
+        .args(["--sim", "orin-agx", "agent", "--config"])
+        .arg(&config_file)
+        .env("JPOWER_LOG", "off")
+        .spawn()
+        .context("starting the agent")?;
+    let start = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        anyhow::ensure!(start.elapsed().as_secs() < 20, "the agent did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok((agent, socket))
+}
+
+/// SIGTERM, and waits: the agent restores the board.
+fn stop_agent(agent: &mut std::process::Child) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = agent.wait();
+}
+
+fn metrics_text(r: &serde_json::Value) -> String {
+    let row = |k: &str| {
+        let v = &r[k];
+        format!(
+            "  {k:<20} p50 {:>8.1} us   p99 {:>8.1} us\n",
+            v["p50_us"].as_f64().unwrap_or(0.0),
+            v["p99_us"].as_f64().unwrap_or(0.0)
+        )
+    };
+    format!(
+        "bench metrics ({} of each, simulated orin-agx)\n{}{}  scrape p50 / status p50 = {:.1}x\n  {} bytes and {} series per scrape\n",
+        r["requests"],
+        row("scrape"),
+        row("status"),
+        r["ratio_p50"].as_f64().unwrap_or(0.0),
+        r["bytes_per_scrape"],
+        r["series_per_scrape"],
+    )
+}
+
+/// One `GET /metrics` on its own connection, as the agent serves them: the body.
+fn scrape(addr: std::net::SocketAddr) -> Result<Vec<u8>> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")?;
+    let mut reply = Vec::new();
+    s.read_to_end(&mut reply)?;
+    let head_end = reply
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("a reply without a head")?;
+    anyhow::ensure!(
+        reply.starts_with(b"HTTP/1.1 200 "),
+        "the scrape failed: {}",
+        String::from_utf8_lossy(&reply[..head_end])
+    );
+    Ok(reply.split_off(head_end + 4))
+}
+
+fn metrics(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
+    use crate::ipc::client::Client;
+    use crate::ipc::codec::Encoding;
+    use crate::ipc::protocol::RequestBody;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (mut agent, socket) =
+        start_agent(&dir.join("rt"), &format!("metrics_listen = \"{addr}\"\n"))?;
+    let result = (|| {
+        let mut client = Client::connect(&socket, Encoding::Bincode, "bench")?.0;
+        // Until the first sample, the exposition lacks the rails: wait for it.
+        let start = Instant::now();
+        while !String::from_utf8_lossy(&scrape(addr)?).contains("\njpower_module_power_watts ") {
+            anyhow::ensure!(
+                start.elapsed().as_secs() < 20,
+                "no sample in the exposition"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let (mut scrapes, mut status, mut bytes) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), 0);
+        let mut last = Vec::new();
+        // Interleaved, so that both see the same machine.
+        for _ in 0..n {
+            let t = Instant::now();
+            last = scrape(addr)?;
+            scrapes.push(t.elapsed().as_nanos() as u64);
+            bytes += last.len();
+            let t = Instant::now();
+            client.request(RequestBody::Status)?;
+            status.push(t.elapsed().as_nanos() as u64);
+        }
+        let series = String::from_utf8_lossy(&last)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .count();
+        Ok((
+            percentiles(scrapes),
+            percentiles(status),
+            bytes / n.max(1),
+            series,
+        ))
+    })();
+    stop_agent(&mut agent);
+    let (scrape, status, bytes, series) = result?;
+    let ratio = scrape["p50_us"].as_f64().unwrap_or(0.0) / status["p50_us"].as_f64().unwrap_or(1.0);
+    Ok(json!({
+        "requests": n,
+        "scrape": scrape,
+        "status": status,
+        "ratio_p50": ratio,
+        "bytes_per_scrape": bytes,
+        "series_per_scrape": series,
     }))
 }

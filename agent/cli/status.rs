@@ -1,8 +1,8 @@
 //! `jpower status`: what the board is and what it is doing now.
 
 use super::{Output, Target};
-use crate::board::{Board, Values};
-use crate::control::preset::{Preset, Presets};
+use crate::board::Board;
+use crate::control::preset::Presets;
 use crate::control::Peek;
 use crate::ipc::protocol::Status as AgentStatus;
 use crate::support::runtime::process_alive;
@@ -32,17 +32,6 @@ pub fn rails_now(board: &Board) -> (Vec<Value>, u64, Option<u64>) {
         .sum();
     let input = board.totals.input.and_then(|i| readings[i]);
     (rails, module, input)
-}
-
-/// The preset the knobs at `current` hold, if one does: applying it would change nothing.
-fn matching_preset<'a>(
-    board: &Board,
-    presets: Option<&'a Presets>,
-    current: &Values,
-) -> Option<&'a Preset> {
-    presets?.presets.iter().find(|p| {
-        crate::control::plan::target(board, &p.mode, current).is_ok_and(|t| t == *current)
-    })
 }
 
 /// The mode nvpmodel last applied, from its status file (`pmode:0002`); `None` without
@@ -94,7 +83,7 @@ pub fn snapshot(p: &Peek, presets: Option<&Presets>, agent: Option<&AgentStatus>
         .iter()
         .map(|z| json!({"zone": z.name, "temp_mc": z.read_mc()}))
         .collect();
-    let preset = matching_preset(b, presets, v);
+    let preset = presets.and_then(|p| p.matching(b, v));
     let nvp = nvpmodel_mode(b);
     let nvp_name = nvp.and_then(|id| {
         presets?

@@ -138,6 +138,13 @@ impl Presets {
         }
     }
 
+    /// The preset the knobs at `current` hold, if one does: applying it would change nothing.
+    pub fn matching(&self, board: &Board, current: &crate::board::Values) -> Option<&Preset> {
+        self.presets.iter().find(|p| {
+            crate::control::plan::target(board, &p.mode, current).is_ok_and(|t| t == *current)
+        })
+    }
+
     /// A preset by name (any case) or id.
     pub fn find(&self, wanted: &str) -> Result<&Preset, PresetError> {
         self.presets

@@ -61,6 +61,13 @@ pub struct Config {
     pub default_mode: Option<String>,
     /// Whether restoring after a lease overwrites changes made behind jpower's back.
     pub restore_overrides_external: bool,
+    /// Where to serve Prometheus metrics over HTTP (`GET /metrics`) [default: nowhere].
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// A node_exporter textfile-collector file (`*.prom`) rewritten atomically every
+    /// `metrics_textfile_interval_ms` [default: none].
+    pub metrics_textfile: Option<PathBuf>,
+    /// How often the metrics textfile is rewritten, milliseconds.
+    pub metrics_textfile_interval_ms: u64,
     /// The file this configuration was read from (`None`: the defaults), so that errors
     /// found later, against the board, can still name the file and the line.
     #[serde(skip)]
@@ -88,6 +95,9 @@ impl Default for Config {
             idle_timeout_ms: 300_000,
             default_mode: None,
             restore_overrides_external: false,
+            metrics_listen: None,
+            metrics_textfile: None,
+            metrics_textfile_interval_ms: 15_000,
             file: None,
         }
     }
@@ -210,6 +220,24 @@ impl Config {
         if cfg.budget_window_ms == 0 {
             return Err(bad("budget_window_ms", "must be at least 1".into()));
         }
+        if let Some(f) = &cfg.metrics_textfile {
+            // node_exporter's textfile collector reads `*.prom` files only, by absolute path.
+            if !f.is_absolute() || f.extension().is_none_or(|e| e != "prom") {
+                return Err(bad(
+                    "metrics_textfile",
+                    format!(
+                        "{:?} is not an absolute path ending in .prom (the only files node_exporter's textfile collector reads)",
+                        f.display().to_string()
+                    ),
+                ));
+            }
+        }
+        if cfg.metrics_textfile_interval_ms < 100 {
+            return Err(bad(
+                "metrics_textfile_interval_ms",
+                format!("{} is below 100", cfg.metrics_textfile_interval_ms),
+            ));
+        }
         Ok(cfg)
     }
 
@@ -278,5 +306,29 @@ mod tests {
         assert!(err("\nsocket_mode = \"999\"\n").starts_with("j.toml:2: socket_mode"));
         assert!(err("sensor_averaging = \"3\"\n").starts_with("j.toml:1: sensor_averaging"));
         assert!(err("budget_w = -1.0\n").contains("positive"));
+    }
+
+    #[test]
+    fn metrics_outputs_are_off_by_default_and_checked_with_file_and_line() {
+        let c = Config::parse(
+            "metrics_listen = \"127.0.0.1:9102\"\nmetrics_textfile = \"/var/lib/prometheus/node-exporter/jpower.prom\"\n",
+            Path::new("x"),
+        )
+        .unwrap();
+        assert_eq!(c.metrics_listen, Some("127.0.0.1:9102".parse().unwrap()));
+        assert!(c.metrics_textfile.unwrap().ends_with("jpower.prom"));
+        assert_eq!(Config::default().metrics_listen, None);
+        assert_eq!(Config::default().metrics_textfile, None);
+        let e = err("\nmetrics_listen = \"localhost\"\n");
+        assert!(e.starts_with("j.toml:2:"), "{e}");
+        let e = err("\n\nmetrics_textfile = \"/tmp/jpower.txt\"\n");
+        assert!(e.starts_with("j.toml:3: metrics_textfile"), "{e}");
+        let e = err("metrics_textfile = \"jpower.prom\"\n");
+        assert!(e.starts_with("j.toml:1: metrics_textfile"), "{e}");
+        let e = err("metrics_textfile_interval_ms = 5\n");
+        assert!(
+            e.starts_with("j.toml:1: metrics_textfile_interval_ms"),
+            "{e}"
+        );
     }
 }

@@ -545,7 +545,9 @@ impl Core {
         ReplyBody::Status(self.board_status())
     }
 
-    fn board_status(&self) -> Status {
+    /// The board's state as `status` reports it (the power is the caller's to read from
+    /// the ring), even while stopping.
+    pub fn board_status(&self) -> Status {
         let b = self.controller.board();
         let v = self.controller.current();
         let stats = self.controller.stats();
@@ -579,6 +581,20 @@ impl Core {
             ring_path: self.ring_path.clone(),
             last_switch_us: (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
         }
+    }
+
+    /// The preset the knobs hold (id, name), if one does.
+    pub fn preset(&self) -> Option<(u32, String)> {
+        let p = self
+            .presets
+            .as_ref()?
+            .matching(self.controller.board(), self.controller.current())?;
+        Some((p.id, p.name.clone()))
+    }
+
+    /// The budget guard.
+    pub fn guard(&self) -> &Guard {
+        &self.guard
     }
 
     /// Clean shutdown: session leases are restored; a persistent lease stays and its

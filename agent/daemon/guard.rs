@@ -39,6 +39,8 @@ pub struct Guard {
     pub budget_w: Option<f64>,
     caps: Vec<Cap>,
     last_change: Option<Instant>,
+    /// Caps added or lifted since the agent started.
+    steps: u64,
 }
 
 fn next_below(table: &[u64], v: u64) -> Option<u64> {
@@ -63,6 +65,16 @@ impl Guard {
                 .collect::<Vec<_>>()
                 .join(", ")
         })
+    }
+
+    /// How many caps are in force.
+    pub fn caps_in_force(&self) -> usize {
+        self.caps.len()
+    }
+
+    /// Caps added or lifted since the agent started.
+    pub fn steps(&self) -> u64 {
+        self.steps
     }
 
     /// `requested` limited by the caps.
@@ -166,12 +178,14 @@ impl Guard {
             let cap = Guard::next_cap(b, effective)?;
             self.caps.push(cap);
             self.last_change = Some(now);
+            self.steps += 1;
             Some(format!(
                 "{mean_w:.2} W over the {budget:.2} W budget: capped {cap}"
             ))
         } else if mean_w < budget - hysteresis_w {
             let cap = self.caps.pop()?;
             self.last_change = Some(now);
+            self.steps += 1;
             Some(format!(
                 "{mean_w:.2} W under the {budget:.2} W budget: lifted {cap}"
             ))

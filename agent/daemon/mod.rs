@@ -7,6 +7,8 @@
 //!    │  answered through the Handler in `connection`
 //!    ├─ tick thread (100 ms): lease expiry and holder death, changes behind jpower's
 //!    │  back, the budget guard
+//!    ├─ metrics threads, when configured (`metrics`): energy counters and textfile,
+//!    │  HTTP `GET /metrics`
 //!    └─ sampler + thermal threads (telemetry), writing the ring
 //!  board state: Core behind one mutex, never held across socket I/O; what only reads
 //!  the ring (telemetry, subscriptions, minibatch markers) never takes it
@@ -20,6 +22,7 @@ pub mod config;
 mod connection;
 mod core;
 pub mod guard;
+pub mod metrics;
 
 pub use config::Config;
 
@@ -213,6 +216,8 @@ pub fn run(opts: Options) -> Result<()> {
     };
     let socket = socket_path(socket.as_deref(), &config, &runtime_dir);
     let listener = server::bind(&socket, config.socket_mode_bits(), &config.read_group)?;
+    let metrics_listener =
+        metrics::Metrics::bind(&config).map_err(|e| config.error_at("metrics_listen", e))?;
 
     // Telemetry starts after the sensor settings so the ring knows the refresh.
     let cfg = SamplerConfig {
@@ -276,6 +281,7 @@ pub fn run(opts: Options) -> Result<()> {
         max_clients: config.max_clients,
         idle: (config.idle_timeout_ms > 0).then(|| Duration::from_millis(config.idle_timeout_ms)),
     };
+    let metrics = metrics::Metrics::start(shared.clone(), metrics_listener, &config, stop.clone())?;
     let server = Server::start(listener, shared.clone(), limits, stop.clone())?;
     let ticker = {
         let (shared, stop) = (shared.clone(), stop.clone());
@@ -319,6 +325,9 @@ pub fn run(opts: Options) -> Result<()> {
     log::info!("stopping");
     stop.store(true, Ordering::Relaxed);
     server.join();
+    if let Some(m) = metrics {
+        m.join();
+    }
     let _ = ticker.join();
     drop(telemetry);
     shared.lock().shutdown();

@@ -15,14 +15,14 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// A running agent on a simulated board, killed when dropped.
-struct Agent {
+pub(crate) struct Agent {
     child: Option<Child>,
     rt: tempfile::TempDir,
     socket: PathBuf,
 }
 
 impl Agent {
-    fn start(board: &str, config: &str) -> Agent {
+    pub(crate) fn start(board: &str, config: &str) -> Agent {
         let rt = util::runtime();
         Agent::start_in(rt, board, config)
     }
@@ -56,7 +56,7 @@ impl Agent {
         Client::connect(&self.socket, enc, "test").unwrap().0
     }
 
-    fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> Status {
         match self
             .client(Encoding::Json)
             .request(RequestBody::Status)
@@ -67,7 +67,7 @@ impl Agent {
         }
     }
 
-    fn signal(&mut self, sig: nix::sys::signal::Signal) -> std::process::ExitStatus {
+    pub(crate) fn signal(&mut self, sig: nix::sys::signal::Signal) -> std::process::ExitStatus {
         let mut child = self.child.take().unwrap();
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
         child.wait().unwrap()

@@ -7,6 +7,7 @@ mod cli;
 mod discovery;
 mod gpu;
 mod layers;
+mod metrics;
 mod nvpmodel;
 mod packaging;
 mod pagoda;

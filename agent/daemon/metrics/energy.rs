@@ -1,0 +1,155 @@
+//! Energy counters for the exposition: joules per rail and for the module since the agent
+//! started, accumulated in the agent (the ring holds about a minute at 1 kHz, a counter
+//! must keep counting for months).
+//!
+//! Each [`EnergyCounters::advance`] integrates the samples published since the previous
+//! one (trapezoids, [`crate::telemetry::energy::integrate`]); samples the ring no longer
+//! holds, because the sampler lapped the reader, are bridged by the trapezoid between the
+//! last sample read and the oldest still there. The counters only grow.
+
+use crate::telemetry::energy::integrate;
+use crate::telemetry::ring::RingReader;
+use crate::telemetry::Sample;
+
+/// Joules since the agent started, per rail (in the ring's rail order) and for the module.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnergyCounters {
+    /// Module energy, joules.
+    pub module_j: f64,
+    /// Per rail, joules.
+    pub rails_j: Vec<f64>,
+    /// The newest sample integrated so far: the next stretch starts there.
+    last: Option<Sample>,
+}
+
+/// How many of the ring's oldest slots are left alone: the writer may be overwriting them.
+const WRITER_MARGIN: u64 = 4;
+
+impl EnergyCounters {
+    /// Adds what the ring published since the last call.
+    pub fn advance(&mut self, ring: &RingReader) {
+        let published = ring.write_seq();
+        let oldest_held =
+            published.saturating_sub(u64::from(ring.info.slot_count).saturating_sub(WRITER_MARGIN));
+        // The first time, from the oldest sample held: the sampler's first, at the start.
+        let next = self.last.map_or(0, |s| s.n + 1);
+        let fresh = (next.max(oldest_held)..published).filter_map(|n| ring.sample(n).ok());
+        let stretch: Vec<Sample> = self.last.into_iter().chain(fresh).collect();
+        self.absorb(&stretch);
+    }
+
+    /// Adds the energy of `stretch` (oldest first; its first sample the last one absorbed,
+    /// where there was one) and remembers its last sample.
+    fn absorb(&mut self, stretch: &[Sample]) {
+        let (Some(first), Some(last)) = (stretch.first(), stretch.last()) else {
+            return;
+        };
+        let e = integrate(stretch, first.t_ns, last.t_ns, 0.0);
+        self.module_j += e.module_j;
+        self.rails_j
+            .resize(e.rails_j.len().max(self.rails_j.len()), 0.0);
+        for (total, j) in self.rails_j.iter_mut().zip(&e.rails_j) {
+            *total += j;
+        }
+        self.last = Some(*last);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::ring::{RailInfo, RingInfo, RingWriter};
+
+    fn sample(n: u64, watts: f64) -> Sample {
+        let mut s = Sample {
+            n,
+            t_ns: n * 1_000_000,
+            module_uw: (watts * 1e6) as u32,
+            rail_count: 2,
+            ..Sample::default()
+        };
+        s.rails[0].power_uw = s.module_uw / 4;
+        s.rails[1].power_uw = s.module_uw - s.module_uw / 4;
+        s
+    }
+
+    fn ring(dir: &std::path::Path, slots: u32) -> RingWriter {
+        let rail = |name: &str| RailInfo {
+            name: name.into(),
+            role: 1,
+            refresh_us: 1,
+        };
+        let info = RingInfo {
+            board: "b".into(),
+            simulated: true,
+            period_ns: 1_000_000,
+            slot_count: slots,
+            rails: vec![rail("A"), rail("B")],
+            module_mask: 3,
+            input_rail: None,
+            zones: Vec::new(),
+        };
+        RingWriter::create(&dir.join("r.ring"), &info).unwrap()
+    }
+
+    #[test]
+    fn counters_read_often_count_every_joule_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = ring(dir.path(), 1024);
+        let r = RingReader::open(&dir.path().join("r.ring")).unwrap();
+        let mut c = EnergyCounters::default();
+        // 8 W for 3 s at 1 kHz, read every 100 samples.
+        for n in 0..=3000 {
+            w.publish(n, &sample(n, 8.0));
+            if n % 100 == 0 {
+                c.advance(&r);
+            }
+        }
+        assert!((c.module_j - 24.0).abs() < 1e-6, "{c:?}");
+        assert!((c.rails_j[0] - 6.0).abs() < 1e-6, "{c:?}");
+        assert!((c.rails_j[1] - 18.0).abs() < 1e-6, "{c:?}");
+    }
+
+    #[test]
+    fn counters_survive_the_ring_wrapping_between_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        // 64 slots, read every 1,000 samples: most samples are gone before each read.
+        let w = ring(dir.path(), 64);
+        let r = RingReader::open(&dir.path().join("r.ring")).unwrap();
+        let mut c = EnergyCounters::default();
+        let mut seen = Vec::new();
+        for n in 0..=5000 {
+            w.publish(n, &sample(n, 10.0));
+            if n % 1000 == 0 {
+                c.advance(&r);
+                seen.push(c.module_j);
+            }
+        }
+        assert!(seen.windows(2).all(|p| p[1] > p[0]), "{seen:?}");
+        assert!((c.module_j - 50.0).abs() < 1e-6, "{c:?}");
+    }
+
+    #[test]
+    fn the_first_read_counts_from_the_samplers_first_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = ring(dir.path(), 4096);
+        let r = RingReader::open(&dir.path().join("r.ring")).unwrap();
+        for n in 0..=1000 {
+            w.publish(n, &sample(n, 8.0));
+        }
+        let mut c = EnergyCounters::default();
+        c.advance(&r);
+        assert!((c.module_j - 8.0).abs() < 1e-6, "{c:?}");
+    }
+
+    #[test]
+    fn a_reader_with_nothing_new_adds_nothing() {
+        let mut c = EnergyCounters::default();
+        c.absorb(&[sample(0, 5.0)]);
+        assert_eq!(c.module_j, 0.0);
+        c.absorb(&[sample(0, 5.0), sample(1000, 5.0)]);
+        assert!((c.module_j - 5.0).abs() < 1e-9);
+        c.absorb(&[sample(1000, 5.0)]);
+        assert!((c.module_j - 5.0).abs() < 1e-9);
+    }
+}

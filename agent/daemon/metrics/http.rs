@@ -1,0 +1,267 @@
+//! A minimal HTTP/1.1 responder for `GET /metrics`, on blocking threads and the standard
+//! library alone: one request per connection (`Connection: close`), `GET /metrics` (a
+//! query string is ignored) answered with the exposition, any other path 404, any other
+//! method 405, anything that is not a request line 400.
+//!
+//! Its limits are explicit, so that a scanner, a bug or an attacker on the listening
+//! address costs one connection and never the agent: at most [`MAX_CONNECTIONS`] at once
+//! (the next gets 503), a request head of at most [`MAX_HEAD`] bytes (431 beyond), read
+//! within [`HEAD_DEADLINE`] in all (a slowloris is cut off at the deadline however slowly
+//! it trickles), and a reply that must be taken within [`WRITE_TIMEOUT`].
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Most connections served at once.
+pub const MAX_CONNECTIONS: usize = 8;
+/// The largest request head (request line and headers), bytes.
+pub const MAX_HEAD: usize = 8 * 1024;
+/// How long a client has to send its whole request head.
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a client has to take the reply.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The pause after a failed accept.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// A listener serving `GET /metrics` until `stop` is set.
+#[derive(Debug)]
+pub struct Responder {
+    accept: JoinHandle<()>,
+    /// Where the listener is: [`Responder::join`] connects there to wake the accept.
+    addr: SocketAddr,
+}
+
+/// What a request head asks, as far as this responder cares.
+#[derive(Debug, PartialEq, Eq)]
+enum Route {
+    Metrics,
+    NotFound,
+    MethodNotAllowed,
+    BadRequest,
+}
+
+impl Responder {
+    /// Serves `listener`, answering `GET /metrics` with what `body` returns (or 500 with
+    /// its error). The accept blocks (a scrape is a new connection: no polling delay).
+    pub fn start<F>(listener: TcpListener, body: F, stop: Arc<AtomicBool>) -> io::Result<Responder>
+    where
+        F: Fn() -> Result<Vec<u8>, String> + Send + Sync + 'static,
+    {
+        let addr = listener.local_addr()?;
+        let body = Arc::new(body);
+        let active = Arc::new(AtomicUsize::new(0));
+        let accept = std::thread::Builder::new()
+            .name("jpower-metrics".into())
+            .spawn(move || {
+                for stream in listener.incoming() {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let stream = match stream {
+                        Ok(s) => s,
+                        Err(e) => {
+                            // EMFILE and the like: let them pass rather than spin.
+                            log::warn!("metrics listener: accept failed: {e}");
+                            std::thread::sleep(ACCEPT_BACKOFF);
+                            continue;
+                        }
+                    };
+                    if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                        active.fetch_sub(1, Ordering::AcqRel);
+                        let _ = refuse_busy(stream);
+                        continue;
+                    }
+                    let (body, served) = (body.clone(), active.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("jpower-metrics-conn".into())
+                        .spawn(move || {
+                            // A peer's I/O error (a reset, a timeout) ends its connection
+                            // and concerns no one else.
+                            let _ = serve(stream, &*body);
+                            served.fetch_sub(1, Ordering::AcqRel);
+                        });
+                    if let Err(e) = spawned {
+                        active.fetch_sub(1, Ordering::AcqRel);
+                        log::warn!("metrics listener: no thread for a connection: {e}");
+                    }
+                }
+            })?;
+        Ok(Responder { accept, addr })
+    }
+
+    /// Once the stop flag is set: wakes the accept thread and waits for it; connections in
+    /// flight finish within their deadlines on their own.
+    pub fn join(self) {
+        // The wake-up's error is the listener's own: already gone, nothing to wake.
+        let _ = TcpStream::connect_timeout(&self.addr, WRITE_TIMEOUT);
+        let _ = self.accept.join();
+    }
+}
+
+fn refuse_busy(mut s: TcpStream) -> io::Result<()> {
+    s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    respond(
+        &mut s,
+        503,
+        "Service Unavailable",
+        &[],
+        b"too many connections\n",
+    )
+}
+
+/// Reads one request head and answers it.
+fn serve(mut s: TcpStream, body: &dyn Fn() -> Result<Vec<u8>, String>) -> io::Result<()> {
+    s.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let head = match read_head(&mut s, Instant::now() + HEAD_DEADLINE)? {
+        Head::Complete(h) => h,
+        Head::TooLarge => return respond(&mut s, 431, "Request Header Fields Too Large", &[], b""),
+        Head::TimedOut => return respond(&mut s, 408, "Request Timeout", &[], b""),
+        Head::Closed => return Ok(()),
+    };
+    match route(&head) {
+        Route::Metrics => match body() {
+            Ok(b) => respond(
+                &mut s,
+                200,
+                "OK",
+                &[("Content-Type", super::exposition::CONTENT_TYPE)],
+                &b,
+            ),
+            Err(e) => respond(&mut s, 500, "Internal Server Error", &[], e.as_bytes()),
+        },
+        Route::NotFound => respond(&mut s, 404, "Not Found", &[], b"only /metrics is served\n"),
+        Route::MethodNotAllowed => respond(
+            &mut s,
+            405,
+            "Method Not Allowed",
+            &[("Allow", "GET")],
+            b"only GET is served\n",
+        ),
+        Route::BadRequest => respond(&mut s, 400, "Bad Request", &[], b""),
+    }
+}
+
+/// How reading a request head ended.
+enum Head {
+    Complete(Vec<u8>),
+    TooLarge,
+    TimedOut,
+    Closed,
+}
+
+/// Reads up to the blank line that ends the head, within `deadline` and [`MAX_HEAD`].
+fn read_head(s: &mut TcpStream, deadline: Instant) -> io::Result<Head> {
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(Head::TimedOut);
+        }
+        s.set_read_timeout(Some(left))?;
+        let n = match s.read(&mut buf) {
+            Ok(0) => return Ok(Head::Closed),
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(Head::TimedOut)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        // Search only where the terminator can newly appear.
+        let from = head.len().saturating_sub(3);
+        head.extend_from_slice(&buf[..n]);
+        if let Some(end) = head[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            head.truncate(from + end);
+            return Ok(Head::Complete(head));
+        }
+        if head.len() > MAX_HEAD {
+            return Ok(Head::TooLarge);
+        }
+    }
+}
+
+/// Where a request head goes: only its request line matters.
+fn route(head: &[u8]) -> Route {
+    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let Ok(line) = std::str::from_utf8(line) else {
+        return Route::BadRequest;
+    };
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Route::BadRequest;
+    };
+    let token = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphabetic());
+    if !token(method) || !target.starts_with('/') || !version.starts_with("HTTP/1.") {
+        return Route::BadRequest;
+    }
+    if method != "GET" {
+        return Route::MethodNotAllowed;
+    }
+    match target.split('?').next() {
+        Some("/metrics") => Route::Metrics,
+        _ => Route::NotFound,
+    }
+}
+
+fn respond(
+    s: &mut TcpStream,
+    code: u16,
+    reason: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> io::Result<()> {
+    let mut out = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(body);
+    s.write_all(&bytes)?;
+    s.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_get_metrics_is_served() {
+        assert_eq!(route(b"GET /metrics HTTP/1.1\r\nHost: x"), Route::Metrics);
+        assert_eq!(route(b"GET /metrics?name[]=x HTTP/1.0"), Route::Metrics);
+        assert_eq!(route(b"GET / HTTP/1.1"), Route::NotFound);
+        assert_eq!(route(b"GET /metricsx HTTP/1.1"), Route::NotFound);
+        assert_eq!(route(b"POST /metrics HTTP/1.1"), Route::MethodNotAllowed);
+        assert_eq!(route(b"HEAD /metrics HTTP/1.1"), Route::MethodNotAllowed);
+    }
+
+    #[test]
+    fn anything_but_a_request_line_is_a_bad_request() {
+        for garbage in [
+            &b""[..],
+            b"\x16\x03\x01\x02\x00\x01\x00",
+            b"GET /metrics",
+            b"GET /metrics HTTP/1.1 extra",
+            b"GET metrics HTTP/1.1",
+            b"G\xc3\x89T /metrics HTTP/1.1",
+            b"GET /metrics SPDY/3",
+        ] {
+            assert_eq!(route(garbage), Route::BadRequest, "{garbage:?}");
+        }
+    }
+}
