@@ -68,6 +68,17 @@ pub enum Command {
         #[arg(long, default_value = "orin-agx")]
         board: String,
     },
+    /// Predicting time and power of every mode with the shipped method, batched, against the
+    /// same models one mode per call (targets: all Orin AGX modes <= 50 ms, Pareto front
+    /// <= 5 ms, on one core).
+    Predict {
+        /// A few training epochs instead of the full fit (for CI; prediction costs the same).
+        #[arg(long)]
+        quick: bool,
+        /// The simulated board whose mode space is predicted.
+        #[arg(long, default_value = "orin-agx")]
+        board: String,
+    },
 }
 
 /// Runs a benchmark.
@@ -93,6 +104,8 @@ pub fn run(cmd: &Command, out: &Output) -> Result<()> {
         Command::Sample { quick, board } => {
             sample(board, if *quick { 2.0 } else { 10.0 }, &dir).map(|r| (sample_text(&r), r))
         }
+        Command::Predict { quick, board } => super::bench_predict::predict(board, *quick)
+            .map(|r| (super::bench_predict::text(&r), r)),
     };
     let _ = std::fs::remove_dir_all(&dir);
     let (text, r) = result?;

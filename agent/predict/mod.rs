@@ -25,7 +25,7 @@
 //!   power-budget margin.
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
-//! ([`regress::Mlp::predict_batch`]).
+//! ([`regress::Mlp::predict_many`]).
 //!
 //! [`pagoda`] is the other kind of prediction: a DNN's FLOPs and DRAM bytes counted layer by
 //! layer (Pagoda's analytical model), for placing inference on each mode's rooflines.
@@ -301,15 +301,9 @@ impl Model {
                 out.into_iter().map(|v| (v, 0.0)).collect()
             }
             Regressor::Ensemble(e) => {
-                let outputs: Vec<Vec<f64>> = e
-                    .members
-                    .iter()
-                    .map(|m| {
-                        let mut out = vec![0.0; modes.len()];
-                        m.predict_batch(&xs, d, &mut out);
-                        out
-                    })
-                    .collect();
+                let mut outputs = vec![vec![0.0; modes.len()]; e.members.len()];
+                let mut views: Vec<&mut [f64]> = outputs.iter_mut().map(|o| &mut o[..]).collect();
+                Mlp::predict_many(&e.members, &xs, d, &mut views);
                 let mut column = Vec::with_capacity(outputs.len());
                 (0..modes.len())
                     .map(|i| {
