@@ -173,6 +173,13 @@ impl Layer {
         let (ni, no) = (self.n_in, self.n_out);
         let rows = dst.len() / no;
         assert!(src.len() >= rows * ni && w.len() == ni * no && b.len() == no);
+        if no == 1 {
+            // A read-out: one dot product per row (a GEMM of one column packs for nothing).
+            for (d, x) in dst.iter_mut().zip(src.chunks_exact(ni)) {
+                *d = b[0] + dot32(x, w);
+            }
+            return;
+        }
         for r in dst.chunks_exact_mut(no) {
             r.copy_from_slice(b);
         }
@@ -266,6 +273,24 @@ impl TryFrom<MlpData> for Mlp {
             skip: m.skip,
         })
     }
+}
+
+/// `x . w` in f32, eight partial sums (so the compiler keeps them in vector lanes).
+fn dot32(x: &[f32], w: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (xc, wc) = (x.chunks_exact(8), w.chunks_exact(8));
+    let tail: f32 = xc
+        .remainder()
+        .iter()
+        .zip(wc.remainder())
+        .map(|(a, b)| a * b)
+        .sum();
+    for (x8, w8) in xc.zip(wc) {
+        for k in 0..8 {
+            acc[k] += x8[k] * w8[k];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
 }
 
 /// A layer's weights and biases in f32 (prediction's copy).
