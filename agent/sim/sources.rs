@@ -5,11 +5,15 @@
 //! characterisation, concurrent training and inference) registers here, so nothing above
 //! the file layer names the simulator; only the CLI, which chooses the board, does.
 
+use super::gpu::launch_at;
 use super::inference::{self, Class, Framework, Kernel};
+use super::power::Load;
 use super::power::{Operating, Silicon};
 use super::spec::BoardSpec;
 use super::workload::{self, Workload};
 use crate::control::mode::{ModeSpace, PinnedMode};
+use crate::gpu::roofline::{self, fit_energy, fit_time, Measured, Run};
+use crate::predict::pagoda::plan::{EnergyFit, ModeRoofline, Rooflines, TimeFit};
 use crate::predict::pagoda::{bytes_per_element, Report};
 use crate::predict::profile::Source;
 use crate::support::rng;
@@ -171,5 +175,74 @@ impl Source for InferenceSource {
 
     fn modes(&self) -> Vec<PinnedMode> {
         self.space.iter().collect()
+    }
+}
+
+/// The rooflines `jpower roofline` would measure on `spec` at each of `modes`, from the
+/// board's GPU model ([`super::gpu`]) and power model directly: noise-free, and in no wall
+/// time (the sweep of `jpower roofline`, 64 Mi elements, FP32 and FP16 chains to 256).
+pub fn modelled_rooflines(spec: &BoardSpec, modes: &[PinnedMode]) -> Rooflines {
+    let points = roofline::sweep(1 << 26, 256);
+    let modes = modes
+        .iter()
+        .map(|m| {
+            let op = Operating::from(m);
+            let measured: Vec<Measured> = points
+                .iter()
+                .map(|p| {
+                    let l = launch_at(spec.silicon, &op, p);
+                    let load = Load {
+                        cpu: l.load.cpu,
+                        gpu: l.load.gpu,
+                        emc: l.load.emc,
+                    };
+                    let power_w = workload::reported_power(spec.silicon, &op, &load);
+                    Measured {
+                        label: p.label(),
+                        point: *p,
+                        intensity: p.intensity(),
+                        run: Run {
+                            launches: 1,
+                            best_s: l.time_s,
+                            single_s: l.time_s,
+                            start_ns: 0,
+                            end_ns: (l.time_s * 1e9) as u64,
+                            clock_hz: Some(op.gpu_hz),
+                        },
+                        flops_per_s: p.flops() / l.time_s,
+                        bytes_per_s: p.bytes() / l.time_s,
+                        mean_s: l.time_s,
+                        energy_j: power_w * l.time_s,
+                        power_w,
+                    }
+                })
+                .collect();
+            let (t, e) = (fit_time(&measured), fit_energy(&measured));
+            ModeRoofline {
+                mode: format!(
+                    "GPU {:.0} MHz, EMC {:.0} MHz",
+                    op.gpu_hz / 1e6,
+                    op.emc_hz / 1e6
+                ),
+                gpu_hz: Some(op.gpu_hz),
+                emc_hz: Some(op.emc_hz),
+                time: TimeFit {
+                    peak_f32_flops: t.peak_f32_flops,
+                    peak_f16_flops: t.peak_f16_flops,
+                    peak_bytes_per_s: t.peak_bytes_per_s,
+                },
+                energy: EnergyFit {
+                    eps_flop_j: e.eps_flop_j,
+                    eps_flop_f16_j: e.eps_flop_f16_j,
+                    eps_byte_j: e.eps_byte_j,
+                    pi0_w: e.pi0_w,
+                },
+            }
+        })
+        .collect();
+    Rooflines {
+        device: format!("simulated {} GPU (modelled)", spec.id()),
+        simulated: true,
+        modes,
     }
 }
