@@ -11,6 +11,7 @@ mod gpu;
 mod modes;
 mod pagoda;
 mod pagoda_eval;
+mod pagoda_plan;
 mod powertrain;
 mod roofline;
 mod set;

@@ -35,6 +35,7 @@ use super::plan::{EnergyFit, ModeRoofline, Rooflines, TimeFit};
 use super::Report;
 use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::gpu::roofline::{nnls, Precision};
+use crate::predict::profile::Source;
 
 /// Why rooflines could not be interpolated.
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +193,40 @@ pub fn calibration_modes(space: &ModeSpace) -> Vec<PinnedMode> {
     ]
 }
 
+/// The mean latency (s) and power (W) of `runs` forward passes through `source` at `m`.
+pub fn mean_run(source: &mut dyn Source, m: &PinnedMode, runs: u32) -> (f64, f64) {
+    let runs = runs.max(1);
+    let (mut ms, mut w) = (0.0, 0.0);
+    for k in 0..runs {
+        let (t, p) = source.minibatch(m, k).unwrap_or((f64::NAN, f64::NAN));
+        (ms, w) = (ms + t, w + p);
+    }
+    (ms / f64::from(runs) / 1e3, w / f64::from(runs))
+}
+
+/// Runs `report`'s model through `source` on the calibration modes of `space` (`runs`
+/// forward passes each) and fits it on `rooflines`; with the runs (mode, s, W).
+pub fn calibrate(
+    report: &Report,
+    source: &mut dyn Source,
+    space: &ModeSpace,
+    rooflines: KnobRooflines,
+    runs: u32,
+) -> (Calibrated, Vec<(PinnedMode, f64, f64)>) {
+    let measured: Vec<(PinnedMode, f64, f64)> = calibration_modes(space)
+        .into_iter()
+        .map(|m| {
+            let (s, w) = mean_run(source, &m, runs);
+            (m, s, w)
+        })
+        .collect();
+    let cpu_max = space.cpu_hz.iter().copied().max().unwrap_or(1) as f64;
+    (
+        Calibrated::fit(report, rooflines, cpu_max, &measured),
+        measured,
+    )
+}
+
 /// A model's latency and power on every mode: rooflines plus its calibration.
 #[derive(Debug, Clone)]
 pub struct Calibrated {
@@ -204,6 +239,8 @@ pub struct Calibrated {
     time: [f64; 5],
     /// `s`, `d`, `c`.
     power: [f64; 3],
+    /// The fewest cores and the lowest EMC clock calibrated on.
+    covered: (u32, u64),
 }
 
 /// One prediction.
@@ -242,6 +279,10 @@ impl Calibrated {
             cpu_max_ghz: cpu_max_hz / 1e9,
             time: [1.0; 5],
             power: [1.0, 1.0, 0.0],
+            covered: (
+                runs.iter().map(|r| r.0.cores).min().unwrap_or(1),
+                runs.iter().map(|r| r.0.emc_hz).min().unwrap_or(0),
+            ),
         };
         let layer_times: Vec<Vec<(f64, f64)>> =
             runs.iter().map(|(m, ..)| c.layer_times(m)).collect();
@@ -321,6 +362,13 @@ impl Calibrated {
         let f = m.cpu_hz as f64 / 1e9;
         let v = 0.6 + 0.4 * (f / self.cpu_max_ghz).min(1.0);
         f64::from(m.cores).min(1.0 + self.time[3]) * f * v * v
+    }
+
+    /// Whether `m` has at least the fewest cores and the lowest EMC clock calibrated on:
+    /// the planner does not extrapolate into crowding and memory stalls it never measured
+    /// (it predicts there, and the evaluation scores those predictions, but plans within).
+    pub fn covers(&self, m: &PinnedMode) -> bool {
+        m.cores >= self.covered.0 && m.emc_hz >= self.covered.1
     }
 
     /// The prediction at `m`.

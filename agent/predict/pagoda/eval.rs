@@ -5,7 +5,7 @@
 //! top mode). The truth comes from the [`Source`] (a simulated board's own inference model),
 //! never from the planner's model.
 
-use super::calibrate::{calibration_modes, top, Calibrated, KnobRooflines};
+use super::calibrate::{calibrate, top, KnobRooflines};
 use super::Report;
 use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::predict::profile::Source;
@@ -61,20 +61,7 @@ pub fn evaluate(
     runs: u32,
     slowdown: f64,
 ) -> Outcome {
-    let runs = runs.max(1);
-    let measured: Vec<(PinnedMode, f64, f64)> = calibration_modes(space)
-        .into_iter()
-        .map(|m| {
-            let (mut ms, mut w) = (0.0, 0.0);
-            for k in 0..runs {
-                let (t, p) = source.minibatch(&m, k).unwrap_or((f64::NAN, f64::NAN));
-                (ms, w) = (ms + t, w + p);
-            }
-            (m, ms / f64::from(runs) / 1e3, w / f64::from(runs))
-        })
-        .collect();
-    let cpu_max = space.cpu_hz.iter().copied().max().unwrap_or(1) as f64;
-    let model = Calibrated::fit(report, rooflines, cpu_max, &measured);
+    let (model, measured) = calibrate(report, source, space, rooflines, runs);
     let reference = top(space);
     let modes: Vec<PinnedMode> = space.iter().collect();
     let scored: Vec<Scored> = modes
@@ -91,9 +78,9 @@ pub fn evaluate(
         })
         .collect();
     let truth_ref = scored[modes.iter().position(|x| *x == reference).unwrap_or(0)];
-    let least = |bound: f64, latency: fn(&Scored) -> f64, energy: fn(&Scored) -> f64| {
+    let least = |bound: f64, latency: fn(&Scored) -> f64, energy: fn(&Scored) -> f64, all: bool| {
         (0..modes.len())
-            .filter(|&i| latency(&scored[i]) <= bound)
+            .filter(|&i| latency(&scored[i]) <= bound && (all || model.covers(&modes[i])))
             .min_by(|&a, &b| energy(&scored[a]).total_cmp(&energy(&scored[b])))
             .unwrap_or(0)
     };
@@ -101,11 +88,13 @@ pub fn evaluate(
         (1.0 + slowdown) * truth_ref.predicted_s,
         |s| s.predicted_s,
         |s| s.predicted_j,
+        false,
     );
     let optimum = least(
         (1.0 + slowdown) * truth_ref.true_s,
         |s| s.true_s,
         |s| s.true_j,
+        true,
     );
     let mape = |truth: fn(&Scored) -> f64, predicted: fn(&Scored) -> f64| {
         scored
