@@ -42,7 +42,7 @@ pub fn eval(target: &Target, a: &EvalArgs, out: &Output) -> Result<()> {
     let space = if a.quick { thin(&full) } else { full.clone() };
     let sampled = roofline_modes(&full);
     let rooflines = KnobRooflines::fit(&modelled_rooflines(spec, &sampled))?;
-    let interpolation = interpolation_error(spec, &full, &rooflines);
+    let interpolation = interpolation_error(spec, &full, &rooflines, sampled.len());
     let (models, batches): (&[&str], &[u64]) = if a.quick {
         (&["resnet50", "mobilenetv3-large", "lstm"], &[1, 16])
     } else {
@@ -158,7 +158,12 @@ fn roofline_modes(s: &ModeSpace) -> Vec<PinnedMode> {
 
 /// The interpolated rooflines against those measured at every (GPU, EMC) pair: mean and
 /// largest relative error of each term.
-fn interpolation_error(spec: &BoardSpec, s: &ModeSpace, fit: &KnobRooflines) -> serde_json::Value {
+fn interpolation_error(
+    spec: &BoardSpec,
+    s: &ModeSpace,
+    fit: &KnobRooflines,
+    fitted_from: usize,
+) -> serde_json::Value {
     let t = top(s);
     let pairs: Vec<PinnedMode> = s
         .gpu_hz
@@ -206,7 +211,7 @@ fn interpolation_error(spec: &BoardSpec, s: &ModeSpace, fit: &KnobRooflines) -> 
             }),
         );
     }
-    serde_json::json!({"pairs": pairs.len(), "fitted_from": 6, "relative_error": terms})
+    serde_json::json!({"pairs": pairs.len(), "fitted_from": fitted_from, "relative_error": terms})
 }
 
 fn mode_label(m: &PinnedMode) -> String {
@@ -265,7 +270,8 @@ fn text(spec: &BoardSpec, space: &ModeSpace, v: &serde_json::Value, cases: &[Out
     let i = &v["interpolation"]["relative_error"];
     let _ = writeln!(
         t,
-        "rooflines interpolated from 6 (GPU, EMC) modes, against all {}: mean (max) error peak {:.1}% ({:.1}%), bandwidth {:.1}% ({:.1}%), eps_flop {:.1}% ({:.1}%), eps_byte {:.1}% ({:.1}%), pi0 {:.1}% ({:.1}%)",
+        "rooflines interpolated from {} (GPU, EMC) modes, against all {}: mean (max) error peak {:.1}% ({:.1}%), bandwidth {:.1}% ({:.1}%), eps_flop {:.1}% ({:.1}%), eps_byte {:.1}% ({:.1}%), pi0 {:.1}% ({:.1}%)",
+        v["interpolation"]["fitted_from"],
         v["interpolation"]["pairs"],
         100.0 * i["peak_f32_flops"]["mean"].as_f64().unwrap_or(0.0),
         100.0 * i["peak_f32_flops"]["max"].as_f64().unwrap_or(0.0),

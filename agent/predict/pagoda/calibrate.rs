@@ -261,7 +261,8 @@ impl Predicted {
 
 impl Calibrated {
     /// Fits `report`'s calibration to `runs` (mode, measured seconds, measured watts), on the
-    /// rooflines `rooflines`; `cpu_max_hz` is the board's top CPU clock.
+    /// rooflines `rooflines`; `cpu_max_hz` is the board's top CPU clock. Without runs, the
+    /// bare roofline (`gamma = mu = 1`, no dispatch, `P = pi0 + dynamic / T`).
     pub fn fit(
         report: &Report,
         rooflines: KnobRooflines,
@@ -277,18 +278,21 @@ impl Calibrated {
                 .collect(),
             precision: report.precision,
             cpu_max_ghz: cpu_max_hz / 1e9,
-            time: [1.0; 5],
+            time: [1.0, 0.0, 0.0, 0.0, 1.0],
             power: [1.0, 1.0, 0.0],
             covered: (
                 runs.iter().map(|r| r.0.cores).min().unwrap_or(1),
                 runs.iter().map(|r| r.0.emc_hz).min().unwrap_or(0),
             ),
         };
+        let Some(first) = runs.first() else {
+            return c;
+        };
         let layer_times: Vec<Vec<(f64, f64)>> =
             runs.iter().map(|(m, ..)| c.layer_times(m)).collect();
         // Start: the GPU at its roofline, dispatch a third of the fastest run.
         let fastest = runs.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
-        let k_c0 = fastest / 3.0 * runs[0].0.cpu_hz as f64 / 1e9;
+        let k_c0 = fastest / 3.0 * first.0.cpu_hz as f64 / 1e9;
         let start = [
             0.75f64.ln(),
             k_c0.max(1e-12).ln(),
@@ -452,6 +456,110 @@ fn nelder_mead<const N: usize>(start: [f64; N], f: impl Fn(&[f64; N]) -> f64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::predict::pagoda::zoo;
+
+    /// Rooflines at `(GPU GHz, EMC GHz)` pairs made from known laws of the clocks.
+    fn rooflines(pairs: &[(f64, f64)]) -> Rooflines {
+        let modes = pairs
+            .iter()
+            .map(|&(g, e)| ModeRoofline {
+                mode: format!("{g} {e}"),
+                gpu_hz: Some(g * 1e9),
+                emc_hz: Some(e * 1e9),
+                time: TimeFit {
+                    peak_f32_flops: 3.9e12 * g,
+                    peak_f16_flops: 7.7e12 * g,
+                    peak_bytes_per_s: 56e9 * e,
+                },
+                energy: EnergyFit {
+                    eps_flop_j: (1.0 + 3.0 * g * g) * 1e-12,
+                    eps_flop_f16_j: None,
+                    eps_byte_j: (20.0 + 30.0 / e) * 1e-12,
+                    pi0_w: 8.0 + 2.0 * g + 6.0 * g * g + 0.5 * e,
+                },
+            })
+            .collect();
+        Rooflines {
+            device: "laws".into(),
+            simulated: true,
+            modes,
+        }
+    }
+
+    #[test]
+    fn rooflines_of_the_assumed_laws_are_interpolated_exactly() {
+        let fit = KnobRooflines::fit(&rooflines(&[
+            (1.3, 3.2),
+            (1.3, 0.67),
+            (0.65, 3.2),
+            (0.65, 0.67),
+            (0.32, 3.2),
+            (0.32, 0.67),
+        ]))
+        .unwrap();
+        let at = fit.at(0.93e9, 2.133e9);
+        let want = &rooflines(&[(0.93, 2.133)]).modes[0];
+        for (got, want) in [
+            (at.time.peak_f32_flops, want.time.peak_f32_flops),
+            (at.time.peak_bytes_per_s, want.time.peak_bytes_per_s),
+            (at.energy.eps_flop_j, want.energy.eps_flop_j),
+            (at.energy.eps_byte_j, want.energy.eps_byte_j),
+            (at.energy.pi0_w, want.energy.pi0_w),
+        ] {
+            assert!((got / want - 1.0).abs() < 1e-6, "{got} vs {want}");
+        }
+        let mut unpinned = rooflines(&[(1.3, 3.2); 4]);
+        unpinned.modes[2].gpu_hz = None;
+        let e = KnobRooflines::fit(&unpinned).unwrap_err().to_string();
+        assert!(e.contains("has no GPU or EMC clock"), "{e}");
+        let e = KnobRooflines::fit(&rooflines(&[(1.3, 3.2)])).unwrap_err();
+        assert!(e.to_string().contains("at least 4"), "{e}");
+    }
+
+    /// Runs made by the calibrated model's own form are fitted back: its predictions
+    /// elsewhere match the generating parameters.
+    #[test]
+    fn a_model_of_its_own_form_is_recovered_from_five_runs() {
+        let fit = KnobRooflines::fit(&rooflines(&[
+            (1.3, 3.2),
+            (1.3, 0.67),
+            (0.65, 3.2),
+            (0.65, 0.67),
+        ]))
+        .unwrap();
+        let report = zoo::get("resnet50")
+            .unwrap()
+            .count(4, Precision::F32, false);
+        let space = ModeSpace {
+            cores: (1..=12).collect(),
+            cpu_hz: vec![115_200_000, 729_600_000, 1_497_600_000, 2_201_600_000],
+            gpu_hz: vec![114_750_000, 624_750_000, 930_750_000, 1_300_500_000],
+            emc_hz: vec![204_000_000, 665_600_000, 2_133_000_000, 3_199_000_000],
+        };
+        let mut truth = Calibrated::fit(&report, fit, 2.2016e9, &[]);
+        truth.time = [1.6, 0.012, 0.004, 3.0, 1.4];
+        truth.power = [1.1, 0.8, 1.5];
+        let runs: Vec<(PinnedMode, f64, f64)> = calibration_modes(&space)
+            .into_iter()
+            .map(|m| {
+                let p = truth.predict(&m);
+                (m, p.latency_s, p.power_w)
+            })
+            .collect();
+        let fitted = Calibrated::fit(&report, fit, 2.2016e9, &runs);
+        for m in space.iter().step_by(7) {
+            let (want, got) = (truth.predict(&m), fitted.predict(&m));
+            assert!(
+                (got.latency_s / want.latency_s - 1.0).abs() < 0.05,
+                "{m:?}: {got:?} vs {want:?}"
+            );
+            assert!(
+                (got.energy_j() / want.energy_j() - 1.0).abs() < 0.05,
+                "{m:?}: {got:?} vs {want:?}"
+            );
+        }
+        assert!(fitted.covers(&top(&space)) && !fitted.covers(&space.get(0).unwrap()));
+    }
 
     #[test]
     fn nelder_mead_finds_a_quadratic_minimum() {
