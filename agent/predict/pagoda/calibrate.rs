@@ -386,6 +386,16 @@ impl Calibrated {
     }
 }
 
+#[cfg(test)]
+impl Calibrated {
+    /// This model with the time parameters `gamma, k_c, k_e, h, mu` and the power ones
+    /// `s, d, c` set (a known truth for tests).
+    pub(crate) fn with(mut self, time: [f64; 5], power: [f64; 3]) -> Calibrated {
+        (self.time, self.power) = (time, power);
+        self
+    }
+}
+
 /// `T = (C^3 + G^3)^(1/3)` with `G = sum max(gamma compute, mu memory)` over the layers'
 /// roofline seconds and the time parameters `p` (see the module docs).
 fn latency(p: &[f64; 5], m: &PinnedMode, layer_times: &[(f64, f64)]) -> f64 {
@@ -454,12 +464,12 @@ fn nelder_mead<const N: usize>(start: [f64; N], f: impl Fn(&[f64; N]) -> f64) ->
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::predict::pagoda::zoo;
 
     /// Rooflines at `(GPU GHz, EMC GHz)` pairs made from known laws of the clocks.
-    fn rooflines(pairs: &[(f64, f64)]) -> Rooflines {
+    pub(crate) fn rooflines(pairs: &[(f64, f64)]) -> Rooflines {
         let modes = pairs
             .iter()
             .map(|&(g, e)| ModeRoofline {
@@ -536,9 +546,8 @@ mod tests {
             gpu_hz: vec![114_750_000, 624_750_000, 930_750_000, 1_300_500_000],
             emc_hz: vec![204_000_000, 665_600_000, 2_133_000_000, 3_199_000_000],
         };
-        let mut truth = Calibrated::fit(&report, fit, 2.2016e9, &[]);
-        truth.time = [1.6, 0.012, 0.004, 3.0, 1.4];
-        truth.power = [1.1, 0.8, 1.5];
+        let truth = Calibrated::fit(&report, fit, 2.2016e9, &[])
+            .with([1.6, 0.012, 0.004, 3.0, 1.4], [1.1, 0.8, 1.5]);
         let runs: Vec<(PinnedMode, f64, f64)> = calibration_modes(&space)
             .into_iter()
             .map(|m| {

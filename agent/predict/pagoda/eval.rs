@@ -119,3 +119,59 @@ pub fn evaluate(
         modes: modes.len(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::roofline::Precision;
+    use crate::predict::pagoda::calibrate::{tests::rooflines, Calibrated};
+    use crate::predict::pagoda::zoo;
+
+    /// A board whose truth has the planner's own form (no noise).
+    struct OwnForm(Calibrated);
+
+    impl Source for OwnForm {
+        fn minibatch(&mut self, mode: &PinnedMode, _: u32) -> Option<(f64, f64)> {
+            self.truth(mode)
+        }
+        fn truth(&self, mode: &PinnedMode) -> Option<(f64, f64)> {
+            let p = self.0.predict(mode);
+            Some((p.latency_s * 1e3, p.power_w))
+        }
+        fn modes(&self) -> Vec<PinnedMode> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_truth_of_the_planners_form_is_planned_at_its_optimum() {
+        let fit = KnobRooflines::fit(&rooflines(&[
+            (1.3, 3.2),
+            (1.3, 0.67),
+            (0.65, 3.2),
+            (0.65, 0.67),
+        ]))
+        .unwrap();
+        let report = zoo::get("mobilenetv3-large")
+            .unwrap()
+            .count(1, Precision::F32, false);
+        let space = ModeSpace {
+            cores: vec![2, 4, 8, 12],
+            cpu_hz: vec![115_200_000, 729_600_000, 1_497_600_000, 2_201_600_000],
+            gpu_hz: vec![114_750_000, 624_750_000, 930_750_000, 1_300_500_000],
+            emc_hz: vec![204_000_000, 665_600_000, 2_133_000_000, 3_199_000_000],
+        };
+        let truth = Calibrated::fit(&report, fit, 2.2016e9, &[])
+            .with([1.6, 0.012, 0.004, 3.0, 1.4], [1.1, 0.8, 1.5]);
+        let o = evaluate(&report, &mut OwnForm(truth), &space, fit, 1, 0.05);
+        assert_eq!(o.modes, 256);
+        assert_eq!(o.calibration_modes, 5);
+        assert!(o.latency_mape < 0.02 && o.energy_mape < 0.02, "{o:?}");
+        assert!(o.gap.abs() < 0.01, "{o:?}");
+        assert!(o.latency_change <= 0.05 + 1e-9, "{o:?}");
+        assert!(
+            (o.saving - o.optimum_saving).abs() < 0.01 && o.saving > 0.0,
+            "{o:?}"
+        );
+    }
+}
