@@ -11,6 +11,8 @@ mod generate;
 mod gpu;
 mod modes;
 mod pagoda;
+mod pagoda_eval;
+mod pagoda_plan;
 mod powertrain;
 mod roofline;
 mod set;
@@ -129,6 +131,9 @@ pub enum Command {
     /// Predict a model's latency and energy on every mode from its counts and each mode's
     /// rooflines, and pick the least energy within a latency bound.
     PlanInference(pagoda::PlanArgs),
+    /// Pagoda's planner scored on a simulated board.
+    #[command(subcommand)]
+    Pagoda(PagodaCommand),
     /// Simulated boards.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -155,6 +160,14 @@ pub struct AgentArgs {
     /// The configuration file [default: /etc/jpower/jpower.toml if it exists].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+/// `jpower pagoda ...`.
+#[derive(Debug, Subcommand)]
+pub enum PagodaCommand {
+    /// For each zoo model and batch 1, 4, 16, 64: the calibrated plan against the
+    /// exhaustive optimum of the simulated board's own inference model (--sim BOARD).
+    Eval(pagoda_eval::EvalArgs),
 }
 
 /// `jpower sim ...`.
@@ -421,6 +434,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Kernels(a) => gpu::kernels(a, out),
         Command::Flops(a) => pagoda::flops(a, out),
         Command::PlanInference(a) => pagoda::plan_inference(&cli.target, a, out),
+        Command::Pagoda(PagodaCommand::Eval(a)) => pagoda_eval::eval(&cli.target, a, out),
         Command::Sim(SimCommand::List) => {
             let boards: Vec<_> = crate::sim::spec::BOARDS
                 .iter()

@@ -2,7 +2,8 @@
 //! model, [`crate::predict::pagoda`]), from the built-in zoo, an ONNX file or a JSON layer
 //! list; and `jpower plan-inference`: those counts on every mode's rooflines (a saved
 //! `jpower roofline --json`, or measured now on the board), and the mode of least
-//! predicted energy within a latency bound.
+//! predicted energy within a latency bound (or, with `--calibrate`, the model measured on
+//! five modes too: [`super::pagoda_plan`]).
 
 use super::Output;
 use super::Target;
@@ -188,8 +189,20 @@ pub struct PlanArgs {
     #[arg(long, value_name = "S", default_value_t = 1.0)]
     pub point_seconds: f64,
     /// Draw the layers and the model on the rooflines of the planned mode and MAXN.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", conflicts_with = "calibrate")]
     pub svg: Option<PathBuf>,
+    /// Measure the model itself on five modes of the simulated board, interpolate the
+    /// rooflines (measured at pinned clocks: --sample, 6 by default) over the clocks, and
+    /// plan over the board's whole mode space.
+    #[arg(long)]
+    pub calibrate: bool,
+    /// Run the planned mode and the top mode and report predicted against measured.
+    #[arg(long, requires = "calibrate")]
+    pub verify: bool,
+    /// Score the calibrated predictions against a recorded profile (columns
+    /// cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w; any subset of modes).
+    #[arg(long, value_name = "FILE.csv", requires = "calibrate")]
+    pub truth: Option<PathBuf>,
 }
 
 /// `jpower plan-inference`.
@@ -198,17 +211,20 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
     let (rooflines, source) = match &a.rooflines {
         Some(path) => (Rooflines::load(path)?, path.display().to_string()),
         None => {
-            let value = super::roofline::measure_json(
-                target,
-                a.presets.clone(),
-                a.sample,
-                a.point_seconds,
-            )?;
+            // Interpolating over the clocks needs modes measured at pinned clocks.
+            let sample = a
+                .sample
+                .or((a.calibrate && a.presets.is_empty()).then_some(6));
+            let value =
+                super::roofline::measure_json(target, a.presets.clone(), sample, a.point_seconds)?;
             let r: Rooflines = serde_json::from_value(value)?;
             r.check().map_err(anyhow::Error::msg)?;
             (r, "measured now".to_string())
         }
     };
+    if a.calibrate {
+        return super::pagoda_plan::plan(target, a, &report, &rooflines, out);
+    }
     let bound = match a.latency_ms {
         Some(ms) => Bound::LatencyS(ms / 1e3),
         None => Bound::Slowdown(a.slowdown),

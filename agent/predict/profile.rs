@@ -99,6 +99,12 @@ pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
 
 /// Parses the text of a truth/profile CSV read from `path` (which errors name).
 pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<Row>, ProfileError> {
+    parse_csv_with(text, path, CSV_HEADER)
+}
+
+/// Parses CSV text whose six columns are named by `header` (a mode's four knobs, a time in
+/// ms and a power in W, as [`CSV_HEADER`] but for their names).
+pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>, ProfileError> {
     let bad = |line: usize, message: String| crate::support::file_error::FileError::Invalid {
         path: path.to_path_buf(),
         line,
@@ -110,11 +116,11 @@ pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<Row>, ProfileError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
     match lines.next() {
-        Some((_, h)) if h.trim().starts_with(CSV_HEADER) => {}
+        Some((_, h)) if h.trim().starts_with(header) => {}
         Some((i, h)) => {
             return Err(bad(
                 i + 1,
-                format!("expected the header {CSV_HEADER:?}, found {h:?}"),
+                format!("expected the header {header:?}, found {h:?}"),
             ))
         }
         None => return Err(bad(1, "empty file".into())),
@@ -134,7 +140,7 @@ pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<Row>, ProfileError> {
                     i + 1,
                     format!(
                         "{} is not an integer: {:?}",
-                        CSV_HEADER.split(',').nth(k).unwrap_or(""),
+                        header.split(',').nth(k).unwrap_or(""),
                         f[k]
                     ),
                 )
@@ -149,7 +155,7 @@ pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<Row>, ProfileError> {
                         i + 1,
                         format!(
                             "{} is not a positive number up to 1e6: {:?}",
-                            CSV_HEADER.split(',').nth(k).unwrap_or(""),
+                            header.split(',').nth(k).unwrap_or(""),
                             f[k]
                         ),
                     )

@@ -22,6 +22,7 @@
 //! ones, through the controller and the simulated board's sysfs.
 
 use super::kernel::LoadState;
+use super::power::{Operating, Silicon};
 use super::workload::{self, STALL_ACTIVITY};
 use super::SimBoard;
 use crate::gpu::roofline::{Device, Kernel, Meter, Point, Run};
@@ -82,27 +83,32 @@ impl SimGpu {
     /// One launch of `point` at the board's running clocks.
     pub fn launch(&self, point: &Point) -> Result<Launch, GpuError> {
         let op = self.board.operating().map_err(sim_error)?;
-        let (cores, bpc, ..) = workload::board(self.board.spec().silicon);
-        let (eff_f, lanes, eff_m) = match point.kernel {
-            Kernel::SweepF32 => (0.96, 1.0, 0.82),
-            Kernel::SweepF16x2 => (0.94, 2.0, 0.82),
-            Kernel::Copy => (0.96, 1.0, 0.88),
-            Kernel::Triad => (0.96, 1.0, 0.86),
-        };
-        let pin_bw = bpc * op.emc_hz.max(1e6);
-        let tf = point.flops() / (eff_f * lanes * cores * 2.0 * op.gpu_hz.max(1e6));
-        let tm = point.bytes() / (eff_m * pin_bw);
-        let busy = (tf.powi(4) + tm.powi(4)).powf(0.25);
-        let time_s = busy + LAUNCH_S;
-        Ok(Launch {
-            time_s,
-            load: LoadState {
-                cpu: 1.0 / f64::from(op.online_cores.max(1)),
-                gpu: ((tf + STALL_ACTIVITY * (busy - tf)) / time_s).min(1.0),
-                emc: (point.bytes() / (pin_bw * time_s)).min(1.0),
-            },
-            clock_hz: op.gpu_hz,
-        })
+        Ok(launch_at(self.board.spec().silicon, &op, point))
+    }
+}
+
+/// One launch of `point` on `silicon` at the operating point `op`.
+pub fn launch_at(silicon: Silicon, op: &Operating, point: &Point) -> Launch {
+    let (cores, bpc, ..) = workload::board(silicon);
+    let (eff_f, lanes, eff_m) = match point.kernel {
+        Kernel::SweepF32 => (0.96, 1.0, 0.82),
+        Kernel::SweepF16x2 => (0.94, 2.0, 0.82),
+        Kernel::Copy => (0.96, 1.0, 0.88),
+        Kernel::Triad => (0.96, 1.0, 0.86),
+    };
+    let pin_bw = bpc * op.emc_hz.max(1e6);
+    let tf = point.flops() / (eff_f * lanes * cores * 2.0 * op.gpu_hz.max(1e6));
+    let tm = point.bytes() / (eff_m * pin_bw);
+    let busy = (tf.powi(4) + tm.powi(4)).powf(0.25);
+    let time_s = busy + LAUNCH_S;
+    Launch {
+        time_s,
+        load: LoadState {
+            cpu: 1.0 / f64::from(op.online_cores.max(1)),
+            gpu: ((tf + STALL_ACTIVITY * (busy - tf)) / time_s).min(1.0),
+            emc: (point.bytes() / (pin_bw * time_s)).min(1.0),
+        },
+        clock_hz: op.gpu_hz,
     }
 }
 

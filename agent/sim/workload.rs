@@ -264,22 +264,27 @@ fn breakdown(silicon: Silicon, model: Workload, p: &Operating) -> Breakdown {
 /// Out-of-range inputs are clamped (cores to the board's count, clocks to >= 1 MHz).
 pub fn truth(silicon: Silicon, model: Workload, p: &Operating) -> Truth {
     let b = breakdown(silicon, model, p);
-    let module = domain_power(silicon, &b.op, &b.load).module_total();
-    let power_w = match silicon {
-        Silicon::OrinAgx | Silicon::XavierAgx => module,
-        _ => module / silicon.input_efficiency(),
-    };
     Truth {
         time_ms: b.time,
-        power_w,
+        power_w: reported_power(silicon, &b.op, &b.load),
         load: b.load,
         loader_ms: b.loader,
         gpu_ms: b.gpu,
     }
 }
 
+/// Module power of `silicon` at `op` under `load` as the board reports it: the sum of the
+/// module rails on AGX boards, the input rail elsewhere.
+pub(crate) fn reported_power(silicon: Silicon, op: &Operating, load: &Load) -> f64 {
+    let module = domain_power(silicon, op, load).module_total();
+    match silicon {
+        Silicon::OrinAgx | Silicon::XavierAgx => module,
+        _ => module / silicon.input_efficiency(),
+    }
+}
+
 /// Two independent standard normal deviates from `h` (Box-Muller on two hashed uniforms).
-fn normals(h: u64) -> (f64, f64) {
+pub(crate) fn normals(h: u64) -> (f64, f64) {
     let unit = |x: u64| ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
     let (a, b) = (hash(h), hash(h ^ 0x5DEE_CE66_D1CE_4E5B));
     let (r, th) = (

@@ -255,3 +255,121 @@ fn the_model_readers_fuzz_corpora_replay_without_panics() {
     }
     assert!(files >= 5, "the corpora hold {files} inputs");
 }
+
+/// `jpower pagoda eval --quick`: the calibrated plan against the exhaustive optimum of the
+/// simulated Orin AGX's own inference model (6 cases, 480 modes each). The gap target (2%)
+/// holds for every case; the latency MAPE target (10%) on average (the full run's figures,
+/// and the cases that miss, are in the README).
+#[test]
+fn pagoda_eval_quick_meets_its_targets_on_the_simulated_orin() {
+    let rt = util::runtime();
+    let v =
+        json(&ok(jpower(rt.path()).args([
+            "--sim", "orin-agx", "--json", "pagoda", "eval", "--quick",
+        ])));
+    assert_eq!(v["simulated"], true);
+    assert_eq!(v["modes"], 480);
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 6);
+    let f = |c: &serde_json::Value, k: &str| c[k].as_f64().unwrap();
+    for c in cases {
+        assert_eq!(c["calibration_modes"], 5, "{c}");
+        assert!(f(c, "gap") <= 0.02, "gap to the exhaustive optimum: {c}");
+        assert!(f(c, "saving") > 0.0, "{c}");
+        assert!(
+            f(c, "optimum_saving") >= f(c, "saving") - 1e-12 || f(c, "gap") < 0.0,
+            "{c}"
+        );
+    }
+    let mean_mape = cases.iter().map(|c| f(c, "latency_mape")).sum::<f64>() / 6.0;
+    assert!(mean_mape <= 0.10, "mean latency MAPE {mean_mape}");
+    // The rooflines interpolated from 6 (GPU, EMC) modes against all 52.
+    let i = &v["interpolation"]["relative_error"];
+    assert!(i["peak_bytes_per_s"]["max"].as_f64().unwrap() < 0.01, "{i}");
+    assert!(i["pi0_w"]["mean"].as_f64().unwrap() < 0.05, "{i}");
+    one_line_error(&["pagoda", "eval", "--quick"], "name one with --sim BOARD");
+}
+
+/// `plan-inference --calibrate` on a simulated board: five calibration runs, the plan over
+/// the board's whole mode space, `--verify` measuring the plan and the top mode, and
+/// `--truth` scoring the predictions against a recorded profile.
+#[test]
+fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    // Rooflines at pinned clocks, as `jpower roofline --sample 4 --json` writes them: peaks
+    // proportional to the clocks.
+    let mode = |gpu: f64, emc: f64| {
+        serde_json::json!({"mode": format!("GPU {gpu}"), "gpu_hz": gpu, "emc_hz": emc,
+            "time": {"peak_f32_flops": 4096.0 * gpu * 0.96, "peak_f16_flops": 8192.0 * gpu * 0.94,
+                     "peak_bytes_per_s": 64.0 * emc * 0.88},
+            "energy": {"eps_flop_j": 2e-12 + 4e-12 * (gpu / 1.3e9).powi(2), "eps_flop_f16_j": null,
+                       "eps_byte_j": 3e-11 + 2e-11 * 3.2e9 / emc, "pi0_w": 9.0 + 10.0 * gpu / 1.3e9 + emc / 1e9}})
+    };
+    let rooflines = dir.path().join("r.json");
+    let file = serde_json::json!({"device": "hand-made", "simulated": true, "modes": [
+        mode(114.75e6, 204e6), mode(522.75e6, 665.6e6), mode(930.75e6, 2133e6), mode(1300.5e6, 3199e6)]});
+    std::fs::write(&rooflines, file.to_string()).unwrap();
+    let truth = dir.path().join("t.csv");
+    std::fs::write(
+        &truth,
+        "cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w\n\
+         12,2201600,1300500000,3199000000,50.0,53.5\n\
+         8,1497600,1300500000,3199000000,51.0,47.0\n\
+         4,729600,624750000,2133000000,120.0,25.0\n",
+    )
+    .unwrap();
+    let plan = |extra: &[&str]| {
+        jpower(rt.path())
+            .args([
+                "--sim",
+                "orin-agx",
+                "--json",
+                "plan-inference",
+                "resnet50",
+                "--batch",
+                "16",
+            ])
+            .args(["--calibrate", "--rooflines"])
+            .arg(&rooflines)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = plan(&["--verify", "--truth", truth.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(v["modes"], 18096, "{v}");
+    assert_eq!(v["calibration"].as_array().unwrap().len(), 5);
+    let f = |x: &serde_json::Value| x.as_f64().unwrap();
+    assert!(f(&v["chosen"]["latency_ms"]) <= f(&v["bound_ms"]) + 1e-9);
+    assert!(f(&v["chosen"]["energy_j"]) <= f(&v["reference"]["energy_j"]));
+    // Verification: the top mode measured near its prediction (noise 2%, model error).
+    let r = &v["verify"]["reference"];
+    assert!(
+        (f(&r["measured_ms"]) / f(&r["predicted_ms"]) - 1.0).abs() < 0.15,
+        "{r}"
+    );
+    assert!(f(&v["verify"]["measured_saving"]).is_finite());
+    let t = &v["truth"];
+    assert_eq!(t["modes"], 3, "{t}");
+    assert!(f(&t["latency_mape"]).is_finite() && f(&t["energy_mape"]).is_finite());
+    assert_eq!(t["recorded_best"]["mode"]["cores"], 8, "{t}");
+    // A profile with a bad row is one line naming the file and the line.
+    std::fs::write(
+        &truth,
+        "cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w\n12,x,1,1,5,5\n",
+    )
+    .unwrap();
+    let out = plan(&["--truth", truth.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{}:2: cpu_khz is not an integer", truth.display())),
+        "{err}"
+    );
+}

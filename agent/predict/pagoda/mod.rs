@@ -9,6 +9,9 @@
 //! - [`onnx`]: an ONNX model, its shapes inferred and the exporters' shape arithmetic folded;
 //! - [`plan`]: the counts on each power mode's time and energy rooflines, and the mode of
 //!   least predicted energy within a latency bound;
+//! - [`calibrate`]: rooflines interpolated over the clocks, and the model itself measured
+//!   on five modes to calibrate what the roofline misses (dispatch, efficiency, CPU power);
+//! - [`eval`]: the calibrated plan against the exhaustive optimum of a board's truth;
 //! - [`svg`]: the plan drawn on the rooflines of the planned mode and of MAXN.
 //!
 //! A [`Model`] is a list of layers, each with its per-sample input shape; [`Model::count`]
@@ -16,6 +19,8 @@
 //! inference (forward, backward for activations and for weights, and the update folded
 //! in), as Pagoda does; INT8 and TensorRT's layer fusion are out of scope.
 
+pub mod calibrate;
+pub mod eval;
 pub mod layer_file;
 pub mod onnx;
 pub mod op;

@@ -1,0 +1,218 @@
+//! `jpower plan-inference --calibrate`: the model itself measured on five modes of a
+//! simulated board ([`crate::predict::pagoda::calibrate`]), its latency and energy
+//! predicted on every mode of the board from rooflines interpolated over the clocks, the
+//! mode of least predicted energy within the bound; `--verify` runs the planned mode and
+//! the top mode and reports predicted against measured; `--truth FILE.csv` scores the
+//! predictions against a recorded profile.
+
+use super::pagoda::PlanArgs;
+use super::{Output, Target};
+use crate::board::Board;
+use crate::control::mode::{ModeSpace, PinnedMode};
+use crate::predict::pagoda::calibrate::{calibrate, mean_run, top, Calibrated, KnobRooflines};
+use crate::predict::pagoda::plan::Rooflines;
+use crate::predict::pagoda::Report;
+use crate::predict::profile;
+use crate::sim::sources::InferenceSource;
+use crate::sim::spec;
+use anyhow::{bail, Context, Result};
+use std::fmt::Write as _;
+
+/// The columns of a recorded inference profile (`--truth`).
+pub const TRUTH_HEADER: &str = "cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w";
+
+/// Forward passes averaged on each calibration and verification mode.
+const RUNS: u32 = 10;
+
+/// `jpower plan-inference --calibrate`, on `rooflines` (measured at pinned clocks).
+pub fn plan(
+    target: &Target,
+    a: &PlanArgs,
+    report: &Report,
+    rooflines: &Rooflines,
+    out: &Output,
+) -> Result<()> {
+    let Some(board) = &target.sim else {
+        bail!("--calibrate runs the model on the board: on a simulated board (--sim BOARD) by its inference model; on a Jetson, record a profile of the model and pass it with --truth FILE.csv");
+    };
+    let spec = spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))?;
+    let (root, _) = target.root()?;
+    let space = ModeSpace::of(&Board::discover(root)?);
+    let mut source = InferenceSource::new(spec, report, 1);
+    let fit = KnobRooflines::fit(rooflines)?;
+    let (model, runs) = calibrate(report, &mut source, &space, fit, RUNS);
+    let reference = top(&space);
+    let predicted = model.predict(&reference);
+    let bound_s = match a.latency_ms {
+        Some(ms) if ms > 0.0 && ms.is_finite() => ms / 1e3,
+        Some(_) => bail!("--latency-ms must be positive"),
+        None if a.slowdown >= 0.0 && a.slowdown.is_finite() => {
+            predicted.latency_s * (1.0 + a.slowdown)
+        }
+        None => bail!("--slowdown must be a non-negative fraction"),
+    };
+    let mut feasible: Vec<(PinnedMode, f64, f64)> = space
+        .iter()
+        .filter(|m| model.covers(m))
+        .map(|m| {
+            let p = model.predict(&m);
+            (m, p.latency_s, p.energy_j())
+        })
+        .filter(|&(_, s, _)| s <= bound_s)
+        .collect();
+    feasible.sort_by(|a, b| a.2.total_cmp(&b.2));
+    let Some(&(chosen, chosen_s, chosen_j)) = feasible.first() else {
+        bail!(
+            "no mode is predicted within {:.3} ms; the top mode takes {:.3} ms",
+            bound_s * 1e3,
+            predicted.latency_s * 1e3
+        );
+    };
+    let mode_json = |m: &PinnedMode, s: f64, j: f64| {
+        serde_json::json!({
+            "mode": m, "latency_ms": s * 1e3, "energy_j": j, "power_w": j / s,
+            "energy_saving": 1.0 - j / predicted.energy_j(),
+            "latency_change": s / predicted.latency_s - 1.0,
+        })
+    };
+    let mut value = serde_json::json!({
+        "model": report.model,
+        "batch": report.batch,
+        "board": spec.id(),
+        "simulated": true,
+        "modes": space.len(),
+        "bound_ms": bound_s * 1e3,
+        "calibration": runs.iter().map(|(m, s, w)| serde_json::json!({"mode": m, "latency_ms": s * 1e3, "power_w": w})).collect::<Vec<_>>(),
+        "calibration_runs_per_mode": RUNS,
+        "reference": mode_json(&reference, predicted.latency_s, predicted.energy_j()),
+        "chosen": mode_json(&chosen, chosen_s, chosen_j),
+        "alternatives": feasible.iter().skip(1).take(3).map(|(m, s, j)| mode_json(m, *s, *j)).collect::<Vec<_>>(),
+    });
+    if a.verify {
+        let verify = |m: &PinnedMode, source: &mut InferenceSource| {
+            let (s, w) = mean_run(source, m, RUNS);
+            let p = model.predict(m);
+            serde_json::json!({
+                "mode": m, "measured_ms": s * 1e3, "predicted_ms": p.latency_s * 1e3,
+                "measured_j": s * w, "predicted_j": p.energy_j(),
+            })
+        };
+        let (c, r) = (
+            verify(&chosen, &mut source),
+            verify(&reference, &mut source),
+        );
+        let j = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+        value["verify"] = serde_json::json!({
+            "chosen": c, "reference": r,
+            "measured_saving": 1.0 - j(&c, "measured_j") / j(&r, "measured_j"),
+            "measured_latency_change": j(&c, "measured_ms") / j(&r, "measured_ms") - 1.0,
+        });
+    }
+    if let Some(path) = &a.truth {
+        let text = crate::support::file_error::read_text(path)?;
+        let rows = profile::parse_csv_with(&text, path, TRUTH_HEADER)?;
+        value["truth"] = score(&model, &rows, bound_s);
+    }
+    out.print(&value, || text(&value))
+}
+
+/// The predictions against a recorded profile: MAPE of latency and energy over its modes,
+/// and the plan restricted to them against the recorded best within the bound.
+fn score(model: &Calibrated, rows: &[profile::Row], bound_s: f64) -> serde_json::Value {
+    let n = rows.len() as f64;
+    let mut scored: Vec<(PinnedMode, f64, f64, f64, f64)> = rows
+        .iter()
+        .map(|r| {
+            let p = model.predict(&r.mode);
+            let s = r.time_ms / 1e3;
+            (r.mode, s, s * r.power_w, p.latency_s, p.energy_j())
+        })
+        .collect();
+    let latency_mape = scored.iter().map(|x| (x.3 / x.1 - 1.0).abs()).sum::<f64>() / n;
+    let energy_mape = scored.iter().map(|x| (x.4 / x.2 - 1.0).abs()).sum::<f64>() / n;
+    scored.sort_by(|a, b| a.4.total_cmp(&b.4));
+    let planned = scored.iter().find(|x| x.3 <= bound_s);
+    let best = scored
+        .iter()
+        .filter(|x| x.1 <= bound_s)
+        .min_by(|a, b| a.2.total_cmp(&b.2));
+    serde_json::json!({
+        "modes": rows.len(),
+        "latency_mape": latency_mape,
+        "energy_mape": energy_mape,
+        "planned": planned.map(|x| serde_json::json!({"mode": x.0, "recorded_ms": x.1 * 1e3, "recorded_j": x.2})),
+        "recorded_best": best.map(|x| serde_json::json!({"mode": x.0, "recorded_ms": x.1 * 1e3, "recorded_j": x.2})),
+        "gap": planned.zip(best).map(|(p, b)| p.2 / b.2 - 1.0),
+    })
+}
+
+fn mode_label(m: &serde_json::Value) -> String {
+    let f = |k: &str| m[k].as_f64().unwrap_or(0.0) / 1e6;
+    format!(
+        "{} cores, CPU {:.0} MHz, GPU {:.0} MHz, EMC {:.0} MHz",
+        m["cores"],
+        f("cpu_hz"),
+        f("gpu_hz"),
+        f("emc_hz")
+    )
+}
+
+fn text(v: &serde_json::Value) -> String {
+    let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
+    let (c, r) = (&v["chosen"], &v["reference"]);
+    let mut t = format!(
+        "{} at batch {} on SIMULATED {} ({} modes), calibrated on {} modes x {} runs\nbound: {:.3} ms\n",
+        v["model"].as_str().unwrap_or(""),
+        v["batch"],
+        v["board"].as_str().unwrap_or(""),
+        v["modes"],
+        v["calibration"].as_array().map_or(0, Vec::len),
+        v["calibration_runs_per_mode"],
+        f(&v["bound_ms"])
+    );
+    for (name, m) in [("reference", r), ("plan", c)] {
+        let _ = writeln!(
+            t,
+            "{name}: {}: {:.3} ms, {:.4} J, {:.1} W",
+            mode_label(&m["mode"]),
+            f(&m["latency_ms"]),
+            f(&m["energy_j"]),
+            f(&m["power_w"])
+        );
+    }
+    let _ = writeln!(
+        t,
+        "predicted: saves {:.1}% energy at {:+.1}% latency",
+        100.0 * f(&c["energy_saving"]),
+        100.0 * f(&c["latency_change"])
+    );
+    let vf = &v["verify"];
+    if !vf.is_null() {
+        let _ = writeln!(
+            t,
+            "verified: plan {:.3} ms measured ({:.3} predicted), {:.4} J ({:.4}); top {:.3} ms ({:.3}), {:.4} J ({:.4}); measured saving {:.1}% at {:+.1}% latency",
+            f(&vf["chosen"]["measured_ms"]),
+            f(&vf["chosen"]["predicted_ms"]),
+            f(&vf["chosen"]["measured_j"]),
+            f(&vf["chosen"]["predicted_j"]),
+            f(&vf["reference"]["measured_ms"]),
+            f(&vf["reference"]["predicted_ms"]),
+            f(&vf["reference"]["measured_j"]),
+            f(&vf["reference"]["predicted_j"]),
+            100.0 * f(&vf["measured_saving"]),
+            100.0 * f(&vf["measured_latency_change"])
+        );
+    }
+    let tr = &v["truth"];
+    if !tr.is_null() {
+        let _ = writeln!(
+            t,
+            "against the recorded profile ({} modes): latency MAPE {:.1}%, energy MAPE {:.1}%, gap to its best within the bound {}",
+            tr["modes"],
+            100.0 * f(&tr["latency_mape"]),
+            100.0 * f(&tr["energy_mape"]),
+            tr["gap"].as_f64().map_or("(none within the bound)".into(), |g| format!("{:+.1}%", 100.0 * g))
+        );
+    }
+    t
+}
