@@ -536,15 +536,18 @@ fn render(ring: &RingReader, now: u64, fresh_before: &[u64], dt: f64, rates: (f6
 pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     let feed = Feed::start(target, &a.sample, "energy")?;
     let ring = RingReader::open(feed.path())?;
-    // One period so the first sample exists before the command starts.
-    std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));
+    // The integral needs one sample at or before the start (the sensor holds its value,
+    // however old) and the first one after the end to interpolate to: nothing more.
+    let period_ms = ring.info.period_ns as f64 * 1e-6;
+    let waited_before = sample_after(&ring, 0)?;
     let t0 = monotonic_ns();
     let status = std::process::Command::new(&a.command[0])
         .args(&a.command[1..])
         .status()
         .with_context(|| format!("cannot run {}", a.command[0]))?;
     let t1 = monotonic_ns();
-    std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));
+    let waited_after = sample_after(&ring, t1)?;
+    let waited_ms = (waited_before + waited_after) as f64 * 1e-6;
     let e = ring.energy(t0, t1);
     let mut notes = feed.finish()?;
     // The bound is one refresh of the power swing the samples saw: with fewer than two
@@ -573,7 +576,8 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     out.print(
         &json!({"command": a.command, "exit_code": code, "duration_s": e.duration_s, "samples": e.samples,
                 "rate_hz": e.rate_hz, "module_j": e.module_j, "mean_module_w": e.mean_module_w,
-                "error_bound_j": bound, "rails": rails, "notes": notes}),
+                "error_bound_j": bound, "waited_ms": waited_ms, "period_ms": period_ms,
+                "rails": rails, "notes": notes}),
         || {
             let mut t = format!(
                 "\n {}\n\n {:>10.3} s    duration ({} samples at {:.0} Hz)\n {:>10.3} W    mean module power\n {:>10.3} J    module energy ({})\n",
@@ -588,6 +592,10 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
             for (r, j) in ring.info.rails.iter().zip(&e.rails_j) {
                 let _ = writeln!(t, " {j:>10.3} J    {}", r.name);
             }
+            let _ = writeln!(
+                t,
+                " {waited_ms:>10.1} ms   jpower's wait around the command: for the first sample after it (one every {period_ms:.1} ms)"
+            );
             for n in &notes {
                 let _ = writeln!(t, " note: {n}");
             }
@@ -595,6 +603,30 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
         },
     )?;
     Ok(code)
+}
+
+/// Waits until `ring` holds a sample taken after `t_ns` (the one the energy integral
+/// interpolates to at a window's end; with `t_ns` 0, any sample) and returns how long it
+/// waited, nanoseconds. That takes at most a period from a live writer; one that publishes
+/// nothing for a second more is an error.
+fn sample_after(ring: &RingReader, t_ns: u64) -> Result<u64> {
+    let start = monotonic_ns();
+    let deadline = start.max(t_ns) + ring.info.period_ns + 1_000_000_000;
+    while ring.latest().is_none_or(|s| s.t_ns <= t_ns) {
+        if monotonic_ns() > deadline {
+            bail!(
+                "the ring's writer (pid {}) published no sample for {:.1} s (one was due every {:.1} ms): it hangs or was killed",
+                ring.writer_pid,
+                (monotonic_ns() - start) as f64 * 1e-9,
+                ring.info.period_ns as f64 * 1e-6
+            );
+        }
+        // A tenth of a period, within 50 us and 1 ms: the wait overshoots the sample by little.
+        std::thread::sleep(Duration::from_nanos(
+            (ring.info.period_ns / 10).clamp(50_000, 1_000_000),
+        ));
+    }
+    Ok(monotonic_ns() - start)
 }
 
 /// What became of a ring's writer: its JSON form and, unless it is live and publishing, a

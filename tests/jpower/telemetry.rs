@@ -448,6 +448,9 @@ fn energy_runs_a_command_and_keeps_its_exit_status() {
     assert!(j["duration_s"].as_f64().unwrap() >= 0.3);
     assert!(j["module_j"].as_f64().unwrap() > 0.0, "{j}");
     assert_eq!(j["rails"].as_array().unwrap().len(), 3);
+    // The overhead is said: the wait for the first sample after the command, one per 5 ms.
+    assert_eq!(j["period_ms"], 5.0, "{j}");
+    assert!(j["waited_ms"].as_f64().unwrap() > 0.0, "{j}");
     let err = util::run(util::jpower(rt.path()).args([
         "--sim",
         "nano",
