@@ -391,37 +391,27 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     let done = || INTERRUPTED.load(Ordering::Relaxed) || end.is_some_and(|e| monotonic_ns() >= e);
     if a.csv {
         // A closed pipe (`| head`) ends the stream like Ctrl-C: the sensor is put back.
-        let mut stdout = std::io::stdout().lock();
-        let names: Vec<String> = ring
-            .info
-            .rails
-            .iter()
-            .map(|r| format!("{}_w", r.name))
-            .collect();
-        let mut open = writeln!(stdout, "t_s,module_w,{},flags,fresh", names.join(",")).is_ok();
+        let mut csv = crate::support::csv_text::writer(std::io::stdout().lock());
+        let header = ["t_s".to_string(), "module_w".into()]
+            .into_iter()
+            .chain(ring.info.rails.iter().map(|r| format!("{}_w", r.name)))
+            .chain(["flags".into(), "fresh".into()]);
+        let mut open = csv.write_record(header).is_ok();
         let mut next = first;
         while open && !done() {
             let w = ring.write_seq();
             while open && next < w {
                 if let Ok(s) = ring.sample(next) {
-                    let rails: Vec<String> = s
-                        .rails()
-                        .iter()
-                        .map(|r| format!("{:.6}", f64::from(r.power_uw) * 1e-6))
-                        .collect();
-                    let (t, m) = (s.t_ns as f64 * 1e-9, f64::from(s.module_uw) * 1e-6);
-                    open = writeln!(
-                        stdout,
-                        "{t:.6},{m:.6},{},{},{}",
-                        rails.join(","),
-                        s.flags,
-                        s.fresh
-                    )
-                    .is_ok();
+                    let watts = |uw: u32| format!("{:.6}", f64::from(uw) * 1e-6);
+                    let row = [format!("{:.6}", s.t_ns as f64 * 1e-9), watts(s.module_uw)]
+                        .into_iter()
+                        .chain(s.rails().iter().map(|r| watts(r.power_uw)))
+                        .chain([s.flags.to_string(), s.fresh.to_string()]);
+                    open = csv.write_record(row).is_ok();
                 }
                 next += 1;
             }
-            open = open && stdout.flush().is_ok();
+            open = open && csv.flush().is_ok();
             std::thread::sleep(Duration::from_millis(20));
         }
     } else {
