@@ -2,19 +2,22 @@
 //!
 //! `watch` and `energy` only read: with an agent running they read its ring; without one
 //! they run a sampler of their own into a private ring, without the board lock, so that a
-//! `jpower set` from another terminal still works. Only when asked to lower the sensors'
-//! averaging (a write) do they own the board, changing it through the controller and
-//! putting it back when they finish.
+//! `jpower set` from another terminal still works. Lowering the sensors' averaging is a
+//! write: the agent makes it under the command's session lease (`set_averaging`), or,
+//! without an agent, the command owns the board, changing it through the controller and
+//! putting it back when it finishes.
 
 use super::{Output, Target};
 use crate::board::ina3221;
 use crate::board::Values;
 use crate::control::state::{Owner, OwnerKind};
 use crate::control::{Controller, Peek};
+use crate::ipc::client::Client;
+use crate::ipc::protocol::{ReplyBody, RequestBody};
 use crate::telemetry::ring::{monotonic_ns, RingReader};
 use crate::telemetry::sampler::SamplerConfig;
 use crate::telemetry::{flags, Telemetry};
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write as _};
@@ -168,26 +171,79 @@ impl Session {
     }
 }
 
+/// What `--averaging` asks.
+enum Averaging {
+    /// `keep`: the board's (or the agent's) own.
+    Keep,
+    /// `auto`: the largest that refreshes every sample period of `--rate`.
+    Auto {
+        /// The sample period, microseconds.
+        period_us: u32,
+    },
+    /// A count of conversions averaged.
+    Count(u32),
+}
+
+impl Averaging {
+    fn of(a: &SampleArgs) -> Result<Averaging> {
+        Ok(match a.averaging.as_str() {
+            "keep" => Averaging::Keep,
+            "auto" => Averaging::Auto {
+                period_us: (1e6 / a.rate.unwrap_or(1000.0)) as u32,
+            },
+            n => {
+                let samples: u32 = n.parse().context("--averaging: keep, auto or a count")?;
+                Averaging::Count(ina3221::check_samples(samples).map_err(|e| anyhow!("--{e}"))?)
+            }
+        })
+    }
+
+    /// The count every chip of `board` averages: the largest that refreshes in the period
+    /// with the most channels any chip converts.
+    fn samples(&self, board: &crate::board::Board) -> Option<u32> {
+        let channels = board.ina.iter().map(|c| c.enabled).max().unwrap_or(3);
+        match *self {
+            Averaging::Keep => None,
+            Averaging::Auto { period_us } => Some(ina3221::averaging_for(period_us, channels)),
+            Averaging::Count(n) => Some(n),
+        }
+    }
+}
+
 /// The sensors' settings `a` asks for on `board` at `prior`; `None` when they stay.
 fn wanted_averaging(
     board: &crate::board::Board,
     prior: &Values,
     a: &SampleArgs,
 ) -> Result<Option<Values>> {
-    let period_us = (1e6 / a.rate.unwrap_or(1000.0)) as u32;
-    let wanted = match a.averaging.as_str() {
-        "keep" => return Ok(None),
-        "auto" => ina3221::averaging_target(board, prior, period_us),
-        n => {
-            let samples: u32 = n.parse().context("--averaging: keep, auto or a count")?;
-            if !ina3221::SAMPLES.contains(&samples) {
-                bail!("--averaging {samples}: the INA3221 averages 1, 4, 16, 64, 128, 256, 512 or 1024 samples");
-            }
-            let channels = board.ina.iter().map(|c| c.enabled).max().unwrap_or(3);
-            ina3221::averaging_target(board, prior, channels * samples * ina3221::CONVERSION_US)
-        }
+    let wanted = match Averaging::of(a)? {
+        Averaging::Keep => return Ok(None),
+        Averaging::Auto { period_us } => ina3221::averaging_target(board, prior, period_us),
+        Averaging::Count(n) => ina3221::averaging_count_target(board, prior, n),
     };
     Ok((wanted != *prior).then_some(wanted))
+}
+
+/// Asks the agent at `client` to average `samples` conversions under this connection's
+/// session lease (it puts the averaging back when the connection closes, also if this
+/// process dies); a note says what that changed.
+pub(super) fn agent_averaging(client: &mut Client, samples: u32) -> Result<String> {
+    let reply = client
+        .request(RequestBody::SetAveraging { samples })
+        .context("asking the agent to change the INA3221 averaging")?;
+    let ReplyBody::Averaging {
+        samples,
+        refresh_us,
+        rate_hz,
+    } = reply
+    else {
+        bail!("unexpected reply from the agent to set_averaging: {reply:?}");
+    };
+    Ok(format!(
+        "the agent averages {samples} INA3221 conversion(s) per reading (a refresh every {:.1} ms, sampled at {rate_hz:.0} Hz) until this command ends; {}",
+        f64::from(refresh_us) / 1000.0,
+        ina3221::NOISE_NOTE
+    ))
 }
 
 /// Starts a sampler of `board` (its knobs at `values`) into the ring at `path`, with
@@ -250,6 +306,9 @@ enum Feed {
         path: PathBuf,
         /// What the agent's sampling means for the options given.
         notes: Vec<String>,
+        /// The connection whose lease holds the averaging asked for, if one was; closing
+        /// it gives the averaging back.
+        _lease: Option<Client>,
     },
     /// No agent, and the averaging changes: this process owns the board while it samples.
     Owner(Box<Session>),
@@ -268,22 +327,27 @@ enum Feed {
 impl Feed {
     /// The samples for command `name`: the agent's ring if an agent serves the board.
     fn start(target: &Target, a: &SampleArgs, name: &'static str) -> Result<Feed> {
+        let averaging = Averaging::of(a)?;
         if let Some(mut client) = target.agent()? {
-            if a.averaging != "keep" {
-                bail!("an agent samples this board: the sensors' averaging is its `sensor_averaging` setting (the protocol has no request to change it); use --averaging keep, or stop the agent");
-            }
-            let crate::ipc::protocol::ReplyBody::Status(st) =
-                client.request(crate::ipc::protocol::RequestBody::Status)?
-            else {
-                bail!("unexpected reply from the agent");
-            };
             let mut notes = Vec::new();
             if a.rate.is_some() || a.rt_priority.is_some() || a.sampler_cpu.is_some() {
-                notes.push("an agent samples this board: its ring's rate is the agent's (`sample_rate_hz`); --rate, --rt-priority and --sampler-cpu do not apply".into());
+                notes.push("an agent samples this board: its ring's rate is the agent's (`sample_rate_hz`, or what the sensors' refresh allows); --rate only sets what --averaging auto aims for, --rt-priority and --sampler-cpu do not apply".into());
             }
+            let (root, _sim) = target.root()?;
+            let board = crate::board::Board::discover(root)?;
+            let changed = averaging
+                .samples(&board)
+                .map(|n| agent_averaging(&mut client, n))
+                .transpose()?;
+            let ReplyBody::Status(st) = client.request(RequestBody::Status)? else {
+                bail!("unexpected reply from the agent to status");
+            };
+            let lease = changed.is_some().then_some(client);
+            notes.extend(changed);
             return Ok(Feed::Agent {
                 path: PathBuf::from(st.ring_path),
                 notes,
+                _lease: lease,
             });
         }
         let (root, sim) = target.root()?;
@@ -546,7 +610,7 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     let refresh_s = ring.info.slowest_refresh_s();
     let bound = if e.samples < 2 || e.duration_s < refresh_s {
         notes.push(format!(
-            "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound; use --averaging auto (without an agent) to refresh about every millisecond",
+            "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound; use --averaging auto to refresh about every millisecond",
             e.duration_s * 1e3,
             e.samples,
             refresh_s * 1e3
