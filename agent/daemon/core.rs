@@ -391,8 +391,10 @@ impl Core {
         timeout_ms: Option<u64>,
         what: &str,
     ) -> Result<Switch, ApplyError> {
+        // 0, given or configured, is no timeout.
         let timeout = timeout_ms
-            .or((self.config.lease_timeout_ms > 0).then_some(self.config.lease_timeout_ms))
+            .or(Some(self.config.lease_timeout_ms))
+            .filter(|&ms| ms > 0)
             .map(Duration::from_millis);
         // The lease changes hands only once the switch succeeded.
         let prior = self

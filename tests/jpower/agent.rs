@@ -1273,3 +1273,64 @@ fn energy_lowers_the_averaging_through_the_agent() {
         ring_refresh_us(&agent) == boot && agent.status().holder.is_none()
     });
 }
+
+/// Issue 15: `profile --live` with the agent's default averaging (a refresh every ~430
+/// ms, minibatches of tens of ms) recorded the same power for every mode; it now lowers
+/// the averaging through the agent for the profile, says so, and the agent puts it back.
+#[test]
+fn profile_live_lowers_the_averaging_when_the_sensor_cannot_resolve_a_minibatch() {
+    let agent = Agent::start("orin-agx", "");
+    let boot = ring_refresh_us(&agent);
+    let csv = agent.rt.path().join("live.csv");
+    let out = util::run(
+        util::jpower(agent.rt.path())
+            .args(["--sim", "orin-agx", "profile", "--live", "--cpu"])
+            // Minibatches of about ten milliseconds: a refresh of a few resolves them.
+            .args([
+                "--modes",
+                "2",
+                "--minibatches",
+                "4",
+                "--batch",
+                "64",
+                "--out",
+            ])
+            .arg(&csv),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("every mode would record about the same power")
+            && stderr.contains("the agent averages"),
+        "{stderr}"
+    );
+    let rows = jpower::predict::profile::read_csv(&csv).unwrap();
+    assert!(
+        (rows[0].power_w - rows[1].power_w).abs() > 0.05,
+        "the modes' powers differ: {rows:?}"
+    );
+    wait_for("the averaging back", || {
+        ring_refresh_us(&agent) == boot && agent.status().holder.is_none()
+    });
+}
+
+/// A session lease asked with `timeout_ms: 0` (no timeout, as the protocol says, and what
+/// `profile --live` asks) expired at the agent's next tick, 100 ms later, restoring the
+/// board under the profile's feet.
+#[test]
+fn a_session_lease_with_timeout_0_does_not_expire() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    c.request(RequestBody::SetMode {
+        mode: knobs(522_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: Some(0),
+    })
+    .unwrap();
+    // Several of the agent's 100 ms ticks.
+    std::thread::sleep(Duration::from_millis(500));
+    let st = agent.status();
+    assert!(st.holder.is_some(), "the lease expired: {st:?}");
+    assert_eq!(gpu_max(&st), 522_750_000);
+    assert_eq!(c.request(RequestBody::Renew).unwrap(), ReplyBody::Ok);
+}
