@@ -5,6 +5,7 @@
 //! `{"error": ..., "kind": ...}` on stdout beside the line on stderr.
 
 mod bench;
+mod dashboard;
 mod demo;
 mod generate;
 mod gpu;

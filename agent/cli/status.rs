@@ -35,7 +35,7 @@ pub fn rails_now(board: &Board) -> (Vec<Value>, u64, Option<u64>) {
 }
 
 /// The preset the knobs at `current` hold, if one does: applying it would change nothing.
-fn matching_preset<'a>(
+pub(super) fn matching_preset<'a>(
     board: &Board,
     presets: Option<&'a Presets>,
     current: &Values,

@@ -16,11 +16,10 @@ use crate::ipc::client::Client;
 use crate::ipc::protocol::{ReplyBody, RequestBody};
 use crate::telemetry::ring::{monotonic_ns, RingReader};
 use crate::telemetry::sampler::SamplerConfig;
-use crate::telemetry::{flags, Telemetry};
+use crate::telemetry::Telemetry;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -478,29 +477,22 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             open = open && csv.flush().is_ok();
             std::thread::sleep(Duration::from_millis(20));
         }
-    } else {
-        // The table refreshes in place on a terminal; piped, each one follows the last.
-        let clear = if std::io::stdout().is_terminal() {
-            "\x1b[H\x1b[2J"
-        } else {
-            ""
-        };
-        let fresh = (0..ring.info.rails.len()).map(|r| ring.rail_freshness(r).0);
-        let mut last = (monotonic_ns(), fresh.collect::<Vec<u64>>(), first);
+    } else if out.json {
         while !done() {
-            std::thread::sleep(Duration::from_millis(500));
-            let now = monotonic_ns();
-            let fresh: Vec<u64> = (0..ring.info.rails.len())
-                .map(|r| ring.rail_freshness(r).0)
-                .collect();
-            let (dt, w) = ((now - last.0) as f64 * 1e-9, ring.write_seq());
-            let rates = (feed.requested_hz(&ring), (w - last.2) as f64 / dt);
-            let table = render(&ring, now, &last.1, dt, rates);
-            last = (now, fresh, w);
-            if !out.json && write!(std::io::stdout(), "{clear}{table}").is_err() {
-                break;
-            }
+            std::thread::sleep(Duration::from_millis(20));
         }
+    } else {
+        // The board's files beside the ring: clocks, loads, memory, fan, the mode's name.
+        let (root, _sim) = target.root()?;
+        let board = crate::board::Board::discover(root)?;
+        let presets = target.presets(&board)?;
+        let view = super::dashboard::Feed {
+            board: &board,
+            presets: presets.as_ref(),
+            ring: &ring,
+            requested_hz: feed.requested_hz(&ring),
+        };
+        super::dashboard::run(&view, &done)?;
     }
     let samples = ring.write_seq() - first;
     let seconds = (monotonic_ns() - started) as f64 * 1e-9;
@@ -512,78 +504,6 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
                           "overruns": overruns, "read_errors": errors, "notes": notes}), String::new)?;
     }
     Ok(())
-}
-
-/// The table of `jpower watch`; `rates` are the requested and the achieved sample rates.
-fn render(ring: &RingReader, now: u64, fresh_before: &[u64], dt: f64, rates: (f64, f64)) -> String {
-    let mut t = String::new();
-    let Some(s) = ring.latest() else {
-        return "waiting for the first sample\n".into();
-    };
-    let _ = writeln!(
-        t,
-        "{}  sampling at {:.0} Hz of {:.0} Hz requested  (Ctrl-C to stop)\n",
-        ring.info.board, rates.1, rates.0
-    );
-    let _ = writeln!(
-        t,
-        "{:<18} {:>9} {:>9} {:>10} {:>11} {:>9}",
-        "rail", "V", "A", "W", "fresh/s", "age"
-    );
-    for (r, (info, v)) in ring.info.rails.iter().zip(s.rails()).enumerate() {
-        let (count, last) = ring.rail_freshness(r);
-        let eff = (count - fresh_before.get(r).copied().unwrap_or(0)) as f64 / dt.max(1e-9);
-        let age = if last == 0 {
-            "-".to_string()
-        } else {
-            format!("{:.0} ms", now.saturating_sub(last) as f64 * 1e-6)
-        };
-        let volts = if v.voltage_mv == 0 {
-            "-".to_string()
-        } else {
-            format!("{:.3}", f64::from(v.voltage_mv) / 1000.0)
-        };
-        let amps = if v.voltage_mv == 0 {
-            "-".to_string()
-        } else {
-            format!("{:.3}", f64::from(v.current_ma) / 1000.0)
-        };
-        let _ = writeln!(
-            t,
-            "{:<18} {volts:>9} {amps:>9} {:>10.3} {eff:>11.1} {age:>9}",
-            info.name,
-            f64::from(v.power_uw) * 1e-6
-        );
-    }
-    let _ = writeln!(
-        t,
-        "{:<18} {:>9} {:>9} {:>10.3}",
-        "module",
-        "",
-        "",
-        f64::from(s.module_uw) * 1e-6
-    );
-    let (overruns, errors) = ring.counters();
-    let mut state = Vec::new();
-    if s.flags & flags::THROTTLED != 0 {
-        state.push("THROTTLED");
-    }
-    if s.flags & (flags::WARN_ALARM | flags::CRIT_ALARM) != 0 {
-        state.push("INA3221 ALARM");
-    }
-    let _ = writeln!(
-        t,
-        "\nsamples {}  overruns {overruns}  read errors {errors}  {}",
-        s.n + 1,
-        state.join(" ")
-    );
-    let temps: Vec<String> = ring
-        .zones()
-        .into_iter()
-        .filter_map(|(n, t)| t.map(|t| format!("{n} {:.1}C", f64::from(t) / 1000.0)))
-        .collect();
-    let _ = writeln!(t, "{}", temps.join("  "));
-    t
 }
 
 /// `jpower energy -- CMD ARGS...`.
