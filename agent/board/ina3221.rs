@@ -70,6 +70,19 @@ pub fn averaging_for(period_us: u32, channels: u32) -> u32 {
 /// Knob values that set every hwmon chip to the averaging that reaches `period_us`
 /// (`samples` and the matching `update_interval` in ms), starting from `current`.
 pub fn averaging_target(board: &Board, current: &Values, period_us: u32) -> Values {
+    with_averaging(board, current, |channels| {
+        averaging_for(period_us, channels)
+    })
+}
+
+/// Knob values that set every hwmon chip to average `samples` conversions (one of
+/// [`SAMPLES`]), starting from `current`.
+pub fn averaging_count_target(board: &Board, current: &Values, samples: u32) -> Values {
+    with_averaging(board, current, |_| samples)
+}
+
+/// `current` with each hwmon chip averaging `samples(its enabled channels)` conversions.
+fn with_averaging(board: &Board, current: &Values, samples: impl Fn(u32) -> u32) -> Values {
     let mut t = current.clone();
     for (i, chip) in board.ina.iter().enumerate() {
         let (Some(s), Some(u)) = (
@@ -78,11 +91,22 @@ pub fn averaging_target(board: &Board, current: &Values, period_us: u32) -> Valu
         ) else {
             continue;
         };
-        let samples = averaging_for(period_us, chip.enabled);
+        let samples = samples(chip.enabled);
         t[s] = u64::from(samples);
         t[u] = u64::from((chip.enabled.max(1) * samples * CONVERSION_US).div_ceil(1000));
     }
     t
+}
+
+/// Whether `samples` is an averaging the chip supports; the error says which are.
+pub fn check_samples(samples: u32) -> Result<u32, String> {
+    if SAMPLES.contains(&samples) {
+        Ok(samples)
+    } else {
+        Err(format!(
+            "averaging {samples}: the INA3221 averages 1, 4, 16, 64, 128, 256, 512 or 1024 samples"
+        ))
+    }
 }
 
 #[cfg(test)]

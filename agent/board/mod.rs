@@ -15,6 +15,7 @@
 //! hop each, so the cycles real sysfs has (`device` links) cannot loop discovery. What is
 //! missing is a warning; only a tree with no Tegra SoC at all is an error.
 
+pub mod activity;
 mod cpu;
 mod emc;
 mod gpu;

@@ -49,6 +49,10 @@ pub const FAN_PWM: &[&str] = &[
 /// PM QoS CPU latency: a process holding 0 written here keeps every CPU out of idle states
 /// deeper than polling; the kernel drops the request when the file is closed.
 pub const CPU_DMA_LATENCY: &str = "/dev/cpu_dma_latency";
+/// Per-CPU time counters (`jpower watch`'s CPU load).
+pub const PROC_STAT: &str = "/proc/stat";
+/// RAM and swap (`jpower watch`).
+pub const PROC_MEMINFO: &str = "/proc/meminfo";
 
 /// The nvpmodel EMC cap: L4T 36 first, then L4T 32/35.
 pub const EMC_CAPS: &[EmcCapFile] = &[

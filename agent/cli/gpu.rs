@@ -73,15 +73,27 @@ pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
         Ok(_) => train_on_board(target, a, out)?,
     };
     if let Some(path) = &a.csv {
-        let mut s = String::from("step,loss,duration_s,mean_w,energy_j,samples\n");
-        for st in &steps {
-            let e = &st.energy;
-            let _ = writeln!(
-                s,
-                "{},{:.6},{:.6},{:.3},{:.6},{}",
-                st.step, st.loss, e.duration_s, e.mean_w, e.energy_j, e.samples
-            );
-        }
+        let s = crate::support::csv_text::write(
+            &[
+                "step",
+                "loss",
+                "duration_s",
+                "mean_w",
+                "energy_j",
+                "samples",
+            ],
+            steps.iter().map(|st| {
+                let e = &st.energy;
+                [
+                    st.step.to_string(),
+                    format!("{:.6}", st.loss),
+                    format!("{:.6}", e.duration_s),
+                    format!("{:.3}", e.mean_w),
+                    format!("{:.6}", e.energy_j),
+                    e.samples.to_string(),
+                ]
+            }),
+        );
         std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))?;
     }
     let n = steps.len() as f64;

@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_predict;
+mod dashboard;
 mod demo;
 mod generate;
 mod gpu;

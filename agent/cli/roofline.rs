@@ -534,57 +534,89 @@ fn measure_mode(
     })
 }
 
+/// Each sweep point of each mode, one CSV row.
 fn points_csv(results: &[ModeResult], simulated: bool) -> String {
-    let mut s = String::from("simulated,mode,kernel,iters,elements,intensity,launches,best_s,single_s,gflops,gbytes_per_s,mean_s,energy_j,power_w\n");
-    for r in results {
-        for m in &r.points {
-            let _ = writeln!(
-                s,
-                "{simulated},\"{}\",{},{},{},{},{},{:.9},{:.9},{:.3},{:.3},{:.9},{:.6},{:.3}",
-                r.mode,
-                m.point.kernel.symbol(),
-                m.point.iters,
-                m.point.elements,
-                m.intensity,
-                m.run.launches,
-                m.run.best_s,
-                m.run.single_s,
-                m.flops_per_s / 1e9,
-                m.bytes_per_s / 1e9,
-                m.mean_s,
-                m.energy_j,
-                m.power_w
-            );
-        }
-    }
-    s
+    let header = [
+        "simulated",
+        "mode",
+        "kernel",
+        "iters",
+        "elements",
+        "intensity",
+        "launches",
+        "best_s",
+        "single_s",
+        "gflops",
+        "gbytes_per_s",
+        "mean_s",
+        "energy_j",
+        "power_w",
+    ];
+    let rows = results.iter().flat_map(|r| {
+        r.points.iter().map(move |m| {
+            [
+                simulated.to_string(),
+                r.mode.clone(),
+                m.point.kernel.symbol().to_string(),
+                m.point.iters.to_string(),
+                m.point.elements.to_string(),
+                m.intensity.to_string(),
+                m.run.launches.to_string(),
+                format!("{:.9}", m.run.best_s),
+                format!("{:.9}", m.run.single_s),
+                format!("{:.3}", m.flops_per_s / 1e9),
+                format!("{:.3}", m.bytes_per_s / 1e9),
+                format!("{:.9}", m.mean_s),
+                format!("{:.6}", m.energy_j),
+                format!("{:.3}", m.power_w),
+            ]
+        })
+    });
+    crate::support::csv_text::write(&header, rows)
 }
 
+/// Each mode's fitted rooflines, one CSV row (an empty field where a value is unknown).
 fn modes_csv(results: &[ModeResult], simulated: bool) -> String {
-    let mut s = String::from("simulated,mode,gpu_hz,emc_hz,peak_f32_gflops,peak_f16_gflops,peak_gbytes_per_s,ridge_f32,time_rms_rel,eps_flop_pj,eps_flop_f16_pj,eps_byte_pj,pi0_w,energy_rms_rel,f32_fraction,copy_fraction\n");
+    let header = [
+        "simulated",
+        "mode",
+        "gpu_hz",
+        "emc_hz",
+        "peak_f32_gflops",
+        "peak_f16_gflops",
+        "peak_gbytes_per_s",
+        "ridge_f32",
+        "time_rms_rel",
+        "eps_flop_pj",
+        "eps_flop_f16_pj",
+        "eps_byte_pj",
+        "pi0_w",
+        "energy_rms_rel",
+        "f32_fraction",
+        "copy_fraction",
+    ];
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.4}"));
-    for r in results {
-        let _ = writeln!(
-            s,
-            "{simulated},\"{}\",{},{},{:.3},{:.3},{:.3},{:.3},{:.4},{:.4},{},{:.4},{:.4},{:.4},{},{}",
-            r.mode,
+    let rows = results.iter().map(|r| {
+        [
+            simulated.to_string(),
+            r.mode.clone(),
             opt(r.gpu_hz),
             opt(r.emc_hz),
-            r.time.peak_f32_flops / 1e9,
-            r.time.peak_f16_flops / 1e9,
-            r.time.peak_bytes_per_s / 1e9,
-            r.time.ridge_f32,
-            r.time.rms_rel_error,
-            r.energy.eps_flop_j * 1e12,
+            format!("{:.3}", r.time.peak_f32_flops / 1e9),
+            format!("{:.3}", r.time.peak_f16_flops / 1e9),
+            format!("{:.3}", r.time.peak_bytes_per_s / 1e9),
+            format!("{:.3}", r.time.ridge_f32),
+            format!("{:.4}", r.time.rms_rel_error),
+            format!("{:.4}", r.energy.eps_flop_j * 1e12),
             opt(r.energy.eps_flop_f16_j.map(|e| e * 1e12)),
-            r.energy.eps_byte_j * 1e12,
-            r.energy.pi0_w,
-            r.energy.rms_rel_error,
+            format!("{:.4}", r.energy.eps_byte_j * 1e12),
+            format!("{:.4}", r.energy.pi0_w),
+            format!("{:.4}", r.energy.rms_rel_error),
             opt(r.f32_fraction_of_peak),
-            opt(r.copy_fraction_of_dram_peak)
-        );
-    }
-    s
+            opt(r.copy_fraction_of_dram_peak),
+        ]
+    });
+    crate::support::csv_text::write(&header, rows)
 }
 
 fn text(title: &str, m: &Measurement) -> String {

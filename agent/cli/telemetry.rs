@@ -2,22 +2,24 @@
 //!
 //! `watch` and `energy` only read: with an agent running they read its ring; without one
 //! they run a sampler of their own into a private ring, without the board lock, so that a
-//! `jpower set` from another terminal still works. Only when asked to lower the sensors'
-//! averaging (a write) do they own the board, changing it through the controller and
-//! putting it back when they finish.
+//! `jpower set` from another terminal still works. Lowering the sensors' averaging is a
+//! write: the agent makes it under the command's session lease (`set_averaging`), or,
+//! without an agent, the command owns the board, changing it through the controller and
+//! putting it back when it finishes.
 
 use super::{Output, Target};
 use crate::board::ina3221;
 use crate::board::Values;
 use crate::control::state::{Owner, OwnerKind};
 use crate::control::{Controller, Peek};
+use crate::ipc::client::Client;
+use crate::ipc::protocol::{ReplyBody, RequestBody};
 use crate::telemetry::ring::{monotonic_ns, RingReader};
 use crate::telemetry::sampler::SamplerConfig;
-use crate::telemetry::{flags, Telemetry};
-use anyhow::{bail, Context, Result};
+use crate::telemetry::Telemetry;
+use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -168,26 +170,79 @@ impl Session {
     }
 }
 
+/// What `--averaging` asks.
+enum Averaging {
+    /// `keep`: the board's (or the agent's) own.
+    Keep,
+    /// `auto`: the largest that refreshes every sample period of `--rate`.
+    Auto {
+        /// The sample period, microseconds.
+        period_us: u32,
+    },
+    /// A count of conversions averaged.
+    Count(u32),
+}
+
+impl Averaging {
+    fn of(a: &SampleArgs) -> Result<Averaging> {
+        Ok(match a.averaging.as_str() {
+            "keep" => Averaging::Keep,
+            "auto" => Averaging::Auto {
+                period_us: (1e6 / a.rate.unwrap_or(1000.0)) as u32,
+            },
+            n => {
+                let samples: u32 = n.parse().context("--averaging: keep, auto or a count")?;
+                Averaging::Count(ina3221::check_samples(samples).map_err(|e| anyhow!("--{e}"))?)
+            }
+        })
+    }
+
+    /// The count every chip of `board` averages: the largest that refreshes in the period
+    /// with the most channels any chip converts.
+    fn samples(&self, board: &crate::board::Board) -> Option<u32> {
+        let channels = board.ina.iter().map(|c| c.enabled).max().unwrap_or(3);
+        match *self {
+            Averaging::Keep => None,
+            Averaging::Auto { period_us } => Some(ina3221::averaging_for(period_us, channels)),
+            Averaging::Count(n) => Some(n),
+        }
+    }
+}
+
 /// The sensors' settings `a` asks for on `board` at `prior`; `None` when they stay.
 fn wanted_averaging(
     board: &crate::board::Board,
     prior: &Values,
     a: &SampleArgs,
 ) -> Result<Option<Values>> {
-    let period_us = (1e6 / a.rate.unwrap_or(1000.0)) as u32;
-    let wanted = match a.averaging.as_str() {
-        "keep" => return Ok(None),
-        "auto" => ina3221::averaging_target(board, prior, period_us),
-        n => {
-            let samples: u32 = n.parse().context("--averaging: keep, auto or a count")?;
-            if !ina3221::SAMPLES.contains(&samples) {
-                bail!("--averaging {samples}: the INA3221 averages 1, 4, 16, 64, 128, 256, 512 or 1024 samples");
-            }
-            let channels = board.ina.iter().map(|c| c.enabled).max().unwrap_or(3);
-            ina3221::averaging_target(board, prior, channels * samples * ina3221::CONVERSION_US)
-        }
+    let wanted = match Averaging::of(a)? {
+        Averaging::Keep => return Ok(None),
+        Averaging::Auto { period_us } => ina3221::averaging_target(board, prior, period_us),
+        Averaging::Count(n) => ina3221::averaging_count_target(board, prior, n),
     };
     Ok((wanted != *prior).then_some(wanted))
+}
+
+/// Asks the agent at `client` to average `samples` conversions under this connection's
+/// session lease (it puts the averaging back when the connection closes, also if this
+/// process dies); a note says what that changed.
+pub(super) fn agent_averaging(client: &mut Client, samples: u32) -> Result<String> {
+    let reply = client
+        .request(RequestBody::SetAveraging { samples })
+        .context("asking the agent to change the INA3221 averaging")?;
+    let ReplyBody::Averaging {
+        samples,
+        refresh_us,
+        rate_hz,
+    } = reply
+    else {
+        bail!("unexpected reply from the agent to set_averaging: {reply:?}");
+    };
+    Ok(format!(
+        "the agent averages {samples} INA3221 conversion(s) per reading (a refresh every {:.1} ms, sampled at {rate_hz:.0} Hz) until this command ends; {}",
+        f64::from(refresh_us) / 1000.0,
+        ina3221::NOISE_NOTE
+    ))
 }
 
 /// Starts a sampler of `board` (its knobs at `values`) into the ring at `path`, with
@@ -250,6 +305,9 @@ enum Feed {
         path: PathBuf,
         /// What the agent's sampling means for the options given.
         notes: Vec<String>,
+        /// The connection whose lease holds the averaging asked for, if one was; closing
+        /// it gives the averaging back.
+        _lease: Option<Client>,
     },
     /// No agent, and the averaging changes: this process owns the board while it samples.
     Owner(Box<Session>),
@@ -268,22 +326,27 @@ enum Feed {
 impl Feed {
     /// The samples for command `name`: the agent's ring if an agent serves the board.
     fn start(target: &Target, a: &SampleArgs, name: &'static str) -> Result<Feed> {
+        let averaging = Averaging::of(a)?;
         if let Some(mut client) = target.agent()? {
-            if a.averaging != "keep" {
-                bail!("an agent samples this board: the sensors' averaging is its `sensor_averaging` setting (the protocol has no request to change it); use --averaging keep, or stop the agent");
-            }
-            let crate::ipc::protocol::ReplyBody::Status(st) =
-                client.request(crate::ipc::protocol::RequestBody::Status)?
-            else {
-                bail!("unexpected reply from the agent");
-            };
             let mut notes = Vec::new();
             if a.rate.is_some() || a.rt_priority.is_some() || a.sampler_cpu.is_some() {
-                notes.push("an agent samples this board: its ring's rate is the agent's (`sample_rate_hz`); --rate, --rt-priority and --sampler-cpu do not apply".into());
+                notes.push("an agent samples this board: its ring's rate is the agent's (`sample_rate_hz`, or what the sensors' refresh allows); --rate only sets what --averaging auto aims for, --rt-priority and --sampler-cpu do not apply".into());
             }
+            let (root, _sim) = target.root()?;
+            let board = crate::board::Board::discover(root)?;
+            let changed = averaging
+                .samples(&board)
+                .map(|n| agent_averaging(&mut client, n))
+                .transpose()?;
+            let ReplyBody::Status(st) = client.request(RequestBody::Status)? else {
+                bail!("unexpected reply from the agent to status");
+            };
+            let lease = changed.is_some().then_some(client);
+            notes.extend(changed);
             return Ok(Feed::Agent {
                 path: PathBuf::from(st.ring_path),
                 notes,
+                _lease: lease,
             });
         }
         let (root, sim) = target.root()?;
@@ -391,62 +454,45 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     let done = || INTERRUPTED.load(Ordering::Relaxed) || end.is_some_and(|e| monotonic_ns() >= e);
     if a.csv {
         // A closed pipe (`| head`) ends the stream like Ctrl-C: the sensor is put back.
-        let mut stdout = std::io::stdout().lock();
-        let names: Vec<String> = ring
-            .info
-            .rails
-            .iter()
-            .map(|r| format!("{}_w", r.name))
-            .collect();
-        let mut open = writeln!(stdout, "t_s,module_w,{},flags,fresh", names.join(",")).is_ok();
+        let mut csv = crate::support::csv_text::writer(std::io::stdout().lock());
+        let header = ["t_s".to_string(), "module_w".into()]
+            .into_iter()
+            .chain(ring.info.rails.iter().map(|r| format!("{}_w", r.name)))
+            .chain(["flags".into(), "fresh".into()]);
+        let mut open = csv.write_record(header).is_ok();
         let mut next = first;
         while open && !done() {
             let w = ring.write_seq();
             while open && next < w {
                 if let Ok(s) = ring.sample(next) {
-                    let rails: Vec<String> = s
-                        .rails()
-                        .iter()
-                        .map(|r| format!("{:.6}", f64::from(r.power_uw) * 1e-6))
-                        .collect();
-                    let (t, m) = (s.t_ns as f64 * 1e-9, f64::from(s.module_uw) * 1e-6);
-                    open = writeln!(
-                        stdout,
-                        "{t:.6},{m:.6},{},{},{}",
-                        rails.join(","),
-                        s.flags,
-                        s.fresh
-                    )
-                    .is_ok();
+                    let watts = |uw: u32| format!("{:.6}", f64::from(uw) * 1e-6);
+                    let row = [format!("{:.6}", s.t_ns as f64 * 1e-9), watts(s.module_uw)]
+                        .into_iter()
+                        .chain(s.rails().iter().map(|r| watts(r.power_uw)))
+                        .chain([s.flags.to_string(), s.fresh.to_string()]);
+                    open = csv.write_record(row).is_ok();
                 }
                 next += 1;
             }
-            open = open && stdout.flush().is_ok();
+            open = open && csv.flush().is_ok();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    } else if out.json {
+        while !done() {
             std::thread::sleep(Duration::from_millis(20));
         }
     } else {
-        // The table refreshes in place on a terminal; piped, each one follows the last.
-        let clear = if std::io::stdout().is_terminal() {
-            "\x1b[H\x1b[2J"
-        } else {
-            ""
+        // The board's files beside the ring: clocks, loads, memory, fan, the mode's name.
+        let (root, _sim) = target.root()?;
+        let board = crate::board::Board::discover(root)?;
+        let presets = target.presets(&board)?;
+        let view = super::dashboard::Feed {
+            board: &board,
+            presets: presets.as_ref(),
+            ring: &ring,
+            requested_hz: feed.requested_hz(&ring),
         };
-        let fresh = (0..ring.info.rails.len()).map(|r| ring.rail_freshness(r).0);
-        let mut last = (monotonic_ns(), fresh.collect::<Vec<u64>>(), first);
-        while !done() {
-            std::thread::sleep(Duration::from_millis(500));
-            let now = monotonic_ns();
-            let fresh: Vec<u64> = (0..ring.info.rails.len())
-                .map(|r| ring.rail_freshness(r).0)
-                .collect();
-            let (dt, w) = ((now - last.0) as f64 * 1e-9, ring.write_seq());
-            let rates = (feed.requested_hz(&ring), (w - last.2) as f64 / dt);
-            let table = render(&ring, now, &last.1, dt, rates);
-            last = (now, fresh, w);
-            if !out.json && write!(std::io::stdout(), "{clear}{table}").is_err() {
-                break;
-            }
-        }
+        super::dashboard::run(&view, &done)?;
     }
     let samples = ring.write_seq() - first;
     let seconds = (monotonic_ns() - started) as f64 * 1e-9;
@@ -460,91 +506,22 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     Ok(())
 }
 
-/// The table of `jpower watch`; `rates` are the requested and the achieved sample rates.
-fn render(ring: &RingReader, now: u64, fresh_before: &[u64], dt: f64, rates: (f64, f64)) -> String {
-    let mut t = String::new();
-    let Some(s) = ring.latest() else {
-        return "waiting for the first sample\n".into();
-    };
-    let _ = writeln!(
-        t,
-        "{}  sampling at {:.0} Hz of {:.0} Hz requested  (Ctrl-C to stop)\n",
-        ring.info.board, rates.1, rates.0
-    );
-    let _ = writeln!(
-        t,
-        "{:<18} {:>9} {:>9} {:>10} {:>11} {:>9}",
-        "rail", "V", "A", "W", "fresh/s", "age"
-    );
-    for (r, (info, v)) in ring.info.rails.iter().zip(s.rails()).enumerate() {
-        let (count, last) = ring.rail_freshness(r);
-        let eff = (count - fresh_before.get(r).copied().unwrap_or(0)) as f64 / dt.max(1e-9);
-        let age = if last == 0 {
-            "-".to_string()
-        } else {
-            format!("{:.0} ms", now.saturating_sub(last) as f64 * 1e-6)
-        };
-        let volts = if v.voltage_mv == 0 {
-            "-".to_string()
-        } else {
-            format!("{:.3}", f64::from(v.voltage_mv) / 1000.0)
-        };
-        let amps = if v.voltage_mv == 0 {
-            "-".to_string()
-        } else {
-            format!("{:.3}", f64::from(v.current_ma) / 1000.0)
-        };
-        let _ = writeln!(
-            t,
-            "{:<18} {volts:>9} {amps:>9} {:>10.3} {eff:>11.1} {age:>9}",
-            info.name,
-            f64::from(v.power_uw) * 1e-6
-        );
-    }
-    let _ = writeln!(
-        t,
-        "{:<18} {:>9} {:>9} {:>10.3}",
-        "module",
-        "",
-        "",
-        f64::from(s.module_uw) * 1e-6
-    );
-    let (overruns, errors) = ring.counters();
-    let mut state = Vec::new();
-    if s.flags & flags::THROTTLED != 0 {
-        state.push("THROTTLED");
-    }
-    if s.flags & (flags::WARN_ALARM | flags::CRIT_ALARM) != 0 {
-        state.push("INA3221 ALARM");
-    }
-    let _ = writeln!(
-        t,
-        "\nsamples {}  overruns {overruns}  read errors {errors}  {}",
-        s.n + 1,
-        state.join(" ")
-    );
-    let temps: Vec<String> = ring
-        .zones()
-        .into_iter()
-        .filter_map(|(n, t)| t.map(|t| format!("{n} {:.1}C", f64::from(t) / 1000.0)))
-        .collect();
-    let _ = writeln!(t, "{}", temps.join("  "));
-    t
-}
-
 /// `jpower energy -- CMD ARGS...`.
 pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     let feed = Feed::start(target, &a.sample, "energy")?;
     let ring = RingReader::open(feed.path())?;
-    // One period so the first sample exists before the command starts.
-    std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));
+    // The integral needs one sample at or before the start (the sensor holds its value,
+    // however old) and the first one after the end to interpolate to: nothing more.
+    let period_ms = ring.info.period_ns as f64 * 1e-6;
+    let waited_before = sample_after(&ring, 0)?;
     let t0 = monotonic_ns();
     let status = std::process::Command::new(&a.command[0])
         .args(&a.command[1..])
         .status()
         .with_context(|| format!("cannot run {}", a.command[0]))?;
     let t1 = monotonic_ns();
-    std::thread::sleep(Duration::from_nanos(ring.info.period_ns.max(1_000_000) * 2));
+    let waited_after = sample_after(&ring, t1)?;
+    let waited_ms = (waited_before + waited_after) as f64 * 1e-6;
     let e = ring.energy(t0, t1);
     let mut notes = feed.finish()?;
     // The bound is one refresh of the power swing the samples saw: with fewer than two
@@ -553,7 +530,7 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     let refresh_s = ring.info.slowest_refresh_s();
     let bound = if e.samples < 2 || e.duration_s < refresh_s {
         notes.push(format!(
-            "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound; use --averaging auto (without an agent) to refresh about every millisecond",
+            "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound; use --averaging auto to refresh about every millisecond",
             e.duration_s * 1e3,
             e.samples,
             refresh_s * 1e3
@@ -573,7 +550,8 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     out.print(
         &json!({"command": a.command, "exit_code": code, "duration_s": e.duration_s, "samples": e.samples,
                 "rate_hz": e.rate_hz, "module_j": e.module_j, "mean_module_w": e.mean_module_w,
-                "error_bound_j": bound, "rails": rails, "notes": notes}),
+                "error_bound_j": bound, "waited_ms": waited_ms, "period_ms": period_ms,
+                "rails": rails, "notes": notes}),
         || {
             let mut t = format!(
                 "\n {}\n\n {:>10.3} s    duration ({} samples at {:.0} Hz)\n {:>10.3} W    mean module power\n {:>10.3} J    module energy ({})\n",
@@ -588,6 +566,10 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
             for (r, j) in ring.info.rails.iter().zip(&e.rails_j) {
                 let _ = writeln!(t, " {j:>10.3} J    {}", r.name);
             }
+            let _ = writeln!(
+                t,
+                " {waited_ms:>10.1} ms   jpower's wait around the command: for the first sample after it (one every {period_ms:.1} ms)"
+            );
             for n in &notes {
                 let _ = writeln!(t, " note: {n}");
             }
@@ -595,6 +577,30 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
         },
     )?;
     Ok(code)
+}
+
+/// Waits until `ring` holds a sample taken after `t_ns` (the one the energy integral
+/// interpolates to at a window's end; with `t_ns` 0, any sample) and returns how long it
+/// waited, nanoseconds. That takes at most a period from a live writer; one that publishes
+/// nothing for a second more is an error.
+fn sample_after(ring: &RingReader, t_ns: u64) -> Result<u64> {
+    let start = monotonic_ns();
+    let deadline = start.max(t_ns) + ring.info.period_ns + 1_000_000_000;
+    while ring.latest().is_none_or(|s| s.t_ns <= t_ns) {
+        if monotonic_ns() > deadline {
+            bail!(
+                "the ring's writer (pid {}) published no sample for {:.1} s (one was due every {:.1} ms): it hangs or was killed",
+                ring.writer_pid,
+                (monotonic_ns() - start) as f64 * 1e-9,
+                ring.info.period_ns as f64 * 1e-6
+            );
+        }
+        // A tenth of a period, within 50 us and 1 ms: the wait overshoots the sample by little.
+        std::thread::sleep(Duration::from_nanos(
+            (ring.info.period_ns / 10).clamp(50_000, 1_000_000),
+        ));
+    }
+    Ok(monotonic_ns() - start)
 }
 
 /// What became of a ring's writer: its JSON form and, unless it is live and publishing, a

@@ -6,6 +6,7 @@ use super::Output;
 use crate::control::mode::PinnedMode;
 use crate::gpu::cuda::Cuda;
 use crate::gpu::net::{Cpu, Trainer};
+use crate::ipc::protocol::{ReplyBody, RequestBody};
 use crate::predict::evaluate::{self, margin_w, Effort};
 use crate::predict::live::{AgentSource, Workload};
 use crate::predict::optimize::{self, Measured, TimePower, Verify};
@@ -212,16 +213,15 @@ fn profile_live(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result
         sim.set_one_core_busy()?;
     }
     let space = crate::control::mode::ModeSpace::of(&board);
-    let name = &board.identity.model;
     let result = if a.cpu {
         let trainer = Trainer::new(Cpu, a.batch, a.seed, 0.02)?;
         let src = AgentSource::new(client, trainer, space.clone());
-        live_with(src, &space, name, a, out)
+        live_with(src, &space, &board, a, out)
     } else {
         let cuda = Cuda::open(0, board.identity.l4t_major)?;
         let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, 0.02)?;
         let src = AgentSource::new(client, trainer, space.clone());
-        live_with(src, &space, name, a, out)
+        live_with(src, &space, &board, a, out)
     };
     if let Some(sim) = &sim {
         sim.set_load(crate::sim::kernel::LoadState::default())?;
@@ -229,13 +229,72 @@ fn profile_live(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result
     result
 }
 
+/// How many sensor refreshes a minibatch should span: the profile lowers the averaging
+/// until it does, and refuses when even the fastest refresh gives fewer than
+/// [`MIN_REFRESHES_PER_MINIBATCH`] (every mode would record about the power of the
+/// readings held over it).
+const REFRESHES_PER_MINIBATCH: f64 = 4.0;
+/// See [`REFRESHES_PER_MINIBATCH`].
+const MIN_REFRESHES_PER_MINIBATCH: f64 = 2.0;
+
+/// Makes the agent's sensors resolve a minibatch of `src`'s workload on `board`: times the
+/// fastest of three (after two to warm up), and where the slowest rail refreshes slower
+/// than a quarter of it, asks the agent to lower the averaging under the profile's lease
+/// (it comes back when the lease ends). Returns a note on what it did; refuses, with the
+/// reason, when the agent does not lower it or even its fastest refresh is over half a
+/// minibatch.
+fn resolve_minibatches<W: Workload>(
+    src: &mut AgentSource<W>,
+    board: &crate::board::Board,
+) -> Result<Option<String>> {
+    let refresh_ms = |src: &mut AgentSource<W>| -> Result<f64> {
+        let ReplyBody::Status(st) = src.client().request(RequestBody::Status)? else {
+            bail!("unexpected reply from the agent to status");
+        };
+        let ring = crate::telemetry::ring::RingReader::open(std::path::Path::new(&st.ring_path))?;
+        Ok(ring.info.slowest_refresh_s() * 1e3)
+    };
+    let mut minibatch_ms = f64::INFINITY;
+    for i in 0..5 {
+        let ms = src
+            .time_minibatch()
+            .map_err(|e| anyhow!("timing the workload: {e}"))?;
+        if i >= 2 {
+            minibatch_ms = minibatch_ms.min(ms);
+        }
+    }
+    let before_ms = refresh_ms(src)?;
+    let wanted_us = (minibatch_ms * 1e3 / REFRESHES_PER_MINIBATCH) as u32;
+    if before_ms * 1e3 <= f64::from(wanted_us) {
+        return Ok(None);
+    }
+    let unresolved = format!(
+        "the sensors refresh every {before_ms:.1} ms and a minibatch lasts {minibatch_ms:.1} ms: every mode would record about the same power"
+    );
+    let channels = board.ina.iter().map(|c| c.enabled).max().unwrap_or(3);
+    let samples = crate::board::ina3221::averaging_for(wanted_us, channels);
+    let note = super::telemetry::agent_averaging(src.client(), samples)
+        .map_err(|e| anyhow!("{unresolved}, and the agent did not lower the averaging: {e:#}"))?;
+    let after_ms = refresh_ms(src)?;
+    if after_ms * MIN_REFRESHES_PER_MINIBATCH > minibatch_ms {
+        bail!("{unresolved}; even at {samples} conversion(s) per reading they refresh every {after_ms:.1} ms: use a larger --batch");
+    }
+    Ok(Some(format!(
+        "{unresolved} at the agent's averaging; {note}"
+    )))
+}
+
 fn live_with<W: Workload>(
     mut src: AgentSource<W>,
     space: &crate::control::mode::ModeSpace,
-    board: &str,
+    board: &crate::board::Board,
     a: &ProfileArgs,
     out: &Output,
 ) -> Result<()> {
+    if let Some(note) = resolve_minibatches(&mut src, board)? {
+        eprintln!("jpower: note: {note}");
+    }
+    let board = &board.identity.model;
     let modes = choose(a, &src, space)?;
     let mut progress = Progress::new(a, modes.len(), "")?;
     let rows = progress.run(&mut src, &modes);

@@ -48,12 +48,53 @@ pub enum EmcLimit {
 pub struct Mode {
     /// The CPUs to keep online (cpu0 is always among them); the others go offline.
     pub online_cpus: Option<Vec<usize>>,
-    /// Per cluster, in the board's cluster order.
+    /// Per cluster, in the board's cluster order (in JSON `min_khz`/`max_khz`, the
+    /// protocol's CPU unit).
+    #[serde(with = "cpu_khz")]
     pub cpu: Vec<Option<Range>>,
     /// The GPU's devfreq range.
     pub gpu: Option<Range>,
     /// The EMC cap.
     pub emc: Option<EmcLimit>,
+}
+
+/// The CPU ranges of a [`Mode`] in kHz, as the protocol and every JSON output give CPU
+/// clocks (cpufreq's unit); GPU and EMC ranges stay in Hz.
+mod cpu_khz {
+    use super::Range;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct KhzRange {
+        min_khz: u64,
+        max_khz: u64,
+    }
+
+    pub fn serialize<S: Serializer>(cpu: &[Option<Range>], s: S) -> Result<S::Ok, S::Error> {
+        let khz: Vec<Option<KhzRange>> = cpu
+            .iter()
+            .map(|r| {
+                r.map(|r| KhzRange {
+                    min_khz: r.min_hz / 1000,
+                    max_khz: r.max_hz / 1000,
+                })
+            })
+            .collect();
+        khz.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Option<Range>>, D::Error> {
+        let khz = Vec::<Option<KhzRange>>::deserialize(d)?;
+        Ok(khz
+            .into_iter()
+            .map(|r| {
+                r.map(|r| Range {
+                    min_hz: r.min_khz.saturating_mul(1000),
+                    max_hz: r.max_khz.saturating_mul(1000),
+                })
+            })
+            .collect())
+    }
 }
 
 /// One point of the mode space: everything pinned.
@@ -321,6 +362,23 @@ impl KnobRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mode_gives_cpu_clocks_in_khz_and_gpu_clocks_in_hz() {
+        let m = Mode {
+            online_cpus: None,
+            cpu: vec![Some(Range::pinned(729_600_000)), None],
+            gpu: Some(Range::pinned(306_000_000)),
+            emc: Some(EmcLimit::CapHz(2_133_000_000)),
+        };
+        let j = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            j["cpu"],
+            serde_json::json!([{"min_khz": 729_600, "max_khz": 729_600}, null])
+        );
+        assert_eq!(j["gpu"]["max_hz"], 306_000_000);
+        assert_eq!(serde_json::from_value::<Mode>(j).unwrap(), m);
+    }
 
     #[test]
     fn validation_names_the_nearest_values() {

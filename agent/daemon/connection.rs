@@ -124,13 +124,17 @@ impl Handler for Shared {
             }
             RequestBody::Status => match self.lock().status() {
                 ReplyBody::Status(mut st) => {
-                    st.module_w = self.ring.latest().map(|s| f64::from(s.module_uw) * 1e-6);
+                    st.module_w = self
+                        .ring
+                        .get()
+                        .latest()
+                        .map(|s| f64::from(s.module_uw) * 1e-6);
                     ReplyBody::Status(st)
                 }
                 other => other,
             },
             RequestBody::Telemetry { window_ms } => {
-                ReplyBody::Telemetry(telemetry(&self.ring, &self.ring_path, window_ms))
+                ReplyBody::Telemetry(telemetry(&self.ring.get(), &self.ring_path, window_ms))
             }
             RequestBody::MinibatchBegin { kind, id } => {
                 match conn.minibatches.begin(kind, id, monotonic_ns()) {
@@ -139,7 +143,10 @@ impl Handler for Shared {
                 }
             }
             RequestBody::MinibatchEnd { kind, id } => {
-                match conn.minibatches.end(kind, id, monotonic_ns(), &self.ring) {
+                match conn
+                    .minibatches
+                    .end(kind, id, monotonic_ns(), &self.ring.get())
+                {
                     Ok(m) => ReplyBody::Minibatch(MinibatchReply {
                         kind,
                         id,
@@ -159,7 +166,7 @@ impl Handler for Shared {
     }
 
     fn sample(&self, _conn: &mut Connection) -> Option<ReplyBody> {
-        sample(&self.ring).map(ReplyBody::Sample)
+        sample(&self.ring.get()).map(ReplyBody::Sample)
     }
 
     fn holds_lease(&self, conn: &Connection) -> bool {

@@ -2,15 +2,17 @@
 //! the budget guard. Every request that reads or changes the board goes through here.
 
 use super::guard::Guard;
+use super::sensors::{Sensors, SensorsError};
 use super::Config;
+use crate::board::ina3221;
 use crate::board::Values;
 use crate::control::mode::{KnobRequest, ModeError, ModeSpace};
 use crate::control::plan;
 use crate::control::preset::Presets;
 use crate::control::state::{Owner, OwnerKind};
-use crate::control::Controller;
+use crate::control::{ControlError, Controller, Switch};
 use crate::ipc::protocol::*;
-use crate::telemetry::ring::{monotonic_ns, RingReader};
+use crate::telemetry::ring::monotonic_ns;
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
@@ -50,8 +52,8 @@ pub struct Core {
     /// Where to send events for each connection.
     events: HashMap<u64, Sender<ReplyBody>>,
     config: Config,
-    ring: RingReader,
-    ring_path: String,
+    /// The sampler, restarted when the sensors' averaging changes.
+    sensors: Sensors,
     /// Set by `shutdown`: later requests are refused, so nothing changes the board after
     /// the final restore.
     stopping: bool,
@@ -103,6 +105,17 @@ fn socket_wording(e: &ModeError) -> String {
     }
 }
 
+/// Why the requested values could not be put in force.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The switch failed (and was rolled back).
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// The switch changed the sensors' averaging, and the sampler did not restart for it.
+    #[error("the board switched, but {0}")]
+    Sensors(#[from] SensorsError),
+}
+
 fn err(code: ErrorCode, message: impl Into<String>) -> ReplyBody {
     ReplyBody::Error {
         code,
@@ -116,8 +129,7 @@ impl Core {
         controller: Controller,
         presets: Option<Presets>,
         config: Config,
-        ring: RingReader,
-        ring_path: String,
+        sensors: Sensors,
     ) -> Core {
         let requested = controller.current().clone();
         let mut guard = Guard::default();
@@ -131,8 +143,7 @@ impl Core {
             external: Vec::new(),
             events: HashMap::new(),
             config,
-            ring,
-            ring_path,
+            sensors,
             stopping: false,
         }
     }
@@ -150,10 +161,21 @@ impl Core {
         }
     }
 
-    /// Applies the requested values limited by the guard.
-    fn apply_effective(&mut self) -> Result<crate::control::Switch, crate::control::ControlError> {
+    /// Applies the requested values limited by the guard, and restarts the sampler if
+    /// they changed the sensors' averaging.
+    fn apply_effective(&mut self) -> Result<Switch, ApplyError> {
         let target = self.guard.clamp(self.controller.board(), &self.requested);
-        self.controller.apply_values(&target)
+        let sw = self.controller.apply_values(&target)?;
+        if self
+            .sensors
+            .follow(self.controller.board(), self.controller.current())?
+        {
+            log::info!(
+                "INA3221 averaging changed: the sampler restarted at {:.0} Hz",
+                self.sensors.rate_hz()
+            );
+        }
+        Ok(sw)
     }
 
     /// Applies a preset at start, as the agent's own persistent setting.
@@ -211,6 +233,7 @@ impl Core {
                 _ => err(ErrorCode::NotFound, "you hold no lease to renew"),
             },
             RequestBody::Release => self.release(peer),
+            RequestBody::SetAveraging { samples } => self.set_averaging(peer, samples),
             RequestBody::SetBudget { watts } => {
                 if !peer.may_control {
                     return err(ErrorCode::Forbidden, "setting a budget needs control permission (root or the control group)");
@@ -234,6 +257,30 @@ impl Core {
         }
     }
 
+    /// Why `peer` may not take the lease with a `kind` request now, if it may not: it
+    /// lacks control permission for `what`, or someone else holds the lease.
+    fn refuse_lease(&self, peer: &Peer, kind: LeaseKind, what: &str) -> Option<ReplyBody> {
+        if !peer.may_control {
+            return Some(err(
+                ErrorCode::Forbidden,
+                format!("{what} needs control permission (root or the control group)"),
+            ));
+        }
+        let l = self.lease.as_ref()?;
+        (l.client != peer.client
+            && !(l.holder.lease == LeaseKind::Persistent && kind == LeaseKind::Persistent))
+            .then(|| {
+                err(
+                    ErrorCode::Busy,
+                    format!(
+                        "the board is held by {} ({} lease)",
+                        l.holder.client,
+                        lease_name(l.holder.lease)
+                    ),
+                )
+            })
+    }
+
     fn set_mode(
         &mut self,
         peer: &Peer,
@@ -241,25 +288,8 @@ impl Core {
         kind: LeaseKind,
         timeout_ms: Option<u64>,
     ) -> ReplyBody {
-        if !peer.may_control {
-            return err(
-                ErrorCode::Forbidden,
-                "setting a mode needs control permission (root or the control group)",
-            );
-        }
-        if let Some(l) = &self.lease {
-            if l.client != peer.client
-                && !(l.holder.lease == LeaseKind::Persistent && kind == LeaseKind::Persistent)
-            {
-                return err(
-                    ErrorCode::Busy,
-                    format!(
-                        "the board is held by {} ({} lease)",
-                        l.holder.client,
-                        lease_name(l.holder.lease)
-                    ),
-                );
-            }
+        if let Some(refused) = self.refuse_lease(peer, kind, "setting a mode") {
+            return refused;
         }
         self.detect_external();
         let board = self.controller.board();
@@ -293,8 +323,78 @@ impl Core {
             Ok(t) => t,
             Err(e) => return err(ErrorCode::InvalidMode, e),
         };
+        match self.lease_and_apply(peer, target, kind, timeout_ms, "set_mode") {
+            Ok(sw) => ReplyBody::ModeSet {
+                writes: sw.steps.len() as u32,
+                switch_us: sw.elapsed_ns as f64 / 1000.0,
+                lease: kind,
+                capped: self.guard.clamp(self.controller.board(), &self.requested)
+                    != self.requested,
+            },
+            Err(e) => err(ErrorCode::Failed, e.to_string()),
+        }
+    }
+
+    /// `set_averaging`: every INA3221 averages `samples` conversions, under the caller's
+    /// lease (its own kind if it holds one, else a session lease), so the averaging from
+    /// before comes back when the lease ends; the sampler restarts at the new refresh.
+    fn set_averaging(&mut self, peer: &Peer, samples: u32) -> ReplyBody {
+        if let Err(e) = ina3221::check_samples(samples) {
+            return err(ErrorCode::InvalidMode, e);
+        }
+        let kind = self
+            .lease
+            .as_ref()
+            .filter(|l| l.client == peer.client)
+            .map_or(LeaseKind::Session, |l| l.holder.lease);
+        if let Some(refused) = self.refuse_lease(peer, kind, "changing the sensors' averaging") {
+            return refused;
+        }
+        let averaging_knob =
+            |k: &crate::board::Knob| matches!(k.kind, crate::board::KnobKind::InaSamples(_));
+        if !self.controller.board().knobs.iter().any(averaging_knob) {
+            return err(
+                ErrorCode::InvalidMode,
+                "this board's power monitors have no averaging knob (an L4T 32 IIO driver): its refresh is fixed",
+            );
+        }
+        self.detect_external();
+        let target =
+            ina3221::averaging_count_target(self.controller.board(), &self.requested, samples);
+        match self.lease_and_apply(peer, target, kind, None, "set_averaging") {
+            Ok(_) => {
+                let ring = self.sensors.ring().get();
+                ReplyBody::Averaging {
+                    samples,
+                    refresh_us: ring
+                        .info
+                        .rails
+                        .iter()
+                        .map(|r| r.refresh_us)
+                        .max()
+                        .unwrap_or(0),
+                    rate_hz: self.sensors.rate_hz(),
+                }
+            }
+            Err(e) => err(ErrorCode::Failed, e.to_string()),
+        }
+    }
+
+    /// Makes `target` the requested values under `peer`'s lease of `kind`, taking the
+    /// lease (or taking over a persistent one) once the switch succeeded; the lease's
+    /// prior stays what was requested before its first change.
+    fn lease_and_apply(
+        &mut self,
+        peer: &Peer,
+        target: Values,
+        kind: LeaseKind,
+        timeout_ms: Option<u64>,
+        what: &str,
+    ) -> Result<Switch, ApplyError> {
+        // 0, given or configured, is no timeout.
         let timeout = timeout_ms
-            .or((self.config.lease_timeout_ms > 0).then_some(self.config.lease_timeout_ms))
+            .or(Some(self.config.lease_timeout_ms))
+            .filter(|&ms| ms > 0)
             .map(Duration::from_millis);
         // The lease changes hands only once the switch succeeded.
         let prior = self
@@ -303,56 +403,47 @@ impl Core {
             .map_or_else(|| self.requested.clone(), |l| l.prior.clone());
         let previous = self.lease.as_ref().map(|l| l.client);
         let before = std::mem::replace(&mut self.requested, target);
-        match self.apply_effective() {
-            Ok(sw) => {
-                match previous {
-                    None => self.external.clear(),
-                    Some(c) if c != peer.client => {
-                        if let Some(tx) = self.events.get(&c) {
-                            let _ = tx.send(ReplyBody::LeaseEnded {
-                                reason: format!("{} took over the persistent lease", peer.name),
-                            });
-                        }
-                    }
-                    Some(_) => {}
-                }
-                log::info!(
-                    "set_mode by {} (pid {}, uid {}): {} write(s) in {:.1} us, {} lease",
-                    peer.name,
-                    peer.pid,
-                    peer.uid,
-                    sw.steps.len(),
-                    sw.elapsed_ns as f64 / 1000.0,
-                    lease_name(kind)
-                );
-                self.lease = Some(Lease {
-                    client: peer.client,
-                    holder: Holder {
-                        client: format!("{} (pid {})", peer.name, peer.pid),
-                        pid: peer.pid,
-                        uid: peer.uid,
-                        lease: kind,
-                    },
-                    prior,
-                    timeout: (kind == LeaseKind::Session).then_some(timeout).flatten(),
-                    expires: (kind == LeaseKind::Session)
-                        .then_some(timeout)
-                        .flatten()
-                        .map(|t| Instant::now() + t),
-                });
-                ReplyBody::ModeSet {
-                    writes: sw.steps.len() as u32,
-                    switch_us: sw.elapsed_ns as f64 / 1000.0,
-                    lease: kind,
-                    capped: self.guard.clamp(self.controller.board(), &self.requested)
-                        != self.requested,
-                }
-            }
+        let sw = match self.apply_effective() {
+            Ok(sw) => sw,
             Err(e) => {
                 self.requested = before;
-                err(ErrorCode::Failed, e.to_string())
+                return Err(e);
             }
+        };
+        match previous {
+            None => self.external.clear(),
+            Some(c) if c != peer.client => {
+                if let Some(tx) = self.events.get(&c) {
+                    let _ = tx.send(ReplyBody::LeaseEnded {
+                        reason: format!("{} took over the persistent lease", peer.name),
+                    });
+                }
+            }
+            Some(_) => {}
         }
+        log::info!(
+            "{what} by {} (pid {}, uid {}): {} write(s) in {:.1} us, {} lease",
+            peer.name,
+            peer.pid,
+            peer.uid,
+            sw.steps.len(),
+            sw.elapsed_ns as f64 / 1000.0,
+            lease_name(kind)
+        );
+        let expiry = (kind == LeaseKind::Session).then_some(timeout).flatten();
+        self.lease = Some(Lease {
+            client: peer.client,
+            holder: Holder {
+                client: format!("{} (pid {})", peer.name, peer.pid),
+                pid: peer.pid,
+                uid: peer.uid,
+                lease: kind,
+            },
+            prior,
+            timeout: expiry,
+            expires: expiry.map(|t| Instant::now() + t),
+        });
+        Ok(sw)
     }
 
     /// `release`: the caller's own lease, or (with control permission) someone else's
@@ -527,8 +618,8 @@ impl Core {
             super::config::BudgetTotal::Module => s.module_uw,
             super::config::BudgetTotal::Input => s.input_uw,
         };
-        let (sum, n) = self
-            .ring
+        let ring = self.sensors.ring().get();
+        let (sum, n) = ring
             .newest_since(now.saturating_sub(window.as_nanos() as u64))
             .fold((0.0, 0usize), |(sum, n), s| {
                 (sum + f64::from(pick(&s)), n + 1)
@@ -578,7 +669,7 @@ impl Core {
             budget_w: self.guard.budget_w,
             guard: self.guard.describe(),
             module_w: None,
-            ring_path: self.ring_path.clone(),
+            ring_path: self.sensors.path().display().to_string(),
             last_switch_us: (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
         }
     }

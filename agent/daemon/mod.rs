@@ -23,6 +23,7 @@ mod connection;
 mod core;
 pub mod guard;
 pub mod metrics;
+mod sensors;
 
 pub use config::Config;
 
@@ -32,9 +33,7 @@ use crate::control::preset::Presets;
 use crate::control::state::{Owner, OwnerKind};
 use crate::control::Controller;
 use crate::ipc::server::{self, Server};
-use crate::telemetry::ring::RingReader;
 use crate::telemetry::sampler::SamplerConfig;
-use crate::telemetry::Telemetry;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -90,8 +89,8 @@ fn supplementary_groups(pid: u32) -> Vec<u32> {
 /// What every thread shares.
 pub struct Shared {
     core: Mutex<core::Core>,
-    /// The ring, read without the core's lock.
-    pub ring: RingReader,
+    /// The ring the sampler writes now, read without the core's lock.
+    pub ring: sensors::CurrentRing,
     /// The ring's path, as `status` and `telemetry` report it.
     pub ring_path: String,
     /// Who may control.
@@ -205,19 +204,18 @@ pub fn run(opts: Options) -> Result<()> {
             controller.current(),
             period_us,
         )),
-        n => {
-            let s: u32 = n.parse().unwrap_or(512);
-            Some(ina3221::averaging_target(
-                controller.board(),
-                controller.current(),
-                3 * s * ina3221::CONVERSION_US,
-            ))
-        }
+        // A count, validated when the configuration was read.
+        n => Some(ina3221::averaging_count_target(
+            controller.board(),
+            controller.current(),
+            n.parse().unwrap_or(512),
+        )),
     };
-    let socket = socket_path(socket.as_deref(), &config, &runtime_dir);
-    let listener = server::bind(&socket, config.socket_mode_bits(), &config.read_group)?;
+    // The metrics address first: once the socket accepts, every listener is up.
     let metrics_listener =
         metrics::Metrics::bind(&config).map_err(|e| config.error_at("metrics_listen", e))?;
+    let socket = socket_path(socket.as_deref(), &config, &runtime_dir);
+    let listener = server::bind(&socket, config.socket_mode_bits(), &config.read_group)?;
 
     // Telemetry starts after the sensor settings so the ring knows the refresh.
     let cfg = SamplerConfig {
@@ -234,22 +232,16 @@ pub fn run(opts: Options) -> Result<()> {
             ina3221::NOISE_NOTE
         );
     }
-    let telemetry = Telemetry::start(
+    let sensors = sensors::Sensors::start(
         controller.board(),
         controller.current(),
         &crate::telemetry::ring_path(&runtime_dir, &controller.board().key()),
-        &cfg,
+        cfg,
+        &config.read_group,
     )?;
-    server::give_to_group(&telemetry.path, &config.read_group);
-    let ring = RingReader::open(&telemetry.path)?;
-    let ring_path = telemetry.path.display().to_string();
-    let mut core = core::Core::new(
-        controller,
-        presets,
-        config.clone(),
-        RingReader::open(&telemetry.path)?,
-        ring_path.clone(),
-    );
+    let ring = sensors.ring().clone();
+    let ring_path = sensors.path().display().to_string();
+    let mut core = core::Core::new(controller, presets, config.clone(), sensors);
     if let Some(name) = &config.default_mode {
         core.apply_default(name)
             .map_err(|e| config.error_at("default_mode", format!("{name:?}: {e:#}")))?;
@@ -329,7 +321,6 @@ pub fn run(opts: Options) -> Result<()> {
         m.join();
     }
     let _ = ticker.join();
-    drop(telemetry);
     shared.lock().shutdown();
     let _ = std::fs::remove_file(&socket);
     Ok(())

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version; `hello` rejects any other. `docs/protocol.md` keeps a changelog
 /// of what each version changed.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 /// The largest frame or JSON line, bytes.
 pub const MAX_FRAME: usize = 64 * 1024;
 
@@ -78,6 +78,13 @@ pub enum RequestBody {
     Subscribe {
         /// Interval between sample events, milliseconds (at least 10); 0 stops the subscription.
         every_ms: u64,
+    },
+    /// Sets every INA3221's averaging under the caller's lease (a session lease unless it
+    /// holds one): the averaging from before comes back when the lease ends. The sampler
+    /// restarts at the new refresh, in a new ring at the same path.
+    SetAveraging {
+        /// Conversions averaged: 1, 4, 16, 64, 128, 256, 512 or 1024.
+        samples: u32,
     },
 }
 
@@ -204,6 +211,15 @@ pub enum ReplyBody {
     LeaseEnded {
         /// Why the lease ended, in words.
         reason: String,
+    },
+    /// Answers `set_averaging`.
+    Averaging {
+        /// Conversions averaged now.
+        samples: u32,
+        /// The slowest rail's refresh interval now, microseconds.
+        refresh_us: u32,
+        /// The rate the restarted sampler runs at, samples per second.
+        rate_hz: f64,
     },
 }
 

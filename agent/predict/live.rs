@@ -84,6 +84,18 @@ impl<W: Workload> AgentSource<W> {
         }
     }
 
+    /// Times one minibatch of the workload, outside any marker, milliseconds.
+    pub fn time_minibatch(&mut self) -> Result<f64, String> {
+        let start = std::time::Instant::now();
+        self.workload.minibatch()?;
+        Ok(start.elapsed().as_secs_f64() * 1e3)
+    }
+
+    /// The connection to the agent, whose lease the profile holds.
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
     /// Ends the lease: the agent puts back what was there before it.
     pub fn release(mut self) -> Result<(), String> {
         self.client

@@ -110,39 +110,35 @@ pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>,
         line,
         message,
     };
-    let mut rows = Vec::new();
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty() && !l.starts_with('#'));
-    match lines.next() {
-        Some((_, h)) if h.trim().starts_with(header) => {}
-        Some((i, h)) => {
+    let columns: Vec<&str> = header.split(',').collect();
+    let mut records = crate::support::csv_text::records(text, path)?.into_iter();
+    match records.next() {
+        Some((_, h)) if h.iter().take(columns.len()).eq(columns.iter().copied()) => {}
+        Some((line, h)) => {
             return Err(bad(
-                i + 1,
-                format!("expected the header {header:?}, found {h:?}"),
+                line,
+                format!(
+                    "expected the header {header:?}, found {:?}",
+                    h.iter().collect::<Vec<_>>().join(",")
+                ),
             ))
         }
         None => return Err(bad(1, "empty file".into())),
     }
-    let mut lines = lines.peekable();
-    if lines.peek().is_none() {
+    let mut records = records.peekable();
+    if records.peek().is_none() {
         return Err(bad(1, "no rows after the header".into()));
     }
-    for (i, line) in lines {
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        if f.len() < 6 {
-            return Err(bad(i + 1, format!("{} fields, expected 6", f.len())));
+    let mut rows = Vec::new();
+    for (line, f) in records {
+        if f.len() < columns.len() {
+            return Err(bad(line, format!("{} fields, expected 6", f.len())));
         }
         let int = |k: usize| {
             f[k].parse::<u64>().map_err(|_| {
                 bad(
-                    i + 1,
-                    format!(
-                        "{} is not an integer: {:?}",
-                        header.split(',').nth(k).unwrap_or(""),
-                        f[k]
-                    ),
+                    line,
+                    format!("{} is not an integer: {:?}", columns[k], &f[k]),
                 )
             })
         };
@@ -152,11 +148,10 @@ pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>,
                 .filter(|v| *v > 0.0 && *v <= PLAUSIBLE)
                 .ok_or_else(|| {
                     bad(
-                        i + 1,
+                        line,
                         format!(
                             "{} is not a positive number up to 1e6: {:?}",
-                            header.split(',').nth(k).unwrap_or(""),
-                            f[k]
+                            columns[k], &f[k]
                         ),
                     )
                 })
@@ -164,10 +159,10 @@ pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>,
         let cores = u32::try_from(int(0)?)
             .ok()
             .filter(|&c| c > 0)
-            .ok_or_else(|| bad(i + 1, format!("cores is not a core count: {:?}", f[0])))?;
+            .ok_or_else(|| bad(line, format!("cores is not a core count: {:?}", &f[0])))?;
         let cpu_hz = int(1)?
             .checked_mul(1000)
-            .ok_or_else(|| bad(i + 1, format!("cpu_khz is out of range: {:?}", f[1])))?;
+            .ok_or_else(|| bad(line, format!("cpu_khz is out of range: {:?}", &f[1])))?;
         rows.push(Row {
             mode: PinnedMode {
                 cores,
@@ -186,21 +181,25 @@ pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>,
 
 /// Writes rows as CSV (the six columns, then the spreads).
 pub fn write_csv(rows: &[Row]) -> String {
-    let mut s = format!("{CSV_HEADER},time_std_ms,power_std_w\n");
-    for r in rows {
-        s.push_str(&format!(
-            "{},{},{},{},{:.4},{:.4},{:.4},{:.4}\n",
-            r.mode.cores,
-            r.mode.cpu_hz / 1000,
-            r.mode.gpu_hz,
-            r.mode.emc_hz,
-            r.time_ms,
-            r.power_w,
-            r.time_std_ms,
-            r.power_std_w
-        ));
-    }
-    s
+    let header: Vec<&str> = CSV_HEADER
+        .split(',')
+        .chain(["time_std_ms", "power_std_w"])
+        .collect();
+    crate::support::csv_text::write(
+        &header,
+        rows.iter().map(|r| {
+            [
+                r.mode.cores.to_string(),
+                (r.mode.cpu_hz / 1000).to_string(),
+                r.mode.gpu_hz.to_string(),
+                r.mode.emc_hz.to_string(),
+                format!("{:.4}", r.time_ms),
+                format!("{:.4}", r.power_w),
+                format!("{:.4}", r.time_std_ms),
+                format!("{:.4}", r.power_std_w),
+            ]
+        }),
+    )
 }
 
 /// How minibatches are recorded per mode.
@@ -442,6 +441,8 @@ mod tests {
             ("2,18446744073709551615,1,1,10,5\n", 2, "cpu_khz"),
             ("2,729600,1,1,10,1e308\n", 2, "power_w"),
             ("2,729600,1,1,inf,5\n", 2, "time_ms"),
+            ("# by hand\n\n2,x,1,1,10,5\n", 4, "cpu_khz"),
+            ("\"2,729600\",1,1,10,5\n", 2, "5 fields"),
         ] {
             std::fs::write(&p, format!("{CSV_HEADER}\n{body}")).unwrap();
             let e = read_csv(&p).unwrap_err().to_string();

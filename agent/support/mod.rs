@@ -1,7 +1,8 @@
 //! What every layer leans on and nothing else: frequency units, the runtime directory
-//! and the host's boot id, the error of every parsed file, where reference material
+//! and the host's boot id, CSV text, the error of every parsed file, where reference material
 //! lives, and the log-log SVG panels of jpower's plots.
 
+pub mod csv_text;
 pub mod file_error;
 pub mod reference;
 pub mod rng;

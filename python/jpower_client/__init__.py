@@ -1,4 +1,4 @@
-"""Client of the jpower agent's Unix socket (protocol version 2).
+"""Client of the jpower agent's Unix socket (protocol version 3).
 
 The protocol is specified in docs/protocol.md; its Rust types are in agent/ipc/protocol.rs
 and its framing in agent/ipc/codec.rs. Standard library only, Python 3.8+. Both encodings
@@ -42,7 +42,7 @@ __all__ = [
     "REPLY",
 ]
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 """The protocol version `hello` sends; the agent rejects any other."""
 MAX_FRAME = 64 * 1024
 """The largest bincode frame payload or JSON line, bytes."""
@@ -122,6 +122,7 @@ REQUEST_BODY = _enum(
     ("minibatch_begin", [("kind", KIND), ("id", "u64")]),
     ("minibatch_end", [("kind", KIND), ("id", "u64")]),
     ("subscribe", [("every_ms", "u64")]),
+    ("set_averaging", [("samples", "u32")]),
 )
 REQUEST = _struct(("id", "u64"), ("body", REQUEST_BODY))
 
@@ -168,6 +169,7 @@ REPLY_BODY = _enum(
     ("external_change", [("paths", ("vec", "str"))]),
     ("error", [("code", ERROR_CODE), ("message", "str")]),
     ("lease_ended", [("reason", "str")]),
+    ("averaging", [("samples", "u32"), ("refresh_us", "u32"), ("rate_hz", "f64")]),
 )
 REPLY = _struct(("id", "u64"), ("body", REPLY_BODY))
 
@@ -620,6 +622,13 @@ class Client:
         """Asks for a {"sample": ...} event every `every_ms` (at least 10; 0 stops).
         Returns {}. Read them with `events()`."""
         return _unwrap(self.request({"subscribe": {"every_ms": every_ms}}), "ok")
+
+    def set_averaging(self, samples: int) -> Dict[str, Any]:
+        """Sets every INA3221 to average `samples` conversions (1, 4, 16, ..., 1024) under
+        this client's lease (a session lease unless it holds one): the averaging from
+        before comes back when the lease ends. Returns {"samples", "refresh_us",
+        "rate_hz"}; the agent's sampler restarts in a new ring at the same path."""
+        return _unwrap(self.request({"set_averaging": {"samples": samples}}), "averaging")
 
     def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         """Yields events (id-0 messages) as JSON-shaped bodies: {"sample": {...}},

@@ -418,6 +418,24 @@ class Common:
         list(c.events(timeout=0.2))  # one may have been in flight
         self.assertEqual(list(c.events(timeout=0.4)), [])
 
+    # -- sensor averaging ------------------------------------------------------------------
+
+    def test_set_averaging_under_a_lease(self):
+        a = self.client("a")
+        with self.assertRaises(AgentError) as cm:
+            a.set_averaging(3)
+        self.assertEqual(cm.exception.code, "invalid_mode")
+        r = a.set_averaging(4)
+        self.assertEqual(r["samples"], 4)
+        self.assertLess(r["refresh_us"], 10000)
+        self.assertGreater(r["rate_hz"], 100)
+        self.assertEqual(a.status()["holder"]["lease"], "session")
+        with self.assertRaises(AgentError) as cm:
+            self.client("b").set_averaging(1)
+        self.assertEqual(cm.exception.code, "busy")
+        a.close()
+        self.wait_status(self.admin, lambda s: s["holder"] is None, within=2.0)
+
     # -- budget ---------------------------------------------------------------------------
 
     def test_budget(self):

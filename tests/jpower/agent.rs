@@ -1141,25 +1141,196 @@ fn read_only_commands_work_beside_a_running_agent() {
             .arg(agent.status().ring_path),
     ));
     assert_eq!(ring["writer"]["state"], "live", "{ring}");
-    // A write the protocol cannot carry is refused with the reason, not a lock error.
-    let out = util::run(util::jpower(rt).args([
-        "--sim",
-        "orin-agx",
+    // The averaging is a write: the agent makes it under the command's lease.
+    let watch = util::json(&util::ok(util::jpower(rt).args(sim).args([
         "watch",
         "--averaging",
         "auto",
         "--duration",
         "1",
-    ]));
-    assert_eq!(out.status.code(), Some(1));
+    ])));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("sensor_averaging"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        watch["notes"]
+            .to_string()
+            .contains("the agent averages 1 INA3221 conversion(s)"),
+        "{watch}"
     );
     // Writes go through the agent's lease.
     util::ok(util::jpower(rt).args(["--sim", "orin-agx", "set", "MODE_15W"]));
     let st = util::json(&util::ok(util::jpower(rt).args(sim).arg("status")));
     assert_eq!(st["mode"]["name"], "MODE_15W", "{}", st["mode"]);
     assert!(st["agent"]["lease"].is_object(), "{}", st["agent"]);
+}
+
+/// The slowest rail's refresh interval in the agent's ring now, microseconds.
+fn ring_refresh_us(agent: &Agent) -> u32 {
+    let ring =
+        jpower::telemetry::ring::RingReader::open(Path::new(&agent.status().ring_path)).unwrap();
+    ring.info.rails.iter().map(|r| r.refresh_us).max().unwrap()
+}
+
+/// Issue 15: `set_averaging` lowers the INA3221 averaging under the caller's lease, the
+/// sampler following in a new ring; another client is busy meanwhile; the averaging from
+/// before comes back when the lease ends: on disconnect, and when a `watch` that asked
+/// for it is killed.
+#[test]
+fn the_averaging_changes_under_a_lease_and_comes_back_when_it_ends() {
+    let agent = Agent::start("orin-agx", "");
+    let boot = ring_refresh_us(&agent);
+    assert!(
+        boot > 100_000,
+        "NVIDIA's 512 samples refresh slowly: {boot} us"
+    );
+    let old_ring =
+        jpower::telemetry::ring::RingReader::open(Path::new(&agent.status().ring_path)).unwrap();
+    let mut c = agent.client(Encoding::Bincode);
+    let bad = c.request(RequestBody::SetAveraging { samples: 3 });
+    assert!(
+        matches!(&bad, Err(ClientError::Agent { code: ErrorCode::InvalidMode, message }) if message.contains("1, 4, 16")),
+        "{bad:?}"
+    );
+    assert!(
+        agent.status().holder.is_none(),
+        "a refused request takes no lease"
+    );
+    let ReplyBody::Averaging {
+        samples,
+        refresh_us,
+        rate_hz,
+    } = c.request(RequestBody::SetAveraging { samples: 4 }).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(samples, 4);
+    // Orin's chips convert 3 or 4 channels of 280 us each, 4 times.
+    assert!(refresh_us <= 4 * 4 * 280, "{refresh_us}");
+    assert!(
+        rate_hz > 100.0,
+        "the sampler follows the refresh: {rate_hz} Hz"
+    );
+    assert_eq!(ring_refresh_us(&agent), refresh_us);
+    assert_eq!(
+        old_ring.writer().unwrap().state,
+        jpower::telemetry::ring::WriterState::Replaced
+    );
+    assert_eq!(agent.status().holder.unwrap().lease, LeaseKind::Session);
+    let busy = agent
+        .client(Encoding::Json)
+        .request(RequestBody::SetAveraging { samples: 1 });
+    assert!(
+        matches!(
+            busy,
+            Err(ClientError::Agent {
+                code: ErrorCode::Busy,
+                ..
+            })
+        ),
+        "{busy:?}"
+    );
+    drop(c);
+    wait_for("the averaging back after a disconnect", || {
+        ring_refresh_us(&agent) == boot && agent.status().holder.is_none()
+    });
+
+    // A watch killed while it holds a lowered averaging: the agent sees its process die.
+    let mut watch = util::jpower(agent.rt.path())
+        .args(["--sim", "orin-agx", "watch", "--averaging", "16"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the watch's averaging", || ring_refresh_us(&agent) < boot);
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    wait_for("the averaging back after the watch died", || {
+        ring_refresh_us(&agent) == boot && agent.status().holder.is_none()
+    });
+}
+
+/// Issue 15: `energy --averaging auto` with an agent: the agent refreshes about every
+/// millisecond for the command, so the command has samples and a bound, and gives the
+/// averaging back after.
+#[test]
+fn energy_lowers_the_averaging_through_the_agent() {
+    let agent = Agent::start("orin-agx", "");
+    let boot = ring_refresh_us(&agent);
+    let e = util::json(&util::ok(util::jpower(agent.rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "energy",
+        "--averaging",
+        "auto",
+        "--",
+        "sleep",
+        "0.3",
+    ])));
+    assert!(e["notes"].to_string().contains("the agent averages"), "{e}");
+    assert_eq!(e["period_ms"], 1.0, "{e}");
+    assert!(e["samples"].as_u64().unwrap() > 2, "{e}");
+    assert!(e["error_bound_j"].as_f64().is_some(), "{e}");
+    wait_for("the averaging back", || {
+        ring_refresh_us(&agent) == boot && agent.status().holder.is_none()
+    });
+}
+
+/// Issue 15: `profile --live` with the agent's default averaging (a refresh every ~430
+/// ms, minibatches of tens of ms) recorded the same power for every mode; it now lowers
+/// the averaging through the agent for the profile, says so, and the agent puts it back.
+#[test]
+fn profile_live_lowers_the_averaging_when_the_sensor_cannot_resolve_a_minibatch() {
+    let agent = Agent::start("orin-agx", "");
+    let boot = ring_refresh_us(&agent);
+    let csv = agent.rt.path().join("live.csv");
+    let out = util::run(
+        util::jpower(agent.rt.path())
+            .args(["--sim", "orin-agx", "profile", "--live", "--cpu"])
+            // Minibatches of about ten milliseconds: a refresh of a few resolves them.
+            .args([
+                "--modes",
+                "2",
+                "--minibatches",
+                "4",
+                "--batch",
+                "64",
+                "--out",
+            ])
+            .arg(&csv),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("every mode would record about the same power")
+            && stderr.contains("the agent averages"),
+        "{stderr}"
+    );
+    let rows = jpower::predict::profile::read_csv(&csv).unwrap();
+    assert!(
+        (rows[0].power_w - rows[1].power_w).abs() > 0.05,
+        "the modes' powers differ: {rows:?}"
+    );
+    wait_for("the averaging back", || {
+        ring_refresh_us(&agent) == boot && agent.status().holder.is_none()
+    });
+}
+
+/// A session lease asked with `timeout_ms: 0` (no timeout, as the protocol says, and what
+/// `profile --live` asks) expired at the agent's next tick, 100 ms later, restoring the
+/// board under the profile's feet.
+#[test]
+fn a_session_lease_with_timeout_0_does_not_expire() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    c.request(RequestBody::SetMode {
+        mode: knobs(522_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: Some(0),
+    })
+    .unwrap();
+    // Several of the agent's 100 ms ticks.
+    std::thread::sleep(Duration::from_millis(500));
+    let st = agent.status();
+    assert!(st.holder.is_some(), "the lease expired: {st:?}");
+    assert_eq!(gpu_max(&st), 522_750_000);
+    assert_eq!(c.request(RequestBody::Renew).unwrap(), ReplyBody::Ok);
 }

@@ -458,6 +458,64 @@ fn status_names_the_mode_and_what_nvpmodel_believes() {
     assert_eq!(after["nvpmodel"]["agrees"], true);
 }
 
+/// Every clock key in `v` as (domain, key): the domain is the key's own prefix (`cpu`,
+/// `gpu`, `emc`) or else the nearest enclosing key that names one (`clusters` is the CPU's).
+fn clock_keys(
+    v: &serde_json::Value,
+    domain: Option<&'static str>,
+    out: &mut Vec<(&'static str, String)>,
+) {
+    let named = |k: &str| {
+        ["cpu", "cluster", "gpu", "emc"]
+            .into_iter()
+            .find(|d| k.starts_with(d))
+            .map(|d| if d == "cluster" { "cpu" } else { d })
+    };
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                let d = named(k).or(domain);
+                if k.ends_with("hz") {
+                    if let Some(d) = d {
+                        out.push((d, k.clone()));
+                    }
+                }
+                clock_keys(v, d, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| clock_keys(v, domain, out)),
+        _ => {}
+    }
+}
+
+/// Issue 15: one unit convention in every JSON output, the protocol's: CPU clocks in kHz,
+/// GPU and EMC clocks in Hz (`modes --json` gave its presets' CPU ranges in Hz).
+#[test]
+fn status_and_modes_json_give_cpu_clocks_in_khz_and_gpu_and_emc_in_hz() {
+    let rt = util::runtime();
+    let sim = ["--sim", "orin-agx", "--json"];
+    let status = json(&ok(jpower(rt.path()).args(sim).arg("status")));
+    let modes = json(&ok(jpower(rt.path()).args(sim).args(["modes", "--all"])));
+    for (name, j) in [("status", &status), ("modes", &modes)] {
+        let mut keys = Vec::new();
+        clock_keys(j, None, &mut keys);
+        for d in ["cpu", "gpu", "emc"] {
+            assert!(
+                keys.iter().any(|(k, _)| *k == d),
+                "{name}: no {d} clock in {j}"
+            );
+        }
+        for (d, k) in &keys {
+            let khz = k.ends_with("_khz") || k == "khz";
+            let hz = k.ends_with("_hz") && !k.ends_with("_mhz");
+            assert!(
+                if *d == "cpu" { khz } else { hz && !khz },
+                "{name} --json: {d} clock key `{k}` is not in the protocol's unit (CPU kHz, GPU and EMC Hz)"
+            );
+        }
+    }
+}
+
 /// Issue 15: with `--json`, an error is a JSON object on stdout (beside the line on
 /// stderr) with the same exit status: 1, or 2 for the command line.
 #[test]

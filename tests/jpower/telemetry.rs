@@ -448,6 +448,9 @@ fn energy_runs_a_command_and_keeps_its_exit_status() {
     assert!(j["duration_s"].as_f64().unwrap() >= 0.3);
     assert!(j["module_j"].as_f64().unwrap() > 0.0, "{j}");
     assert_eq!(j["rails"].as_array().unwrap().len(), 3);
+    // The overhead is said: the wait for the first sample after the command, one per 5 ms.
+    assert_eq!(j["period_ms"], 5.0, "{j}");
+    assert!(j["waited_ms"].as_f64().unwrap() > 0.0, "{j}");
     let err = util::run(util::jpower(rt.path()).args([
         "--sim",
         "nano",
@@ -909,4 +912,84 @@ fn watch_piped_writes_plain_tables() {
     let out =
         util::ok(util::jpower(rt.path()).args(["--sim", "nano", "watch", "--duration", "1.2"]));
     assert!(out.contains("module") && !out.contains('\x1b'), "{out:?}");
+}
+
+/// Issue 15: on a terminal `jpower watch` is a full-screen view. Under tmux (a pane of a
+/// fixed size) it shows the mode and the rails; `q` quits it, exit status 0, and the
+/// shell's screen comes back. Skipped with a notice without tmux, unless
+/// `JPOWER_REQUIRE_TMUX` is set (`.ci/run` installs tmux and sets it).
+#[test]
+fn watch_on_a_terminal_shows_the_mode_and_rails_and_q_quits() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("JPOWER_REQUIRE_TMUX").is_none(),
+            "JPOWER_REQUIRE_TMUX is set but tmux is missing"
+        );
+        println!("skipped: tmux is not installed");
+        return;
+    }
+    let rt = util::runtime();
+    let (socket, exited) = (rt.path().join("tmux.sock"), rt.path().join("exited"));
+    let tmux = |args: &[&str]| {
+        let out = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shell = format!(
+        "env -u JPOWER_RUNTIME_DIR -u JPOWER_SIM_FAULT '{}' --runtime-dir '{}' --sim orin-agx watch; echo $? > '{}'; sleep 60",
+        util::bin().display(),
+        rt.path().display(),
+        exited.display()
+    );
+    tmux(&[
+        "new-session",
+        "-d",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        "sh",
+        "-c",
+        &shell,
+    ]);
+    let pane = || tmux(&["capture-pane", "-p"]);
+    let start = std::time::Instant::now();
+    while !(pane().contains("VDD_GPU_SOC") && pane().contains("mode ")) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the screen never showed the rails and the mode:\n{}",
+            pane()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let screen = pane();
+    assert!(
+        screen.contains("NVIDIA Jetson AGX Orin Developer Kit") && screen.contains("policy0"),
+        "{screen}"
+    );
+    tmux(&["send-keys", "q"]);
+    while !exited.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "q did not end watch:\n{}",
+            pane()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(std::fs::read_to_string(&exited).unwrap().trim(), "0");
+    let after = pane();
+    tmux(&["kill-server"]);
+    assert!(
+        !after.contains("VDD_GPU_SOC"),
+        "the alternate screen was left up:\n{after}"
+    );
 }

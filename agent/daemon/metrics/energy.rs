@@ -5,7 +5,8 @@
 //! Each [`EnergyCounters::advance`] integrates the samples published since the previous
 //! one (trapezoids, [`crate::telemetry::energy::integrate`]); samples the ring no longer
 //! holds, because the sampler lapped the reader, are bridged by the trapezoid between the
-//! last sample read and the oldest still there. The counters only grow.
+//! last sample read and the oldest still there, and so are the samples lost when the agent
+//! replaces its ring. The counters only grow.
 
 use crate::telemetry::energy::integrate;
 use crate::telemetry::ring::RingReader;
@@ -32,7 +33,13 @@ impl EnergyCounters {
         let oldest_held =
             published.saturating_sub(u64::from(ring.info.slot_count).saturating_sub(WRITER_MARGIN));
         // The first time, from the oldest sample held: the sampler's first, at the start.
-        let next = self.last.map_or(0, |s| s.n + 1);
+        // Likewise when the last sample absorbed is no longer this ring's as it was read:
+        // lapped, or a new ring (the agent restarts the sampler when the sensors' averaging
+        // changes); the trapezoid from it to the oldest sample held bridges the gap.
+        let next = match self.last {
+            Some(l) if ring.sample(l.n).is_ok_and(|s| s.t_ns == l.t_ns) => l.n + 1,
+            _ => 0,
+        };
         let fresh = (next.max(oldest_held)..published).filter_map(|n| ring.sample(n).ok());
         let stretch: Vec<Sample> = self.last.into_iter().chain(fresh).collect();
         self.absorb(&stretch);
@@ -140,6 +147,35 @@ mod tests {
         let mut c = EnergyCounters::default();
         c.advance(&r);
         assert!((c.module_j - 8.0).abs() < 1e-6, "{c:?}");
+    }
+
+    #[test]
+    fn counters_carry_on_into_a_new_ring() {
+        // The agent replaces its ring when the averaging changes: the new ring's sequence
+        // starts again at 0, its clock carries on.
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (wa, wb) = (ring(a.path(), 4096), ring(b.path(), 4096));
+        let mut c = EnergyCounters::default();
+        for n in 0..=2000 {
+            wa.publish(n, &sample(n, 8.0));
+        }
+        c.advance(&RingReader::open(&a.path().join("r.ring")).unwrap());
+        let at = |n: u64, watts: f64| Sample {
+            t_ns: (2000 + n) * 1_000_000,
+            ..sample(n, watts)
+        };
+        let rb = RingReader::open(&b.path().join("r.ring")).unwrap();
+        for n in 0..=1000 {
+            wb.publish(n, &at(n, 8.0));
+        }
+        c.advance(&rb);
+        // 2 s in the first ring and 1 s in the second, at 8 W.
+        assert!((c.module_j - 24.0).abs() < 1e-6, "{c:?}");
+        for n in 1001..=2000 {
+            wb.publish(n, &at(n, 8.0));
+        }
+        c.advance(&rb);
+        assert!((c.module_j - 32.0).abs() < 1e-6, "{c:?}");
     }
 
     #[test]

@@ -63,10 +63,12 @@ impl Source {
     }
 
     fn snapshot(&self) -> Snapshot {
-        let ring = &self.shared.ring;
+        // The ring in use now: the agent starts a new one when the sensors' averaging
+        // changes, and the counters carry on from its first sample.
+        let ring = self.shared.ring.get();
         let energy = {
             let mut e = self.energy.lock().unwrap_or_else(|p| p.into_inner());
-            e.advance(ring);
+            e.advance(&ring);
             e.clone()
         };
         let (status, preset, guard_caps, guard_steps) = {
@@ -204,7 +206,7 @@ fn tick(source: &Source, textfile: Option<&std::path::Path>, every: Duration, st
             _ if now >= next_energy => {
                 next_energy = now + ENERGY_TICK;
                 let mut e = source.energy.lock().unwrap_or_else(|p| p.into_inner());
-                e.advance(&source.shared.ring);
+                e.advance(&source.shared.ring.get());
             }
             _ => {}
         }
