@@ -14,6 +14,7 @@ mod modes;
 mod pagoda;
 mod pagoda_eval;
 mod pagoda_plan;
+mod pareto_plot;
 mod powertrain;
 mod roofline;
 mod set;

@@ -507,16 +507,26 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
         }
     };
     if let Some(path) = &a.svg {
-        std::fs::write(
-            path,
-            svg(
-                &front,
-                &points,
-                &file.profiled,
-                &modes,
-                chosen.as_ref().map(|c| &c.mode),
+        let plot = super::pareto_plot::ParetoPlot {
+            title: format!(
+                "{}{}: {}",
+                if sim.is_some() { "SIMULATED " } else { "" },
+                spec.id(),
+                file.workload
             ),
-        )?;
+            all: &points,
+            front: &front,
+            profiled: file
+                .profiled
+                .iter()
+                .filter_map(|m| modes.iter().position(|x| x == m))
+                .map(|i| points[i])
+                .collect(),
+            budget_w: a.budget,
+            runs: chosen.as_ref().map_or(&[][..], |c| &c.runs[..]),
+            chosen: chosen.as_ref().map(|c| &c.mode),
+        };
+        std::fs::write(path, super::pareto_plot::render(&plot)?)?;
     }
     let knobs = |p: &TimePower| {
         let m = modes[p.mode];
@@ -584,70 +594,3 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
 
 /// How many rows of the Pareto front the text shows; `--json` lists every one.
 const FRONT_SHOWN: usize = 12;
-
-/// A log-x plot of time against power: predicted modes, the front, profiled modes, the choice.
-fn svg(
-    front: &[TimePower],
-    all: &[TimePower],
-    profiled: &[PinnedMode],
-    modes: &[PinnedMode],
-    chosen: Option<&TimePower>,
-) -> String {
-    let (w, h, pad) = (720.0, 480.0, 60.0);
-    let tmin = all
-        .iter()
-        .map(|p| p.time_ms)
-        .fold(f64::MAX, f64::min)
-        .max(1e-3)
-        .ln();
-    let tmax = all
-        .iter()
-        .map(|p| p.time_ms)
-        .fold(0.0, f64::max)
-        .max(1e-3)
-        .ln();
-    let pmax = all.iter().map(|p| p.power_w).fold(0.0, f64::max) * 1.05;
-    let x = |t: f64| pad + (t.max(1e-3).ln() - tmin) / (tmax - tmin).max(1e-9) * (w - 2.0 * pad);
-    let y = |p: f64| h - pad - p / pmax.max(1e-9) * (h - 2.0 * pad);
-    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    let _ = writeln!(s, "<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/><line x1=\"{pad}\" y1=\"{pad}\" x2=\"{pad}\" y2=\"{}\" stroke=\"black\"/>", h - pad, w - pad, h - pad, h - pad);
-    let _ = writeln!(s, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">time per minibatch (ms, log scale)</text><text x=\"15\" y=\"{}\" transform=\"rotate(-90 15 {})\" text-anchor=\"middle\">power (W)</text>", w / 2.0, h - 15.0, h / 2.0, h / 2.0);
-    for p in all.iter().step_by((all.len() / 3000).max(1)) {
-        let _ = writeln!(
-            s,
-            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"1.2\" fill=\"#bbb\"/>",
-            x(p.time_ms),
-            y(p.power_w)
-        );
-    }
-    let line: Vec<String> = front
-        .iter()
-        .map(|p| format!("{:.1},{:.1}", x(p.time_ms), y(p.power_w)))
-        .collect();
-    let _ = writeln!(
-        s,
-        "<polyline points=\"{}\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\"/>",
-        line.join(" ")
-    );
-    for m in profiled {
-        if let Some(i) = modes.iter().position(|x| x == m) {
-            let _ = writeln!(
-                s,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"none\" stroke=\"#2ca02c\"/>",
-                x(all[i].time_ms),
-                y(all[i].power_w)
-            );
-        }
-    }
-    if let Some(c) = chosen {
-        let _ = writeln!(
-            s,
-            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"6\" fill=\"#d62728\"/>",
-            x(c.time_ms),
-            y(c.power_w)
-        );
-    }
-    let _ = writeln!(s, "<text x=\"{}\" y=\"{}\">grey: predicted modes; blue: Pareto front; green: profiled; red: chosen</text>", pad + 10.0, pad - 20.0);
-    s.push_str("</svg>\n");
-    s
-}

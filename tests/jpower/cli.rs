@@ -258,7 +258,16 @@ fn profile_predict_optimize_round_trip() {
         "{}",
         o["chosen"]
     );
-    assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
+    // Issue 15: the plot names the board and workload, draws the budget and the runs.
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    for text in [
+        "SIMULATED nano",
+        "budget 4 W",
+        "verification runs, measured",
+        "<polyline",
+    ] {
+        assert!(plot.contains(text), "{text} missing from the plot");
+    }
     // Issue 15: every verification run shows what it measured, in JSON and in text.
     let runs = o["runs"].as_array().unwrap();
     assert!(!runs.is_empty(), "{o}");
