@@ -235,7 +235,7 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
     if let Some(path) = &a.svg {
         std::fs::write(
             path,
-            crate::predict::pagoda::svg::plan_svg(&report, &rooflines, &plan),
+            crate::predict::pagoda::svg::plan_svg(&report, &rooflines, &plan)?,
         )
         .with_context(|| format!("writing {}", path.display()))?;
     }

@@ -134,7 +134,7 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
                 energy: &r.energy,
             })
             .collect();
-        write(path, plot::svg(&title, &series))?;
+        write(path, plot::svg(&title, &series)?)?;
     }
     out.print(&serde_json::to_value(&m)?, || text(&title, &m))
 }

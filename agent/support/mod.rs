@@ -1,11 +1,11 @@
 //! What every layer leans on and nothing else: frequency units, the runtime directory
 //! and the host's boot id, CSV text, the error of every parsed file, where reference material
-//! lives, and the log-log SVG panels of jpower's plots.
+//! lives, and the log-log panels of jpower's plots (drawn by plotters).
 
 pub mod csv_text;
 pub mod file_error;
+pub mod plot;
 pub mod reference;
 pub mod rng;
 pub mod runtime;
-pub mod svg;
 pub mod units;

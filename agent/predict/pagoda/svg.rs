@@ -7,13 +7,13 @@
 use super::plan::{ModePrediction, ModeRoofline, Plan, Rooflines};
 use super::Report;
 use crate::gpu::roofline::Precision;
-use crate::support::svg::{escape, log_range, Panel, H, PAD, W};
-use std::fmt::Write;
+use crate::support::plot::{fail, log_grid, log_log_panels, log_range, Axes, PlotError};
+use plotters::prelude::*;
 
-const COLOURS: [&str; 2] = ["#d62728", "#1f77b4"];
+const COLOURS: [RGBColor; 2] = [RGBColor(214, 39, 40), RGBColor(31, 119, 180)];
 
 /// The planned mode and the reference on their rooflines, with the model's layers.
-pub fn plan_svg(report: &Report, rooflines: &Rooflines, plan: &Plan) -> String {
+pub fn plan_svg(report: &Report, rooflines: &Rooflines, plan: &Plan) -> Result<String, PlotError> {
     let peak = |m: &ModeRoofline| match report.precision {
         Precision::F16 if m.time.peak_f16_flops > 0.0 => m.time.peak_f16_flops,
         _ => m.time.peak_f32_flops,
@@ -64,70 +64,77 @@ pub fn plan_svg(report: &Report, rooflines: &Rooflines, plan: &Plan) -> String {
         energy.push(eps(r) * 1e12);
     }
     let x = log_range(xs.iter().copied());
-    let time_panel = Panel {
-        left: 0.0,
-        x,
-        y: log_range(perf.into_iter()),
-    };
-    let energy_panel = Panel {
-        left: W,
-        x,
-        y: log_range(energy.into_iter()),
-    };
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-        2.0 * W,
-        H + 30.0 + 18.0 * shown.len() as f64
-    );
     let title = format!("{} at batch {}", report.model, report.batch);
-    time_panel.axes(
-        &mut s,
-        &format!("{title}: time roofline"),
-        "arithmetic intensity (FLOP/byte)",
-        "attainable GFLOP/s",
+    let (time_title, energy_title) = (
+        format!("{title}: time roofline"),
+        format!("{title}: energy roofline"),
     );
-    energy_panel.axes(
-        &mut s,
-        &format!("{title}: energy roofline"),
-        "arithmetic intensity (FLOP/byte)",
-        "energy (pJ/FLOP)",
-    );
-    for (k, &m) in shown.iter().enumerate() {
-        let (r, p, colour) = (&rooflines.modes[m], &plan.modes[m], COLOURS[k]);
-        let (pk, bw) = (peak(r), r.time.peak_bytes_per_s);
-        time_panel.curve(&mut s, |i| (i * bw).min(pk) / 1e9, colour);
-        // Energy per FLOP at intensity I running at the roof: eps_flop + eps_byte / I + pi0 t / W.
-        energy_panel.curve(
-            &mut s,
-            |i| (eps(r) + r.energy.eps_byte_j / i + r.energy.pi0_w / (i * bw).min(pk)) * 1e12,
-            colour,
-        );
-        for &i in &counted {
-            let (x, y, e) = point(p, i);
-            time_panel.dot(&mut s, x, y, 3.0, colour, false);
-            energy_panel.dot(&mut s, x, e, 3.0, colour, false);
+    let axes = [
+        Axes {
+            title: &time_title,
+            x_label: "arithmetic intensity (FLOP/byte)",
+            y_label: "attainable GFLOP/s",
+            x,
+            y: log_range(perf.into_iter()),
+        },
+        Axes {
+            title: &energy_title,
+            x_label: "arithmetic intensity (FLOP/byte)",
+            y_label: "energy (pJ/FLOP)",
+            x,
+            y: log_range(energy.into_iter()),
+        },
+    ];
+    let legend: Vec<(String, RGBColor)> = shown
+        .iter()
+        .zip(COLOURS)
+        .map(|(&m, colour)| {
+            let p = &plan.modes[m];
+            let role = if m == plan.reference {
+                "reference"
+            } else {
+                "plan"
+            };
+            let text = format!(
+                "{} ({role}): {:.3} ms, {:.3} J; circles: the {} layers with FLOPs of {}, the filled one the whole model",
+                p.mode,
+                p.latency_s * 1e3,
+                p.energy_j,
+                counted.len(),
+                report.layers.len()
+            );
+            (text, colour)
+        })
+        .collect();
+    let grid = log_grid(x, 100);
+    log_log_panels(&axes, &legend, |panel, chart| {
+        for (&m, colour) in shown.iter().zip(COLOURS) {
+            let (r, p) = (&rooflines.modes[m], &plan.modes[m]);
+            let (pk, bw) = (peak(r), r.time.peak_bytes_per_s);
+            // Energy per FLOP at intensity I running at the roof: eps_flop + eps_byte / I + pi0 t / W.
+            let curve = |i: f64| match panel {
+                0 => (i * bw).min(pk) / 1e9,
+                _ => (eps(r) + r.energy.eps_byte_j / i + r.energy.pi0_w / (i * bw).min(pk)) * 1e12,
+            };
+            chart
+                .draw_series(LineSeries::new(
+                    grid.clone().map(|i| (i, curve(i))),
+                    colour.stroke_width(2),
+                ))
+                .map_err(fail)?;
+            let y =
+                |(x, perf, energy): (f64, f64, f64)| (x, if panel == 0 { perf } else { energy });
+            chart
+                .draw_series(
+                    counted
+                        .iter()
+                        .map(|&i| Circle::new(y(point(p, i)), 3, colour.stroke_width(1))),
+                )
+                .map_err(fail)?;
+            chart
+                .draw_series([Circle::new(y(total(p)), 7, colour.filled())])
+                .map_err(fail)?;
         }
-        let (x, y, e) = total(p);
-        time_panel.dot(&mut s, x, y, 7.0, colour, true);
-        energy_panel.dot(&mut s, x, e, 7.0, colour, true);
-        let role = if m == plan.reference {
-            "reference"
-        } else {
-            "plan"
-        };
-        let _ = writeln!(
-            s,
-            "<rect x=\"{PAD}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{colour}\"/><text x=\"{}\" y=\"{}\">{} ({role}): {:.3} ms, {:.3} J; circles: the {} layers with FLOPs of {}, the filled one the whole model</text>",
-            H + 6.0 + 18.0 * k as f64,
-            PAD + 18.0,
-            H + 16.0 + 18.0 * k as f64,
-            escape(&p.mode),
-            p.latency_s * 1e3,
-            p.energy_j,
-            counted.len(),
-            report.layers.len()
-        );
-    }
-    s.push_str("</svg>\n");
-    s
+        Ok(())
+    })
 }
