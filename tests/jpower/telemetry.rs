@@ -910,3 +910,32 @@ fn watch_piped_writes_plain_tables() {
         util::ok(util::jpower(rt.path()).args(["--sim", "nano", "watch", "--duration", "1.2"]));
     assert!(out.contains("module") && !out.contains('\x1b'), "{out:?}");
 }
+
+/// Regression: two threads of one process changing a simulated board at once each held
+/// the board's `flock` (one descriptor: flock excludes other processes only), so both
+/// saved `kernel.json` through the same temporary file and the second rename failed with
+/// ENOENT (seen as an agent's knob write or restore failing while its watcher noticed).
+#[test]
+fn threads_sharing_a_simulated_board_change_it_one_at_a_time() {
+    let rt = util::runtime();
+    let sim = SimBoard::open("orin-agx", rt.path()).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let sim = sim.clone();
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    let u = f64::from((t * 200 + i) % 100) / 100.0;
+                    sim.set_load(LoadState {
+                        cpu: u,
+                        gpu: u,
+                        emc: u,
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
