@@ -48,7 +48,8 @@ class ModeChoice(unittest.TestCase):
         self.assertEqual(len(modes), 4)
         self.assertEqual(modes[1], Mode(4, 883200, 752250000, 1331200000, 300.0, 6.5))
         self.assertEqual(
-            modes[1].knobs(), {"cores": 4, "cpu_khz": 883200, "gpu_hz": 752250000, "emc_hz": 1331200000}
+            modes[1].knobs(),
+            {"cores": 4, "cpu_khz": 883200, "gpu_hz": 752250000, "emc_hz": 1331200000},
         )
 
     def test_a_file_that_is_not_a_profile_is_refused(self):
@@ -115,7 +116,16 @@ class Round(unittest.TestCase):
         self.assertEqual(
             agent.calls,
             [
-                ("set_mode", {"lease": "session", "cores": 4, "cpu_khz": 883200, "gpu_hz": 752250000, "emc_hz": 1331200000}),
+                (
+                    "set_mode",
+                    {
+                        "lease": "session",
+                        "cores": 4,
+                        "cpu_khz": 883200,
+                        "gpu_hz": 752250000,
+                        "emc_hz": 1331200000,
+                    },
+                ),
                 ("minibatch", {"kind": "train", "id": 1}),
                 ("minibatch", {"kind": "train", "id": 2}),
                 ("release", {}),

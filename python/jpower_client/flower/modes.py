@@ -26,7 +26,12 @@ class Mode(NamedTuple):
 
     def knobs(self) -> Dict[str, int]:
         """The keyword arguments of `Client.set_mode` that pin this mode."""
-        return {"cores": self.cores, "cpu_khz": self.cpu_khz, "gpu_hz": self.gpu_hz, "emc_hz": self.emc_hz}
+        return {
+            "cores": self.cores,
+            "cpu_khz": self.cpu_khz,
+            "gpu_hz": self.gpu_hz,
+            "emc_hz": self.emc_hz,
+        }
 
 
 def read_profile(path: str) -> List[Mode]:

@@ -58,14 +58,40 @@ jpower-report = ""
 
 
 def _args(argv: List[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python3 -m jpower_client.flower.simulate", description=__doc__.split("\n")[0])
-    p.add_argument("--boards", default="orin-agx,xavier-agx,xavier-nx,nano", help="simulated boards, comma-separated")
+    p = argparse.ArgumentParser(
+        prog="python3 -m jpower_client.flower.simulate", description=__doc__.split("\n")[0]
+    )
+    p.add_argument(
+        "--boards",
+        default="orin-agx,xavier-agx,xavier-nx,nano",
+        help="simulated boards, comma-separated",
+    )
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--minibatches", type=int, default=6, help="minibatches each client trains per round")
-    p.add_argument("--workload", default="resnet18", help="the simulated training workload that paces the clients")
-    p.add_argument("--budget-fraction", type=float, default=0.6, help="each board's budget: this share of its fastest profiled mode's power")
-    p.add_argument("--energy-tolerance", type=float, default=0.02, help="reported against true energy, relative")
-    p.add_argument("--jpower", default=os.environ.get("JPOWER_BIN") or "jpower", help="the jpower binary [$JPOWER_BIN, else jpower]")
+    p.add_argument(
+        "--minibatches", type=int, default=6, help="minibatches each client trains per round"
+    )
+    p.add_argument(
+        "--workload",
+        default="resnet18",
+        help="the simulated training workload that paces the clients",
+    )
+    p.add_argument(
+        "--budget-fraction",
+        type=float,
+        default=0.6,
+        help="each board's budget: this share of its fastest profiled mode's power",
+    )
+    p.add_argument(
+        "--energy-tolerance",
+        type=float,
+        default=0.02,
+        help="reported against true energy, relative",
+    )
+    p.add_argument(
+        "--jpower",
+        default=os.environ.get("JPOWER_BIN") or "jpower",
+        help="the jpower binary [$JPOWER_BIN, else jpower]",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p.parse_args(argv)
 
@@ -115,13 +141,14 @@ class Fleet:
         self.boards = args.boards.split(",")
         self.procs: List[subprocess.Popen] = []
         self.env = dict(os.environ, FLWR_TELEMETRY_ENABLED="0", FLWR_HOME=str(base / "flwr"))
-        self.env["FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION"] = "1"
         # The processes Flower spawns (flower-superexec, flwr-serverapp, flwr-clientapp)
         # find its commands on PATH and this package on PYTHONPATH.
         tools = str(Path(_tool("flwr")).parent)
         package_root = str(Path(__file__).resolve().parents[2])
         self.env["PATH"] = os.pathsep.join((tools, os.environ.get("PATH", "")))
-        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_root, os.environ.get("PYTHONPATH")) if p
+        )
 
     def _start(self, cmd: List[str], log: str) -> None:
         out = open(self.base / log, "w")
@@ -137,7 +164,16 @@ class Fleet:
             profile = self.base / b / "profile-{}.csv".format(self.args.workload)
             (self.base / b).mkdir()
             subprocess.run(
-                self._jpower(b, "profile", "--workload", self.args.workload, "--modes", "20", "--out", str(profile)),
+                self._jpower(
+                    b,
+                    "profile",
+                    "--workload",
+                    self.args.workload,
+                    "--modes",
+                    "20",
+                    "--out",
+                    str(profile),
+                ),
                 check=True,
                 capture_output=True,
             )
@@ -152,28 +188,48 @@ class Fleet:
         """The SuperLink, one SuperNode per board, and the `flwr` connection to them."""
         port = _free_port()
         self._start(
-            [_tool("flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(port),
-             "--disable-runtime-dependency-installation"],
+            [
+                _tool("flower-superlink"),
+                "--insecure",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--disable-runtime-dependency-installation",
+            ],
             "superlink.log",
         )
         _wait("the SuperLink", lambda: _listening(port))
         for b in self.boards:
             rt = self.base / b
             node = {
-                "jpower-name": b, "jpower-sim": b, "jpower-bin": self.args.jpower,
-                "jpower-runtime-dir": str(rt), "jpower-socket": str(rt / "jpower.sock"),
+                "jpower-name": b,
+                "jpower-sim": b,
+                "jpower-bin": self.args.jpower,
+                "jpower-runtime-dir": str(rt),
+                "jpower-socket": str(rt / "jpower.sock"),
                 "jpower-profile": str(rt / "profile-{}.csv".format(self.args.workload)),
-                "jpower-workload": self.args.workload, "jpower-log": str(rt / "rounds.jsonl"),
+                "jpower-workload": self.args.workload,
+                "jpower-log": str(rt / "rounds.jsonl"),
             }
             self._start(
-                [_tool("flower-supernode"), "--insecure", "--superlink", "127.0.0.1:{}".format(port),
-                 "--port", str(_free_port()), "--node-config", " ".join("{}={}".format(k, json.dumps(v)) for k, v in node.items())],
+                [
+                    _tool("flower-supernode"),
+                    "--insecure",
+                    "--superlink",
+                    "127.0.0.1:{}".format(port),
+                    "--port",
+                    str(_free_port()),
+                    "--node-config",
+                    " ".join("{}={}".format(k, json.dumps(v)) for k, v in node.items()),
+                ],
                 "supernode-{}.log".format(b),
             )
         home = self.base / "flwr"
         home.mkdir(exist_ok=True)
         (home / "config.toml").write_text(
-            '[superlink]\ndefault = "fleet"\n\n[superlink.fleet]\naddress = "127.0.0.1:{}"\ninsecure = true\n'.format(port)
+            '[superlink]\ndefault = "fleet"\n\n'
+            '[superlink.fleet]\naddress = "127.0.0.1:{}"\ninsecure = true\n'.format(port)
         )
         app = self.base / "app"
         app.mkdir()
@@ -184,14 +240,31 @@ class Fleet:
         report = self.base / "report-{}.json".format(name)
         overrides = self.base / "run-{}.toml".format(name)
         overrides.write_text(
-            "num-server-rounds = {}\nnodes = {}\nminibatches = {}\njpower-budgets = {}\njpower-report = {}\n".format(
-                self.args.rounds, len(self.boards), self.args.minibatches, json.dumps(json.dumps(budgets)), json.dumps(str(report))
+            "num-server-rounds = {}\nnodes = {}\nminibatches = {}\n"
+            "jpower-budgets = {}\njpower-report = {}\n".format(
+                self.args.rounds,
+                len(self.boards),
+                self.args.minibatches,
+                json.dumps(json.dumps(budgets)),
+                json.dumps(str(report)),
             )
         )
         with open(self.base / "flwr-run-{}.log".format(name), "w") as log:
             subprocess.run(
-                [_tool("flwr"), "run", str(self.base / "app"), "fleet", "--run-config", str(overrides), "--stream"],
-                env=self.env, stdout=log, stderr=subprocess.STDOUT, check=True, timeout=600,
+                [
+                    _tool("flwr"),
+                    "run",
+                    str(self.base / "app"),
+                    "fleet",
+                    "--run-config",
+                    str(overrides),
+                    "--stream",
+                ],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=True,
+                timeout=600,
             )
         _wait("the {} run's report".format(name), report.exists, timeout=600)
         logs = {}
@@ -211,28 +284,53 @@ class Fleet:
                 p.wait()
 
 
-def _check(name: str, run: Dict[str, Any], budgets: Dict[str, float], args: argparse.Namespace) -> None:
+def _check(
+    name: str, run: Dict[str, Any], budgets: Dict[str, float], args: argparse.Namespace
+) -> None:
     """The run's asserts (see the module's docstring)."""
     assert [r["round"] for r in run["rounds"]] == list(range(1, args.rounds + 1)), run["rounds"]
     for r in run["rounds"]:
-        assert sorted(r["clients"]) == sorted(run["boards"]), "round {}: {}".format(r["round"], sorted(r["clients"]))
+        assert sorted(r["clients"]) == sorted(run["boards"]), "round {}: {}".format(
+            r["round"], sorted(r["clients"])
+        )
     for b, rounds in run["boards"].items():
-        assert sorted(r["round"] for r in rounds) == list(range(1, args.rounds + 1)), (name, b, rounds)
+        assert sorted(r["round"] for r in rounds) == list(range(1, args.rounds + 1)), (
+            name,
+            b,
+            rounds,
+        )
         for r in rounds:
             err = abs(r["energy_j"] - r["true_energy_j"]) / r["true_energy_j"]
-            assert err <= args.energy_tolerance, "{} {} round {}: {:.3f} J reported, {:.3f} J true".format(
-                name, b, r["round"], r["energy_j"], r["true_energy_j"])
+            assert (
+                err <= args.energy_tolerance
+            ), "{} {} round {}: {:.3f} J reported, {:.3f} J true".format(
+                name, b, r["round"], r["energy_j"], r["true_energy_j"]
+            )
             # The board's true draw: the telemetry's reading of it is the one checked above.
             true_w = r["true_energy_j"] / r["train_time_s"]
             if b in budgets:
-                assert true_w <= budgets[b], "{} {} round {}: {:.3f} W over its {:.2f} W budget".format(
-                    name, b, r["round"], true_w, budgets[b])
+                assert (
+                    true_w <= budgets[b]
+                ), "{} {} round {}: {:.3f} W over its {:.2f} W budget".format(
+                    name, b, r["round"], true_w, budgets[b]
+                )
 
 
 def _table(run: Dict[str, Any]) -> List[Dict[str, Any]]:
     """Per round: the server's view, and each board's metrics with its true energy."""
-    truth = {(b, r["round"]): r["true_energy_j"] for b, rounds in run["boards"].items() for r in rounds}
-    keys = ("energy_j", "train_time_s", "mean_power_w", "budget_w", "mode_cores", "mode_cpu_khz", "mode_gpu_hz", "mode_emc_hz")
+    truth = {
+        (b, r["round"]): r["true_energy_j"] for b, rounds in run["boards"].items() for r in rounds
+    }
+    keys = (
+        "energy_j",
+        "train_time_s",
+        "mean_power_w",
+        "budget_w",
+        "mode_cores",
+        "mode_cpu_khz",
+        "mode_gpu_hz",
+        "mode_emc_hz",
+    )
     return [
         {
             "round": r["round"],
@@ -256,7 +354,9 @@ def main(argv: List[str]) -> int:
     try:
         before = fleet.start_agents()
         fastest = {
-            b: fastest_within(read_profile(str(base / b / "profile-{}.csv".format(args.workload))), None)
+            b: fastest_within(
+                read_profile(str(base / b / "profile-{}.csv".format(args.workload))), None
+            )
             for b in fleet.boards
         }
         budgets = {b: round(args.budget_fraction * m.power_w, 2) for b, m in fastest.items()}
@@ -281,16 +381,25 @@ def main(argv: List[str]) -> int:
         raise
     fleet.close()
     shutil.rmtree(base)
-    out = {"budgets_w": budgets, "straggler": straggler, "seconds": time.monotonic() - started,
-           "runs": {name: _table(run) for name, run in runs.items()}}
+    out = {
+        "budgets_w": budgets,
+        "straggler": straggler,
+        "seconds": time.monotonic() - started,
+        "runs": {name: _table(run) for name, run in runs.items()},
+    }
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         for name, rows in out["runs"].items():
             print("{}:".format(name))
             for r in rows:
-                per = "  ".join("{} {:.1f} J".format(b, c["energy_j"]) for b, c in r["boards"].items())
-                print("  round {round}: wall {wall_s:.2f} s, slowest {slowest_train_time_s:.2f} s, fleet {energy_j:.1f} J  ({per})".format(per=per, **r))
+                per = "  ".join(
+                    "{} {:.1f} J".format(b, c["energy_j"]) for b, c in r["boards"].items()
+                )
+                print(
+                    "  round {round}: wall {wall_s:.2f} s, slowest {slowest_train_time_s:.2f} s,"
+                    " fleet {energy_j:.1f} J  ({per})".format(per=per, **r)
+                )
     return 0
 
 

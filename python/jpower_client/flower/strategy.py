@@ -70,7 +70,9 @@ class JpowerStrategy(Strategy):
             (record,) = msg.content.metric_records.values()
             clients[name] = dict(record)
         fleet = aggregate(list(clients.values())) if clients else {}
-        self.rounds.append({"round": server_round, "wall_s": wall_s, "fleet": fleet, "clients": clients})
+        self.rounds.append(
+            {"round": server_round, "wall_s": wall_s, "fleet": fleet, "clients": clients}
+        )
         merged = dict(metrics or {})
         merged.update(fleet)
         return arrays, MetricRecord(merged)
@@ -80,7 +82,9 @@ class JpowerStrategy(Strategy):
     ) -> Iterable[Message]:
         return self.inner.configure_evaluate(server_round, arrays, config, grid)
 
-    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> Optional[MetricRecord]:
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> Optional[MetricRecord]:
         return self.inner.aggregate_evaluate(server_round, replies)
 
     def summary(self) -> None:
