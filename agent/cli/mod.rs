@@ -213,6 +213,14 @@ pub enum SimCommand {
         #[arg(long, value_name = "W")]
         limit: Option<f64>,
     },
+    /// Load the --sim board as training WORKLOAD does at its running clocks (the rails
+    /// follow), printing one minibatch's simulated time and the board's true module power;
+    /// without --workload, idle. What a program that trains on a simulated board paces by.
+    Load {
+        /// The workload (resnet18, mobilenetv3, yolov8n, bert, lstm) [default: idle].
+        #[arg(long)]
+        workload: Option<String>,
+    },
 }
 
 impl Target {
@@ -451,6 +459,9 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         }
         Command::Sim(SimCommand::Nvpmodel { mode }) => sim_tools::nvpmodel(&cli.target, *mode, out),
         Command::Sim(SimCommand::JetsonClocks) => sim_tools::jetson_clocks(&cli.target, out),
+        Command::Sim(SimCommand::Load { workload }) => {
+            sim_tools::load(&cli.target, workload.as_deref(), out)
+        }
         Command::Sim(SimCommand::Truth {
             kind,
             board,

@@ -7,6 +7,10 @@
 //! jpower's baseline, journal or lease: to a running agent, and to any later jpower
 //! command, they are outside changes (`external_change` events, kept by restores).
 //!
+//! `jpower sim load` sets what the simulated board is busy with, as training a workload at
+//! its running clocks loads it, and prints one minibatch's simulated time: a program that
+//! trains on a simulated board (the Flower fleet simulation) paces itself by it.
+//!
 //! `jpower sim truth` prints a ground-truth profile of a board modelled unlike the
 //! simulator ([`crate::sim::truth`]), to replay with `--truth`.
 
@@ -78,6 +82,56 @@ pub fn jetson_clocks(target: &Target, out: &Output) -> Result<()> {
     out.print(&serde_json::json!({"writes": writes}), || {
         format!("jetson_clocks: {writes} write(s) through the simulated kernel\n")
     })
+}
+
+/// `jpower sim load [--workload W]`: the board loaded as one minibatch of `W` loads it at
+/// the running clocks (idle without `W`); prints the minibatch's noise-free time and the
+/// board's true module power under that load.
+pub fn load(target: &Target, workload: Option<&str>, out: &Output) -> Result<()> {
+    use crate::sim::kernel::LoadState;
+    anyhow::ensure!(
+        target.sim.is_some(),
+        "`jpower sim load` loads a simulated board: pass --sim BOARD"
+    );
+    let (root, sim) = target.root()?;
+    let sim = sim.context("the --sim board did not open")?;
+    let board = Board::discover(root)?;
+    let minibatch = match workload {
+        None => {
+            sim.set_load(LoadState::default())?;
+            None
+        }
+        Some(name) => {
+            let w = super::train_modes::workload(name)?;
+            // Busy first, so the GPU's devfreq governor has picked its clock under load.
+            sim.set_load(LoadState::TRAINING)?;
+            let t = crate::sim::workload::truth(sim.spec().silicon, w, &sim.operating()?);
+            sim.set_load(LoadState {
+                cpu: t.load.cpu,
+                gpu: t.load.gpu,
+                emc: t.load.emc,
+            })?;
+            Some(t.time_ms / 1e3)
+        }
+    };
+    let rails = sim.true_rail_watts()?;
+    let module_w: f64 = board
+        .totals
+        .module
+        .iter()
+        .filter_map(|&i| rails.get(i))
+        .sum();
+    out.print(
+        &serde_json::json!({"workload": workload, "minibatch_s": minibatch, "module_w": module_w}),
+        || match minibatch {
+            Some(s) => format!(
+                "{}: {:.1} ms per minibatch at the running clocks, module {module_w:.2} W\n",
+                workload.unwrap_or_default(),
+                s * 1e3
+            ),
+            None => format!("idle: module {module_w:.2} W\n"),
+        },
+    )
 }
 
 /// `jpower sim truth --kind K --board B --seed S [--limit W]`: the profile as CSV on stdout.

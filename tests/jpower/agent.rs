@@ -1334,3 +1334,41 @@ fn a_session_lease_with_timeout_0_does_not_expire() {
     assert_eq!(gpu_max(&st), 522_750_000);
     assert_eq!(c.request(RequestBody::Renew).unwrap(), ReplyBody::Ok);
 }
+
+/// `jpower sim load`: the rails follow the workload's load at the running clocks, and its
+/// minibatch takes longer at a lower GPU clock; idle brings the power back down.
+#[test]
+fn sim_load_paces_a_workload_by_the_mode_in_force() {
+    let rt = util::runtime();
+    let load = |args: &[&str]| {
+        let mut cmd = util::jpower(rt.path());
+        cmd.args(["--sim", "orin-agx", "--json", "sim", "load"])
+            .args(args);
+        util::json(&util::ok(&mut cmd))
+    };
+    let idle = load(&[])["module_w"].as_f64().unwrap();
+    let fast = load(&["--workload", "resnet18"]);
+    assert!(
+        fast["module_w"].as_f64().unwrap() > 2.0 * idle,
+        "{fast} vs idle {idle} W"
+    );
+    util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "set", "--gpu-freq", "624750000"]));
+    let slow = load(&["--workload", "resnet18"]);
+    let (t_fast, t_slow) = (
+        fast["minibatch_s"].as_f64().unwrap(),
+        slow["minibatch_s"].as_f64().unwrap(),
+    );
+    assert!(
+        t_slow > 1.2 * t_fast,
+        "{t_slow} s at 624.75 MHz vs {t_fast} s at MAXN"
+    );
+    assert!(slow["module_w"].as_f64().unwrap() < fast["module_w"].as_f64().unwrap());
+    let again = load(&[]);
+    assert!(again["minibatch_s"].is_null());
+    assert!(
+        (again["module_w"].as_f64().unwrap() - idle).abs() < 0.2 * idle,
+        "{again} vs {idle} W"
+    );
+    let refused = util::run(util::jpower(rt.path()).args(["sim", "load"]));
+    assert!(!refused.status.success());
+}

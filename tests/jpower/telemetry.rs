@@ -993,3 +993,32 @@ fn watch_on_a_terminal_shows_the_mode_and_rails_and_q_quits() {
         "the alternate screen was left up:\n{after}"
     );
 }
+
+/// Regression: two threads of one process changing a simulated board at once each held
+/// the board's `flock` (one descriptor: flock excludes other processes only), so both
+/// saved `kernel.json` through the same temporary file and the second rename failed with
+/// ENOENT (seen as an agent's knob write or restore failing while its watcher noticed).
+#[test]
+fn threads_sharing_a_simulated_board_change_it_one_at_a_time() {
+    let rt = util::runtime();
+    let sim = SimBoard::open("orin-agx", rt.path()).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let sim = sim.clone();
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    let u = f64::from((t * 200 + i) % 100) / 100.0;
+                    sim.set_load(LoadState {
+                        cpu: u,
+                        gpu: u,
+                        emc: u,
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}

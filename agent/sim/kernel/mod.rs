@@ -68,6 +68,8 @@ pub struct SimKernel {
     sensor: Mutex<Sensor>,
     /// The INA3221s' I2C bus: one register read at a time.
     bus: Mutex<()>,
+    /// This process's threads change the board one at a time (`exclusive`).
+    writer: Mutex<()>,
 }
 
 fn einval() -> io::Error {
@@ -92,6 +94,7 @@ impl SimKernel {
             }),
             sensor: Mutex::new(Sensor::default()),
             bus: Mutex::new(()),
+            writer: Mutex::new(()),
         }
     }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::MutexGuard;
 
 /// The kernel's private state, persisted beside the tree.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -76,20 +77,31 @@ impl SimKernel {
         Ok(())
     }
 
+    /// The board to this thread alone: the process's threads one at a time (they share
+    /// the descriptor, and a `flock` held on it admits them all), then other processes
+    /// through the `flock`.
     pub(super) fn exclusive(&self) -> io::Result<LockGuard<'_>> {
+        let threads = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: flock on a descriptor we own; it is released in LockGuard::drop.
         if unsafe { libc::flock(self.lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(LockGuard(&self.lock))
+        Ok(LockGuard {
+            file: &self.lock,
+            _threads: threads,
+        })
     }
 }
 
-pub(super) struct LockGuard<'a>(&'a File);
+/// The `flock`, released when dropped, and then the process's mutex.
+pub(super) struct LockGuard<'a> {
+    file: &'a File,
+    _threads: MutexGuard<'a, ()>,
+}
 
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
         // SAFETY: unlocking the descriptor locked in `exclusive`.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
     }
 }

@@ -1,0 +1,91 @@
+"""A Flower strategy wrapper that hands clients power budgets and aggregates their jpower
+metrics per round. Needs flwr (the `flower` extra).
+
+    from flwr.serverapp.strategy import FedAvg
+    from jpower_client.flower.strategy import JpowerStrategy
+
+    strategy = JpowerStrategy(FedAvg(fraction_evaluate=0.0), budgets={"nano": 4.0}, budget_w=20.0)
+    result = strategy.start(grid=grid, initial_arrays=arrays, num_rounds=3)
+    strategy.rounds        # per round: wall_s, the fleet's aggregate, each client's metrics
+
+Budgets travel in the train config: `jpower-budget-w` for every client, and
+`jpower-budget-w.<name>` for the client that calls itself `<name>` (`budget_for` reads them
+on the client side). The inner strategy does everything else; its aggregated train metrics
+are kept, with the fleet's (`metrics.aggregate`) over them.
+"""
+
+import time
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from .metrics import aggregate
+from .round import BUDGET_KEY, NAME_RECORD
+
+__all__ = ["JpowerStrategy"]
+
+
+class JpowerStrategy(Strategy):
+    """Wraps `inner`: budgets into each train round's config, jpower's metrics out."""
+
+    def __init__(
+        self,
+        inner: Strategy,
+        budgets: Optional[Mapping[str, float]] = None,
+        budget_w: Optional[float] = None,
+    ):
+        self.inner = inner
+        self.budgets = dict(budgets or {})
+        self.budget_w = budget_w
+        self.rounds: List[Dict[str, Any]] = []
+        self._started = 0.0
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """The inner strategy's messages, with the budgets in their config."""
+        if self.budget_w is not None:
+            config[BUDGET_KEY] = float(self.budget_w)
+        for name, watts in self.budgets.items():
+            config[BUDGET_KEY + "." + name] = float(watts)
+        self._started = time.monotonic()
+        return self.inner.configure_train(server_round, arrays, config, grid)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> Tuple[Optional[ArrayRecord], Optional[MetricRecord]]:
+        """The inner strategy's aggregate, its metrics overlaid with the fleet's; the round
+        (its wall time from sending to the last reply, the fleet's aggregate and each
+        client's metrics by name) is appended to `self.rounds`."""
+        wall_s = time.monotonic() - self._started
+        replies = list(replies)
+        arrays, metrics = self.inner.aggregate_train(server_round, replies)
+        clients = {}
+        for msg in replies:
+            if msg.has_error():
+                continue
+            name = str(msg.content[NAME_RECORD]["name"])
+            (record,) = msg.content.metric_records.values()
+            clients[name] = dict(record)
+        fleet = aggregate(list(clients.values())) if clients else {}
+        self.rounds.append(
+            {"round": server_round, "wall_s": wall_s, "fleet": fleet, "clients": clients}
+        )
+        merged = dict(metrics or {})
+        merged.update(fleet)
+        return arrays, MetricRecord(merged)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self.inner.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> Optional[MetricRecord]:
+        return self.inner.aggregate_evaluate(server_round, replies)
+
+    def summary(self) -> None:
+        self.inner.summary()

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Tests of the Flower integration's pure-Python parts: the budget-to-mode choice, the
+round's metrics and lease, the budgets a train config hands out, and the fleet aggregate.
+
+    python3 python/tests/test_flower.py
+
+Needs neither flwr nor an agent (a stand-in records what a round asks of the agent; the
+fleet simulation, `python3 -m jpower_client.flower.simulate`, drives the real ones).
+"""
+
+import contextlib
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from jpower_client.flower import (  # noqa: E402
+    Mode,
+    PowerRound,
+    aggregate,
+    budget_for,
+    fastest_within,
+    read_profile,
+)
+
+PROFILE = """cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w,time_std_ms,power_std_w
+4,1190400,1109250000,1600000000,200.0,11.0,1.0,0.1
+4,883200,752250000,1331200000,300.0,6.5,1.0,0.1
+2,729600,510000000,1331200000,450.0,4.0,1.0,0.1
+6,1190400,510000000,1600000000,440.0,6.5,1.0,0.1
+"""
+
+
+def profile():
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+        f.write(PROFILE)
+    try:
+        return read_profile(f.name)
+    finally:
+        os.unlink(f.name)
+
+
+class ModeChoice(unittest.TestCase):
+    def test_a_profile_reads_as_modes(self):
+        modes = profile()
+        self.assertEqual(len(modes), 4)
+        self.assertEqual(modes[1], Mode(4, 883200, 752250000, 1331200000, 300.0, 6.5))
+        self.assertEqual(
+            modes[1].knobs(),
+            {"cores": 4, "cpu_khz": 883200, "gpu_hz": 752250000, "emc_hz": 1331200000},
+        )
+
+    def test_a_file_that_is_not_a_profile_is_refused(self):
+        for text in ("cores,cpu_khz\n", "cores,cpu_khz\n4,x\n", "a,b\n1,2\n"):
+            with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+                f.write(text)
+            try:
+                with self.assertRaises(ValueError):
+                    read_profile(f.name)
+            finally:
+                os.unlink(f.name)
+
+    def test_the_fastest_mode_within_the_budget(self):
+        modes = profile()
+        self.assertEqual(fastest_within(modes, None).time_ms, 200.0)
+        self.assertEqual(fastest_within(modes, 11.0).time_ms, 200.0)  # the budget itself fits
+        self.assertEqual(fastest_within(modes, 10.99).time_ms, 300.0)
+        self.assertEqual(fastest_within(modes, 5.0).time_ms, 450.0)
+
+    def test_no_mode_within_the_budget_is_an_error(self):
+        with self.assertRaisesRegex(ValueError, "lowest draws 4.0 W"):
+            fastest_within(profile(), 3.9)
+
+
+class Budgets(unittest.TestCase):
+    def test_a_clients_own_budget_comes_before_the_fleets(self):
+        config = {"jpower-budget-w": 10.0, "jpower-budget-w.nano": 4.0, "lr": 0.1}
+        self.assertEqual(budget_for(config, "nano"), 4.0)
+        self.assertEqual(budget_for(config, "orin-agx"), 10.0)
+        self.assertIsNone(budget_for({"lr": 0.1}, "nano"))
+
+
+class Agent:
+    """Stands in for `jpower_client.Client`: records the round's requests."""
+
+    def __init__(self, budget_w=None):
+        self.budget_w = budget_w
+        self.calls = []
+
+    def status(self):
+        return {"budget_w": self.budget_w}
+
+    def set_mode(self, **kw):
+        self.calls.append(("set_mode", kw))
+
+    def release(self):
+        self.calls.append(("release", {}))
+
+    @contextlib.contextmanager
+    def minibatch(self, kind, id):
+        self.calls.append(("minibatch", {"kind": kind, "id": id}))
+        mb = {}
+        yield mb
+        mb.update({"duration_ms": 500.0, "energy_j": 2.0 + id})
+
+
+class Round(unittest.TestCase):
+    def test_a_round_pins_the_mode_under_a_session_lease_and_meters_its_minibatches(self):
+        agent = Agent()
+        with PowerRound(agent, profile(), 7.0) as rnd:
+            for _ in range(2):
+                with rnd.minibatch():
+                    pass
+        self.assertEqual(
+            agent.calls,
+            [
+                (
+                    "set_mode",
+                    {
+                        "lease": "session",
+                        "cores": 4,
+                        "cpu_khz": 883200,
+                        "gpu_hz": 752250000,
+                        "emc_hz": 1331200000,
+                    },
+                ),
+                ("minibatch", {"kind": "train", "id": 1}),
+                ("minibatch", {"kind": "train", "id": 2}),
+                ("release", {}),
+            ],
+        )
+        m = rnd.metrics()
+        self.assertEqual(m["energy_j"], 7.0)
+        self.assertEqual(m["train_time_s"], 1.0)
+        self.assertEqual(m["mean_power_w"], 7.0)
+        self.assertEqual(m["budget_w"], 7.0)
+        self.assertEqual((m["mode_cores"], m["mode_gpu_hz"]), (4, 752250000))
+
+    def test_without_a_budget_from_the_server_the_agents_applies(self):
+        with PowerRound(Agent(budget_w=5.0), profile()) as rnd:
+            pass
+        self.assertEqual(rnd.mode.time_ms, 450.0)
+        self.assertEqual(rnd.metrics()["budget_w"], 5.0)
+        with PowerRound(Agent(), profile()) as rnd:
+            pass
+        self.assertEqual(rnd.mode.time_ms, 200.0)
+        self.assertEqual(rnd.metrics()["budget_w"], 0.0)
+
+    def test_the_lease_is_released_when_training_fails(self):
+        agent = Agent()
+        with self.assertRaises(ZeroDivisionError):
+            with PowerRound(agent, profile(), 7.0) as rnd:
+                with rnd.minibatch():
+                    1 / 0
+        self.assertEqual(agent.calls[-1], ("release", {}))
+
+
+class Aggregate(unittest.TestCase):
+    def test_the_fleet_sums_energy_and_waits_for_its_straggler(self):
+        clients = [
+            {"energy_j": 10.0, "train_time_s": 1.0, "mean_power_w": 10.0, "budget_w": 12.0},
+            {"energy_j": 6.0, "train_time_s": 4.0, "mean_power_w": 1.5, "budget_w": 1.0},
+            {"energy_j": 4.0, "train_time_s": 2.0, "mean_power_w": 2.0, "budget_w": 0.0},
+        ]
+        a = aggregate(clients)
+        self.assertEqual(a["clients"], 3)
+        self.assertEqual(a["energy_j"], 20.0)
+        self.assertEqual(a["slowest_train_time_s"], 4.0)
+        self.assertEqual(a["fastest_train_time_s"], 1.0)
+        self.assertEqual(a["mean_power_w"], 5.0)
+        self.assertEqual(a["over_budget"], 1)  # 0 W is no budget
+
+    def test_a_round_without_clients_is_an_error(self):
+        with self.assertRaises(ValueError):
+            aggregate([])
+
+
+if __name__ == "__main__":
+    unittest.main()
