@@ -176,6 +176,8 @@ pub struct BoardSpec {
     pub presets: &'static [PresetSpec],
     /// `PM_CONFIG DEFAULT`.
     pub default_preset: u32,
+    /// The module's DRAM, GiB (`/proc/meminfo` shows it less the carve-outs).
+    pub ram_gib: u32,
 }
 
 impl BoardSpec {
@@ -409,6 +411,7 @@ pub const ORIN_AGX_R35: BoardSpec = BoardSpec {
     silicon: Silicon::OrinAgx,
     presets: ORIN_AGX_PRESETS,
     default_preset: 2,
+    ram_gib: 32,
 };
 
 /// Jetson AGX Orin on L4T 36, laid out as `../shared/boards/orin-agx-r36`.
@@ -538,6 +541,7 @@ pub const XAVIER_AGX: BoardSpec = BoardSpec {
         ),
     ],
     default_preset: 2,
+    ram_gib: 32,
 };
 
 /// Jetson Xavier NX on L4T 32 (rail labels and i2c placement inferred; see the research notes).
@@ -624,6 +628,7 @@ pub const XAVIER_NX: BoardSpec = BoardSpec {
         ),
     ],
     default_preset: 2,
+    ram_gib: 8,
 };
 
 /// Jetson Nano on L4T 32, laid out as `../shared/boards/nano-r32`.
@@ -681,6 +686,7 @@ pub const NANO: BoardSpec = BoardSpec {
         preset(1, "5W", 2, (0, 918000), (0, 640000000), 1600000000, None),
     ],
     default_preset: 0,
+    ram_gib: 4,
 };
 
 /// Jetson Orin Nano 8 GB developer kit on L4T 36 (tables partly illustrative: PowerTrain
@@ -736,6 +742,7 @@ pub const ORIN_NANO: BoardSpec = BoardSpec {
         ),
     ],
     default_preset: 0,
+    ram_gib: 8,
 };
 
 #[cfg(test)]

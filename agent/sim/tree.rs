@@ -224,6 +224,9 @@ pub fn lay_out(spec: &BoardSpec, dir: &Path) -> io::Result<()> {
 
     // PM QoS CPU latency (the kernel's default request: no limit, 2000 s).
     t.file(crate::board::paths::CPU_DMA_LATENCY, "2000000000\n", 0o600)?;
+    // CPU time and memory: the kernel model writes what each read shows.
+    t.file(crate::board::paths::PROC_STAT, "", 0o444)?;
+    t.file(crate::board::paths::PROC_MEMINFO, "", 0o444)?;
 
     // Thermal zones (the kernel model computes their temperature) and the fan.
     for (z, (name, _)) in super::spec::ZONES.iter().enumerate() {

@@ -19,7 +19,7 @@ impl SimKernel {
         format!("{}/devfreq/{}", self.spec.gpu.dir, self.spec.gpu.devfreq)
     }
 
-    fn online(&self, cpu: usize) -> io::Result<bool> {
+    pub(super) fn online(&self, cpu: usize) -> io::Result<bool> {
         Ok(self.read(&format!("/sys/devices/system/cpu/cpu{cpu}/online"))? == 1)
     }
 

@@ -1,5 +1,5 @@
 //! The file layer's [`Driver`]: which model attribute each attached file is, writes
-//! dispatched to the drivers' rules, and reads of the sensor and thermal files.
+//! dispatched to the drivers' rules, and reads of the sensor, thermal and `/proc` files.
 
 use super::sensor::{rail_file, Quantity, T_BASE_MC, T_PER_W_MC};
 use super::{einval, KernelState, SimKernel};
@@ -21,6 +21,8 @@ pub(super) enum Attr {
     InaInterval(usize),
     GpuLoad,
     Thermal(usize),
+    ProcStat,
+    MemInfo,
 }
 
 impl SimKernel {
@@ -34,9 +36,11 @@ impl SimKernel {
             Attr::EmcCap => self.store_emc_cap(value),
             Attr::InaSamples(chip) => self.store_samples(st, chip, number()?),
             Attr::InaInterval(chip) => self.store_interval(st, chip, number()?),
-            Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_) => {
-                Err(io::Error::from_raw_os_error(libc::EACCES))
-            }
+            Attr::Rail { .. }
+            | Attr::GpuLoad
+            | Attr::Thermal(_)
+            | Attr::ProcStat
+            | Attr::MemInfo => Err(io::Error::from_raw_os_error(libc::EACCES)),
         }
     }
 }
@@ -71,6 +75,10 @@ impl Driver for SimKernel {
             Attr::GpuLoad
         } else if p == spec.emc.cap_file {
             Attr::EmcCap
+        } else if p == crate::board::paths::PROC_STAT {
+            Attr::ProcStat
+        } else if p == crate::board::paths::PROC_MEMINFO {
+            Attr::MemInfo
         } else if let Some(z) = p
             .strip_prefix("/sys/devices/virtual/thermal/thermal_zone")
             .and_then(|r| r.strip_suffix("/temp"))
@@ -127,6 +135,11 @@ impl Driver for SimKernel {
 
     fn show(&self, id: u32, buf: &mut [u8]) -> Option<io::Result<usize>> {
         let attr = self.attrs.lock().ok()?.get(id as usize).copied()?;
+        match attr {
+            Attr::ProcStat => return Some(self.proc_stat(buf)),
+            Attr::MemInfo => return Some(self.meminfo(buf)),
+            _ => {}
+        }
         if !matches!(attr, Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_)) {
             // A writable attribute reads as its file, once any change made behind the
             // model's back went through the driver's rules.

@@ -38,6 +38,7 @@ mod clocks;
 mod driver;
 mod fault;
 mod outside;
+mod proc;
 mod sensor;
 mod state;
 

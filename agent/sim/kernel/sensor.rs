@@ -266,7 +266,7 @@ impl SimKernel {
     }
 }
 
-fn monotonic_us() -> u64 {
+pub(super) fn monotonic_us() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

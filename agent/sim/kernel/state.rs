@@ -1,6 +1,7 @@
-//! The kernel's persisted state (`kernel.json` beside the tree: PM-QoS requests, load,
-//! INA3221 settings) and the exclusive `flock` every write holds.
+//! The kernel's persisted state (`kernel.json` beside the tree: PM-QoS requests, load and
+//! the CPU time it kept busy, INA3221 settings) and the exclusive `flock` every write holds.
 
+use super::proc::CpuBusy;
 use super::{InaConfig, SimKernel};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -23,6 +24,9 @@ pub struct KernelState {
     /// holds something else was written behind its back (see `outside.rs`).
     #[serde(default)]
     pub shown: BTreeMap<String, String>,
+    /// The CPU time the load has kept busy (`/proc/stat`).
+    #[serde(default)]
+    pub cpu_busy: CpuBusy,
 }
 
 /// Utilisation of each domain, 0..=1.
@@ -70,6 +74,8 @@ impl SimKernel {
         self.before_change();
         let _guard = self.exclusive()?;
         let mut st = self.state()?;
+        let now = super::sensor::monotonic_us();
+        st.cpu_busy.advance(&st.load, now);
         st.load = load;
         self.save(&st)?;
         self.refresh_gpu_clock(&st)?;
