@@ -223,7 +223,13 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
         }
     };
     if a.calibrate {
-        return super::pagoda_plan::plan(target, a, &report, &rooflines, out);
+        let flags = super::pagoda_plan::CalibrateFlags {
+            latency_ms: a.latency_ms,
+            slowdown: a.slowdown,
+            verify: a.verify,
+            truth: a.truth.as_deref(),
+        };
+        return super::pagoda_plan::plan(target, &flags, &report, &rooflines, out);
     }
     let bound = match a.latency_ms {
         Some(ms) => Bound::LatencyS(ms / 1e3),

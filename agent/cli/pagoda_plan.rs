@@ -5,7 +5,6 @@
 //! the top mode and reports predicted against measured; `--truth FILE.csv` scores the
 //! predictions against a recorded profile.
 
-use super::pagoda::PlanArgs;
 use super::{Output, Target};
 use crate::board::Board;
 use crate::control::mode::{ModeSpace, PinnedMode};
@@ -24,10 +23,22 @@ pub const TRUTH_HEADER: &str = "cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w";
 /// Forward passes averaged on each calibration and verification mode.
 const RUNS: u32 = 10;
 
+/// What the calibrated plan takes of `plan-inference`'s flags.
+pub struct CalibrateFlags<'a> {
+    /// `--latency-ms`: the latency bound, milliseconds.
+    pub latency_ms: Option<f64>,
+    /// `--slowdown`: the bound as a fraction over the reference's latency.
+    pub slowdown: f64,
+    /// `--verify`: run the planned mode and the reference.
+    pub verify: bool,
+    /// `--truth`: a recorded profile to score the predictions against.
+    pub truth: Option<&'a std::path::Path>,
+}
+
 /// `jpower plan-inference --calibrate`, on `rooflines` (measured at pinned clocks).
 pub fn plan(
     target: &Target,
-    a: &PlanArgs,
+    a: &CalibrateFlags,
     report: &Report,
     rooflines: &Rooflines,
     out: &Output,

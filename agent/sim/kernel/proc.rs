@@ -11,37 +11,11 @@
 //!   (a training or inference process's tensors and caches), half the DRAM as zram swap,
 //!   unused. An illustration of the shape, not a model of any workload's footprint.
 
-use super::state::LoadState;
 use super::SimKernel;
-use serde::{Deserialize, Serialize};
 use std::io::{self, Write};
 
 /// Jiffies per second (`USER_HZ`).
 const HZ: f64 = 100.0;
-
-/// The CPU time the load has kept busy, as `/proc/stat` counts it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuBusy {
-    /// Busy seconds of each online CPU up to `since_us`.
-    pub busy_s: f64,
-    /// `CLOCK_MONOTONIC` of the last change of load, microseconds (0: never).
-    pub since_us: u64,
-}
-
-impl CpuBusy {
-    /// Busy seconds up to `now_us` with `load` held since the last change.
-    pub fn at(&self, load: &LoadState, now_us: u64) -> f64 {
-        let held_s = now_us.saturating_sub(self.since_us) as f64 * 1e-6;
-        let held_s = if self.since_us == 0 { 0.0 } else { held_s };
-        self.busy_s + load.cpu.clamp(0.0, 1.0) * held_s
-    }
-
-    /// Brings the count up to `now_us` under `load`, before the load changes.
-    pub fn advance(&mut self, load: &LoadState, now_us: u64) {
-        self.busy_s = self.at(load, now_us);
-        self.since_us = now_us;
-    }
-}
 
 impl SimKernel {
     /// `/proc/stat` now, into `buf`; the bytes written.
@@ -86,7 +60,7 @@ impl SimKernel {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::sim::kernel::state::{CpuBusy, LoadState};
 
     #[test]
     fn busy_time_integrates_the_load_across_its_changes() {

@@ -1,7 +1,6 @@
 //! The kernel's persisted state (`kernel.json` beside the tree: PM-QoS requests, load and
 //! the CPU time it kept busy, INA3221 settings) and the exclusive `flock` every write holds.
 
-use super::proc::CpuBusy;
 use super::{InaConfig, SimKernel};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -109,5 +108,29 @@ impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
         // SAFETY: unlocking the descriptor locked in `exclusive`.
         unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// The CPU time the load has kept busy, as `/proc/stat` counts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuBusy {
+    /// Busy seconds of each online CPU up to `since_us`.
+    pub busy_s: f64,
+    /// `CLOCK_MONOTONIC` of the last change of load, microseconds (0: never).
+    pub since_us: u64,
+}
+
+impl CpuBusy {
+    /// Busy seconds up to `now_us` with `load` held since the last change.
+    pub fn at(&self, load: &LoadState, now_us: u64) -> f64 {
+        let held_s = now_us.saturating_sub(self.since_us) as f64 * 1e-6;
+        let held_s = if self.since_us == 0 { 0.0 } else { held_s };
+        self.busy_s + load.cpu.clamp(0.0, 1.0) * held_s
+    }
+
+    /// Brings the count up to `now_us` under `load`, before the load changes.
+    pub fn advance(&mut self, load: &LoadState, now_us: u64) {
+        self.busy_s = self.at(load, now_us);
+        self.since_us = now_us;
     }
 }
