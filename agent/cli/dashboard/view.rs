@@ -122,13 +122,7 @@ pub fn plain(s: &Snapshot) -> String {
     if s.rails.is_empty() {
         t.push_str("waiting for the first sample\n");
     }
-    let widest = s
-        .rails
-        .iter()
-        .map(|r| r.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
+    let widest = name_width(s);
     for cells in
         std::iter::once(RAIL_HEADER.map(String::from)).chain(s.rails.iter().map(rail_cells))
     {
@@ -140,6 +134,16 @@ pub fn plain(s: &Snapshot) -> String {
     t.push_str(&footer(s));
     t.push_str("\n\n");
     t
+}
+
+/// The rail-name column's width: the longest name, at least the header's.
+fn name_width(s: &Snapshot) -> usize {
+    s.rails
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4)
 }
 
 /// Draws the snapshot on the whole frame.
@@ -167,13 +171,7 @@ pub fn draw(frame: &mut Frame, s: &Snapshot) {
     .areas(frame.area());
     frame.render_widget(head, head_area);
     frame.render_widget(board, board_area);
-    let widest = s
-        .rails
-        .iter()
-        .map(|r| r.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
+    let widest = name_width(s);
     let table = Table::new(
         s.rails.iter().map(|r| Row::new(rail_cells(r))),
         [
