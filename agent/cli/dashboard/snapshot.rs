@@ -188,13 +188,14 @@ mod tests {
         while ring.latest().is_none() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let stat = board.root.path(crate::board::paths::PROC_STAT);
-        let write_stat = |busy: u64, idle: u64| {
-            std::fs::write(&stat, format!("cpu  1 1 1 1\ncpu0 {busy} 0 0 {idle} 0\n")).unwrap()
-        };
-        write_stat(0, 100);
+        // The simulated kernel writes /proc/stat from the board's load.
+        sim.set_load(crate::sim::kernel::LoadState {
+            cpu: 0.5,
+            ..Default::default()
+        })
+        .unwrap();
         let mut prev = Previous::now(&board, &ring);
-        write_stat(100, 200);
+        std::thread::sleep(std::time::Duration::from_millis(400));
         let s = gather(&board, None, &ring, 200.0, &mut prev);
         assert_eq!(s.board, "NVIDIA Jetson AGX Orin Developer Kit");
         assert_eq!(s.mode.as_deref(), Some("custom"), "no presets given");
@@ -203,8 +204,13 @@ mod tests {
         assert!(s.gpu_hz.is_some() && s.fan.is_some());
         assert_eq!(s.rails.len(), 4);
         assert!(s.module_w.is_some_and(|w| w > 0.0));
-        // 100 busy jiffies of 200 between the two; without /proc/meminfo, no memory (not zero).
-        assert_eq!(s.cpu_load, [(0, 0.5)]);
-        assert_eq!(s.memory, None);
+        // Every online CPU at the board's load; the module's memory.
+        assert_eq!(s.cpu_load.len(), 12, "{:?}", s.cpu_load);
+        assert!(
+            s.cpu_load.iter().all(|(_, l)| (l - 0.5).abs() < 0.1),
+            "{:?}",
+            s.cpu_load
+        );
+        assert!(s.memory.is_some_and(|m| m.ram_total_kb > 30_000_000));
     }
 }
