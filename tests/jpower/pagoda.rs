@@ -142,6 +142,7 @@ fn plan_inference_measures_a_simulated_board_and_plans_within_the_bound() {
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     for needle in [
+        "(SIMULATED)",
         "LOW (plan)",
         "MAXN (reference)",
         "attainable GFLOP/s",

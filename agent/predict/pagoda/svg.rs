@@ -1,8 +1,8 @@
-//! The plan as SVG: the model's layers and its total on the time roofline (GFLOP/s against
-//! FLOP/byte) and the energy roofline (pJ per FLOP against FLOP/byte) of the planned mode
-//! and of the reference (MAXN), log-log, with decade ticks, units and a legend. Layers
-//! without FLOPs (views, copies) have no place on these axes and are left out (the legend
-//! says how many).
+//! The plan as SVG, titled with the model, the batch and the board: the model's layers and
+//! its total on the time roofline (GFLOP/s against FLOP/byte) and the energy roofline (pJ per
+//! FLOP against FLOP/byte) of the planned mode and of the reference (MAXN), log-log, with
+//! decade ticks, units and a legend. Layers without FLOPs (views, copies) have no place on
+//! these axes and are left out (the legend says how many).
 
 use super::plan::{ModePrediction, ModeRoofline, Plan, Rooflines};
 use super::Report;
@@ -65,8 +65,13 @@ pub fn plan_svg(report: &Report, rooflines: &Rooflines, plan: &Plan) -> Result<S
     }
     let x = log_range(xs.iter().copied());
     let title = format!("{} at batch {}", report.model, report.batch);
+    let simulated = if rooflines.simulated {
+        " (SIMULATED)"
+    } else {
+        ""
+    };
     let (time_title, energy_title) = (
-        format!("{title}: time roofline"),
+        format!("{title}: time roofline, {}{simulated}", rooflines.device),
         format!("{title}: energy roofline"),
     );
     let axes = [
