@@ -163,8 +163,11 @@ fn energy(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Error> {
         "Energy of each rail since the agent started.",
         &["rail"],
     )?;
-    for (name, j) in s.rails.iter().zip(&s.energy.rails_j) {
-        rails.with_label_values(&[name.as_str()]).inc_by(*j);
+    // Every rail from the start: a counter that has counted nothing yet is 0, not absent
+    // (the first sample alone spans no time).
+    for (i, name) in s.rails.iter().enumerate() {
+        let j = s.energy.rails_j.get(i).copied().unwrap_or(0.0);
+        rails.with_label_values(&[name.as_str()]).inc_by(j);
     }
     r.counter(
         "jpower_module_energy_joules_total",
@@ -454,6 +457,19 @@ mod tests {
         assert!(!t.contains("zone=\"gone\""), "{t}");
         // No EMC cap: absent, not zero.
         assert!(!t.contains("\njpower_emc_cap_hertz "), "{t}");
+    }
+
+    /// Regression: right after the first sample nothing has been integrated yet, and the
+    /// per-rail counters were missing from the scrape instead of reading 0.
+    #[test]
+    fn rail_energy_counters_start_at_zero() {
+        let mut s = snapshot();
+        s.energy = EnergyCounters::default();
+        let t = text(&s);
+        for rail in ["VDD_GPU_SOC", "VDD_IN"] {
+            let line = format!("jpower_rail_energy_joules_total{{rail=\"{rail}\"}} 0");
+            assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
+        }
     }
 
     #[test]
