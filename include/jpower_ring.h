@@ -47,6 +47,12 @@ extern "C" {
 #define JP_RING_EXT_OFFSET 1664u
 #define JP_RING_SECTION_END 0u
 #define JP_RING_SECTION_WRITER 1u
+#define JP_RING_SECTION_ACTIVITY 2u
+/* An activity counter the board lacks (or could not read): all ones of its width. */
+#define JP_ACTIVITY_ABSENT_U32 0xffffffffu
+#define JP_ACTIVITY_ABSENT_U64 0xffffffffffffffffull
+#define JP_ACTIVITY_MAX_CPUS 16
+#define JP_ACTIVITY_MAX_DISKS 8
 /* jp_ring_writer_section.state */
 enum { JP_WRITER_LIVE = 1, JP_WRITER_CLOSED = 2, JP_WRITER_REPLACED = 3 };
 /* jp_ring_open polls a version-0 (initialising) ring this many times, 100 ms apart. */
@@ -116,6 +122,44 @@ typedef struct jp_ring_writer_section {
     uint64_t ended_ns;    /* atomic: when state left JP_WRITER_LIVE (0 while live) */
 } jp_ring_writer_section;
 
+/* Section 2, the activity counters: 488 bytes, one record under its own sequence word
+ * (seq 2n + 1 while record n is written, 2n + 2 once whole, 0 before the first). Every
+ * counter is JP_ACTIVITY_ABSENT_U32/_U64 where the board lacks it. */
+typedef struct jp_ring_activity_cpu {
+    uint32_t util_pm;    /* atomic: utilisation over window_ns, per mille */
+    uint32_t khz;        /* atomic: its cluster's running clock, kHz */
+} jp_ring_activity_cpu;
+
+typedef struct jp_ring_activity_disk {
+    uint8_t name[16];    /* mmcblk0, NUL-padded */
+    uint32_t major;      /* device number */
+    uint32_t minor;
+    uint64_t read_bps;   /* atomic: bytes read per second over window_ns */
+} jp_ring_activity_disk;
+
+typedef struct jp_ring_activity_section {
+    uint32_t id;               /* JP_RING_SECTION_ACTIVITY */
+    uint32_t size;             /* 488 */
+    uint64_t period_ns;        /* the records' period */
+    uint64_t window_ns;        /* utilisations and rates are taken over this */
+    uint32_t cpu_count;        /* entries of cpus in use */
+    uint32_t disk_count;       /* entries of disks in use */
+    uint64_t seq;              /* atomic: the record's sequence word */
+    uint64_t t_ns;             /* atomic: CLOCK_MONOTONIC of the reading */
+    uint32_t gpu_load_pm;      /* atomic: per mille */
+    uint32_t gpu_khz;          /* atomic */
+    uint32_t emc_activity_pm;  /* atomic: per mille of emc_khz */
+    uint32_t emc_khz;          /* atomic */
+    uint32_t fan_pwm;          /* atomic: 0-255 */
+    uint32_t fan_rpm;          /* atomic */
+    uint64_t ram_used_kb;      /* atomic */
+    uint64_t ram_total_kb;     /* atomic */
+    uint64_t swap_used_kb;     /* atomic */
+    uint64_t swap_total_kb;    /* atomic */
+    jp_ring_activity_cpu cpus[JP_ACTIVITY_MAX_CPUS];     /* indexed by CPU id */
+    jp_ring_activity_disk disks[JP_ACTIVITY_MAX_DISKS];
+} jp_ring_activity_section;
+
 /* The first 32 bytes of a slot; rail_count jp_ring_slot_rail follow. */
 typedef struct jp_ring_slot {
     uint64_t seq;        /* atomic: 2n + 1 while sample n is written, 2n + 2 once complete */
@@ -181,6 +225,10 @@ JP_RING_STATIC_ASSERT(sizeof(jp_ring_writer_section) == 32, "writer section is 3
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_writer_section, generation) == 8, "writer.generation");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_writer_section, state) == 16, "writer.state");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_writer_section, ended_ns) == 24, "writer.ended_ns");
+JP_RING_STATIC_ASSERT(sizeof(jp_ring_activity_section) == 488, "activity section is 488 bytes");
+JP_RING_STATIC_ASSERT(offsetof(jp_ring_activity_section, seq) == 32, "activity.seq");
+JP_RING_STATIC_ASSERT(offsetof(jp_ring_activity_section, cpus) == 104, "activity.cpus");
+JP_RING_STATIC_ASSERT(offsetof(jp_ring_activity_section, disks) == 232, "activity.disks");
 
 JP_RING_STATIC_ASSERT(sizeof(jp_ring_slot) == 32, "slot head is 32 bytes");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_slot, seq) == 0, "slot.seq");

@@ -12,7 +12,8 @@ As a module::
 
 As a script::
 
-    python3 tools/jpower_ring.py RING [--latest | --since SECONDS | --energy SECONDS] [--json]
+    python3 tools/jpower_ring.py RING [--latest | --since SECONDS | --energy SECONDS | --activity]
+        [--json]
 
 Memory ordering: CPython offers no fence. Each atomic field is read with one aligned 8- or
 4-byte ``struct.unpack_from``, and a slot is copied with one slice between its two ``seq``
@@ -24,6 +25,10 @@ document's "Memory ordering" section for what a Python reader can rely on).
 Writer lifecycle: ``Ring.writer()`` reads the writer section (generation, live / closed /
 replaced); ``Ring.silent_ns()`` says how long a live-looking writer has published nothing.
 The script warns on stderr when the writer is gone or replaced.
+
+Activity counters: ``Ring.activity()`` reads the activity section's newest record (GPU load and
+clock, each CPU's utilisation and clock, EMC activity and clock, RAM, swap, fan, disk read
+rates), a counter the board lacks as None.
 """
 
 import argparse
@@ -49,6 +54,9 @@ SECTION_WRITER = 1
 WRITER_LIVE = 1
 WRITER_CLOSED = 2
 WRITER_REPLACED = 3
+SECTION_ACTIVITY = 2
+ACTIVITY_ABSENT_U32 = 0xFFFFFFFF
+ACTIVITY_ABSENT_U64 = 0xFFFFFFFFFFFFFFFF
 
 INIT_WAIT_S = 1.0
 INIT_POLL_S = 0.1
@@ -60,6 +68,9 @@ _ZONE = struct.Struct("<20siQ")  # 32 bytes
 _SLOT_HEAD = struct.Struct("<QQIIII")  # 32 bytes
 _SLOT_RAIL = struct.Struct("<III")  # 12 bytes
 _WRITER = struct.Struct("<IIQIIQ")  # 32 bytes
+_ACTIVITY = struct.Struct("<IIQQIIQQIIIIIIQQQQ128s256s")  # 488 bytes
+_ACTIVITY_CPU = struct.Struct("<II")  # 8 bytes
+_ACTIVITY_DISK = struct.Struct("<16sIIQ")  # 32 bytes
 _SECTION_HEAD = struct.Struct("<II")
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
@@ -75,6 +86,30 @@ _OFF_RAIL_FRESH_COUNT = 32
 _OFF_RAIL_LAST_FRESH = 40
 
 Sample = Dict[str, object]
+
+
+def _activity(raw: bytes) -> Dict[str, object]:
+    """An activity record copied whole out of its section."""
+    (_, _, _, window_ns, cpu_count, disk_count, _, t_ns, *counters, cpus,
+     disks) = _ACTIVITY.unpack(raw)
+
+    def opt(v: int, absent: int = ACTIVITY_ABSENT_U32) -> Optional[int]:
+        return None if v == absent else v
+    names = ["gpu_load_pm", "gpu_khz", "emc_activity_pm", "emc_khz", "fan_pwm", "fan_rpm",
+             "ram_used_kb", "ram_total_kb", "swap_used_kb", "swap_total_kb"]
+    out = {"t_ns": t_ns, "window_ns": window_ns}
+    for i, (name, v) in enumerate(zip(names, counters)):
+        out[name] = opt(v, ACTIVITY_ABSENT_U32 if i < 6 else ACTIVITY_ABSENT_U64)
+    out["cpus"] = []
+    for c in range(min(cpu_count, 16)):
+        util, khz = _ACTIVITY_CPU.unpack_from(cpus, 8 * c)
+        out["cpus"].append({"util_pm": opt(util), "khz": opt(khz)})
+    out["disks"] = []
+    for d in range(min(disk_count, 8)):
+        name, major, minor, bps = _ACTIVITY_DISK.unpack_from(disks, 32 * d)
+        out["disks"].append({"name": _cstr(name), "major": major, "minor": minor,
+                             "read_bps": opt(bps, ACTIVITY_ABSENT_U64)})
+    return out
 
 
 class RingError(Exception):
@@ -186,6 +221,7 @@ class Ring:
         self._rails = [self._rail_info(r) for r in range(self._rail_count)]
         self._used = SLOT_HEAD_SIZE + SLOT_RAIL_SIZE * self._rail_count
         self._writer_at = self._find_section(SECTION_WRITER, _WRITER.size)
+        self._activity_at = self._find_section(SECTION_ACTIVITY, _ACTIVITY.size)
 
     def _find_section(self, wanted: int, min_size: int) -> Optional[int]:
         """The offset of section ``wanted`` (at least ``min_size`` bytes), or None; unknown
@@ -325,6 +361,27 @@ class Ring:
         names = {WRITER_LIVE: "live", WRITER_CLOSED: "closed", WRITER_REPLACED: "replaced"}
         return {"generation": generation, "state": names.get(state, "unknown"),
                 "ended_ns": ended_ns}
+
+    def activity(self) -> Optional[Dict[str, object]]:
+        """The newest record of the activity section: ``{"t_ns", "window_ns", "gpu_load_pm",
+        "gpu_khz", "emc_activity_pm", "emc_khz", "fan_pwm", "fan_rpm", "ram_used_kb",
+        "ram_total_kb", "swap_used_kb", "swap_total_kb", "cpus": [{"util_pm", "khz"}],
+        "disks": [{"name", "major", "minor", "read_bps"}]}``, a counter the board lacks as
+        None; None for a ring without the section or before its first record."""
+        at = self._activity_at
+        if at is None:
+            return None
+        for _ in range(LATEST_TRIES):
+            seq = self._u64(at + 32)
+            if seq == 0:
+                return None
+            if seq % 2:
+                continue
+            raw = bytes(self._mm[at:at + _ACTIVITY.size])
+            if self._u64(at + 32) != seq or _U64.unpack_from(raw, 32)[0] != seq:
+                continue
+            return _activity(raw)
+        return None
 
     def silent_ns(self, now_ns: Optional[int] = None) -> Optional[int]:
         """How long the ring has gone without a sample, when that is longer than a live
@@ -484,6 +541,8 @@ def _parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
                       help="the samples of the last SECONDS")
     mode.add_argument("--energy", type=float, metavar="SECONDS",
                       help="the energy over the last SECONDS")
+    mode.add_argument("--activity", action="store_true",
+                      help="the newest record of the activity counters (GPU, CPU, EMC, RAM, fan, disks)")
     p.add_argument("--json", action="store_true", help="print JSON")
     return p.parse_args(argv)
 
@@ -497,6 +556,9 @@ def _run(ring: Ring, args: argparse.Namespace) -> Tuple[object, str]:
     if args.energy is not None:
         e = ring.energy(now - int(args.energy * 1e9), now)
         return e, _format_energy(e)
+    if args.activity:
+        a = ring.activity()
+        return a, "no activity record" if a is None else json.dumps(a, indent=2)
     s = ring.latest()
     return s, "no sample yet" if s is None else _format_sample(s)
 

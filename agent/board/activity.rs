@@ -3,6 +3,7 @@
 //! all read under the board root, so a simulated board or a `--root` tree shows its own
 //! (and nothing where it has no such file: absent, never zero).
 
+use super::sysfs::parse_u64;
 use super::{Board, KnobKind};
 
 /// Each online CPU's cumulative jiffies from `/proc/stat`: (cpu, busy, total).
@@ -18,20 +19,9 @@ impl CpuTimes {
             .map_or_else(|_| CpuTimes::default(), |text| CpuTimes::parse(&text))
     }
 
-    /// The `cpuN` lines of a `/proc/stat` text (idle and iowait are not busy).
+    /// The `cpuN` lines of a `/proc/stat` text (see [`stat_line`]).
     pub fn parse(text: &str) -> CpuTimes {
-        CpuTimes(
-            text.lines()
-                .filter_map(|l| {
-                    let mut f = l.split_whitespace();
-                    let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
-                    let t: Vec<u64> = f.map_while(|x| x.parse().ok()).collect();
-                    let total: u64 = t.iter().take(8).sum();
-                    let idle = t.get(3)? + t.get(4).unwrap_or(&0);
-                    Some((cpu, total - idle, total))
-                })
-                .collect(),
-        )
+        CpuTimes(text.lines().filter_map(stat_line).collect())
     }
 
     /// Each CPU's load between `earlier` and these times, 0 to 1; CPUs not in both (offline
@@ -46,6 +36,24 @@ impl CpuTimes {
             })
             .collect()
     }
+}
+
+/// A `cpuN` line of `/proc/stat`: (N, busy jiffies, total jiffies). The total is the sum
+/// of the first eight fields (user to steal; guest time is already in user), idle and
+/// iowait are not busy. The aggregate `cpu` line and short or odd lines are `None`.
+pub fn stat_line(line: &str) -> Option<(usize, u64, u64)> {
+    let mut f = line.split_ascii_whitespace();
+    let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+    let (mut total, mut idle, mut fields) = (0u64, 0u64, 0);
+    for (i, v) in f.take(8).map_while(|x| parse_u64(x.as_bytes())).enumerate() {
+        total = total.saturating_add(v);
+        if i == 3 || i == 4 {
+            idle = idle.saturating_add(v);
+        }
+        fields += 1;
+    }
+    // user, nice, system, idle at least (kernels before 2.6 had four fields).
+    (fields >= 4).then_some((cpu, total - idle, total))
 }
 
 /// The GPU's load, 0 to 1, from its device's `load` (per mille); `None` without one.
@@ -112,6 +120,20 @@ mod tests {
         // cpu0: 40 busy of 100 ticks; cpu1: no ticks (offline meanwhile), left out.
         assert_eq!(b.load_since(&a), [(0, 0.4)]);
         assert!(CpuTimes::parse("").load_since(&a).is_empty());
+    }
+
+    #[test]
+    fn stat_lines_give_busy_and_total_and_skip_the_aggregate_and_odd_lines() {
+        assert_eq!(
+            stat_line("cpu3 10 0 10 70 10 0 0 0 5 0"),
+            Some((3, 20, 100))
+        );
+        assert_eq!(stat_line("cpu  1 2 3 4"), None);
+        assert_eq!(stat_line("cpu1 1 2"), None, "too few fields");
+        assert_eq!(stat_line("cpu1 1 x 3 4"), None, "odd field");
+        assert_eq!(stat_line("intr 1 2 3 4"), None);
+        // Four fields (no iowait): all but idle is busy.
+        assert_eq!(stat_line("cpu0 1 2 3 4"), Some((0, 6, 10)));
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! missing is a warning; only a tree with no Tegra SoC at all is an error.
 
 pub mod activity;
+pub mod counters;
 mod cpu;
 mod emc;
 mod gpu;

@@ -53,6 +53,19 @@ pub const CPU_DMA_LATENCY: &str = "/dev/cpu_dma_latency";
 pub const PROC_STAT: &str = "/proc/stat";
 /// RAM and swap (`jpower watch`).
 pub const PROC_MEMINFO: &str = "/proc/meminfo";
+/// Per-disk I/O counters (sectors read: the dataset's read throughput).
+pub const PROC_DISKSTATS: &str = "/proc/diskstats";
+/// The fan's measured speed (rpm): L4T 32's pwm-fan; L4T 35/36 show it as an `rpm`
+/// attribute of a hwmon device (the tachometer's), found under [`HWMON_CLASS`].
+pub const FAN_RPM: &[&str] = &["/sys/devices/pwm-fan/rpm_measured"];
+/// hwmon devices.
+pub const HWMON_CLASS: &str = "/sys/class/hwmon";
+/// actmon's average EMC activity (`mc_all`, the busy memory-clock rate in kHz): L4T 36's
+/// debugfs `cactmon` first (root only), then L4T 32/35's sysfs.
+pub const EMC_ACTIVITY: &[&str] = &[
+    "/sys/kernel/debug/cactmon/mc_all",
+    "/sys/kernel/actmon_avg_activity/mc_all",
+];
 
 /// The nvpmodel EMC cap: L4T 36 first, then L4T 32/35.
 pub const EMC_CAPS: &[EmcCapFile] = &[

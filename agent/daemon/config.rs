@@ -42,6 +42,10 @@ pub struct Config {
     pub rt_priority: Option<i32>,
     /// CPU the sampler thread is pinned to [default: none].
     pub sampler_cpu: Option<usize>,
+    /// Activity counter records per second into the ring (0: none) [default: 50].
+    pub activity_rate_hz: f64,
+    /// The window activity utilisations and rates are taken over, ms [default: 200].
+    pub activity_window_ms: u64,
     /// Power budget, watts.
     pub budget_w: Option<f64>,
     /// Which total the budget applies to (`module` or `input`).
@@ -86,6 +90,8 @@ impl Default for Config {
             sensor_averaging: "keep".into(),
             rt_priority: None,
             sampler_cpu: None,
+            activity_rate_hz: 50.0,
+            activity_window_ms: 200,
             budget_w: None,
             budget_total: BudgetTotal::Module,
             budget_window_ms: 1000,
@@ -198,6 +204,16 @@ impl Config {
             if !(r > 0.0 && r <= 100_000.0) {
                 return Err(bad("sample_rate_hz", format!("{r} is not in (0, 100000]")));
             }
+        }
+        let a = cfg.activity_rate_hz;
+        if !(0.0..=1000.0).contains(&a) {
+            return Err(bad(
+                "activity_rate_hz",
+                format!("{a} is not in [0, 1000] (0 turns the activity counters off)"),
+            ));
+        }
+        if cfg.activity_window_ms == 0 {
+            return Err(bad("activity_window_ms", "0 is not a window".into()));
         }
         if let Some(b) = cfg.budget_w {
             if !(b > 0.0 && b.is_finite()) {

@@ -222,6 +222,8 @@ pub fn run(opts: Options) -> Result<()> {
         rate_hz: rate,
         rt_priority: config.rt_priority,
         cpu: config.sampler_cpu,
+        activity_hz: config.activity_rate_hz,
+        activity_window_ms: config.activity_window_ms,
         ..SamplerConfig::default()
     };
     if let Some(t) = averaging.clone().filter(|t| t != controller.current()) {

@@ -222,11 +222,25 @@ pub fn lay_out(spec: &BoardSpec, dir: &Path) -> io::Result<()> {
         t.file(&format!("{dbg}/{name}"), &format!("{v}\n"), 0o600)?;
     }
 
+    // actmon's EMC activity (the kernel model computes it): debugfs on L4T 36.
+    let (actmon, mode) = match spec.release {
+        Release::R36 => (crate::board::paths::EMC_ACTIVITY[0], 0o600),
+        _ => (crate::board::paths::EMC_ACTIVITY[1], 0o444),
+    };
+    t.file(actmon, "0\n", mode)?;
+
     // PM QoS CPU latency (the kernel's default request: no limit, 2000 s).
     t.file(crate::board::paths::CPU_DMA_LATENCY, "2000000000\n", 0o600)?;
     // CPU time and memory: the kernel model writes what each read shows.
     t.file(crate::board::paths::PROC_STAT, "", 0o444)?;
     t.file(crate::board::paths::PROC_MEMINFO, "", 0o444)?;
+    // The module's eMMC (the Nano's SD card), idle: the simulated boards read no disk.
+    t.file(
+        crate::board::paths::PROC_DISKSTATS,
+        " 179       0 mmcblk0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n 179       1 mmcblk0p1 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+        0o444,
+    )?;
+    t.file("/sys/block/mmcblk0/size", "122142720\n", 0o444)?;
 
     // Thermal zones (the kernel model computes their temperature) and the fan.
     for (z, (name, _)) in super::spec::ZONES.iter().enumerate() {

@@ -280,6 +280,7 @@ mod tests {
             module_mask: 1,
             input_rail: None,
             zones: Vec::new(),
+            activity: None,
         };
         let w = RingWriter::create(&path, &info).unwrap();
         // 10 W for 1 s, then 20 W for 1 s, at 1 kHz.

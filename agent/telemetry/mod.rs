@@ -5,7 +5,9 @@
 //!  sampler thread (pre-opened rail files, pread, no allocation, no lock)
 //!      │ publish(n, sample)                 thermal watcher (10 Hz): zones, alarms,
 //!      ▼                                    throttling -> ring header atomics
-//!  ring file (mmap; docs/telemetry-ring.md) ◄──────────┘
+//!  ring file (mmap; docs/telemetry-ring.md) ◄──────────┤
+//!      │                                    activity thread (50 Hz): GPU, CPU, EMC, RAM,
+//!      │                                    fan, disks -> the ring's activity section
 //!      │ any process: RingReader::latest / since / sample(n)
 //!      ▼
 //!  energy (trapezoid over timestamps; minibatch begin/end markers)
@@ -18,6 +20,7 @@
 
 use crate::board::rails::RailValue;
 
+pub mod activity;
 pub mod energy;
 pub mod ring;
 pub mod sampler;
@@ -66,6 +69,7 @@ use crate::board::Values;
 use ring::RingInfo;
 use sampler::{Sampler, SamplerConfig, SamplerError};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Where the ring of board `key` lives in `runtime_dir`: written by the board's one owner
 /// (the agent, or a command holding the board lock), read by every local process.
@@ -101,15 +105,17 @@ pub fn ring_info(board: &Board, values: &Values) -> RingInfo {
             .take(ring::MAX_ZONES)
             .map(|z| z.name)
             .collect(),
+        activity: None,
     }
 }
 
-/// A running sampler and thermal watcher writing one ring.
+/// A running sampler, thermal watcher and activity thread writing one ring.
 #[derive(Debug)]
 pub struct Telemetry {
     /// The sampling thread writing the ring.
     pub sampler: Sampler,
     _watcher: thermal::Watcher,
+    _activity: Option<activity::ActivityThread>,
     /// The ring's path.
     pub path: PathBuf,
 }
@@ -124,12 +130,31 @@ impl Telemetry {
         cfg: &SamplerConfig,
     ) -> Result<Telemetry, SamplerError> {
         let path = path.to_path_buf();
-        let sampler = Sampler::start(&board.rails, ring_info(board, values), &path, cfg)?;
-        let watcher =
-            thermal::Watcher::start(board, sampler.ring().clone()).map_err(SamplerError::Clone)?;
+        let mut info = ring_info(board, values);
+        // The activity counters, unless turned off (a rate of 0).
+        let counters = (cfg.activity_hz > 0.0).then(|| {
+            let period = Duration::from_secs_f64(1.0 / cfg.activity_hz);
+            let window = Duration::from_millis(cfg.activity_window_ms);
+            let counters = crate::board::counters::Counters::open(board);
+            info.activity = Some(ring::ActivityInfo {
+                period_ns: period.as_nanos() as u64,
+                window_ns: activity::effective_window_ns(period, window),
+                cpu_count: counters.cpu_count(),
+                disks: counters.disks.clone(),
+            });
+            (counters, period, window)
+        });
+        let sampler = Sampler::start(&board.rails, info, &path, cfg)?;
+        let ring = sampler.ring().clone();
+        let watcher = thermal::Watcher::start(board, ring.clone()).map_err(SamplerError::Clone)?;
+        let activity = counters
+            .map(|(c, period, window)| activity::ActivityThread::start(c, ring, period, window))
+            .transpose()
+            .map_err(SamplerError::Clone)?;
         Ok(Telemetry {
             sampler,
             _watcher: watcher,
+            _activity: activity,
             path,
         })
     }

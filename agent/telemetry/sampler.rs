@@ -46,6 +46,10 @@ pub struct SamplerConfig {
     pub rt_priority: Option<i32>,
     /// Pin the sampler to this CPU.
     pub cpu: Option<usize>,
+    /// Activity counter records per second into the ring's activity section (0: none).
+    pub activity_hz: f64,
+    /// The window the activity counters' utilisations and rates are taken over, ms.
+    pub activity_window_ms: u64,
 }
 
 impl Default for SamplerConfig {
@@ -55,6 +59,8 @@ impl Default for SamplerConfig {
             slot_count: 1 << 16,
             rt_priority: None,
             cpu: None,
+            activity_hz: 50.0,
+            activity_window_ms: 200,
         }
     }
 }

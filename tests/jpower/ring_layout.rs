@@ -29,6 +29,9 @@ fn the_c_header_has_the_rust_layout() {
         "slot" => "jp_ring_slot",
         "slot_rail" => "jp_ring_slot_rail",
         "writer" => "jp_ring_writer_section",
+        "activity" => "jp_ring_activity_section",
+        "activity_cpu" => "jp_ring_activity_cpu",
+        "activity_disk" => "jp_ring_activity_disk",
         other => panic!("no C struct for {other}"),
     };
     let mut src =
@@ -102,7 +105,8 @@ def items(s):
     return out
 print(json.dumps({
     "formats": {w: items(getattr(m, n)) for w, n in [("header", "_HEADER"), ("rail", "_RAIL"),
-        ("zone", "_ZONE"), ("slot", "_SLOT_HEAD"), ("slot_rail", "_SLOT_RAIL"), ("writer", "_WRITER")]},
+        ("zone", "_ZONE"), ("slot", "_SLOT_HEAD"), ("slot_rail", "_SLOT_RAIL"), ("writer", "_WRITER"),
+        ("activity", "_ACTIVITY"), ("activity_cpu", "_ACTIVITY_CPU"), ("activity_disk", "_ACTIVITY_DISK")]},
     "constants": {n: getattr(m, n) for n in dir(m) if n.isupper() and isinstance(getattr(m, n), int)},
 }))
 "#;
@@ -140,7 +144,7 @@ print(json.dumps({
     }
     let off = |within: &str, name: &str| rust()[&(within.to_string(), name.to_string())].0;
     let c = &v["constants"];
-    let expect: [(&str, usize); 20] = [
+    let expect: [(&str, usize); 23] = [
         ("VERSION", layout::VERSION as usize),
         ("HEADER_SIZE", layout::HEADER_SIZE),
         ("MAX_RAILS", layout::MAX_RAILS),
@@ -161,6 +165,9 @@ print(json.dumps({
         ("WRITER_LIVE", layout::WRITER_LIVE as usize),
         ("WRITER_CLOSED", layout::WRITER_CLOSED as usize),
         ("WRITER_REPLACED", layout::WRITER_REPLACED as usize),
+        ("SECTION_ACTIVITY", layout::SECTION_ACTIVITY as usize),
+        ("ACTIVITY_ABSENT_U32", layout::ABSENT_U32 as usize),
+        ("ACTIVITY_ABSENT_U64", layout::ABSENT_U64 as usize),
     ];
     for (name, want) in expect {
         assert_eq!(c[name].as_u64(), Some(want as u64), "Python's {name}");
@@ -198,6 +205,9 @@ fn the_document_has_the_rust_layout() {
                 ("## Slots", "slot"),
                 ("### Slot rail", "slot_rail"),
                 ("### Writer section", "writer"),
+                ("### Activity section", "activity"),
+                ("#### Activity CPU entry", "activity_cpu"),
+                ("#### Activity disk entry", "activity_disk"),
             ]
             .iter()
             .find(|(h, _)| line.starts_with(h))

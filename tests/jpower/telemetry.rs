@@ -32,6 +32,7 @@ fn info(rails: usize, slots: u32) -> RingInfo {
         module_mask: (1 << rails) - 1,
         input_rail: None,
         zones: vec!["cpu-thermal".into()],
+        activity: None,
     }
 }
 
@@ -1021,4 +1022,100 @@ fn threads_sharing_a_simulated_board_change_it_one_at_a_time() {
     for t in threads {
         t.join().unwrap();
     }
+}
+
+/// Measurement, not calibration: the activity section recovers what the simulated board
+/// knows (its GPU, CPU and EMC load, clocks, memory, disks), an offline CPU is absent,
+/// and a counter the board lacks (this fan's speed) is absent, never zero. The Python
+/// reader reads the same record.
+#[test]
+fn the_activity_section_recovers_the_simulated_boards_load_and_clocks() {
+    let rt = util::runtime();
+    let (sim, c, t) = sampled("orin-agx@r36", rt.path(), None, 200.0);
+    sim.set_load(LoadState {
+        cpu: 0.6,
+        gpu: 0.8,
+        emc: 0.5,
+    })
+    .unwrap();
+    let root = sim.root();
+    root.open("/sys/devices/system/cpu/cpu11/online", true)
+        .unwrap()
+        .write_u64(0)
+        .unwrap();
+    // Two windows: every utilisation is taken over readings under this load.
+    std::thread::sleep(Duration::from_millis(600));
+    let ring = RingReader::open(&t.path).unwrap();
+    let info = ring.info.activity.clone().expect("an activity section");
+    assert_eq!((info.period_ns, info.window_ns), (20_000_000, 200_000_000));
+    assert_eq!(info.cpu_count, 12);
+    assert_eq!(info.disks.len(), 1);
+    assert_eq!(info.disks[0].name, "mmcblk0");
+    let a = ring.activity().expect("a record");
+    assert!(monotonic_ns() - a.t_ns < 500_000_000, "fresh");
+    assert_eq!(a.gpu_load_pm, Some(800));
+    let read = |p: &str| root.open(p, false).unwrap().read_u64().unwrap();
+    let gpu = c.board().gpu.as_ref().unwrap();
+    assert_eq!(a.gpu_khz, Some((gpu.cur.read_u64().unwrap() / 1000) as u32));
+    let emc_khz = read("/sys/kernel/debug/bpmp/debug/clk/emc/rate") / 1000;
+    assert_eq!(a.emc_khz, Some(emc_khz as u32));
+    let emc = a.emc_activity_pm.expect("EMC activity") as f64;
+    assert!((emc - 500.0).abs() <= 2.0, "EMC activity {emc} per mille");
+    for (cpu, ca) in a.cpus().iter().enumerate() {
+        if cpu == 11 {
+            assert_eq!((ca.util_pm, ca.khz), (None, None), "offline cpu11: {ca:?}");
+            continue;
+        }
+        let util = ca.util_pm.unwrap_or_else(|| panic!("cpu{cpu}: {ca:?}")) as f64;
+        // 200 ms is 20 jiffies: one jiffy either way is 50 per mille.
+        assert!((util - 600.0).abs() <= 60.0, "cpu{cpu} {util} per mille");
+        let policy = if cpu < 4 {
+            0
+        } else if cpu < 8 {
+            4
+        } else {
+            8
+        };
+        let cur = read(&format!(
+            "/sys/devices/system/cpu/cpufreq/policy{policy}/scaling_cur_freq"
+        ));
+        assert_eq!(ca.khz, Some(cur as u32), "cpu{cpu}");
+    }
+    let m = a.memory.expect("memory");
+    assert!(m.ram_used_kb > 0 && m.ram_used_kb < m.ram_total_kb, "{m:?}");
+    assert_eq!(a.fan_pwm, Some(96));
+    assert_eq!(a.fan_rpm, None, "the simulated fan has no tachometer");
+    assert_eq!(a.disk_read_bps[0], Some(0), "an idle disk reads nothing");
+
+    let out = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/jpower_ring.py"))
+        .arg(&t.path)
+        .args(["--activity", "--json"])
+        .output();
+    match out {
+        Err(e) => eprintln!("no python3 ({e}): skipping the Python reader"),
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let j = util::json(&text);
+            assert_eq!(j["gpu_load_pm"], 800, "{j}");
+            assert_eq!(j["fan_rpm"], serde_json::Value::Null, "{j}");
+            assert_eq!(j["cpus"].as_array().unwrap().len(), 12, "{j}");
+            assert_eq!(j["cpus"][11]["util_pm"], serde_json::Value::Null, "{j}");
+            assert_eq!(j["disks"][0]["name"], "mmcblk0", "{j}");
+        }
+    }
+}
+
+#[test]
+fn a_ring_without_the_activity_counters_has_no_activity_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let _w = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let r = RingReader::open(&path).unwrap();
+    assert_eq!((r.info.activity.clone(), r.activity()), (None, None));
 }

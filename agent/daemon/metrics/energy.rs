@@ -95,6 +95,7 @@ mod tests {
             module_mask: 3,
             input_rail: None,
             zones: Vec::new(),
+            activity: None,
         };
         RingWriter::create(&dir.join("r.ring"), &info).unwrap()
     }

@@ -166,10 +166,7 @@ impl SimKernel {
         self.put(e.cap_file, &shown.to_string())?;
         let cap = if shown == 0 { top } else { shown };
         let rate = pick(e.table_hz, 0, cap, true);
-        self.put(
-            "/sys/kernel/debug/bpmp/debug/clk/emc/rate",
-            &rate.to_string(),
-        )
+        self.put(super::EMC_RATE, &rate.to_string())
     }
 
     /// Reads the operating point from the tree.
@@ -192,7 +189,7 @@ impl SimKernel {
             online_cores: cores,
             cpu_hz: cpu_khz_sum as f64 * 1000.0 / f64::from(cores.max(1)),
             gpu_hz: self.read(&format!("{}/cur_freq", self.devfreq()))? as f64,
-            emc_hz: self.read("/sys/kernel/debug/bpmp/debug/clk/emc/rate")? as f64,
+            emc_hz: self.read(super::EMC_RATE)? as f64,
         })
     }
 }

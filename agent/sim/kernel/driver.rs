@@ -23,6 +23,7 @@ pub(super) enum Attr {
     Thermal(usize),
     ProcStat,
     MemInfo,
+    EmcActivity,
 }
 
 impl SimKernel {
@@ -40,7 +41,8 @@ impl SimKernel {
             | Attr::GpuLoad
             | Attr::Thermal(_)
             | Attr::ProcStat
-            | Attr::MemInfo => Err(io::Error::from_raw_os_error(libc::EACCES)),
+            | Attr::MemInfo
+            | Attr::EmcActivity => Err(io::Error::from_raw_os_error(libc::EACCES)),
         }
     }
 }
@@ -79,6 +81,8 @@ impl Driver for SimKernel {
             Attr::ProcStat
         } else if p == crate::board::paths::PROC_MEMINFO {
             Attr::MemInfo
+        } else if crate::board::paths::EMC_ACTIVITY.contains(&p) {
+            Attr::EmcActivity
         } else if let Some(z) = p
             .strip_prefix("/sys/devices/virtual/thermal/thermal_zone")
             .and_then(|r| r.strip_suffix("/temp"))
@@ -138,6 +142,7 @@ impl Driver for SimKernel {
         match attr {
             Attr::ProcStat => return Some(self.proc_stat(buf)),
             Attr::MemInfo => return Some(self.meminfo(buf)),
+            Attr::EmcActivity => return Some(self.emc_activity(buf)),
             _ => {}
         }
         if !matches!(attr, Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_)) {

@@ -57,6 +57,9 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+/// The running EMC rate (BPMP debugfs), Hz.
+const EMC_RATE: &str = "/sys/kernel/debug/bpmp/debug/clk/emc/rate";
+
 /// The kernel model of one simulated board.
 #[derive(Debug)]
 pub struct SimKernel {

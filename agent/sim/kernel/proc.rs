@@ -1,4 +1,4 @@
-//! `/proc/stat` and `/proc/meminfo` as the board's load makes them, so that what reads a
+//! `/proc/stat`, `/proc/meminfo` and actmon's EMC activity as the board's load makes them, so that what reads a
 //! Jetson's CPU load and memory (`jpower watch`) reads a simulated board's too.
 //!
 //! - `/proc/stat`: a `cpu` line and a `cpuN` line for each online CPU (offline ones are
@@ -10,6 +10,8 @@
 //!   of system plus a quarter of the rest scaled by the heavier of the CPU and GPU loads
 //!   (a training or inference process's tensors and caches), half the DRAM as zram swap,
 //!   unused. An illustration of the shape, not a model of any workload's footprint.
+//! - actmon's `mc_all`: the EMC load times the running EMC rate, kHz (so that `mc_all`
+//!   over the rate is the load, as jtop reads it).
 
 use super::SimKernel;
 use std::io::{self, Write};
@@ -36,6 +38,15 @@ impl SimKernel {
         for c in online {
             line(&mut out, &format!("cpu{c}"), busy, total)?;
         }
+        Ok(out.position() as usize)
+    }
+
+    /// actmon's `mc_all` now, into `buf`; the bytes written.
+    pub(super) fn emc_activity(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let busy = self.state()?.load.emc.clamp(0.0, 1.0);
+        let khz = self.read(super::EMC_RATE)? / 1000;
+        let mut out = io::Cursor::new(buf);
+        writeln!(out, "{}", (busy * khz as f64) as u64)?;
         Ok(out.position() as usize)
     }
 

@@ -16,6 +16,8 @@
 //! end, so a reader uses the fields that lie within `size` and ignores the rest. When the
 //! area is full, `header_size` grows by pages and slots move with it. Sections are
 //! written before the version is published; their fields that change are atomics.
+//! Sections: the writer's lifecycle ([`SECTION_WRITER`]) and the activity counters
+//! ([`SECTION_ACTIVITY`]).
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
 
@@ -41,6 +43,16 @@ pub const SECTION_WRITER: u32 = 1;
 pub const WRITER_LIVE: u32 = 1;
 /// [`WriterSection::state`]: the writer stopped cleanly; no sample will follow.
 pub const WRITER_CLOSED: u32 = 2;
+/// The id of the [`ActivitySection`].
+pub const SECTION_ACTIVITY: u32 = 2;
+/// CPUs the activity section carries.
+pub const MAX_CPUS: usize = 16;
+/// Disks the activity section carries.
+pub const MAX_DISKS: usize = 8;
+/// A 32-bit activity counter the board lacks, or could not read this time.
+pub const ABSENT_U32: u32 = u32::MAX;
+/// A 64-bit activity counter the board lacks, or could not read this time.
+pub const ABSENT_U64: u64 = u64::MAX;
 /// [`WriterSection::state`]: a newer ring (the next generation) replaced this file at
 /// its path; reopen the path.
 pub const WRITER_REPLACED: u32 = 3;
@@ -190,6 +202,81 @@ layout! {
 }
 
 layout! {
+    /// One CPU of the [`ActivitySection`]: 8 bytes.
+    pub struct ActivityCpu as "activity_cpu" {
+        /// Utilisation over the section's `window_ns`, per mille; [`ABSENT_U32`] while
+        /// offline (or past `cpu_count`).
+        pub util_pm: AtomicU32,
+        /// Its cluster's running clock, kHz; [`ABSENT_U32`] while offline.
+        pub khz: AtomicU32,
+    }
+}
+
+layout! {
+    /// One disk of the [`ActivitySection`]: 32 bytes.
+    pub struct ActivityDisk as "activity_disk" {
+        /// Kernel name (`mmcblk0`), NUL-padded; empty past `disk_count`.
+        pub name: [u8; 16],
+        /// Device number, major.
+        pub major: u32,
+        /// Device number, minor.
+        pub minor: u32,
+        /// Bytes read per second over the section's `window_ns`; [`ABSENT_U64`] when
+        /// unreadable.
+        pub read_bps: AtomicU64,
+    }
+}
+
+layout! {
+    /// Section [`SECTION_ACTIVITY`], the activity counters at their own rate: 488 bytes.
+    /// One record under its own sequence lock; every counter [`ABSENT_U32`] /
+    /// [`ABSENT_U64`] where the board lacks it.
+    pub struct ActivitySection as "activity" {
+        /// [`SECTION_ACTIVITY`].
+        pub id: u32,
+        /// 488.
+        pub size: u32,
+        /// The counters' sampling period, ns.
+        pub period_ns: u64,
+        /// The window utilisations and rates are taken over, ns.
+        pub window_ns: u64,
+        /// CPUs in `cpus` (the possible ones, at most [`MAX_CPUS`]).
+        pub cpu_count: u32,
+        /// Disks in `disks`.
+        pub disk_count: u32,
+        /// `2n + 1` while record `n` is being written, `2n + 2` once it is whole; 0 before
+        /// the first.
+        pub seq: AtomicU64,
+        /// `CLOCK_MONOTONIC` time of the record, ns.
+        pub t_ns: AtomicU64,
+        /// GPU load, per mille.
+        pub gpu_load_pm: AtomicU32,
+        /// The GPU's running clock, kHz.
+        pub gpu_khz: AtomicU32,
+        /// EMC activity, per mille of its running clock.
+        pub emc_activity_pm: AtomicU32,
+        /// The EMC's running clock, kHz.
+        pub emc_khz: AtomicU32,
+        /// The fan's PWM duty, 0-255.
+        pub fan_pwm: AtomicU32,
+        /// The fan's speed, rpm.
+        pub fan_rpm: AtomicU32,
+        /// RAM in use (total less available), kB.
+        pub ram_used_kb: AtomicU64,
+        /// RAM in all, kB.
+        pub ram_total_kb: AtomicU64,
+        /// Swap in use, kB.
+        pub swap_used_kb: AtomicU64,
+        /// Swap in all, kB (0: no swap).
+        pub swap_total_kb: AtomicU64,
+        /// Per CPU, indexed by CPU id.
+        pub cpus: [ActivityCpu; MAX_CPUS],
+        /// The disks.
+        pub disks: [ActivityDisk; MAX_DISKS],
+    }
+}
+
+layout! {
     /// The first 32 bytes of a slot; `rail_count` [`SlotRail`]s follow.
     pub struct SlotHead as "slot" {
         /// `2n + 1` while sample `n` is being written, `2n + 2` once it is complete.
@@ -226,13 +313,28 @@ pub const fn slot_size(rails: usize) -> usize {
 
 /// Every struct of the layout: its name in the C header's and the document's tables, its
 /// size, and its fields.
-pub const STRUCTS: [(&str, usize, &[Field]); 6] = [
+pub const STRUCTS: [(&str, usize, &[Field]); 9] = [
     ("header", size_of::<Header>(), Header::FIELDS),
     ("rail", size_of::<RailEntry>(), RailEntry::FIELDS),
     ("zone", size_of::<ZoneEntry>(), ZoneEntry::FIELDS),
     ("slot", size_of::<SlotHead>(), SlotHead::FIELDS),
     ("slot_rail", size_of::<SlotRail>(), SlotRail::FIELDS),
     ("writer", size_of::<WriterSection>(), WriterSection::FIELDS),
+    (
+        "activity",
+        size_of::<ActivitySection>(),
+        ActivitySection::FIELDS,
+    ),
+    (
+        "activity_cpu",
+        size_of::<ActivityCpu>(),
+        ActivityCpu::FIELDS,
+    ),
+    (
+        "activity_disk",
+        size_of::<ActivityDisk>(),
+        ActivityDisk::FIELDS,
+    ),
 ];
 
 // The documented layout, checked when the crate compiles.
@@ -251,6 +353,13 @@ const _: () = {
     assert!(offset_of!(Header, ext) == EXT_OFFSET);
     assert!(size_of::<WriterSection>() == 32);
     assert!(offset_of!(WriterSection, state) == 16);
+    assert!(size_of::<ActivitySection>() == 488);
+    // The writer and activity sections, one after the other, fit in the extension area.
+    assert!(EXT_OFFSET + size_of::<WriterSection>() + size_of::<ActivitySection>() <= HEADER_SIZE);
+    assert!(offset_of!(ActivitySection, seq) == 32);
+    assert!(offset_of!(ActivitySection, cpus) == 104);
+    assert!(offset_of!(ActivitySection, disks) == 232);
+    assert!(size_of::<ActivityDisk>() == 32);
     assert!(offset_of!(RailEntry, refresh_us) == 28);
     assert!(offset_of!(RailEntry, fresh_count) == 32);
     assert!(offset_of!(ZoneEntry, temp_mc) == 20);

@@ -20,10 +20,13 @@ pub mod seqlock;
 
 pub use layout::{HEADER_SIZE, MAGIC, MAX_RAILS, MAX_ZONES, VERSION};
 
+use super::activity::{Activity, CpuActivity};
 use super::Sample;
+use crate::board::counters::Disk;
 use layout::{
-    Header, SlotHead, SlotRail, WriterSection, EXT_OFFSET, SECTION_END, SECTION_WRITER,
-    TEMP_UNREADABLE, WRITER_CLOSED, WRITER_LIVE, WRITER_REPLACED,
+    ActivitySection, Header, SlotHead, SlotRail, WriterSection, ABSENT_U32, ABSENT_U64, EXT_OFFSET,
+    MAX_CPUS, MAX_DISKS, SECTION_ACTIVITY, SECTION_END, SECTION_WRITER, TEMP_UNREADABLE,
+    WRITER_CLOSED, WRITER_LIVE, WRITER_REPLACED,
 };
 use memmap2::{Mmap, MmapMut};
 use seqlock::Read;
@@ -54,6 +57,21 @@ pub struct RingInfo {
     /// The thermal zones' names (at most [`MAX_ZONES`], cut to 19 bytes): in the header
     /// before it is published, so a reader never sees a table being filled.
     pub zones: Vec<String>,
+    /// The activity section's fixed part, where the ring has one.
+    pub activity: Option<ActivityInfo>,
+}
+
+/// The fixed part of a ring's activity section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActivityInfo {
+    /// The counters' sampling period, ns.
+    pub period_ns: u64,
+    /// The window utilisations and rates are taken over, ns.
+    pub window_ns: u64,
+    /// CPUs covered (at most [`MAX_CPUS`]).
+    pub cpu_count: usize,
+    /// The disks, in the section's order (at most [`MAX_DISKS`]).
+    pub disks: Vec<Disk>,
 }
 
 impl RingInfo {
@@ -106,6 +124,8 @@ struct Mapped {
     rails: usize,
     /// Offset of the writer section, where the ring has one.
     writer: Option<usize>,
+    /// Offset of the activity section, where the ring has one.
+    activity: Option<usize>,
 }
 
 // SAFETY: every field a thread may see change is an atomic; the rest is written before
@@ -136,16 +156,20 @@ impl Mapped {
         if !fits {
             return None;
         }
-        let writer = sections(base, header_size)?
-            .find(|&(id, size, _)| id == SECTION_WRITER && size >= size_of::<WriterSection>())
-            .map(|(_, _, at)| at);
+        let list: Vec<_> = sections(base, header_size)?.collect();
+        let find = |want: u32, least: usize| {
+            list.iter()
+                .find(|&&(id, size, _)| id == want && size >= least)
+                .map(|&(_, _, at)| at)
+        };
         Some(Mapped {
             base,
             header_size,
             slot_count: u64::from(slot_count),
             slot_size,
             rails,
-            writer,
+            writer: find(SECTION_WRITER, size_of::<WriterSection>()),
+            activity: find(SECTION_ACTIVITY, size_of::<ActivitySection>()),
         })
     }
 
@@ -202,6 +226,14 @@ impl Mapped {
         // the struct's); the mapping lives as long as `self`; fields that change are atomics.
         self.writer
             .map(|at| unsafe { &*(self.base.add(at) as *const WriterSection) })
+    }
+
+    /// The activity section, where the ring has one.
+    fn activity(&self) -> Option<&ActivitySection> {
+        // SAFETY: as for `writer`: found within the header, 8-aligned, at least the
+        // struct's size; fields that change are atomics.
+        self.activity
+            .map(|at| unsafe { &*(self.base.add(at) as *const ActivitySection) })
     }
 
     fn header(&self) -> &Header {
@@ -349,6 +381,49 @@ fn new_header(info: &RingInfo, slot_size: usize) -> Header {
     }
 }
 
+/// A new activity section describing `info`, every counter absent until the first record.
+fn new_activity_section(info: &ActivityInfo) -> ActivitySection {
+    let absent32 = || AtomicU32::new(ABSENT_U32);
+    let absent64 = || AtomicU64::new(ABSENT_U64);
+    let disk = |d: usize| {
+        let (name, major, minor) = info
+            .disks
+            .get(d)
+            .map_or(("", 0, 0), |d| (d.name.as_str(), d.major, d.minor));
+        layout::ActivityDisk {
+            name: padded(name),
+            major,
+            minor,
+            read_bps: absent64(),
+        }
+    };
+    ActivitySection {
+        id: SECTION_ACTIVITY,
+        size: size_of::<ActivitySection>() as u32,
+        period_ns: info.period_ns,
+        window_ns: info.window_ns,
+        cpu_count: info.cpu_count.min(MAX_CPUS) as u32,
+        disk_count: info.disks.len().min(MAX_DISKS) as u32,
+        seq: AtomicU64::new(0),
+        t_ns: AtomicU64::new(0),
+        gpu_load_pm: absent32(),
+        gpu_khz: absent32(),
+        emc_activity_pm: absent32(),
+        emc_khz: absent32(),
+        fan_pwm: absent32(),
+        fan_rpm: absent32(),
+        ram_used_kb: absent64(),
+        ram_total_kb: absent64(),
+        swap_used_kb: absent64(),
+        swap_total_kb: absent64(),
+        cpus: std::array::from_fn(|_| layout::ActivityCpu {
+            util_pm: absent32(),
+            khz: absent32(),
+        }),
+        disks: std::array::from_fn(disk),
+    }
+}
+
 /// The ring a new one replaces at its path, mapped writable where permissions allow, so
 /// that its readers can be told.
 struct Previous {
@@ -451,13 +526,22 @@ impl RingWriter {
         // SAFETY: the mapping holds an aligned header (`len` covers it; mappings are
         // page-aligned), no one else can see it yet (owner-only, not yet at its final
         // path), and the slots after it are zero, which is a valid empty slot. The writer
-        // section lies in the header's extension area, 8-aligned.
+        // and activity sections lie in the header's extension area, 8-aligned (their
+        // sizes are multiples of 8), and together fit in it (checked at compile time).
         unsafe {
             std::ptr::write(map.as_mut_ptr() as *mut Header, new_header(info, slot_size));
             std::ptr::write(
                 map.as_mut_ptr().add(EXT_OFFSET) as *mut WriterSection,
                 writer,
             );
+            if let Some(a) = &info.activity {
+                std::ptr::write(
+                    map.as_mut_ptr()
+                        .add(EXT_OFFSET + size_of::<WriterSection>())
+                        as *mut ActivitySection,
+                    new_activity_section(a),
+                );
+            }
         }
         let ring = Mapped::new(
             map.as_mut_ptr(),
@@ -510,6 +594,39 @@ impl RingWriter {
         });
         // Partner: `RingReader::write_seq`.
         self.ring.header().write_seq.store(n + 1, Ordering::Release);
+    }
+
+    /// Publishes activity record number `n` (the caller counts from 0) into the activity
+    /// section, if the ring has one. Allocates nothing.
+    pub fn publish_activity(&self, n: u64, a: &Activity) {
+        let Some(sec) = self.ring.activity() else {
+            return;
+        };
+        let put32 =
+            |f: &AtomicU32, v: Option<u32>| f.store(v.unwrap_or(ABSENT_U32), Ordering::Relaxed);
+        let put64 =
+            |f: &AtomicU64, v: Option<u64>| f.store(v.unwrap_or(ABSENT_U64), Ordering::Relaxed);
+        seqlock::write(&sec.seq, n, || {
+            sec.t_ns.store(a.t_ns, Ordering::Relaxed);
+            put32(&sec.gpu_load_pm, a.gpu_load_pm);
+            put32(&sec.gpu_khz, a.gpu_khz);
+            put32(&sec.emc_activity_pm, a.emc_activity_pm);
+            put32(&sec.emc_khz, a.emc_khz);
+            put32(&sec.fan_pwm, a.fan_pwm);
+            put32(&sec.fan_rpm, a.fan_rpm);
+            let m = a.memory;
+            put64(&sec.ram_used_kb, m.map(|m| m.ram_used_kb));
+            put64(&sec.ram_total_kb, m.map(|m| m.ram_total_kb));
+            put64(&sec.swap_used_kb, m.map(|m| m.swap_used_kb));
+            put64(&sec.swap_total_kb, m.map(|m| m.swap_total_kb));
+            for (slot, c) in sec.cpus.iter().zip(a.cpus()) {
+                put32(&slot.util_pm, c.util_pm);
+                put32(&slot.khz, c.khz);
+            }
+            for (slot, bps) in sec.disks.iter().zip(&a.disk_read_bps[..a.disk_count]) {
+                put64(&slot.read_bps, *bps);
+            }
+        });
     }
 
     /// Counts missed periods.
@@ -689,6 +806,19 @@ impl RingReader {
             module_mask: h.module_mask,
             input_rail: (h.input_rail >= 0).then_some(h.input_rail as usize),
             zones: Vec::new(),
+            activity: ring.activity().map(|a| ActivityInfo {
+                period_ns: a.period_ns,
+                window_ns: a.window_ns,
+                cpu_count: (a.cpu_count as usize).min(MAX_CPUS),
+                disks: a.disks[..(a.disk_count as usize).min(MAX_DISKS)]
+                    .iter()
+                    .map(|d| Disk {
+                        name: text(&d.name),
+                        major: d.major,
+                        minor: d.minor,
+                    })
+                    .collect(),
+            }),
         };
         Ok(RingReader {
             writer_pid: h.writer_pid as u32,
@@ -823,6 +953,68 @@ impl RingReader {
             }
         }
         Err(Missing::Lost)
+    }
+
+    /// The newest activity record, if the ring has an activity section and its writer has
+    /// published one. Allocates nothing.
+    pub fn activity(&self) -> Option<Activity> {
+        let sec = self.ring.activity()?;
+        let (cpu_count, disk_count) = (
+            (sec.cpu_count as usize).min(MAX_CPUS),
+            (sec.disk_count as usize).min(MAX_DISKS),
+        );
+        let get32 = |f: &AtomicU32| Some(f.load(Ordering::Relaxed)).filter(|&v| v != ABSENT_U32);
+        let get64 = |f: &AtomicU64| Some(f.load(Ordering::Relaxed)).filter(|&v| v != ABSENT_U64);
+        // A writer killed inside a record leaves it odd forever: give up after many tries.
+        for _ in 0..10_000 {
+            // Partner: the writer's final release store in `seqlock::write`.
+            let seq = sec.seq.load(Ordering::Acquire);
+            if seq == 0 {
+                return None;
+            }
+            if seq % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let copy = seqlock::read(&sec.seq, seq / 2 - 1, || {
+                let mut a = Activity {
+                    t_ns: sec.t_ns.load(Ordering::Relaxed),
+                    gpu_load_pm: get32(&sec.gpu_load_pm),
+                    gpu_khz: get32(&sec.gpu_khz),
+                    emc_activity_pm: get32(&sec.emc_activity_pm),
+                    emc_khz: get32(&sec.emc_khz),
+                    fan_pwm: get32(&sec.fan_pwm),
+                    fan_rpm: get32(&sec.fan_rpm),
+                    cpu_count,
+                    disk_count,
+                    ..Activity::default()
+                };
+                a.memory = match (get64(&sec.ram_used_kb), get64(&sec.ram_total_kb)) {
+                    (Some(used), Some(total)) => Some(crate::board::activity::Memory {
+                        ram_used_kb: used,
+                        ram_total_kb: total,
+                        swap_used_kb: get64(&sec.swap_used_kb).unwrap_or(0),
+                        swap_total_kb: get64(&sec.swap_total_kb).unwrap_or(0),
+                    }),
+                    _ => None,
+                };
+                for (c, slot) in a.cpus.iter_mut().zip(&sec.cpus[..cpu_count]) {
+                    *c = CpuActivity {
+                        util_pm: get32(&slot.util_pm),
+                        khz: get32(&slot.khz),
+                    };
+                }
+                for (bps, slot) in a.disk_read_bps.iter_mut().zip(&sec.disks[..disk_count]) {
+                    *bps = get64(&slot.read_bps);
+                }
+                a
+            });
+            match copy {
+                Read::Whole(a) => return Some(a),
+                Read::Lost | Read::Retry => std::hint::spin_loop(),
+            }
+        }
+        None
     }
 
     /// The newest sample, if any. Allocates nothing.
