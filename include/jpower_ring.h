@@ -122,7 +122,7 @@ typedef struct jp_ring_writer_section {
     uint64_t ended_ns;    /* atomic: when state left JP_WRITER_LIVE (0 while live) */
 } jp_ring_writer_section;
 
-/* Section 2, the activity counters: 488 bytes, one record under its own sequence word
+/* Section 2, the activity counters: 496 bytes, one record under its own sequence word
  * (seq 2n + 1 while record n is written, 2n + 2 once whole, 0 before the first). Every
  * counter is JP_ACTIVITY_ABSENT_U32/_U64 where the board lacks it. */
 typedef struct jp_ring_activity_cpu {
@@ -139,7 +139,7 @@ typedef struct jp_ring_activity_disk {
 
 typedef struct jp_ring_activity_section {
     uint32_t id;               /* JP_RING_SECTION_ACTIVITY */
-    uint32_t size;             /* 488 */
+    uint32_t size;             /* 496 */
     uint64_t period_ns;        /* the records' period */
     uint64_t window_ns;        /* utilisations and rates are taken over this */
     uint32_t cpu_count;        /* entries of cpus in use */
@@ -147,11 +147,11 @@ typedef struct jp_ring_activity_section {
     uint64_t seq;              /* atomic: the record's sequence word */
     uint64_t t_ns;             /* atomic: CLOCK_MONOTONIC of the reading */
     uint32_t gpu_load_pm;      /* atomic: per mille */
-    uint32_t gpu_khz;          /* atomic */
-    uint32_t emc_activity_pm;  /* atomic: per mille of emc_khz */
-    uint32_t emc_khz;          /* atomic */
+    uint32_t emc_activity_pm;  /* atomic: per mille of emc_hz */
     uint32_t fan_pwm;          /* atomic: 0-255 */
     uint32_t fan_rpm;          /* atomic */
+    uint64_t gpu_hz;           /* atomic */
+    uint64_t emc_hz;           /* atomic */
     uint64_t ram_used_kb;      /* atomic */
     uint64_t ram_total_kb;     /* atomic */
     uint64_t swap_used_kb;     /* atomic */
@@ -225,10 +225,10 @@ JP_RING_STATIC_ASSERT(sizeof(jp_ring_writer_section) == 32, "writer section is 3
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_writer_section, generation) == 8, "writer.generation");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_writer_section, state) == 16, "writer.state");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_writer_section, ended_ns) == 24, "writer.ended_ns");
-JP_RING_STATIC_ASSERT(sizeof(jp_ring_activity_section) == 488, "activity section is 488 bytes");
+JP_RING_STATIC_ASSERT(sizeof(jp_ring_activity_section) == 496, "activity section is 496 bytes");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_activity_section, seq) == 32, "activity.seq");
-JP_RING_STATIC_ASSERT(offsetof(jp_ring_activity_section, cpus) == 104, "activity.cpus");
-JP_RING_STATIC_ASSERT(offsetof(jp_ring_activity_section, disks) == 232, "activity.disks");
+JP_RING_STATIC_ASSERT(offsetof(jp_ring_activity_section, cpus) == 112, "activity.cpus");
+JP_RING_STATIC_ASSERT(offsetof(jp_ring_activity_section, disks) == 240, "activity.disks");
 
 JP_RING_STATIC_ASSERT(sizeof(jp_ring_slot) == 32, "slot head is 32 bytes");
 JP_RING_STATIC_ASSERT(offsetof(jp_ring_slot, seq) == 0, "slot.seq");

@@ -68,7 +68,7 @@ _ZONE = struct.Struct("<20siQ")  # 32 bytes
 _SLOT_HEAD = struct.Struct("<QQIIII")  # 32 bytes
 _SLOT_RAIL = struct.Struct("<III")  # 12 bytes
 _WRITER = struct.Struct("<IIQIIQ")  # 32 bytes
-_ACTIVITY = struct.Struct("<IIQQIIQQIIIIIIQQQQ128s256s")  # 488 bytes
+_ACTIVITY = struct.Struct("<IIQQIIQQIIIIQQQQQQ128s256s")  # 496 bytes
 _ACTIVITY_CPU = struct.Struct("<II")  # 8 bytes
 _ACTIVITY_DISK = struct.Struct("<16sIIQ")  # 32 bytes
 _SECTION_HEAD = struct.Struct("<II")
@@ -95,11 +95,11 @@ def _activity(raw: bytes) -> Dict[str, object]:
 
     def opt(v: int, absent: int = ACTIVITY_ABSENT_U32) -> Optional[int]:
         return None if v == absent else v
-    names = ["gpu_load_pm", "gpu_khz", "emc_activity_pm", "emc_khz", "fan_pwm", "fan_rpm",
+    names = ["gpu_load_pm", "emc_activity_pm", "fan_pwm", "fan_rpm", "gpu_hz", "emc_hz",
              "ram_used_kb", "ram_total_kb", "swap_used_kb", "swap_total_kb"]
     out = {"t_ns": t_ns, "window_ns": window_ns}
     for i, (name, v) in enumerate(zip(names, counters)):
-        out[name] = opt(v, ACTIVITY_ABSENT_U32 if i < 6 else ACTIVITY_ABSENT_U64)
+        out[name] = opt(v, ACTIVITY_ABSENT_U32 if i < 4 else ACTIVITY_ABSENT_U64)
     out["cpus"] = []
     for c in range(min(cpu_count, 16)):
         util, khz = _ACTIVITY_CPU.unpack_from(cpus, 8 * c)
@@ -364,7 +364,7 @@ class Ring:
 
     def activity(self) -> Optional[Dict[str, object]]:
         """The newest record of the activity section: ``{"t_ns", "window_ns", "gpu_load_pm",
-        "gpu_khz", "emc_activity_pm", "emc_khz", "fan_pwm", "fan_rpm", "ram_used_kb",
+        "emc_activity_pm", "fan_pwm", "fan_rpm", "gpu_hz", "emc_hz", "ram_used_kb",
         "ram_total_kb", "swap_used_kb", "swap_total_kb", "cpus": [{"util_pm", "khz"}],
         "disks": [{"name", "major", "minor", "read_bps"}]}``, a counter the board lacks as
         None; None for a ring without the section or before its first record."""

@@ -10,7 +10,7 @@
 //! EMC activity is actmon's `mc_all` (L4T 32/35 `/sys/kernel/actmon_avg_activity`, L4T 36
 //! debugfs `cactmon`), the average busy memory-clock rate in kHz, so the activity is
 //! `mc_all` over the running EMC rate (as jtop computes it); the EMC rate itself is BPMP's
-//! debugfs clock.
+//! debugfs clock (Tegra210: the common clock framework's debugfs `emc`).
 
 use super::activity::{stat_line, Memory};
 use super::paths;
@@ -29,12 +29,12 @@ const TEXT_BUF: usize = 16 * 1024;
 pub struct RawCounters {
     /// GPU load, per mille (devfreq `load`).
     pub gpu_load_pm: Option<u32>,
-    /// The GPU's running clock, kHz.
-    pub gpu_khz: Option<u32>,
+    /// The GPU's running clock, Hz.
+    pub gpu_hz: Option<u64>,
     /// EMC activity, per mille of the running EMC rate.
     pub emc_activity_pm: Option<u32>,
-    /// The EMC's running clock, kHz.
-    pub emc_khz: Option<u32>,
+    /// The EMC's running clock, Hz.
+    pub emc_hz: Option<u64>,
     /// RAM and swap.
     pub memory: Option<Memory>,
     /// The fan's PWM duty, 0-255.
@@ -101,7 +101,8 @@ impl Counters {
             emc_rate: board
                 .emc
                 .as_ref()
-                .and_then(|e| e.rate.as_ref()?.try_clone().ok()),
+                .and_then(|e| e.rate.as_ref()?.try_clone().ok())
+                .or_else(|| root.open(paths::EMC_CLK_RATE, false).ok()),
             stat: root.open(paths::PROC_STAT, false).ok(),
             meminfo: root.open(paths::PROC_MEMINFO, false).ok(),
             diskstats: root.open(paths::PROC_DISKSTATS, false).ok(),
@@ -130,13 +131,13 @@ impl Counters {
     /// Reads every counter into `out`. Allocates nothing.
     pub fn read(&mut self, out: &mut RawCounters) {
         let num = |a: &Option<Attr>| a.as_ref().and_then(Attr::try_read_u64);
-        let khz = |hz: u64| u32::try_from(hz / 1000).ok();
         out.gpu_load_pm = num(&self.gpu_load).map(|l| l.min(1000) as u32);
-        out.gpu_khz = num(&self.gpu_cur).and_then(khz);
-        out.emc_khz = num(&self.emc_rate).and_then(khz);
-        out.emc_activity_pm = match (num(&self.emc_activity), out.emc_khz) {
-            (Some(busy_khz), Some(rate)) if rate > 0 => {
-                Some((busy_khz.saturating_mul(1000) / u64::from(rate)).min(1000) as u32)
+        out.gpu_hz = num(&self.gpu_cur);
+        out.emc_hz = num(&self.emc_rate);
+        out.emc_activity_pm = match (num(&self.emc_activity), out.emc_hz) {
+            // mc_all is in kHz: per mille of the rate is mc_all * 1000 / (Hz / 1000).
+            (Some(busy_khz), Some(hz)) if hz >= 1000 => {
+                Some((busy_khz.saturating_mul(1000) / (hz / 1000)).min(1000) as u32)
             }
             _ => None,
         };

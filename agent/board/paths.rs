@@ -60,6 +60,9 @@ pub const PROC_DISKSTATS: &str = "/proc/diskstats";
 pub const FAN_RPM: &[&str] = &["/sys/devices/pwm-fan/rpm_measured"];
 /// hwmon devices.
 pub const HWMON_CLASS: &str = "/sys/class/hwmon";
+/// The EMC's running rate (Hz) where BPMP's debugfs clock ([`EMC_DEBUGFS`]) is missing:
+/// Tegra210's common-clock debugfs (root only).
+pub const EMC_CLK_RATE: &str = "/sys/kernel/debug/clk/emc/clk_rate";
 /// actmon's average EMC activity (`mc_all`, the busy memory-clock rate in kHz): L4T 36's
 /// debugfs `cactmon` first (root only), then L4T 32/35's sysfs.
 pub const EMC_ACTIVITY: &[&str] = &[

@@ -1,15 +1,20 @@
 //! `jpower status`: what the board is and what it is doing now.
 
 use super::{Output, Target};
+use crate::board::counters::{Counters, RawCounters};
 use crate::board::Board;
 use crate::control::preset::Presets;
 use crate::control::Peek;
-use crate::ipc::protocol::Status as AgentStatus;
+use crate::daemon::activity_reply;
+use crate::ipc::protocol::{ActivityReply, ReplyBody, RequestBody, Status as AgentStatus};
 use crate::support::runtime::process_alive;
 use crate::support::units::Freq;
+use crate::telemetry::activity::Window;
+use crate::telemetry::ring::{monotonic_ns, ActivityInfo};
 use anyhow::Result;
 use serde_json::{json, Value};
 use std::fmt::Write;
+use std::time::Duration;
 
 /// Module and input power now, milliwatts, with per-rail readings.
 pub fn rails_now(board: &Board) -> (Vec<Value>, u64, Option<u64>) {
@@ -42,9 +47,38 @@ fn nvpmodel_mode(board: &Board) -> Option<u32> {
     text.trim().strip_prefix("pmode:")?.trim().parse().ok()
 }
 
+/// The window of the activity counters `status` reads itself when no agent runs.
+const LOCAL_WINDOW: Duration = Duration::from_millis(100);
+
+/// The activity counters over [`LOCAL_WINDOW`], read here (no agent runs to keep them).
+fn local_activity(board: &Board) -> ActivityReply {
+    let mut counters = Counters::open(board);
+    let window_ns = LOCAL_WINDOW.as_nanos() as u64;
+    let mut window = Window::new(window_ns, counters.cpu_count(), counters.disks.len());
+    let mut raw = RawCounters::default();
+    counters.read(&mut raw);
+    window.push(monotonic_ns(), &raw);
+    std::thread::sleep(LOCAL_WINDOW);
+    counters.read(&mut raw);
+    let now = monotonic_ns();
+    let a = window.push(now, &raw);
+    let info = ActivityInfo {
+        period_ns: window_ns,
+        window_ns,
+        cpu_count: counters.cpu_count(),
+        disks: counters.disks.clone(),
+    };
+    activity_reply(&info, &a, now)
+}
+
 /// The status as one JSON object, the same keys with or without an agent (`agent` is
 /// `null` without one): the board read without its lock, and what the agent says.
-pub fn snapshot(p: &Peek, presets: Option<&Presets>, agent: Option<&AgentStatus>) -> Value {
+pub fn snapshot(
+    p: &Peek,
+    presets: Option<&Presets>,
+    agent: Option<&AgentStatus>,
+    activity: Option<&ActivityReply>,
+) -> Value {
     let b = &p.board;
     let v = &p.current;
     let cpus: Vec<Value> = b
@@ -112,6 +146,7 @@ pub fn snapshot(p: &Peek, presets: Option<&Presets>, agent: Option<&AgentStatus>
         "knobs": knobs,
         "thermal": zones,
         "fan_pwm": crate::telemetry::thermal::fan_pwm(&b.root),
+        "activity": activity,
         "warnings": b.warnings,
         "state": p.state.as_ref().map(|s| json!({"owner": s.owner, "alive": process_alive(s.owner.pid),
                                                  "baseline_knobs": s.baseline.len()})),
@@ -256,6 +291,9 @@ pub fn text(s: &Value) -> String {
             .map_or(String::new(), |p| format!("  fan pwm {p}/255"));
         let _ = writeln!(o, "thermal {}{fan}", temps.join("  "));
     }
+    if let Some(a) = s["activity"].as_object() {
+        activity_text(&mut o, a);
+    }
     let knobs = s["knobs"].as_array().map_or(0, Vec::len);
     let writable = s["knobs"]
         .as_array()
@@ -321,23 +359,81 @@ pub fn text(s: &Value) -> String {
     o
 }
 
+/// The activity lines of the status text: loads and clocks, memory, disks and the fan; a
+/// counter the board lacks is left out.
+fn activity_text(o: &mut String, a: &serde_json::Map<String, Value>) {
+    let pct = |k: &str| a[k].as_f64().map(|pm| format!("{:.1}%", pm / 10.0));
+    let clock = |k: &str| a[k].as_u64().map(|hz| format!(" at {}", Freq(hz)));
+    let mut load = Vec::new();
+    if let Some(g) = pct("gpu_load_pm") {
+        load.push(format!("GPU {g}{}", clock("gpu_hz").unwrap_or_default()));
+    }
+    let cpus = a["cpus"].as_array().map_or(&[][..], Vec::as_slice);
+    let online: Vec<f64> = cpus.iter().filter_map(|c| c["util_pm"].as_f64()).collect();
+    if !online.is_empty() {
+        let mean = online.iter().sum::<f64>() / online.len() as f64 / 10.0;
+        load.push(format!(
+            "CPU {mean:.1}% ({} of {} online)",
+            online.len(),
+            cpus.len()
+        ));
+    }
+    if let Some(e) = pct("emc_activity_pm") {
+        load.push(format!("EMC {e}{}", clock("emc_hz").unwrap_or_default()));
+    }
+    if !load.is_empty() {
+        let window = a["window_ms"].as_f64().unwrap_or(0.0);
+        let _ = writeln!(o, "load    {}  (over {window:.0} ms)", load.join("  "));
+    }
+    let gib = |k: &str| a[k].as_f64().map(|kb| kb / (1024.0 * 1024.0));
+    if let (Some(used), Some(total)) = (gib("ram_used_kb"), gib("ram_total_kb")) {
+        let swap = match (gib("swap_used_kb"), gib("swap_total_kb")) {
+            (Some(u), Some(t)) if t > 0.0 => format!("  swap {u:.1} / {t:.1} GiB"),
+            _ => String::new(),
+        };
+        let _ = writeln!(o, "memory  RAM {used:.1} / {total:.1} GiB{swap}");
+    }
+    let disks: Vec<String> = (a["disks"].as_array().into_iter().flatten())
+        .filter_map(|d| {
+            let mb = d["read_bps"].as_f64()? / 1e6;
+            Some(format!("{} {mb:.1} MB/s read", d["name"].as_str()?))
+        })
+        .collect();
+    if !disks.is_empty() {
+        let _ = writeln!(o, "disks   {}", disks.join("  "));
+    }
+    if let Some(rpm) = a["fan_rpm"].as_u64() {
+        let _ = writeln!(o, "fan     {rpm} rpm");
+    }
+}
+
 /// The status of the board `target` names: read without the board lock, with what a
 /// running agent says.
 pub fn collect(target: &Target) -> Result<Value> {
-    let agent = match target.agent()? {
+    let (agent, activity) = match target.agent()? {
         Some(mut client) => {
-            let reply = client.request(crate::ipc::protocol::RequestBody::Status)?;
-            let crate::ipc::protocol::ReplyBody::Status(st) = reply else {
+            let ReplyBody::Status(st) = client.request(RequestBody::Status)? else {
                 anyhow::bail!("unexpected reply from the agent");
             };
-            Some(st)
+            // The agent's counters (absent when it runs with them off).
+            let activity = match client.request(RequestBody::Activity)? {
+                ReplyBody::Activity(a) => Some(a),
+                _ => None,
+            };
+            (Some(st), activity)
         }
-        None => None,
+        None => (None, None),
     };
     let (root, _sim) = target.root()?;
     let peek = Peek::read(Board::discover(root)?, &target.runtime_dir())?;
+    let activity = activity.or_else(|| agent.is_none().then(|| local_activity(&peek.board)));
     let presets = target.presets(&peek.board)?;
-    Ok(snapshot(&peek, presets.as_ref(), agent.as_ref()))
+    Ok(snapshot(
+        &peek,
+        presets.as_ref(),
+        agent.as_ref(),
+        activity.as_ref(),
+    ))
 }
 
 /// `jpower status`.

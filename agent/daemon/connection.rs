@@ -7,12 +7,13 @@
 use super::core::Peer;
 use super::Shared;
 use crate::ipc::protocol::{
-    ErrorCode, Kind, MinibatchReply, RailReply, ReplyBody, RequestBody, SampleReply,
-    TelemetryReply, WindowReply,
+    ActivityReply, CpuActivityReply, DiskActivityReply, ErrorCode, Kind, MinibatchReply, RailReply,
+    ReplyBody, RequestBody, SampleReply, TelemetryReply, WindowReply,
 };
 use crate::ipc::server::{Credentials, Handler};
+use crate::telemetry::activity::Activity;
 use crate::telemetry::energy::Minibatches;
-use crate::telemetry::ring::{monotonic_ns, RingReader};
+use crate::telemetry::ring::{monotonic_ns, ActivityInfo, RingReader};
 use std::sync::mpsc::{self, Receiver};
 
 /// One connection's state.
@@ -88,6 +89,40 @@ fn telemetry(ring: &RingReader, ring_path: &str, window_ms: Option<u64>) -> Tele
     }
 }
 
+/// The activity reply of a ring's activity section `info` and its newest record `a`.
+pub fn activity_reply(info: &ActivityInfo, a: &Activity, now_ns: u64) -> ActivityReply {
+    let m = a.memory;
+    ActivityReply {
+        age_ms: now_ns.saturating_sub(a.t_ns) as f64 / 1e6,
+        window_ms: info.window_ns as f64 / 1e6,
+        gpu_load_pm: a.gpu_load_pm,
+        gpu_hz: a.gpu_hz,
+        emc_activity_pm: a.emc_activity_pm,
+        emc_hz: a.emc_hz,
+        fan_pwm: a.fan_pwm,
+        fan_rpm: a.fan_rpm,
+        ram_used_kb: m.map(|m| m.ram_used_kb),
+        ram_total_kb: m.map(|m| m.ram_total_kb),
+        swap_used_kb: m.map(|m| m.swap_used_kb),
+        swap_total_kb: m.map(|m| m.swap_total_kb),
+        cpus: (a.cpus().iter().enumerate())
+            .map(|(cpu, c)| CpuActivityReply {
+                cpu: cpu as u32,
+                util_pm: c.util_pm,
+                khz: c.khz,
+            })
+            .collect(),
+        disks: (info.disks.iter().zip(&a.disk_read_bps))
+            .map(|(d, bps)| DiskActivityReply {
+                name: d.name.clone(),
+                major: d.major,
+                minor: d.minor,
+                read_bps: *bps,
+            })
+            .collect(),
+    }
+}
+
 impl Handler for Shared {
     type Connection = Connection;
 
@@ -135,6 +170,21 @@ impl Handler for Shared {
             },
             RequestBody::Telemetry { window_ms } => {
                 ReplyBody::Telemetry(telemetry(&self.ring.get(), &self.ring_path, window_ms))
+            }
+            RequestBody::Activity => {
+                let ring = self.ring.get();
+                match (&ring.info.activity, ring.activity()) {
+                    (Some(info), Some(a)) => {
+                        ReplyBody::Activity(activity_reply(info, &a, monotonic_ns()))
+                    }
+                    (None, _) => error(
+                        ErrorCode::NotFound,
+                        "the activity counters are off (activity_rate_hz = 0)".into(),
+                    ),
+                    (Some(_), None) => {
+                        error(ErrorCode::NotFound, "no activity record yet; retry".into())
+                    }
+                }
             }
             RequestBody::MinibatchBegin { kind, id } => {
                 match conn.minibatches.begin(kind, id, monotonic_ns()) {

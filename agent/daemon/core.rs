@@ -251,6 +251,7 @@ impl Core {
             }
             RequestBody::Status
             | RequestBody::Telemetry { .. }
+            | RequestBody::Activity
             | RequestBody::MinibatchBegin { .. }
             | RequestBody::MinibatchEnd { .. }
             | RequestBody::Subscribe { .. } => err(ErrorCode::BadRequest, "handled by the connection"),

@@ -20,6 +20,7 @@
 
 pub mod config;
 mod connection;
+pub use connection::activity_reply;
 mod core;
 pub mod guard;
 pub mod metrics;

@@ -86,6 +86,8 @@ pub enum RequestBody {
         /// Conversions averaged: 1, 4, 16, 64, 128, 256, 512 or 1024.
         samples: u32,
     },
+    /// The newest record of the activity counters: GPU, CPU, EMC, RAM, fan, disks.
+    Activity,
 }
 
 /// A mode, as a preset or as pinned knobs.
@@ -221,6 +223,8 @@ pub enum ReplyBody {
         /// The rate the restarted sampler runs at, samples per second.
         rate_hz: f64,
     },
+    /// Answers `activity`.
+    Activity(ActivityReply),
 }
 
 /// Stable error codes.
@@ -310,6 +314,64 @@ pub struct TelemetryReply {
     pub latest: Option<SampleReply>,
     /// Statistics of the last `window_ms`; `null` when the request gave none.
     pub window: Option<WindowReply>,
+}
+
+/// `activity`: the activity counters' newest record (`docs/telemetry-ring.md`, "Activity
+/// section"); a counter the board lacks is `null`, never zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActivityReply {
+    /// How old the record is, milliseconds.
+    pub age_ms: f64,
+    /// The window utilisations and read rates are taken over, milliseconds.
+    pub window_ms: f64,
+    /// GPU load, per mille.
+    pub gpu_load_pm: Option<u32>,
+    /// The GPU's running clock, Hz.
+    pub gpu_hz: Option<u64>,
+    /// EMC activity, per mille of its running clock.
+    pub emc_activity_pm: Option<u32>,
+    /// The EMC's running clock, Hz.
+    pub emc_hz: Option<u64>,
+    /// The fan's PWM duty, 0-255.
+    pub fan_pwm: Option<u32>,
+    /// The fan's speed, rpm.
+    pub fan_rpm: Option<u32>,
+    /// RAM in use, kB.
+    pub ram_used_kb: Option<u64>,
+    /// RAM in all, kB.
+    pub ram_total_kb: Option<u64>,
+    /// Swap in use, kB.
+    pub swap_used_kb: Option<u64>,
+    /// Swap in all, kB.
+    pub swap_total_kb: Option<u64>,
+    /// Each possible CPU.
+    pub cpus: Vec<CpuActivityReply>,
+    /// Each disk followed.
+    pub disks: Vec<DiskActivityReply>,
+}
+
+/// One CPU of an [`ActivityReply`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuActivityReply {
+    /// The CPU's id.
+    pub cpu: u32,
+    /// Utilisation over the window, per mille; `null` while offline.
+    pub util_pm: Option<u32>,
+    /// Its cluster's running clock, kHz; `null` while offline.
+    pub khz: Option<u32>,
+}
+
+/// One disk of an [`ActivityReply`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskActivityReply {
+    /// Its kernel name (`mmcblk0`).
+    pub name: String,
+    /// Device number, major.
+    pub major: u32,
+    /// Device number, minor.
+    pub minor: u32,
+    /// Bytes read per second over the window.
+    pub read_bps: Option<u64>,
 }
 
 /// One sample.

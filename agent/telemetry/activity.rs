@@ -1,19 +1,15 @@
-//! The activity thread: the board's counters ([`crate::board::counters`]) at their own,
-//! lower rate (50 Hz by default) into the ring's activity section, as utilisations and
-//! rates over a short window.
+//! Activity records: the board's counters ([`crate::board::counters`]) as utilisations and
+//! rates over a short window, what the activity thread ([`super::activity_thread`])
+//! publishes in the ring's activity section at its own, lower rate (50 Hz by default).
 //!
 //! `/proc/stat` counts in jiffies of 10 ms (`USER_HZ` 100), so a CPU's utilisation over
 //! one 20 ms period could only read 0, 50 or 100%: each record's utilisations and disk
 //! rates are taken against the newest earlier reading at least `window` old (200 ms by
-//! default, at most 63 periods), from a fixed history the thread allocates once. GPU load
+//! default, at most 63 periods), from a fixed history allocated once. GPU load
 //! is nvgpu's own moving figure and is passed through, as are the clocks and memory.
 
-use super::ring::{monotonic_ns, RingWriter};
 use crate::board::activity::Memory;
-use crate::board::counters::{Counters, RawCounters, MAX_CPUS, MAX_DISKS};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use crate::board::counters::{RawCounters, MAX_CPUS, MAX_DISKS};
 use std::time::Duration;
 
 /// Readings kept to take utilisations over the window.
@@ -37,12 +33,12 @@ pub struct Activity {
     pub t_ns: u64,
     /// GPU load, per mille.
     pub gpu_load_pm: Option<u32>,
-    /// The GPU's running clock, kHz.
-    pub gpu_khz: Option<u32>,
+    /// The GPU's running clock, Hz.
+    pub gpu_hz: Option<u64>,
     /// EMC activity, per mille of its running clock.
     pub emc_activity_pm: Option<u32>,
-    /// The EMC's running clock, kHz.
-    pub emc_khz: Option<u32>,
+    /// The EMC's running clock, Hz.
+    pub emc_hz: Option<u64>,
     /// The fan's PWM duty, 0-255.
     pub fan_pwm: Option<u32>,
     /// The fan's speed, rpm.
@@ -109,9 +105,9 @@ impl Window {
         let mut a = Activity {
             t_ns,
             gpu_load_pm: raw.gpu_load_pm,
-            gpu_khz: raw.gpu_khz,
+            gpu_hz: raw.gpu_hz,
             emc_activity_pm: raw.emc_activity_pm,
-            emc_khz: raw.emc_khz,
+            emc_hz: raw.emc_hz,
             fan_pwm: raw.fan_pwm,
             fan_rpm: raw.fan_rpm,
             memory: raw.memory,
@@ -149,60 +145,10 @@ impl Window {
     }
 }
 
-/// The running activity thread.
-#[derive(Debug)]
-pub struct ActivityThread {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl ActivityThread {
-    /// Starts reading `counters` every `period` into `ring`'s activity section, over
-    /// `window` (cut to 63 periods).
-    pub fn start(
-        mut counters: Counters,
-        ring: Arc<RingWriter>,
-        period: Duration,
-        window: Duration,
-    ) -> std::io::Result<ActivityThread> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let window_ns = effective_window_ns(period, window);
-        let mut win = Window::new(window_ns, counters.cpu_count(), counters.disks.len());
-        let thread = std::thread::Builder::new()
-            .name("jpower-activity".into())
-            .spawn(move || {
-                let mut raw = RawCounters::default();
-                let mut n = 0u64;
-                while !flag.load(Ordering::Relaxed) {
-                    let t = monotonic_ns();
-                    counters.read(&mut raw);
-                    ring.publish_activity(n, &win.push(t, &raw));
-                    n += 1;
-                    let spent = Duration::from_nanos(monotonic_ns().saturating_sub(t));
-                    std::thread::sleep(period.saturating_sub(spent));
-                }
-            })?;
-        Ok(ActivityThread {
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
 /// The window records are taken over: `window`, at most 63 periods (the history kept).
 pub fn effective_window_ns(period: Duration, window: Duration) -> u64 {
     let most = period.as_nanos() * (HISTORY as u128 - 1);
     window.as_nanos().min(most) as u64
-}
-
-impl Drop for ActivityThread {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 #[cfg(test)]

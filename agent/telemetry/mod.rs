@@ -21,6 +21,7 @@
 use crate::board::rails::RailValue;
 
 pub mod activity;
+pub mod activity_thread;
 pub mod energy;
 pub mod ring;
 pub mod sampler;
@@ -115,7 +116,7 @@ pub struct Telemetry {
     /// The sampling thread writing the ring.
     pub sampler: Sampler,
     _watcher: thermal::Watcher,
-    _activity: Option<activity::ActivityThread>,
+    _activity: Option<activity_thread::ActivityThread>,
     /// The ring's path.
     pub path: PathBuf,
 }
@@ -148,7 +149,9 @@ impl Telemetry {
         let ring = sampler.ring().clone();
         let watcher = thermal::Watcher::start(board, ring.clone()).map_err(SamplerError::Clone)?;
         let activity = counters
-            .map(|(c, period, window)| activity::ActivityThread::start(c, ring, period, window))
+            .map(|(c, period, window)| {
+                activity_thread::ActivityThread::start(c, ring, period, window)
+            })
             .transpose()
             .map_err(SamplerError::Clone)?;
         Ok(Telemetry {

@@ -123,6 +123,7 @@ REQUEST_BODY = _enum(
     ("minibatch_end", [("kind", KIND), ("id", "u64")]),
     ("subscribe", [("every_ms", "u64")]),
     ("set_averaging", [("samples", "u32")]),
+    ("activity", None),
 )
 REQUEST = _struct(("id", "u64"), ("body", REQUEST_BODY))
 
@@ -154,6 +155,26 @@ TELEMETRY = _struct(("ring_path", "str"), ("latest", ("opt", SAMPLE)), ("window"
 MINIBATCH = _struct(
     ("kind", KIND), ("id", "u64"), ("duration_ms", "f64"), ("mean_w", "f64"), ("energy_j", "f64")
 )
+CPU_ACTIVITY = _struct(("cpu", "u32"), ("util_pm", ("opt", "u32")), ("khz", ("opt", "u32")))
+DISK_ACTIVITY = _struct(
+    ("name", "str"), ("major", "u32"), ("minor", "u32"), ("read_bps", ("opt", "u64"))
+)
+ACTIVITY = _struct(
+    ("age_ms", "f64"),
+    ("window_ms", "f64"),
+    ("gpu_load_pm", ("opt", "u32")),
+    ("gpu_hz", ("opt", "u64")),
+    ("emc_activity_pm", ("opt", "u32")),
+    ("emc_hz", ("opt", "u64")),
+    ("fan_pwm", ("opt", "u32")),
+    ("fan_rpm", ("opt", "u32")),
+    ("ram_used_kb", ("opt", "u64")),
+    ("ram_total_kb", ("opt", "u64")),
+    ("swap_used_kb", ("opt", "u64")),
+    ("swap_total_kb", ("opt", "u64")),
+    ("cpus", ("vec", CPU_ACTIVITY)),
+    ("disks", ("vec", DISK_ACTIVITY)),
+)
 REPLY_BODY = _enum(
     ("hello", [("version", "u32"), ("agent", "str"), ("board", "str")]),
     ("status", STATUS),
@@ -170,6 +191,7 @@ REPLY_BODY = _enum(
     ("error", [("code", ERROR_CODE), ("message", "str")]),
     ("lease_ended", [("reason", "str")]),
     ("averaging", [("samples", "u32"), ("refresh_us", "u32"), ("rate_hz", "f64")]),
+    ("activity", ACTIVITY),
 )
 REPLY = _struct(("id", "u64"), ("body", REPLY_BODY))
 
@@ -629,6 +651,15 @@ class Client:
         before comes back when the lease ends. Returns {"samples", "refresh_us",
         "rate_hz"}; the agent's sampler restarts in a new ring at the same path."""
         return _unwrap(self.request({"set_averaging": {"samples": samples}}), "averaging")
+
+    def activity(self) -> Dict[str, Any]:
+        """The newest record of the agent's activity counters: {"age_ms", "window_ms",
+        "gpu_load_pm", "gpu_hz", "emc_activity_pm", "emc_hz", "fan_pwm", "fan_rpm",
+        "ram_used_kb", "ram_total_kb", "swap_used_kb", "swap_total_kb", "cpus": [{"cpu",
+        "util_pm", "khz"}], "disks": [{"name", "major", "minor", "read_bps"}]}; a counter the
+        board lacks is None. Raises AgentError `not_found` when the agent runs with the
+        counters off (or before its first record)."""
+        return _unwrap(self.request("activity"), "activity")
 
     def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         """Yields events (id-0 messages) as JSON-shaped bodies: {"sample": {...}},

@@ -436,6 +436,26 @@ class Common:
         a.close()
         self.wait_status(self.admin, lambda s: s["holder"] is None, within=2.0)
 
+    # -- activity counters ------------------------------------------------------------------
+
+    def test_activity(self):
+        c = self.client("activity")
+        deadline = time.monotonic() + 2.0
+        while True:
+            try:
+                a = c.activity()
+                break
+            except AgentError as e:
+                # Between the agent's start and its first record.
+                self.assertEqual(e.code, "not_found")
+                self.assertLess(time.monotonic(), deadline, "no activity record")
+                time.sleep(0.02)
+        self.assertEqual(a["window_ms"], 200.0)
+        self.assertEqual(len(a["cpus"]), 12)
+        self.assertIsNotNone(a["gpu_hz"])
+        self.assertIsNone(a["fan_rpm"], "the simulated fan has no tachometer")
+        self.assertEqual(a["disks"][0]["name"], "mmcblk0")
+
     # -- budget ---------------------------------------------------------------------------
 
     def test_budget(self):

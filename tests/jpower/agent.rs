@@ -1372,3 +1372,70 @@ fn sim_load_paces_a_workload_by_the_mode_in_force() {
     let refused = util::run(util::jpower(rt.path()).args(["sim", "load"]));
     assert!(!refused.status.success());
 }
+
+/// The activity counters over the socket, in both encodings, and in `jpower status`
+/// through the agent; an agent with the counters off says so with `not_found`.
+#[test]
+fn activity_over_the_socket_and_in_status() {
+    let agent = Agent::start("orin-agx", "");
+    for enc in [Encoding::Json, Encoding::Bincode] {
+        let mut c = agent.client(enc);
+        // The first record comes one period after the agent starts.
+        let mut reply = c.request(RequestBody::Activity);
+        for _ in 0..100 {
+            if reply.is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            reply = c.request(RequestBody::Activity);
+        }
+        let Ok(ReplyBody::Activity(a)) = reply else {
+            panic!("{reply:?}")
+        };
+        assert_eq!(a.window_ms, 200.0);
+        assert!(a.age_ms < 1000.0, "{a:?}");
+        assert_eq!(a.cpus.len(), 12);
+        assert!(a.gpu_hz.is_some() && a.emc_hz.is_some() && a.ram_total_kb.is_some());
+        assert_eq!(a.fan_rpm, None);
+        assert_eq!(a.disks[0].name, "mmcblk0");
+    }
+    let st = util::json(&util::ok(
+        util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "--json", "status"]),
+    ));
+    assert_eq!(
+        st["activity"]["window_ms"], 200.0,
+        "the agent's counters: {st}"
+    );
+    assert_eq!(st["activity"]["cpus"].as_array().unwrap().len(), 12, "{st}");
+    let text = util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "status"]));
+    assert!(
+        text.contains("load    GPU ") && text.contains("memory  RAM"),
+        "{text}"
+    );
+    drop(agent);
+
+    let off = Agent::start("orin-agx", "activity_rate_hz = 0\n");
+    let reply = off.client(Encoding::Json).request(RequestBody::Activity);
+    assert!(
+        matches!(&reply, Err(ClientError::Agent { code: ErrorCode::NotFound, message }) if message.contains("activity_rate_hz")),
+        "{reply:?}"
+    );
+}
+
+#[test]
+fn status_without_an_agent_reads_the_activity_counters_itself() {
+    let rt = util::runtime();
+    let st = util::json(&util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "xavier-agx",
+        "--json",
+        "status",
+    ])));
+    let a = &st["activity"];
+    assert_eq!(a["window_ms"], 100.0, "{st}");
+    assert_eq!(a["cpus"].as_array().unwrap().len(), 8, "{st}");
+    assert!(
+        a["gpu_load_pm"].is_u64() && a["ram_used_kb"].is_u64(),
+        "{st}"
+    );
+}

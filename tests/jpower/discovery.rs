@@ -211,3 +211,66 @@ fn reference_nano_r32() {
         EmcTableSource::SocTable
     );
 }
+
+/// The activity counters on each reference tree: what the tree has is read (GPU load and
+/// clock, each CPU's jiffies and clock, EMC activity and clock where the tree has BPMP's
+/// debugfs clock), what it lacks (meminfo, diskstats, fan files in these trees; the Nano's
+/// EMC rate) is absent, never zero.
+#[test]
+fn activity_counters_on_the_reference_trees() {
+    use jpower::board::counters::{Counters, RawCounters};
+    let test = "activity_counters_on_the_reference_trees";
+    // (tree, CPUs, GPU Hz, CPU kHz, EMC Hz)
+    let want = [
+        (
+            "orin-agx-r36",
+            12,
+            306_000_000,
+            1_113_600,
+            Some(2_133_000_000),
+        ),
+        (
+            "xavier-agx-r32",
+            8,
+            318_750_000,
+            1_190_400,
+            Some(2_133_000_000),
+        ),
+        ("nano-r32", 4, 76_800_000, 825_600, None),
+    ];
+    for (name, cpus, gpu_hz, cpu_khz, emc_hz) in want {
+        let Some((_tree, b)) = reference_board(name, test) else {
+            return;
+        };
+        let mut c = Counters::open(&b);
+        let mut raw = RawCounters::default();
+        c.read(&mut raw);
+        assert_eq!(
+            (raw.gpu_load_pm, raw.gpu_hz),
+            (Some(0), Some(gpu_hz)),
+            "{name}"
+        );
+        assert_eq!(raw.emc_hz, emc_hz, "{name}");
+        // Activity needs the rate; the trees hold an idle mc_all.
+        assert_eq!(raw.emc_activity_pm, emc_hz.map(|_| 0), "{name}");
+        for cpu in 0..16 {
+            let online = cpu < cpus;
+            assert_eq!(
+                raw.cpu_jiffies[cpu],
+                online.then_some((0, 0)),
+                "{name} cpu{cpu}"
+            );
+            assert_eq!(
+                raw.cpu_khz[cpu],
+                online.then_some(cpu_khz),
+                "{name} cpu{cpu}"
+            );
+        }
+        assert_eq!(
+            (raw.memory, raw.fan_pwm, raw.fan_rpm),
+            (None, None, None),
+            "{name}"
+        );
+        assert!(c.disks.is_empty() && raw.disk_sectors.iter().all(Option::is_none));
+    }
+}

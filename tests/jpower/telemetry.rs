@@ -1056,9 +1056,9 @@ fn the_activity_section_recovers_the_simulated_boards_load_and_clocks() {
     assert_eq!(a.gpu_load_pm, Some(800));
     let read = |p: &str| root.open(p, false).unwrap().read_u64().unwrap();
     let gpu = c.board().gpu.as_ref().unwrap();
-    assert_eq!(a.gpu_khz, Some((gpu.cur.read_u64().unwrap() / 1000) as u32));
-    let emc_khz = read("/sys/kernel/debug/bpmp/debug/clk/emc/rate") / 1000;
-    assert_eq!(a.emc_khz, Some(emc_khz as u32));
+    assert_eq!(a.gpu_hz, Some(gpu.cur.read_u64().unwrap()));
+    let emc_hz = read("/sys/kernel/debug/bpmp/debug/clk/emc/rate");
+    assert_eq!(a.emc_hz, Some(emc_hz));
     let emc = a.emc_activity_pm.expect("EMC activity") as f64;
     assert!((emc - 500.0).abs() <= 2.0, "EMC activity {emc} per mille");
     for (cpu, ca) in a.cpus().iter().enumerate() {

@@ -40,7 +40,10 @@ pub struct Snapshot {
     pub emc_hz: Option<u64>,
     /// The GPU's load, 0 to 1.
     pub gpu_load: Option<f64>,
-    /// Each online CPU's load since the last refresh, 0 to 1 (empty without `/proc/stat`).
+    /// The EMC's activity, 0 to 1 (from the ring's activity section only).
+    pub emc_activity: Option<f64>,
+    /// Each online CPU's load, 0 to 1 (empty without `/proc/stat`): over the activity
+    /// section's window, or since the last refresh where the ring has no such section.
     pub cpu_load: Vec<(usize, f64)>,
     /// RAM and swap.
     pub memory: Option<Memory>,
@@ -127,6 +130,10 @@ pub fn gather(
         alerts.push("INA3221 ALARM");
     }
     let (overruns, errors) = ring.counters();
+    // The activity section's record where the ring has one (the agent's, or this watch's
+    // own sampler's); the board's files where its writer runs with the counters off.
+    let act = ring.activity();
+    let per_mille = |pm: Option<u32>| pm.map(|pm| f64::from(pm) / 1e3);
     let snapshot = Snapshot {
         board: board.identity.model.clone(),
         mode: board.read_knobs().ok().map(|v| {
@@ -149,9 +156,17 @@ pub fn gather(
             .as_ref()
             .and_then(|e| e.rate.as_ref())
             .and_then(|r| r.try_read_u64()),
-        gpu_load: activity::gpu_load(board),
-        cpu_load: next.cpu.load_since(&prev.cpu),
-        memory: Memory::read(board),
+        gpu_load: act.map_or_else(|| activity::gpu_load(board), |a| per_mille(a.gpu_load_pm)),
+        emc_activity: act.and_then(|a| per_mille(a.emc_activity_pm)),
+        cpu_load: act.map_or_else(
+            || next.cpu.load_since(&prev.cpu),
+            |a| {
+                (a.cpus().iter().enumerate())
+                    .filter_map(|(cpu, c)| Some((cpu, per_mille(c.util_pm)?)))
+                    .collect()
+            },
+        ),
+        memory: act.map_or_else(|| Memory::read(board), |a| a.memory),
         fan: activity::fan_duty(board),
         temps: ring
             .zones()

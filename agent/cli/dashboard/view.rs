@@ -40,10 +40,11 @@ fn state_lines(s: &Snapshot) -> Vec<String> {
     let mut lines = vec![
         format!("CPU  {}", clusters.join("  ")),
         format!(
-            "GPU  {}  load {}   EMC  {}",
+            "GPU  {}  load {}   EMC  {}  activity {}",
             mhz(s.gpu_hz),
             s.gpu_load.map_or("-".into(), pct),
-            mhz(s.emc_hz)
+            mhz(s.emc_hz),
+            s.emc_activity.map_or("-".into(), pct)
         ),
     ];
     let loads: Vec<String> = s
@@ -204,6 +205,7 @@ mod tests {
             gpu_hz: Some(1_300_500_000),
             emc_hz: None,
             gpu_load: Some(0.5),
+            emc_activity: Some(0.4),
             cpu_load: vec![],
             memory: None,
             fan: Some(0.25),

@@ -228,13 +228,13 @@ layout! {
 }
 
 layout! {
-    /// Section [`SECTION_ACTIVITY`], the activity counters at their own rate: 488 bytes.
+    /// Section [`SECTION_ACTIVITY`], the activity counters at their own rate: 496 bytes.
     /// One record under its own sequence lock; every counter [`ABSENT_U32`] /
     /// [`ABSENT_U64`] where the board lacks it.
     pub struct ActivitySection as "activity" {
         /// [`SECTION_ACTIVITY`].
         pub id: u32,
-        /// 488.
+        /// 496.
         pub size: u32,
         /// The counters' sampling period, ns.
         pub period_ns: u64,
@@ -251,16 +251,16 @@ layout! {
         pub t_ns: AtomicU64,
         /// GPU load, per mille.
         pub gpu_load_pm: AtomicU32,
-        /// The GPU's running clock, kHz.
-        pub gpu_khz: AtomicU32,
         /// EMC activity, per mille of its running clock.
         pub emc_activity_pm: AtomicU32,
-        /// The EMC's running clock, kHz.
-        pub emc_khz: AtomicU32,
         /// The fan's PWM duty, 0-255.
         pub fan_pwm: AtomicU32,
         /// The fan's speed, rpm.
         pub fan_rpm: AtomicU32,
+        /// The GPU's running clock, Hz.
+        pub gpu_hz: AtomicU64,
+        /// The EMC's running clock, Hz.
+        pub emc_hz: AtomicU64,
         /// RAM in use (total less available), kB.
         pub ram_used_kb: AtomicU64,
         /// RAM in all, kB.
@@ -353,12 +353,12 @@ const _: () = {
     assert!(offset_of!(Header, ext) == EXT_OFFSET);
     assert!(size_of::<WriterSection>() == 32);
     assert!(offset_of!(WriterSection, state) == 16);
-    assert!(size_of::<ActivitySection>() == 488);
+    assert!(size_of::<ActivitySection>() == 496);
     // The writer and activity sections, one after the other, fit in the extension area.
     assert!(EXT_OFFSET + size_of::<WriterSection>() + size_of::<ActivitySection>() <= HEADER_SIZE);
     assert!(offset_of!(ActivitySection, seq) == 32);
-    assert!(offset_of!(ActivitySection, cpus) == 104);
-    assert!(offset_of!(ActivitySection, disks) == 232);
+    assert!(offset_of!(ActivitySection, cpus) == 112);
+    assert!(offset_of!(ActivitySection, disks) == 240);
     assert!(size_of::<ActivityDisk>() == 32);
     assert!(offset_of!(RailEntry, refresh_us) == 28);
     assert!(offset_of!(RailEntry, fresh_count) == 32);

@@ -407,11 +407,11 @@ fn new_activity_section(info: &ActivityInfo) -> ActivitySection {
         seq: AtomicU64::new(0),
         t_ns: AtomicU64::new(0),
         gpu_load_pm: absent32(),
-        gpu_khz: absent32(),
         emc_activity_pm: absent32(),
-        emc_khz: absent32(),
         fan_pwm: absent32(),
         fan_rpm: absent32(),
+        gpu_hz: absent64(),
+        emc_hz: absent64(),
         ram_used_kb: absent64(),
         ram_total_kb: absent64(),
         swap_used_kb: absent64(),
@@ -609,9 +609,9 @@ impl RingWriter {
         seqlock::write(&sec.seq, n, || {
             sec.t_ns.store(a.t_ns, Ordering::Relaxed);
             put32(&sec.gpu_load_pm, a.gpu_load_pm);
-            put32(&sec.gpu_khz, a.gpu_khz);
+            put64(&sec.gpu_hz, a.gpu_hz);
             put32(&sec.emc_activity_pm, a.emc_activity_pm);
-            put32(&sec.emc_khz, a.emc_khz);
+            put64(&sec.emc_hz, a.emc_hz);
             put32(&sec.fan_pwm, a.fan_pwm);
             put32(&sec.fan_rpm, a.fan_rpm);
             let m = a.memory;
@@ -980,9 +980,9 @@ impl RingReader {
                 let mut a = Activity {
                     t_ns: sec.t_ns.load(Ordering::Relaxed),
                     gpu_load_pm: get32(&sec.gpu_load_pm),
-                    gpu_khz: get32(&sec.gpu_khz),
+                    gpu_hz: get64(&sec.gpu_hz),
                     emc_activity_pm: get32(&sec.emc_activity_pm),
-                    emc_khz: get32(&sec.emc_khz),
+                    emc_hz: get64(&sec.emc_hz),
                     fan_pwm: get32(&sec.fan_pwm),
                     fan_rpm: get32(&sec.fan_rpm),
                     cpu_count,
