@@ -643,16 +643,22 @@ class Client:
         `first_id`: a minibatch begins (in "fetch") when the loop asks for the next batch,
         enters "compute" when it arrives and ends when the loop asks for the one after,
         leaves the loop or raises. Each end's reply goes to `on_minibatch` (and
-        `self.last_minibatch`). The fetch that finds the iterable exhausted is no
-        minibatch: its markers are sent and its reply dropped."""
+        `self.last_minibatch`). A fetch that finds the iterable exhausted (or that
+        raises) is no minibatch: its markers are sent and its reply dropped."""
         it = iter(batches)
         id = first_id
+        nothing = object()
         while True:
             self.minibatch_begin(kind, id)
+            batch = nothing
             try:
                 batch = next(it)
             except StopIteration:
-                self.request({"minibatch_end": {"kind": kind, "id": id}})
+                pass
+            finally:
+                if batch is nothing:  # ended or raised: no batch, no minibatch
+                    self.request({"minibatch_end": {"kind": kind, "id": id}})
+            if batch is nothing:
                 return
             self.minibatch_phase(kind, id, "compute")
             try:

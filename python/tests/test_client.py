@@ -429,6 +429,16 @@ class Common:
         for batch in c.loader([1, 2, 3], "infer"):
             break
         self.assertEqual((c.last_minibatch["kind"], c.last_minibatch["id"]), ("infer", 0))
+        # A loader that raises leaves no minibatch open: the same id begins again.
+        def broken():
+            yield 1
+            raise OSError("disk gone")
+
+        with self.assertRaises(OSError):
+            for batch in c.loader(broken(), first_id=50):
+                pass
+        self.assertEqual(c.minibatch_begin("train", 51), {})
+        c.minibatch_end("train", 51)
         # A version 3 client is still spoken to.
         self.assertEqual(c.hello(version=3)["version"], 3)
 
