@@ -156,8 +156,8 @@ fn train_on_board(target: &Target, a: &TrainArgs, out: &Output) -> Result<Traine
         let ring = RingReader::open(&session.telemetry.path)?;
         let mut marks = Minibatches::default();
         let mut meter = |step, t0, t1| -> Result<Minibatch<Kind>> {
-            marks.begin(Kind::Train, step, t0)?;
-            Ok(marks.end(Kind::Train, step, t1, &ring)?)
+            marks.begin(Kind::Train, step, (), t0)?;
+            Ok(marks.end(Kind::Train, step, t1, &ring)?.0)
         };
         if a.cpu || session.sim.is_some() {
             let trainer = Trainer::new(Cpu, a.batch, a.seed, a.lr)?;

@@ -7,12 +7,13 @@
 use super::core::Peer;
 use super::Shared;
 use crate::ipc::protocol::{
-    ActivityReply, CpuActivityReply, DiskActivityReply, ErrorCode, Kind, MinibatchReply, RailReply,
-    ReplyBody, RequestBody, SampleReply, TelemetryReply, WindowReply,
+    ActivityReply, CpuActivityReply, DiskActivityReply, ErrorCode, Kind, MinibatchReply, Phase,
+    PhasedMinibatchReply, RailReply, ReplyBody, RequestBody, SampleReply, TelemetryReply,
+    WindowReply,
 };
 use crate::ipc::server::{Credentials, Handler};
 use crate::telemetry::activity::Activity;
-use crate::telemetry::energy::Minibatches;
+use crate::telemetry::energy::{MarkerError, Minibatch, Minibatches, Span};
 use crate::telemetry::ring::{monotonic_ns, ActivityInfo, RingReader};
 use std::sync::mpsc::{self, Receiver};
 
@@ -21,7 +22,7 @@ use std::sync::mpsc::{self, Receiver};
 pub struct Connection {
     peer: Peer,
     /// Minibatches begun and not yet ended.
-    minibatches: Minibatches<Kind>,
+    minibatches: Minibatches<Kind, Phase>,
     /// Events for this connection (lease ended, guard steps, outside changes).
     events: Receiver<ReplyBody>,
 }
@@ -49,6 +50,51 @@ fn printable(name: &str) -> String {
 
 fn error(code: ErrorCode, message: String) -> ReplyBody {
     ReplyBody::Error { code, message }
+}
+
+/// A marker refused: `conflict` for a minibatch already open or too many markers,
+/// `not_found` for one never begun.
+fn refused(e: MarkerError<Kind>) -> ReplyBody {
+    let code = match e {
+        MarkerError::NotBegun { .. } => ErrorCode::NotFound,
+        _ => ErrorCode::Conflict,
+    };
+    error(code, e.to_string())
+}
+
+/// The reply to `minibatch_end`: version 3's `minibatch` when the client marked no phase
+/// (one span), else the time and energy of each phase summed over its spans.
+fn ended(m: Minibatch<Kind>, spans: &[Span<Phase>]) -> ReplyBody {
+    if spans.len() == 1 {
+        return ReplyBody::Minibatch(MinibatchReply {
+            kind: m.kind,
+            id: m.id,
+            duration_ms: m.duration_s * 1000.0,
+            mean_w: m.mean_w,
+            energy_j: m.energy_j,
+        });
+    }
+    let total = |phase: Phase| {
+        spans
+            .iter()
+            .filter(|s| s.phase == phase)
+            .fold((0.0, 0.0), |(t, e), s| {
+                (t + s.duration_s * 1000.0, e + s.energy_j)
+            })
+    };
+    let ((fetch_ms, fetch_j), (compute_ms, compute_j)) =
+        (total(Phase::Fetch), total(Phase::Compute));
+    ReplyBody::PhasedMinibatch(PhasedMinibatchReply {
+        kind: m.kind,
+        id: m.id,
+        duration_ms: m.duration_s * 1000.0,
+        mean_w: m.mean_w,
+        energy_j: m.energy_j,
+        fetch_ms,
+        fetch_j,
+        compute_ms,
+        compute_j,
+    })
 }
 
 /// The newest sample as the protocol carries it.
@@ -186,27 +232,18 @@ impl Handler for Shared {
                     }
                 }
             }
-            RequestBody::MinibatchBegin { kind, id } => {
-                match conn.minibatches.begin(kind, id, monotonic_ns()) {
-                    Ok(()) => ReplyBody::Ok,
-                    Err(e) => error(ErrorCode::Conflict, e.to_string()),
-                }
-            }
-            RequestBody::MinibatchEnd { kind, id } => {
-                match conn
-                    .minibatches
-                    .end(kind, id, monotonic_ns(), &self.ring.get())
-                {
-                    Ok(m) => ReplyBody::Minibatch(MinibatchReply {
-                        kind,
-                        id,
-                        duration_ms: m.duration_s * 1000.0,
-                        mean_w: m.mean_w,
-                        energy_j: m.energy_j,
-                    }),
-                    Err(e) => error(ErrorCode::NotFound, e.to_string()),
-                }
-            }
+            RequestBody::MinibatchBegin { kind, id } => conn
+                .minibatches
+                .begin(kind, id, Phase::Fetch, monotonic_ns())
+                .map_or_else(refused, |()| ReplyBody::Ok),
+            RequestBody::MinibatchPhase { kind, id, phase } => conn
+                .minibatches
+                .phase(kind, id, phase, monotonic_ns())
+                .map_or_else(refused, |()| ReplyBody::Ok),
+            RequestBody::MinibatchEnd { kind, id } => conn
+                .minibatches
+                .end(kind, id, monotonic_ns(), &self.ring.get())
+                .map_or_else(refused, |(m, spans)| ended(m, &spans)),
             body => self.lock().handle(&conn.peer, body),
         }
     }

@@ -203,11 +203,11 @@ impl Core {
             return err(ErrorCode::Failed, "the agent is stopping");
         }
         match body {
-            RequestBody::Hello { version, .. } if version != PROTOCOL_VERSION => {
-                err(ErrorCode::Version, format!("protocol version {version} is not supported; this agent speaks {PROTOCOL_VERSION} (docs/protocol.md says what changed)"))
+            RequestBody::Hello { version, .. } if !(OLDEST_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&version) => {
+                err(ErrorCode::Version, format!("protocol version {version} is not supported; this agent speaks {OLDEST_PROTOCOL_VERSION} to {PROTOCOL_VERSION} (docs/protocol.md says what changed)"))
             }
-            RequestBody::Hello { .. } => ReplyBody::Hello {
-                version: PROTOCOL_VERSION,
+            RequestBody::Hello { version, .. } => ReplyBody::Hello {
+                version,
                 agent: format!("jpower {}", env!("CARGO_PKG_VERSION")),
                 board: self.controller.board().identity.model.clone(),
             },
@@ -254,6 +254,7 @@ impl Core {
             | RequestBody::Activity
             | RequestBody::MinibatchBegin { .. }
             | RequestBody::MinibatchEnd { .. }
+            | RequestBody::MinibatchPhase { .. }
             | RequestBody::Subscribe { .. } => err(ErrorCode::BadRequest, "handled by the connection"),
         }
     }

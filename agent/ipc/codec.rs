@@ -151,7 +151,7 @@ fn decode_text(e: &bincode::error::DecodeError) -> String {
         E::Utf8 { .. } => "a string is not valid UTF-8".into(),
         E::InvalidBooleanValue(v) => format!("a bool is {v}, not 0 or 1"),
         E::OutsideUsizeRange(v) => format!("a length of {v} is out of range"),
-        // serde's own messages (`invalid value: integer `99`, expected variant index 0 <= i < 11`).
+        // serde's own messages (`invalid value: integer `99`, expected variant index 0 <= i < 13`).
         E::OtherString(s) => s.clone(),
         E::Other(s) => (*s).to_string(),
         _ => "the payload does not decode as a message".into(),

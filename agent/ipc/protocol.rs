@@ -6,9 +6,12 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The protocol version; `hello` rejects any other. `docs/protocol.md` keeps a changelog
-/// of what each version changed.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// The protocol version this agent speaks. `docs/protocol.md` keeps a changelog of what
+/// each version changed.
+pub const PROTOCOL_VERSION: u32 = 4;
+/// The oldest version `hello` still accepts: version 4 only added messages a version 3
+/// client never sends nor receives, so such a client keeps working unchanged.
+pub const OLDEST_PROTOCOL_VERSION: u32 = 3;
 /// The largest frame or JSON line, bytes.
 pub const MAX_FRAME: usize = 64 * 1024;
 
@@ -27,7 +30,7 @@ pub struct Request {
 pub enum RequestBody {
     /// Opens the session: the client's protocol version and a name for logs.
     Hello {
-        /// The client's protocol version (must be [`PROTOCOL_VERSION`]).
+        /// The client's protocol version ([`OLDEST_PROTOCOL_VERSION`] to [`PROTOCOL_VERSION`]).
         version: u32,
         /// A name for the client, used in the agent's logs and `status.holder.client`.
         client: String,
@@ -67,7 +70,8 @@ pub enum RequestBody {
         /// The minibatch's number; `(kind, id)` names the minibatch on this connection.
         id: u64,
     },
-    /// Marks its end; the reply carries its duration, mean power and energy.
+    /// Marks its end; the reply carries its duration, mean power and energy (and, after a
+    /// `minibatch_phase`, the split between its phases: a `phased_minibatch` reply).
     MinibatchEnd {
         /// Training or inference, as given to `minibatch_begin`.
         kind: Kind,
@@ -86,7 +90,18 @@ pub enum RequestBody {
         /// Conversions averaged: 1, 4, 16, 64, 128, 256, 512 or 1024.
         samples: u32,
     },
-    /// The newest record of the activity counters: GPU, CPU, EMC, RAM, fan, disks.
+    /// Marks that an open minibatch enters `phase` now (version 4). A minibatch begins in
+    /// `fetch`: a loop sends `compute` when its data has arrived.
+    MinibatchPhase {
+        /// Training or inference, as given to `minibatch_begin`.
+        kind: Kind,
+        /// The minibatch's number, as given to `minibatch_begin`.
+        id: u64,
+        /// The phase it enters.
+        phase: Phase,
+    },
+    /// The newest record of the activity counters: GPU, CPU, EMC, RAM, fan, disks (version
+    /// 4).
     Activity,
 }
 
@@ -223,7 +238,9 @@ pub enum ReplyBody {
         /// The rate the restarted sampler runs at, samples per second.
         rate_hz: f64,
     },
-    /// Answers `activity`.
+    /// Answers `minibatch_end` of a minibatch that had a `minibatch_phase` marker (version 4).
+    PhasedMinibatch(PhasedMinibatchReply),
+    /// Answers `activity` (version 4).
     Activity(ActivityReply),
 }
 
@@ -429,6 +446,17 @@ impl std::fmt::Display for Kind {
     }
 }
 
+/// What a minibatch is doing: waiting for its data or computing on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Waiting for the data (a training loop's fetch stall; an inference server's wait
+    /// for its input).
+    Fetch,
+    /// Computing on the data.
+    Compute,
+}
+
 /// A finished minibatch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MinibatchReply {
@@ -442,6 +470,30 @@ pub struct MinibatchReply {
     pub mean_w: f64,
     /// Module energy between the markers (trapezoid integral), joules.
     pub energy_j: f64,
+}
+
+/// A finished minibatch with its phases: the time and energy spent fetching and computing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhasedMinibatchReply {
+    /// Training or inference.
+    pub kind: Kind,
+    /// The minibatch's number, as the client gave it.
+    pub id: u64,
+    /// Time between `minibatch_begin` and `minibatch_end`, milliseconds.
+    pub duration_ms: f64,
+    /// Mean module power between them, watts.
+    pub mean_w: f64,
+    /// Module energy between them, joules.
+    pub energy_j: f64,
+    /// Time spent in `fetch` (from `minibatch_begin` to the first phase marker, and in
+    /// every later `fetch` span), milliseconds.
+    pub fetch_ms: f64,
+    /// Module energy over the `fetch` spans, joules.
+    pub fetch_j: f64,
+    /// Time spent in `compute`, milliseconds.
+    pub compute_ms: f64,
+    /// Module energy over the `compute` spans, joules.
+    pub compute_j: f64,
 }
 
 impl Reply {

@@ -6,11 +6,13 @@
 //! `boot_id` the host boot it belongs to (a host reboot reboots it). Every jpower process
 //! opening the same board sees the same state. [`spec`] says what each board is, [`tree`]
 //! lays it out, [`kernel`] is its driver behaviour, [`power`] its physics,
-//! [`nvpconf`] its nvpmodel file, [`workload`] its training workloads and [`inference`] its
+//! [`nvpconf`] its nvpmodel file, [`workload`] its training workloads (with, opt-in, their
+//! data path in [`datapath`]) and [`inference`] its
 //! DNN inference (both made profiling sources in [`sources`]) and [`gpu`] its GPU's
 //! performance on the roofline kernels;
 //! [`truth`] writes profiles of boards modelled unlike all of this, to test predictors on.
 
+pub mod datapath;
 pub mod gpu;
 pub mod inference;
 pub mod kernel;

@@ -82,6 +82,9 @@ pub enum Workload {
     BertBase,
     /// Two-layer LSTM next-word prediction on WikiText (36k).
     Lstm,
+    /// LeNet-5 on MNIST (60k): SIGMETRICS'23's smallest model, used only with a data path
+    /// ([`crate::sim::datapath`]); not one of PowerTrain's, so not in [`Workload::ALL`].
+    LeNet5,
 }
 
 impl Workload {
@@ -93,9 +96,16 @@ impl Workload {
         Workload::BertBase,
         Workload::Lstm,
     ];
-    const NAMES: [&'static str; 5] = ["resnet18", "mobilenetv3", "yolov8n", "bert", "lstm"];
+    const NAMES: [&'static str; 6] = [
+        "resnet18",
+        "mobilenetv3",
+        "yolov8n",
+        "bert",
+        "lstm",
+        "lenet5",
+    ];
 
-    /// Short name: "resnet18", "mobilenetv3", "yolov8n", "bert" or "lstm".
+    /// Short name: "resnet18", "mobilenetv3", "yolov8n", "bert", "lstm" or "lenet5".
     pub fn name(self) -> &'static str {
         Self::NAMES[self as usize]
     }
@@ -159,6 +169,11 @@ fn params(m: Workload) -> Params {
         // Small GEMMs per step, embedding/softmax over the vocabulary, optimizer.
         Workload::Lstm => p([(1.5, 0.05, 0.1, d), (0.3, 0.2, 0.1, s), (0.05, 0.15, 0.2, s)],
             0.011, 0.002, 0.0005, 0.0005, 36_000),
+        // 3 x 4.4 MFLOP x 16 (SIGMETRICS Table 2) of tiny, launch-bound kernels: a minibatch is
+        // the CPU's (launches, optimizer step; assumed) and the loader's (PIL decode and
+        // ToTensor of 16 28x28 images; assumed).
+        Workload::LeNet5 => p([(0.14, 0.004, 0.02, s), (0.07, 0.004, 0.02, s), (0.01, 0.002, 0.2, s)],
+            0.006, 0.012, 0.0005, 0.0001, 60_000),
     }
 }
 
@@ -213,8 +228,32 @@ fn ghz(hz: f64) -> f64 {
     }
 }
 
-/// The model of the module docs: time breakdown, utilisations and operating point.
-fn breakdown(silicon: Silicon, model: Workload, p: &Operating) -> Breakdown {
+/// The parts of one minibatch (bs 16) before loading and fetching are overlapped: what
+/// [`breakdown`] pipelines with 4 workers and [`crate::sim::datapath`] with any number.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Parts {
+    /// GPU busy time (sum of the layer groups), ms.
+    pub gpu: f64,
+    /// GPU time weighted by switching activity (`tf + k (t - tf)` per group), ms.
+    pub active: f64,
+    /// DRAM traffic of the GPU groups and the fetch, GB.
+    pub bytes: f64,
+    /// CPU serial part of the main process, ms.
+    pub serial: f64,
+    /// Loading one minibatch on one core (decode, augment, collate), ms.
+    pub decode: f64,
+    /// Non-overlapped fetch in the main process, ms.
+    pub fetch: f64,
+    /// Achievable DRAM bandwidth, GB/s.
+    pub bw: f64,
+    /// CPU time of one Gcycle (A78AE cycles) on one core, ms.
+    pub work: f64,
+    /// The operating point, clamped.
+    pub op: Operating,
+}
+
+/// The per-minibatch parts of the module docs' equations, at `p` (clamped).
+pub(crate) fn parts(silicon: Silicon, model: Workload, p: &Operating) -> Parts {
     let (cuda, bpc, ipc, dense_arch, ilp_arch) = board(silicon);
     let w = params(model);
     let n = p.online_cores.clamp(1, silicon.coeffs().max_cores);
@@ -232,23 +271,47 @@ fn breakdown(silicon: Silicon, model: Workload, p: &Operating) -> Breakdown {
         active += tf + STALL_ACTIVITY * (t - tf);
         bytes += gb;
     }
-    let serial = w.serial_gcyc * work;
+    let (online_cores, cpu_hz, gpu_hz, emc_hz) = (n, fc * 1e9, fg * 1e9, fe * 1e9);
+    Parts {
+        gpu,
+        active,
+        bytes,
+        serial: w.serial_gcyc * work,
+        decode: w.loader_gcyc * work,
+        fetch: w.fetch_gcyc * work + 1000.0 * w.fetch_gb / bw,
+        bw,
+        work,
+        op: Operating {
+            online_cores,
+            cpu_hz,
+            gpu_hz,
+            emc_hz,
+        },
+    }
+}
+
+/// The model of the module docs: time breakdown, utilisations and operating point.
+fn breakdown(silicon: Silicon, model: Workload, p: &Operating) -> Breakdown {
+    let Parts {
+        gpu,
+        active,
+        bytes,
+        serial,
+        decode,
+        fetch,
+        bw,
+        op,
+        ..
+    } = parts(silicon, model, p);
+    let n = op.online_cores;
     let par = WORKERS.min(f64::from(n) - 0.5);
-    let loader = w.loader_gcyc * work / par;
-    let fetch = w.fetch_gcyc * work + 1000.0 * w.fetch_gb / bw;
+    let loader = decode / par;
     let time = loader.max(gpu + serial) + fetch;
     let busy_cores = (loader * par + gpu + serial + fetch) / time;
     let load = Load {
         cpu: (busy_cores / f64::from(n)).min(1.0),
         gpu: (active / time).min(1.0),
         emc: (1000.0 * bytes / (bw * time)).min(1.0),
-    };
-    let (online_cores, cpu_hz, gpu_hz, emc_hz) = (n, fc * 1e9, fg * 1e9, fe * 1e9);
-    let op = Operating {
-        online_cores,
-        cpu_hz,
-        gpu_hz,
-        emc_hz,
     };
     Breakdown {
         gpu,

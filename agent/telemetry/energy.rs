@@ -1,6 +1,7 @@
 //! Energy from timestamped samples: the trapezoid integral over any window, per rail and
 //! for module power, with the sample count, the effective rate and an error bound; and
-//! per-minibatch accounting through `begin`/`end` markers.
+//! per-minibatch accounting through `begin`/`phase`/`end` markers, each minibatch split into
+//! the spans between its phase markers (the protocol's phases: waiting for data, computing).
 
 use super::ring::RingReader;
 use super::Sample;
@@ -162,19 +163,51 @@ pub enum MarkerError<K: std::fmt::Display> {
     /// `begin` with [`MAX_OPEN`] minibatches open already.
     #[error("{MAX_OPEN} minibatches are open already: end some first")]
     TooMany,
+    /// A phase marker beyond [`MAX_SPANS`] spans of one minibatch.
+    #[error("{kind} minibatch {id} has {MAX_SPANS} phase spans already: end it first")]
+    TooManySpans {
+        /// The minibatch's kind.
+        kind: K,
+        /// The minibatch's number.
+        id: u64,
+    },
+}
+
+/// The most spans (phase changes plus one) one minibatch may have: a peer cannot grow
+/// an open minibatch without bound either.
+pub const MAX_SPANS: usize = 256;
+
+/// The time one minibatch spent in one phase between two markers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Span<P> {
+    /// The phase (the protocol's: fetch or compute).
+    pub phase: P,
+    /// The span's length, seconds.
+    pub duration_s: f64,
+    /// Module energy over the span, joules.
+    pub energy_j: f64,
+}
+
+/// A minibatch ended: the whole of it, and its spans in order.
+pub type Ended<K, P> = (Minibatch<K>, Vec<Span<P>>);
+
+/// An open minibatch: the times at which it entered each of its phases, oldest first.
+#[derive(Debug)]
+struct Open<P> {
+    entered: Vec<(u64, P)>,
 }
 
 /// The most minibatches one connection may have open at once: a peer cannot grow the
 /// agent without bound by beginning minibatches it never ends.
 pub const MAX_OPEN: usize = 1024;
 
-/// Open minibatches, by kind and id.
+/// Open minibatches, by kind and id, each in a phase of type `P`.
 #[derive(Debug)]
-pub struct Minibatches<K> {
-    open: HashMap<(K, u64), u64>,
+pub struct Minibatches<K, P> {
+    open: HashMap<(K, u64), Open<P>>,
 }
 
-impl<K> Default for Minibatches<K> {
+impl<K, P> Default for Minibatches<K, P> {
     fn default() -> Self {
         Minibatches {
             open: HashMap::new(),
@@ -182,33 +215,66 @@ impl<K> Default for Minibatches<K> {
     }
 }
 
-impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display> Minibatches<K> {
-    /// Marks the start of minibatch `id` at `t_ns`.
-    pub fn begin(&mut self, kind: K, id: u64, t_ns: u64) -> Result<(), MarkerError<K>> {
+impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display, P: Copy> Minibatches<K, P> {
+    /// Marks the start of minibatch `id` at `t_ns`, in `phase`.
+    pub fn begin(&mut self, kind: K, id: u64, phase: P, t_ns: u64) -> Result<(), MarkerError<K>> {
         if self.open.contains_key(&(kind, id)) {
             return Err(MarkerError::AlreadyOpen { kind, id });
         }
         if self.open.len() >= MAX_OPEN {
             return Err(MarkerError::TooMany);
         }
-        self.open.insert((kind, id), t_ns);
+        self.open.insert(
+            (kind, id),
+            Open {
+                entered: vec![(t_ns, phase)],
+            },
+        );
         Ok(())
     }
 
-    /// Marks its end at `t_ns` and accounts it from the ring.
+    /// Marks that open minibatch `id` enters `phase` at `t_ns`.
+    pub fn phase(&mut self, kind: K, id: u64, phase: P, t_ns: u64) -> Result<(), MarkerError<K>> {
+        let open = self
+            .open
+            .get_mut(&(kind, id))
+            .ok_or(MarkerError::NotBegun { kind, id })?;
+        if open.entered.len() >= MAX_SPANS {
+            return Err(MarkerError::TooManySpans { kind, id });
+        }
+        open.entered.push((t_ns, phase));
+        Ok(())
+    }
+
+    /// Marks its end at `t_ns` and accounts it from the ring: the whole minibatch, and
+    /// each span between its markers (in order; one span when it had no phase marker).
     pub fn end(
         &mut self,
         kind: K,
         id: u64,
         t_ns: u64,
         ring: &RingReader,
-    ) -> Result<Minibatch<K>, MarkerError<K>> {
-        let start = self
+    ) -> Result<Ended<K, P>, MarkerError<K>> {
+        let open = self
             .open
             .remove(&(kind, id))
             .ok_or(MarkerError::NotBegun { kind, id })?;
-        let e = ring.energy(start, t_ns);
-        Ok(Minibatch {
+        let ends = open.entered.iter().skip(1).map(|&(t, _)| t).chain([t_ns]);
+        let spans = open
+            .entered
+            .iter()
+            .zip(ends)
+            .map(|(&(from, phase), to)| {
+                let e = ring.energy(from, to.max(from));
+                Span {
+                    phase,
+                    duration_s: e.duration_s,
+                    energy_j: e.module_j,
+                }
+            })
+            .collect();
+        let e = ring.energy(open.entered[0].0, t_ns);
+        let minibatch = Minibatch {
             kind,
             id,
             duration_s: e.duration_s,
@@ -216,7 +282,8 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display> Minibatches<K> {
             energy_j: e.module_j,
             samples: e.samples,
             error_bound_j: e.error_bound_j,
-        })
+        };
+        Ok((minibatch, spans))
     }
 }
 
@@ -228,9 +295,9 @@ mod tests {
     fn a_connection_cannot_open_minibatches_without_bound() {
         let mut m = Minibatches::default();
         for id in 0..MAX_OPEN as u64 {
-            m.begin("train", id, 0).unwrap();
+            m.begin("train", id, (), 0).unwrap();
         }
-        assert_eq!(m.begin("train", u64::MAX, 0), Err(MarkerError::TooMany));
+        assert_eq!(m.begin("train", u64::MAX, (), 0), Err(MarkerError::TooMany));
         assert_eq!(m.open.len(), MAX_OPEN);
     }
 
@@ -289,24 +356,56 @@ mod tests {
         }
         let ring = RingReader::open(&path).unwrap();
         let mut m = Minibatches::default();
-        m.begin("train", 1, 0).unwrap();
+        m.begin("train", 1, "fetch", 0).unwrap();
         assert_eq!(
-            m.begin("train", 1, 0),
+            m.begin("train", 1, "fetch", 0),
             Err(MarkerError::AlreadyOpen {
                 kind: "train",
                 id: 1
             })
         );
-        m.begin("infer", 1, 1_500_000_000).unwrap();
-        let train = m.end("train", 1, 999_000_000, &ring).unwrap();
-        assert!((train.energy_j - 9.99).abs() < 0.01, "{train:?}");
-        assert!((train.mean_w - 10.0).abs() < 0.01);
-        let infer = m.end("infer", 1, 2_000_000_000, &ring).unwrap();
+        m.begin("infer", 1, "fetch", 1_500_000_000).unwrap();
+        m.phase("train", 1, "compute", 800_000_000).unwrap();
+        let (train, spans) = m.end("train", 1, 1_200_000_000, &ring).unwrap();
+        assert!((train.energy_j - 14.0).abs() < 0.02, "{train:?}");
+        assert!((train.duration_s - 1.2).abs() < 1e-9);
+        // 0.8 s of fetching at 10 W, then 0.2 s at 10 W and 0.2 s at 20 W of computing.
+        assert_eq!(spans.len(), 2);
+        assert_eq!((spans[0].phase, spans[1].phase), ("fetch", "compute"));
+        assert!((spans[0].duration_s - 0.8).abs() < 1e-9, "{spans:?}");
+        assert!((spans[0].energy_j - 8.0).abs() < 0.02, "{spans:?}");
+        assert!((spans[1].energy_j - 6.0).abs() < 0.02, "{spans:?}");
+        let (infer, spans) = m.end("infer", 1, 2_000_000_000, &ring).unwrap();
         assert!((infer.energy_j - 10.0).abs() < 0.01, "{infer:?}");
+        assert_eq!(spans.len(), 1, "no phase marker: one span");
+        assert!((spans[0].energy_j - infer.energy_j).abs() < 1e-9);
         assert_eq!(
-            m.end("infer", 1, 0, &ring),
+            m.end("infer", 1, 0, &ring).map(|_| ()),
             Err(MarkerError::NotBegun {
                 kind: "infer",
+                id: 1
+            })
+        );
+        assert_eq!(
+            m.phase("infer", 1, "compute", 0),
+            Err(MarkerError::NotBegun {
+                kind: "infer",
+                id: 1
+            })
+        );
+    }
+
+    #[test]
+    fn a_minibatch_cannot_collect_phase_spans_without_bound() {
+        let mut m = Minibatches::default();
+        m.begin("train", 1, 0u8, 0).unwrap();
+        for t in 1..MAX_SPANS as u64 {
+            m.phase("train", 1, (t % 2) as u8, t).unwrap();
+        }
+        assert_eq!(
+            m.phase("train", 1, 0, u64::MAX),
+            Err(MarkerError::TooManySpans {
+                kind: "train",
                 id: 1
             })
         );

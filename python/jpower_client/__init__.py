@@ -1,4 +1,4 @@
-"""Client of the jpower agent's Unix socket (protocol version 3).
+"""Client of the jpower agent's Unix socket (protocol version 4).
 
 The protocol is specified in docs/protocol.md; its Rust types are in agent/ipc/protocol.rs
 and its framing in agent/ipc/codec.rs. Standard library only, Python 3.8+. Both encodings
@@ -14,6 +14,9 @@ returned as plain dicts in the JSON shape.
         with c.minibatch("train", 1) as mb:
             train_step()
         print(mb["energy_j"], "J")
+        for batch in c.loader(data_loader):   # any iterable of batches: fetch/compute markers
+            train_step(batch)
+        print(c.last_minibatch["fetch_ms"], "ms waiting for data")
         c.subscribe(100)
         for event in c.events(timeout=1.0):   # {"sample": {...}}, {"guard": {...}}, ...
             print(event)
@@ -27,7 +30,7 @@ import os
 import socket
 import struct
 import time
-from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Tuple
 
 __all__ = [
     "Client",
@@ -42,8 +45,8 @@ __all__ = [
     "REPLY",
 ]
 
-PROTOCOL_VERSION = 3
-"""The protocol version `hello` sends; the agent rejects any other."""
+PROTOCOL_VERSION = 4
+"""The protocol version `hello` sends (the agent also speaks 3)."""
 MAX_FRAME = 64 * 1024
 """The largest bincode frame payload or JSON line, bytes."""
 DEFAULT_SOCKET = "/run/jpower/jpower.sock"
@@ -86,6 +89,7 @@ def _enum(*variants: Tuple[str, Any]) -> Tuple[str, List[Tuple[str, Any]]]:
 
 
 KIND = _enum(("train", None), ("infer", None))
+PHASE = _enum(("fetch", None), ("compute", None))
 LEASE_KIND = _enum(("session", None), ("persistent", None))
 ERROR_CODE = _enum(
     ("bad_request", None),
@@ -123,6 +127,7 @@ REQUEST_BODY = _enum(
     ("minibatch_end", [("kind", KIND), ("id", "u64")]),
     ("subscribe", [("every_ms", "u64")]),
     ("set_averaging", [("samples", "u32")]),
+    ("minibatch_phase", [("kind", KIND), ("id", "u64"), ("phase", PHASE)]),
     ("activity", None),
 )
 REQUEST = _struct(("id", "u64"), ("body", REQUEST_BODY))
@@ -154,6 +159,17 @@ WINDOW = _struct(
 TELEMETRY = _struct(("ring_path", "str"), ("latest", ("opt", SAMPLE)), ("window", ("opt", WINDOW)))
 MINIBATCH = _struct(
     ("kind", KIND), ("id", "u64"), ("duration_ms", "f64"), ("mean_w", "f64"), ("energy_j", "f64")
+)
+PHASED_MINIBATCH = _struct(
+    ("kind", KIND),
+    ("id", "u64"),
+    ("duration_ms", "f64"),
+    ("mean_w", "f64"),
+    ("energy_j", "f64"),
+    ("fetch_ms", "f64"),
+    ("fetch_j", "f64"),
+    ("compute_ms", "f64"),
+    ("compute_j", "f64"),
 )
 CPU_ACTIVITY = _struct(("cpu", "u32"), ("util_pm", ("opt", "u32")), ("khz", ("opt", "u32")))
 DISK_ACTIVITY = _struct(
@@ -191,6 +207,7 @@ REPLY_BODY = _enum(
     ("error", [("code", ERROR_CODE), ("message", "str")]),
     ("lease_ended", [("reason", "str")]),
     ("averaging", [("samples", "u32"), ("refresh_us", "u32"), ("rate_hz", "f64")]),
+    ("phased_minibatch", PHASED_MINIBATCH),
     ("activity", ACTIVITY),
 )
 REPLY = _struct(("id", "u64"), ("body", REPLY_BODY))
@@ -376,11 +393,11 @@ def decode_bincode(payload: bytes, schema: Any = REPLY) -> Dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
-def _unwrap(body: Any, variant: str) -> Dict[str, Any]:
-    """The payload of reply `body` when it is `variant` (`{}` for a unit variant)."""
+def _unwrap(body: Any, *variants: str) -> Dict[str, Any]:
+    """The payload of reply `body` when it is one of `variants` (`{}` for a unit variant)."""
     name, payload = _variant(body, "reply")
-    if name != variant:
-        raise ProtocolError("expected a {!r} reply, got {!r}".format(variant, body))
+    if name not in variants:
+        raise ProtocolError("expected a {!r} reply, got {!r}".format(" or ".join(variants), body))
     return {} if payload is None else payload
 
 
@@ -622,11 +639,57 @@ class Client:
         """Marks the start of minibatch `id` of `kind` ("train" or "infer"). Returns {}."""
         return _unwrap(self.request({"minibatch_begin": {"kind": kind, "id": id}}), "ok")
 
+    def minibatch_phase(self, kind: str, id: int, phase: str) -> Dict[str, Any]:
+        """Marks that open minibatch `id` enters `phase` ("fetch": waiting for data, the
+        phase a minibatch begins in; "compute"). Returns {}."""
+        body = {"minibatch_phase": {"kind": kind, "id": id, "phase": phase}}
+        return _unwrap(self.request(body), "ok")
+
     def minibatch_end(self, kind: str, id: int) -> Dict[str, Any]:
-        """Marks its end: {"kind", "id", "duration_ms", "mean_w", "energy_j"}."""
-        mb = _unwrap(self.request({"minibatch_end": {"kind": kind, "id": id}}), "minibatch")
+        """Marks its end: {"kind", "id", "duration_ms", "mean_w", "energy_j"}, and after a
+        phase marker also {"fetch_ms", "fetch_j", "compute_ms", "compute_j"}."""
+        body = self.request({"minibatch_end": {"kind": kind, "id": id}})
+        mb = _unwrap(body, "minibatch", "phased_minibatch")
         self.last_minibatch = mb
         return mb
+
+    def loader(
+        self,
+        batches: Iterable[Any],
+        kind: str = "train",
+        first_id: int = 0,
+        on_minibatch: Optional[Callable[[Dict[str, Any]], None]] = None,
+    ) -> Iterator[Any]:
+        """Yields the batches of `batches` (any iterable: a list, a generator, PyTorch's
+        DataLoader; nothing is imported) with phase markers around each, numbered from
+        `first_id`: a minibatch begins (in "fetch") when the loop asks for the next batch,
+        enters "compute" when it arrives and ends when the loop asks for the one after,
+        leaves the loop or raises. Each end's reply goes to `on_minibatch` (and
+        `self.last_minibatch`). A fetch that finds the iterable exhausted (or that
+        raises) is no minibatch: its markers are sent and its reply dropped."""
+        it = iter(batches)
+        id = first_id
+        nothing = object()
+        while True:
+            self.minibatch_begin(kind, id)
+            batch = nothing
+            try:
+                batch = next(it)
+            except StopIteration:
+                pass
+            finally:
+                if batch is nothing:  # ended or raised: no batch, no minibatch
+                    self.request({"minibatch_end": {"kind": kind, "id": id}})
+            if batch is nothing:
+                return
+            self.minibatch_phase(kind, id, "compute")
+            try:
+                yield batch
+            finally:
+                mb = self.minibatch_end(kind, id)
+                if on_minibatch is not None:
+                    on_minibatch(mb)
+            id += 1
 
     @contextlib.contextmanager
     def minibatch(self, kind: str, id: int) -> Iterator[Dict[str, Any]]:

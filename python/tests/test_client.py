@@ -398,6 +398,50 @@ class Common:
         self.assertEqual(cm.exception.code, "conflict")  # and the connection stays open
         self.assertEqual(c.minibatch_end("train", 3)["id"], 3)
 
+    def test_loader_marks_fetch_and_compute(self):
+        c = self.client()
+
+        class SlowLoader:
+            """Duck-typed like torch's DataLoader: only __iter__ and __len__."""
+
+            def __len__(self):
+                return 3
+
+            def __iter__(self):
+                for i in range(3):
+                    time.sleep(0.04)  # the data arrives after 40 ms
+                    yield [i] * 16
+
+        seen, ends = [], []
+        for batch in c.loader(SlowLoader(), "train", first_id=10, on_minibatch=ends.append):
+            time.sleep(0.02)  # 20 ms of computing
+            seen.append(batch[0])
+        self.assertEqual(seen, [0, 1, 2])
+        self.assertEqual([m["id"] for m in ends], [10, 11, 12])
+        for m in ends:
+            self.assertGreaterEqual(m["fetch_ms"], 40.0, m)
+            self.assertGreaterEqual(m["compute_ms"], 20.0, m)
+            self.assertAlmostEqual(m["fetch_ms"] + m["compute_ms"], m["duration_ms"], places=3)
+            self.assertGreater(m["fetch_j"], 0)
+            self.assertGreater(m["compute_j"], 0)
+        self.assertEqual(c.last_minibatch, ends[-1])
+        # Leaving the loop early ends the minibatch being computed.
+        for batch in c.loader([1, 2, 3], "infer"):
+            break
+        self.assertEqual((c.last_minibatch["kind"], c.last_minibatch["id"]), ("infer", 0))
+        # A loader that raises leaves no minibatch open: the same id begins again.
+        def broken():
+            yield 1
+            raise OSError("disk gone")
+
+        with self.assertRaises(OSError):
+            for batch in c.loader(broken(), first_id=50):
+                pass
+        self.assertEqual(c.minibatch_begin("train", 51), {})
+        c.minibatch_end("train", 51)
+        # A version 3 client is still spoken to.
+        self.assertEqual(c.hello(version=3)["version"], 3)
+
     def test_subscribe(self):
         c = self.client()
         self.assertEqual(c.subscribe(50), {})

@@ -1439,3 +1439,73 @@ fn status_without_an_agent_reads_the_activity_counters_itself() {
         "{st}"
     );
 }
+
+/// Issue 17: a minibatch's phase markers split its time and energy between waiting for
+/// data and computing, measured by the agent (in both encodings); a minibatch without
+/// them is answered as in version 3, and a version 3 client is still spoken to.
+#[test]
+fn phase_markers_split_a_minibatch_into_fetch_and_compute() {
+    let agent = Agent::start("orin-agx", "");
+    for enc in [Encoding::Json, Encoding::Bincode] {
+        let mut c = agent.client(enc);
+        let hello = c.request(RequestBody::Hello {
+            version: OLDEST_PROTOCOL_VERSION,
+            client: "v3".into(),
+        });
+        assert!(
+            matches!(hello, Ok(ReplyBody::Hello { version, .. }) if version == OLDEST_PROTOCOL_VERSION),
+            "{hello:?}"
+        );
+        let begin = |c: &mut Client, id| {
+            c.request(RequestBody::MinibatchBegin {
+                kind: Kind::Train,
+                id,
+            })
+            .unwrap();
+        };
+        let phase = |c: &mut Client, id, phase| {
+            c.request(RequestBody::MinibatchPhase {
+                kind: Kind::Train,
+                id,
+                phase,
+            })
+        };
+        let end = |c: &mut Client, id| {
+            c.request(RequestBody::MinibatchEnd {
+                kind: Kind::Train,
+                id,
+            })
+            .unwrap()
+        };
+        // Fetch 40 ms, compute 80 ms, fetch again 20 ms (a loader that stalled twice).
+        begin(&mut c, 1);
+        std::thread::sleep(Duration::from_millis(40));
+        phase(&mut c, 1, Phase::Compute).unwrap();
+        std::thread::sleep(Duration::from_millis(80));
+        phase(&mut c, 1, Phase::Fetch).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let ReplyBody::PhasedMinibatch(m) = end(&mut c, 1) else {
+            panic!("a minibatch with phase markers gets a phased reply")
+        };
+        assert!(m.fetch_ms >= 60.0 && m.compute_ms >= 80.0, "{m:?}");
+        assert!(
+            (m.fetch_ms + m.compute_ms - m.duration_ms).abs() < 1e-6,
+            "the phases cover the minibatch: {m:?}"
+        );
+        assert!(m.fetch_j > 0.0 && m.compute_j > 0.0, "{m:?}");
+        assert!(
+            (m.fetch_j + m.compute_j - m.energy_j).abs() < 0.01 * m.energy_j,
+            "the phases' energies add up to the minibatch's: {m:?}"
+        );
+        // Without a phase marker: version 3's reply.
+        begin(&mut c, 2);
+        assert!(matches!(end(&mut c, 2), ReplyBody::Minibatch(_)));
+        assert!(matches!(
+            phase(&mut c, 3, Phase::Compute),
+            Err(ClientError::Agent {
+                code: ErrorCode::NotFound,
+                ..
+            })
+        ));
+    }
+}
