@@ -16,6 +16,7 @@ mod pagoda_eval;
 mod pagoda_plan;
 mod pareto_plot;
 mod powertrain;
+mod residency;
 mod roofline;
 mod set;
 mod sim_tools;
@@ -109,6 +110,8 @@ pub enum Command {
     /// Read a telemetry ring (any process can; see docs/telemetry-ring.md).
     #[command(subcommand)]
     Ring(telemetry::RingCommand),
+    /// How much of a dataset's files the page cache holds (mincore); --evict drops them.
+    Residency(residency::Args),
     /// Profile a training workload over power modes (simulated time, or a replayed profile).
     Profile(train_modes::ProfileArgs),
     /// Fit time and power predictors to a profile (PowerTrain and its baselines).
@@ -427,6 +430,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Watch(a) => telemetry::watch(&cli.target, a, out),
         Command::Energy(_) => unreachable!("handled in run"),
         Command::Ring(c) => telemetry::ring(c, out),
+        Command::Residency(a) => residency::run(a, out),
         Command::Powertrain(c) => powertrain::run(cli.target.sim.as_deref(), c, out),
         Command::Profile(a) => train_modes::profile(&cli.target, a, out),
         Command::Predict(a) => train_modes::predict(cli.target.sim.as_deref(), a, out),

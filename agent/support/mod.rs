@@ -1,11 +1,13 @@
 //! What every layer leans on and nothing else: frequency units, the runtime directory
 //! and the host's boot id, CSV text, the error of every parsed file, where reference material
-//! lives, and the log-log panels of jpower's plots (drawn by plotters).
+//! lives, the log-log panels of jpower's plots (drawn by plotters), and the page-cache
+//! residency of a dataset.
 
 pub mod csv_text;
 pub mod file_error;
 pub mod plot;
 pub mod reference;
+pub mod residency;
 pub mod rng;
 pub mod runtime;
 pub mod units;

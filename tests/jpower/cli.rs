@@ -714,3 +714,34 @@ fn the_version_names_the_revision_the_build_was_given() {
     };
     assert_eq!(v.trim(), expected);
 }
+
+/// Issue 17: `jpower residency` measures a dataset's page-cache residency and `--evict`
+/// drops it without root; a missing path is a one-line error.
+#[test]
+fn residency_measures_a_dataset_and_evicts_it() {
+    let rt = util::runtime();
+    let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::write(data.path().join("shard0"), vec![1u8; 100_000]).unwrap();
+    std::fs::write(data.path().join("shard1"), vec![2u8; 50_000]).unwrap();
+    let j = json(&ok(jpower(rt.path())
+        .args(["--json", "residency"])
+        .arg(data.path())));
+    assert_eq!(
+        (j["files"].as_u64(), j["bytes"].as_u64()),
+        (Some(2), Some(150_000)),
+        "{j}"
+    );
+    assert!(j["pages"].as_u64().unwrap() >= 37, "{j}");
+    assert_eq!(j["resident_fraction"], 1.0, "just written: {j}");
+    let e = json(&ok(jpower(rt.path())
+        .args(["--json", "residency", "--evict"])
+        .arg(data.path())));
+    assert_eq!(e["evicted"], true);
+    assert!(
+        e["resident_pages"].as_u64() <= j["resident_pages"].as_u64(),
+        "{e}"
+    );
+    let missing = run(jpower(rt.path()).args(["residency", "/no/such/dataset"]));
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/no/such/dataset"));
+}
