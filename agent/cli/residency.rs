@@ -3,6 +3,7 @@
 use super::Output;
 use crate::support::residency;
 use anyhow::{Context, Result};
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 /// Arguments of `jpower residency`.
@@ -24,15 +25,18 @@ pub fn run(a: &Args, out: &Output) -> Result<()> {
         residency::measure(&a.path)
     }
     .with_context(|| format!("residency of {}", a.path.display()))?;
+    // The device the dataset lives on (its partition), to match the ring's disk read rates.
+    let dev = std::fs::metadata(&a.path)?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
     let json = serde_json::json!({
-        "path": a.path, "evicted": a.evict, "files": r.files, "bytes": r.bytes,
+        "path": a.path, "evicted": a.evict, "device": {"major": major, "minor": minor}, "files": r.files, "bytes": r.bytes,
         "pages": r.pages, "resident_pages": r.resident_pages, "page_size": r.page_size,
         "resident_fraction": r.fraction(),
         "skipped": r.skipped.iter().map(|(p, why)| serde_json::json!({"path": p, "error": why})).collect::<Vec<_>>(),
     });
     out.print(&json, || {
         let mut t = format!(
-            "{}: {} files, {:.1} MB, {:.1}% of {} pages in the page cache{}\n",
+            "{} (device {major}:{minor}): {} files, {:.1} MB, {:.1}% of {} pages in the page cache{}\n",
             a.path.display(),
             r.files,
             r.bytes as f64 / 1e6,
