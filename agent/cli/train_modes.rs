@@ -479,7 +479,7 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
     let chosen = match a.budget {
         None => None,
         Some(b) => {
-            let margin = |p: &TimePower| margin_w(file.method, p.power_w, pp[p.mode].1);
+            let margin = |p: &TimePower| margin_w(file.method, pt[p.mode], pp[p.mode]);
             let src = SimWorkload::from_name(&file.workload)
                 .map(|w| SimSource::new(spec.silicon, w, spec.mode_space(), 7));
             let measure = |p: &TimePower| {

@@ -315,16 +315,21 @@ impl Model {
             }
         };
         let (lo, hi) = self.bounds;
-        // Beyond the knob ranges the network was trained on, the anchor alone.
-        let anchored = |i: usize| {
-            let beyond = self.trained_on.is_some_and(|r| !r.contains(&modes[i]));
-            (beyond && self.anchor.is_some()).then(|| xs[i * d + d - 1])
-        };
         // The anchor's leave-one-out error widens the spread: the members share the anchor,
-        // so their disagreement alone would understate the uncertainty it brings.
+        // so their disagreement alone would understate the uncertainty it brings. Beyond
+        // the knob ranges the network was trained on, the anchor predicts alone; without
+        // one, the network only extrapolates there, as it does beyond its bounds (where the
+        // prediction is kept at them): the spread is then infinite, since nothing the model
+        // has seen supports the prediction (modes clamped to one bound would otherwise tie,
+        // and the choice among them goes to the least power, a slow mode).
         let bounded = raw.into_iter().enumerate().map(|(i, (y, s))| {
-            let y = anchored(i).unwrap_or(y.clamp(lo, hi));
-            (y, s.hypot(self.anchor_error))
+            let beyond = self.trained_on.is_some_and(|r| !r.contains(&modes[i]));
+            match (beyond, &self.anchor) {
+                (true, Some(_)) => (xs[i * d + d - 1], s.hypot(self.anchor_error)),
+                (true, None) => (y.clamp(lo, hi), f64::INFINITY),
+                _ if !(lo..=hi).contains(&y) => (y.clamp(lo, hi), f64::INFINITY),
+                _ => (y, s.hypot(self.anchor_error)),
+            }
         });
         if self.log {
             // The spread of exp(y) for a small spread of y is exp(y) * spread.
