@@ -468,13 +468,7 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
     let file = ModelFile::load(&a.model, Some(&spec.id()))?;
     let modes: Vec<PinnedMode> = spec.mode_space().iter().collect();
     let (pt, pp) = predict::time_and_power(&file.time, &file.power, &modes);
-    let points: Vec<TimePower> = (0..modes.len())
-        .map(|i| TimePower {
-            mode: i,
-            time_ms: pt[i].0,
-            power_w: pp[i].0,
-        })
-        .collect();
+    let points = optimize::points(&pt, &pp);
     let front = optimize::pareto(&points);
     let chosen = match a.budget {
         None => None,

@@ -289,16 +289,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         let clock = std::time::Instant::now();
         let (pt, pp) = predict::time_and_power(&time, &power, &held);
         let predict_ms = clock.elapsed().as_secs_f64() * 1000.0;
-        let predicted: Vec<TimePower> = pt
-            .iter()
-            .zip(&pp)
-            .enumerate()
-            .map(|(i, (t, p))| TimePower {
-                mode: i,
-                time_ms: t.0,
-                power_w: p.0,
-            })
-            .collect();
+        let predicted = optimize::points(&pt, &pp);
         let clock = std::time::Instant::now();
         let front = optimize::pareto(&predicted);
         let pareto_ms = clock.elapsed().as_secs_f64() * 1000.0;
@@ -405,13 +396,7 @@ mod tests {
             assert_eq!(pt[i].1, f64::INFINITY);
             assert_eq!(margin_w(Method::Linear, pt[i], pp[i]), f64::INFINITY);
         }
-        let points: Vec<TimePower> = (0..all.len())
-            .map(|i| TimePower {
-                mode: i,
-                time_ms: pt[i].0,
-                power_w: pp[i].0,
-            })
-            .collect();
+        let points = optimize::points(&pt, &pp);
         let margin = |p: &TimePower| margin_w(Method::Linear, pt[p.mode], pp[p.mode]);
         let picks: std::collections::BTreeSet<usize> = (17..=50)
             .filter_map(|b| optimize::choose(&points, f64::from(b), &margin, None))
