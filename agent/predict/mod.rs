@@ -132,7 +132,8 @@ pub struct Model {
     /// The fitted regressor, on standardised inputs.
     pub reg: Regressor,
     /// Predictions are kept within this range (the training targets' range, widened
-    /// by half each way): a log-space model must not extrapolate exponentially.
+    /// by half each way): a log-space model must not extrapolate exponentially. A
+    /// prediction kept there has an infinite spread (no evidence for it).
     pub bounds: (f64, f64),
     /// Whether the model also reads `energy_terms` of the minibatch time (a physics
     /// power model), so that it predicts from the time model's predictions.
@@ -349,7 +350,9 @@ fn log_positive(v: f64) -> f64 {
 pub type Predicted = Vec<(f64, f64)>;
 
 /// Predicted (time ms, its spread) and (power W, its spread) of every mode in `modes`: the
-/// power model reads the time model's predictions.
+/// power model reads the time model's predictions. The spread is infinite where a model
+/// only extrapolates (beyond its bounds, or beyond the knob ranges it was trained on
+/// without an anchor to predict there).
 pub fn time_and_power(time: &Model, power: &Model, modes: &[PinnedMode]) -> (Predicted, Predicted) {
     let t = time.predict(modes, &[]);
     let times: Vec<f64> = t.iter().map(|p| p.0).collect();
