@@ -8,7 +8,7 @@
 //! the cost on one core even on a loaded machine.
 
 use crate::predict::evaluate::{pretrained, profile_modes, Effort};
-use crate::predict::optimize::{pareto, TimePower};
+use crate::predict::optimize::{pareto, points};
 use crate::predict::profile::{self, ProfileConfig, Strategy};
 use crate::predict::{self, time_and_power, FitConfig, Method, ModelFile, Quantity};
 use crate::sim::sources::{reference_source, SimSource};
@@ -61,16 +61,7 @@ pub fn predict(board: &str, quick: bool) -> Result<serde_json::Value> {
         }
     });
     let scalar_per_mode_s = scalar_s / sampled.len() as f64;
-    let points: Vec<TimePower> = t
-        .iter()
-        .zip(&p)
-        .enumerate()
-        .map(|(mode, (t, p))| TimePower {
-            mode,
-            time_ms: t.0,
-            power_w: p.0,
-        })
-        .collect();
+    let points = points(&t, &p);
     let (pareto_s, front) = best_of(reps, || pareto(&points));
     let file = ModelFile {
         version: predict::MODEL_VERSION,

@@ -468,18 +468,12 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
     let file = ModelFile::load(&a.model, Some(&spec.id()))?;
     let modes: Vec<PinnedMode> = spec.mode_space().iter().collect();
     let (pt, pp) = predict::time_and_power(&file.time, &file.power, &modes);
-    let points: Vec<TimePower> = (0..modes.len())
-        .map(|i| TimePower {
-            mode: i,
-            time_ms: pt[i].0,
-            power_w: pp[i].0,
-        })
-        .collect();
+    let points = optimize::points(&pt, &pp);
     let front = optimize::pareto(&points);
     let chosen = match a.budget {
         None => None,
         Some(b) => {
-            let margin = |p: &TimePower| margin_w(file.method, p.power_w, pp[p.mode].1);
+            let margin = |p: &TimePower| margin_w(file.method, pt[p.mode], pp[p.mode]);
             let src = SimWorkload::from_name(&file.workload)
                 .map(|w| SimSource::new(spec.silicon, w, spec.mode_space(), 7));
             let measure = |p: &TimePower| {

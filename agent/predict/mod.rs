@@ -132,7 +132,8 @@ pub struct Model {
     /// The fitted regressor, on standardised inputs.
     pub reg: Regressor,
     /// Predictions are kept within this range (the training targets' range, widened
-    /// by half each way): a log-space model must not extrapolate exponentially.
+    /// by half each way): a log-space model must not extrapolate exponentially. A
+    /// prediction kept there has an infinite spread (no evidence for it).
     pub bounds: (f64, f64),
     /// Whether the model also reads `energy_terms` of the minibatch time (a physics
     /// power model), so that it predicts from the time model's predictions.
@@ -315,16 +316,21 @@ impl Model {
             }
         };
         let (lo, hi) = self.bounds;
-        // Beyond the knob ranges the network was trained on, the anchor alone.
-        let anchored = |i: usize| {
-            let beyond = self.trained_on.is_some_and(|r| !r.contains(&modes[i]));
-            (beyond && self.anchor.is_some()).then(|| xs[i * d + d - 1])
-        };
         // The anchor's leave-one-out error widens the spread: the members share the anchor,
-        // so their disagreement alone would understate the uncertainty it brings.
+        // so their disagreement alone would understate the uncertainty it brings. Beyond
+        // the knob ranges the network was trained on, the anchor predicts alone; without
+        // one, the network only extrapolates there, as it does beyond its bounds (where the
+        // prediction is kept at them): the spread is then infinite, since nothing the model
+        // has seen supports the prediction (modes clamped to one bound would otherwise tie,
+        // and the choice among them goes to the least power, a slow mode).
         let bounded = raw.into_iter().enumerate().map(|(i, (y, s))| {
-            let y = anchored(i).unwrap_or(y.clamp(lo, hi));
-            (y, s.hypot(self.anchor_error))
+            let beyond = self.trained_on.is_some_and(|r| !r.contains(&modes[i]));
+            match (beyond, &self.anchor) {
+                (true, Some(_)) => (xs[i * d + d - 1], s.hypot(self.anchor_error)),
+                (true, None) => (y.clamp(lo, hi), f64::INFINITY),
+                _ if !(lo..=hi).contains(&y) => (y.clamp(lo, hi), f64::INFINITY),
+                _ => (y, s.hypot(self.anchor_error)),
+            }
         });
         if self.log {
             // The spread of exp(y) for a small spread of y is exp(y) * spread.
@@ -344,7 +350,9 @@ fn log_positive(v: f64) -> f64 {
 pub type Predicted = Vec<(f64, f64)>;
 
 /// Predicted (time ms, its spread) and (power W, its spread) of every mode in `modes`: the
-/// power model reads the time model's predictions.
+/// power model reads the time model's predictions. The spread is infinite where a model
+/// only extrapolates (beyond its bounds, or beyond the knob ranges it was trained on
+/// without an anchor to predict there).
 pub fn time_and_power(time: &Model, power: &Model, modes: &[PinnedMode]) -> (Predicted, Predicted) {
     let t = time.predict(modes, &[]);
     let times: Vec<f64> = t.iter().map(|p| p.0).collect();

@@ -19,6 +19,20 @@ pub struct TimePower {
     pub power_w: f64,
 }
 
+/// The points of predicted (time, spread) and (power, spread) per mode
+/// ([`crate::predict::time_and_power`]), each indexed by its mode's position.
+pub fn points(time: &[(f64, f64)], power: &[(f64, f64)]) -> Vec<TimePower> {
+    time.iter()
+        .zip(power)
+        .enumerate()
+        .map(|(mode, (t, p))| TimePower {
+            mode,
+            time_ms: t.0,
+            power_w: p.0,
+        })
+        .collect()
+}
+
 /// The Pareto-optimal points (no other point is both faster and lower-power), fastest
 /// first. O(n log n).
 pub fn pareto(points: &[TimePower]) -> Vec<TimePower> {
