@@ -23,6 +23,7 @@ use crate::board::rails::RailValue;
 pub mod activity;
 pub mod activity_thread;
 pub mod energy;
+pub mod periodic;
 pub mod ring;
 pub mod sampler;
 pub mod thermal;
@@ -115,8 +116,8 @@ pub fn ring_info(board: &Board, values: &Values) -> RingInfo {
 pub struct Telemetry {
     /// The sampling thread writing the ring.
     pub sampler: Sampler,
-    _watcher: thermal::Watcher,
-    _activity: Option<activity_thread::ActivityThread>,
+    _watcher: periodic::Periodic,
+    _activity: Option<periodic::Periodic>,
     /// The ring's path.
     pub path: PathBuf,
 }
@@ -147,11 +148,9 @@ impl Telemetry {
         });
         let sampler = Sampler::start(&board.rails, info, &path, cfg)?;
         let ring = sampler.ring().clone();
-        let watcher = thermal::Watcher::start(board, ring.clone()).map_err(SamplerError::Clone)?;
+        let watcher = thermal::start(board, ring.clone()).map_err(SamplerError::Clone)?;
         let activity = counters
-            .map(|(c, period, window)| {
-                activity_thread::ActivityThread::start(c, ring, period, window)
-            })
+            .map(|(c, period, window)| activity_thread::start(c, ring, period, window))
             .transpose()
             .map_err(SamplerError::Clone)?;
         Ok(Telemetry {

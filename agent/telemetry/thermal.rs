@@ -8,12 +8,11 @@
 //! throttled can be marked as such.
 
 use super::flags;
+use super::periodic::Periodic;
 use super::ring::{monotonic_ns, RingWriter, MAX_ZONES};
 use crate::board::sysfs::{Attr, Root};
 use crate::board::Board;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Thermal zones (`/sys/class/thermal/thermal_zone*`).
@@ -123,44 +122,16 @@ impl Checks {
     }
 }
 
-/// The running watcher.
-#[derive(Debug)]
-pub struct Watcher {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Watcher {
-    /// Starts watching `board`, writing into `ring`'s header.
-    pub fn start(board: &Board, ring: Arc<RingWriter>) -> std::io::Result<Watcher> {
-        let zones = zones(&board.root);
-        let checks = Checks::of(board)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("jpower-thermal".into())
-            .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    let t = monotonic_ns();
-                    for (z, zone) in zones.iter().take(MAX_ZONES).enumerate() {
-                        ring.set_zone(z, zone.read_mc(), t);
-                    }
-                    ring.set_throttle(checks.flags());
-                    std::thread::sleep(PERIOD);
-                }
-            })?;
-        Ok(Watcher {
-            stop,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+/// Starts watching `board`, writing into `ring`'s header every 100 ms until the handle is
+/// dropped.
+pub fn start(board: &Board, ring: Arc<RingWriter>) -> std::io::Result<Periodic> {
+    let zones = zones(&board.root);
+    let checks = Checks::of(board)?;
+    Periodic::start("jpower-thermal", PERIOD, move || {
+        let t = monotonic_ns();
+        for (z, zone) in zones.iter().take(MAX_ZONES).enumerate() {
+            ring.set_zone(z, zone.read_mc(), t);
         }
-    }
+        ring.set_throttle(checks.flags());
+    })
 }
