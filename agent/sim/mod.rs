@@ -9,8 +9,10 @@
 //! [`nvpconf`] its nvpmodel file, [`workload`] its training workloads and [`inference`] its
 //! DNN inference (both made profiling sources in [`sources`]) and [`gpu`] its GPU's
 //! performance on the roofline kernels;
+//! [`concurrent`] trains and serves inference at once on one GPU (Fulcrum's problem);
 //! [`truth`] writes profiles of boards modelled unlike all of this, to test predictors on.
 
+pub mod concurrent;
 pub mod gpu;
 pub mod inference;
 pub mod kernel;
