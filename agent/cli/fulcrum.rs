@@ -54,6 +54,10 @@ pub struct EvalArgs {
     /// A smaller sweep (48 configurations on the one board).
     #[arg(long)]
     pub quick: bool,
+    /// Run only about N of the configurations, evenly spread over the sweep (the
+    /// integration test's setting).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
 }
 
 /// `jpower fulcrum ...`.
@@ -276,15 +280,7 @@ fn problems(board: &ConcurrentBoard, quick: bool) -> Vec<Problem> {
     let space = board.space();
     let top = board.truth(space.len() - 1);
     let unit = top.train_ms + top.infer_ms[0];
-    let (budgets, slos, rates): (&[f64], &[f64], &[f64]) = if quick {
-        (&[0.55, 0.7, 0.9], &[1.5, 3.0], &[10.0, 40.0])
-    } else {
-        (
-            &[0.5, 0.65, 0.8, 0.95],
-            &[1.3, 2.0, 4.0],
-            &[5.0, 20.0, 60.0],
-        )
-    };
+    let (budgets, slos, rates) = grid(quick);
     let mut v = Vec::new();
     for &b in budgets {
         for &s in slos {
@@ -300,6 +296,20 @@ fn problems(board: &ConcurrentBoard, quick: bool) -> Vec<Problem> {
         }
     }
     v
+}
+
+/// Budget shares, latency multiples and rates of [`problems`].
+fn grid(quick: bool) -> (&'static [f64], &'static [f64], &'static [f64]) {
+    if quick {
+        (&[0.55, 0.7, 0.9], &[1.5, 3.0], &[10.0, 40.0])
+    } else {
+        (&[0.5, 0.7, 0.9], &[1.3, 2.0, 4.0], &[5.0, 30.0])
+    }
+}
+
+fn problems_per_group(quick: bool) -> usize {
+    let (b, s, r) = grid(quick);
+    b.len() * s.len() * r.len()
 }
 
 /// `jpower fulcrum eval`.
@@ -334,18 +344,23 @@ pub fn eval(target: &Target, c: &Command, out: &Output) -> Result<()> {
         ]
     };
     let started = Instant::now();
+    let per_group = problems_per_group(a.quick);
+    let total = boards.len() * pairs.len() * per_group;
+    let stride = a.limit.map_or(1, |n| (total / n.max(1)).max(1));
     let mut groups = Vec::new();
     for (i, s) in boards.iter().enumerate() {
         for (j, (train, infer)) in pairs.iter().enumerate() {
-            let board = ConcurrentBoard::new(
-                s,
-                train,
-                infer,
-                SwitchTimes::DEFAULT,
-                (i * 16 + j) as u64 + 1,
-            )?;
-            let p = problems(&board, a.quick);
-            groups.push((board, p));
+            let first = (i * pairs.len() + j) * per_group;
+            let keep: Vec<usize> = (0..per_group)
+                .filter(|k| (first + k) % stride == 0)
+                .collect();
+            if keep.is_empty() {
+                continue;
+            }
+            let seed = (i * 16 + j) as u64 + 1;
+            let board = ConcurrentBoard::new(s, train, infer, SwitchTimes::DEFAULT, seed)?;
+            let all = problems(&board, a.quick);
+            groups.push((board, keep.iter().map(|&k| all[k]).collect()));
         }
     }
     let setup_s = started.elapsed().as_secs_f64();

@@ -162,19 +162,36 @@ fn p10(v: &mut [f64]) -> f64 {
     v[(v.len() as f64 * 0.1).ceil().max(1.0) as usize - 1]
 }
 
-/// Runs the sweep: for each group (a board with its workload pair), each problem of it.
-/// `p.switch_ms` is set to [`DEFAULT_SWITCH_MS`].
-pub fn sweep<B: SweepBoard>(groups: Vec<(B, Vec<Problem>)>, seed: u64) -> Report {
-    let mut all = Vec::new();
-    for (mut board, problems) in groups {
-        for p in problems {
-            let p = Problem {
-                switch_ms: DEFAULT_SWITCH_MS,
-                ..p
-            };
-            all.push(score(&mut board, &p, seed ^ all.len() as u64));
-        }
-    }
+/// Runs the sweep: for each group (a board with its workload pair, a thread each), each
+/// problem of it. `p.switch_ms` is set to [`DEFAULT_SWITCH_MS`]. Times are wall times of
+/// the threads, so they grow when the groups outnumber the cores.
+pub fn sweep<B: SweepBoard + Send>(groups: Vec<(B, Vec<Problem>)>, seed: u64) -> Report {
+    // One thread per group (a board and its workload pair): the groups share nothing.
+    let all: Vec<Scored> = std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .enumerate()
+            .map(|(g, (mut board, problems))| {
+                scope.spawn(move || {
+                    problems
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, p)| {
+                            let p = Problem {
+                                switch_ms: DEFAULT_SWITCH_MS,
+                                ..p
+                            };
+                            score(&mut board, &p, seed ^ ((g as u64) << 32 | i as u64))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a sweep thread"))
+            .collect()
+    });
     let feasible: Vec<&Scored> = all.iter().filter(|s| s.oracle.is_some()).collect();
     let n = feasible.len().max(1) as f64;
     let strategies = Strategy::ALL

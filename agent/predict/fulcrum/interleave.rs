@@ -93,6 +93,9 @@ pub struct Phases<'a> {
 /// Reusable buffers of the runs.
 #[derive(Debug, Clone)]
 pub struct Engine {
+    /// The arrival times of the last (seed, rate), kept: every setting of a problem
+    /// runs on the same sequence.
+    drawn: Option<(u64, u64)>,
     arrivals: Vec<f64>,
     latencies: Vec<f64>,
     readings: Vec<f64>,
@@ -101,6 +104,7 @@ pub struct Engine {
 impl Default for Engine {
     fn default() -> Engine {
         Engine {
+            drawn: None,
             arrivals: vec![0.0; REQUESTS],
             latencies: vec![0.0; REQUESTS],
             readings: vec![0.0; GUARD_READINGS],
@@ -163,12 +167,15 @@ impl Engine {
         noise_seed: u64,
         stop_early: bool,
     ) -> Outcome {
-        let mut arrivals = SplitMix64::new(seed);
-        let gap_ms = 1000.0 / p.rate_per_s.max(1e-9);
-        let mut t = 0.0;
-        for a in &mut self.arrivals {
-            t += -gap_ms * (1.0 - arrivals.unit()).ln();
-            *a = t;
+        if self.drawn != Some((seed, p.rate_per_s.to_bits())) {
+            let mut arrivals = SplitMix64::new(seed);
+            let gap_ms = 1000.0 / p.rate_per_s.max(1e-9);
+            let mut t = 0.0;
+            for a in &mut self.arrivals {
+                t += -gap_ms * (1.0 - arrivals.unit()).ln();
+                *a = t;
+            }
+            self.drawn = Some((seed, p.rate_per_s.to_bits()));
         }
         self.readings.fill(0.0);
         let mut meter = Meter {
@@ -219,6 +226,9 @@ impl Engine {
                     late += usize::from(l > p.slo_ms);
                 }
                 served += n;
+                if stop_early && late > allowed {
+                    break;
+                }
             }
             switch(&mut meter, &mut t, train.train_w, last_w);
             if stop_early && (late > allowed || meter.guard_w > p.budget_w) {

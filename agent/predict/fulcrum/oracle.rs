@@ -158,3 +158,148 @@ pub fn per_phase(board: &mut impl Board, p: &Problem, fixed_mode: usize) -> Sear
     }
     search(board, p, candidates)
 }
+
+/// A small board of made-up phase tables, for the tests of the searches.
+#[cfg(test)]
+pub(crate) mod toy {
+    use super::super::interleave::{Engine, Noise, Outcome, Phases};
+    use super::super::{Board, PhaseTable, Problem, Setting, BATCHES};
+    use crate::control::mode::{ModeSpace, PinnedMode};
+    use crate::support::rng::gaussian;
+
+    /// Two to four cores, three CPU, five GPU and three EMC clocks: time falls and power
+    /// rises with each clock; inference is GPU-bound at large batches.
+    pub struct Toy {
+        pub space: ModeSpace,
+        pub engine: Engine,
+        pub switch_ms: f64,
+        pub profiles: u64,
+    }
+
+    impl Toy {
+        pub fn new() -> Toy {
+            Toy {
+                space: ModeSpace {
+                    cores: vec![2, 3, 4],
+                    cpu_hz: vec![1_000, 1_500, 2_000],
+                    gpu_hz: vec![300, 500, 700, 900, 1100],
+                    emc_hz: vec![1_000, 2_000, 3_000],
+                },
+                engine: Engine::default(),
+                switch_ms: 1.0,
+                profiles: 0,
+            }
+        }
+    }
+
+    impl Board for Toy {
+        fn space(&self) -> &ModeSpace {
+            &self.space
+        }
+        fn presets(&self) -> Vec<PinnedMode> {
+            vec![self.space.get(self.space.len() - 1).unwrap()]
+        }
+        fn profile(&mut self, mode: usize) -> PhaseTable {
+            self.profiles += 1;
+            let mut t = self.truth(mode);
+            let z = |k: u64| 1.0 + 0.01 * gaussian(self.profiles * 31 + k);
+            t.train_ms *= z(1);
+            t.train_w *= z(2);
+            t
+        }
+        fn truth(&self, mode: usize) -> PhaseTable {
+            let m = self.space.get(mode).unwrap();
+            let (c, f, g, e) = (
+                f64::from(m.cores),
+                m.cpu_hz as f64 / 1000.0,
+                m.gpu_hz as f64 / 1000.0,
+                m.emc_hz as f64 / 1000.0,
+            );
+            let loader = 60.0 / (f * (c - 0.5));
+            let gpu = 30.0 / g + 6.0 / e;
+            let static_w = 5.0 + 0.5 * c + e;
+            let train_w = static_w + 2.0 * c * f * f * 0.3 + 14.0 * g * g;
+            PhaseTable {
+                train_ms: loader.max(gpu) + 2.0 / f,
+                train_spread: 0.02,
+                train_w,
+                infer_ms: BATCHES.map(|b| 2.0 / f + f64::from(b) * (1.0 / g + 0.2 / e)),
+                infer_w: BATCHES.map(|b| static_w + 12.0 * g * g * (f64::from(b) / 32.0).sqrt()),
+            }
+        }
+        fn run(&mut self, s: &Setting, p: &Problem, stop_early: bool) -> Outcome {
+            let (train, infer) = (self.truth(s.train), self.truth(s.infer));
+            let phases = Phases {
+                train: &train,
+                infer: &infer,
+                batch: s.batch,
+                switch_ms: if s.per_phase() { self.switch_ms } else { 0.0 },
+            };
+            let noise = Noise {
+                train: 0.02,
+                infer: 0.02,
+                power: 0.015,
+            };
+            self.engine.run(&phases, p, &noise, 11, 12, stop_early)
+        }
+    }
+
+    /// Problems over the toy's range: budgets, targets and rates.
+    pub fn problems() -> Vec<Problem> {
+        let mut v = Vec::new();
+        for budget_w in [14.0, 20.0] {
+            for slo_ms in [60.0, 120.0] {
+                for rate_per_s in [10.0, 40.0] {
+                    v.push(Problem {
+                        budget_w,
+                        slo_ms,
+                        percentile: 99.0,
+                        rate_per_s,
+                        switch_ms: 1.0,
+                    });
+                }
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pruned search finds what running every setting in full finds.
+    #[test]
+    fn pruned_search_equals_brute_force() {
+        let mut board = toy::Toy::new();
+        let (mut pruned_runs, mut all_runs, mut feasible) = (0, 0, 0);
+        for p in toy::problems() {
+            let got = fixed(&mut board, &p);
+            let mut best: Option<f64> = None;
+            for mode in 0..board.space.len() {
+                for batch in 0..BATCHES.len() {
+                    let s = Setting {
+                        train: mode,
+                        infer: mode,
+                        batch,
+                    };
+                    let o = board.run(&s, &p, false);
+                    all_runs += 1;
+                    if o.met(&p) && best.is_none_or(|b| o.throughput_per_s > b) {
+                        best = Some(o.throughput_per_s);
+                    }
+                }
+            }
+            assert_eq!(got.best.map(|b| b.outcome.throughput_per_s), best, "{p:?}");
+            pruned_runs += got.runs;
+            feasible += usize::from(best.is_some());
+            if let Some(b) = got.best {
+                let pair = per_phase(&mut board, &p, b.setting.train);
+                let pair_best = pair.best.expect("the fixed mode is among the pairs");
+                assert!(pair_best.outcome.throughput_per_s >= b.outcome.throughput_per_s);
+            }
+        }
+        println!("pruned search ran {pruned_runs} of {all_runs} settings; {feasible} feasible");
+        assert!(feasible >= 4 && pruned_runs < all_runs / 2);
+    }
+}

@@ -346,14 +346,13 @@ fn least_squares(rows: &[[f64; 5]], y: &[f64]) -> [f64; 5] {
         if d.abs() < 1e-12 {
             continue;
         }
-        for j in c..6 {
-            a[c][j] /= d;
-        }
-        for i in 0..5 {
+        let pivot = a[c].map(|v| v / d);
+        a[c] = pivot;
+        for (i, row) in a.iter_mut().enumerate() {
             if i != c {
-                let f = a[i][c];
-                for j in c..6 {
-                    a[i][j] -= f * a[c][j];
+                let f = row[c];
+                for (v, p) in row.iter_mut().zip(pivot).skip(c) {
+                    *v -= f * p;
                 }
             }
         }
