@@ -8,6 +8,7 @@ mod bench;
 mod bench_predict;
 mod dashboard;
 mod demo;
+mod fulcrum;
 mod generate;
 mod gpu;
 mod modes;
@@ -139,6 +140,12 @@ pub enum Command {
     /// Pagoda's planner scored on a simulated board.
     #[command(subcommand)]
     Pagoda(PagodaCommand),
+    /// Train and serve inference at once under a power budget and a latency target:
+    /// search the mode(s) and the inference batch size, and schedule (simulated time).
+    Schedule(fulcrum::ScheduleArgs),
+    /// Fulcrum's strategies scored against the exhaustive oracle (simulated time).
+    #[command(subcommand)]
+    Fulcrum(fulcrum::Command),
     /// Simulated boards.
     #[command(subcommand)]
     Sim(SimCommand),
@@ -449,6 +456,8 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Flops(a) => pagoda::flops(a, out),
         Command::PlanInference(a) => pagoda::plan_inference(&cli.target, a, out),
         Command::Pagoda(PagodaCommand::Eval(a)) => pagoda_eval::eval(&cli.target, a, out),
+        Command::Schedule(a) => fulcrum::schedule(&cli.target, a, out),
+        Command::Fulcrum(c) => fulcrum::eval(&cli.target, c, out),
         Command::Sim(SimCommand::List) => {
             let boards: Vec<_> = crate::sim::spec::BOARDS
                 .iter()

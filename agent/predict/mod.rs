@@ -35,6 +35,7 @@ pub mod anchor;
 pub mod evaluate;
 mod features;
 mod fit;
+pub mod fulcrum;
 pub mod live;
 mod model_file;
 pub mod optimize;

@@ -10,8 +10,10 @@
 //! data path in [`datapath`]) and [`inference`] its
 //! DNN inference (both made profiling sources in [`sources`]) and [`gpu`] its GPU's
 //! performance on the roofline kernels;
+//! [`concurrent`] trains and serves inference at once on one GPU (Fulcrum's problem);
 //! [`truth`] writes profiles of boards modelled unlike all of this, to test predictors on.
 
+pub mod concurrent;
 pub mod datapath;
 pub mod gpu;
 pub mod inference;

@@ -5,6 +5,7 @@
 mod agent;
 mod cli;
 mod discovery;
+mod fulcrum;
 mod gpu;
 mod layers;
 mod metrics;

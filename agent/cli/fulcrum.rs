@@ -1,0 +1,436 @@
+//! `jpower schedule` and `jpower fulcrum eval`: concurrent training and inference on a
+//! simulated board in simulated time ([`crate::predict::fulcrum`] on
+//! [`crate::sim::concurrent`]): one problem searched and scheduled, or the sweep that
+//! scores every strategy against the exhaustive oracle.
+
+use super::{Output, Target};
+use crate::control::mode::PinnedMode;
+use crate::predict::fulcrum::eval::{self, Report};
+use crate::predict::fulcrum::search::{self, Strategy};
+use crate::predict::fulcrum::{oracle, Board, Problem, Setting, BATCHES};
+use crate::sim::concurrent::{ConcurrentBoard, SwitchTimes};
+use crate::sim::spec::{self, BoardSpec};
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+/// Arguments of `jpower schedule`.
+#[derive(Debug, clap::Args)]
+pub struct ScheduleArgs {
+    /// The training workload: resnet18, mobilenetv3, yolov8n, bert, lstm.
+    #[arg(long, value_name = "MODEL")]
+    pub train: String,
+    /// The inference model (a zoo model; mobilenetv3 is MobileNetV3-Large).
+    #[arg(long, value_name = "MODEL")]
+    pub infer: String,
+    /// Power budget, W (the mean over the guard's 1 s window).
+    #[arg(long, value_name = "W")]
+    pub budget: f64,
+    /// Latency target, ms.
+    #[arg(long, value_name = "MS")]
+    pub slo_ms: f64,
+    /// The percentile the latency target applies to.
+    #[arg(long, value_name = "P", default_value_t = 99.0)]
+    pub percentile: f64,
+    /// Request arrival rate, per second.
+    #[arg(long, value_name = "PER_S")]
+    pub rate: f64,
+    /// The search: gmd, als, maxn, presets or random.
+    #[arg(long, default_value = "gmd")]
+    pub strategy: String,
+    /// Time of one switch of the GPU and EMC clocks between phases, ms [default: the
+    /// assumed EMC settle time, 1 ms].
+    #[arg(long, value_name = "MS")]
+    pub switch_ms: Option<f64>,
+    /// Seed of the arrivals and the measurement noise.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Arguments of `jpower fulcrum eval`.
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    /// A smaller sweep (48 configurations on the one board).
+    #[arg(long)]
+    pub quick: bool,
+    /// Run only about N of the configurations, evenly spread over the sweep (the
+    /// integration test's setting).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+/// `jpower fulcrum ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Score the strategies against the exhaustive oracle over a sweep of problems.
+    Eval(EvalArgs),
+}
+
+fn board_spec(target: &Target, what: &str) -> Result<&'static BoardSpec> {
+    let Some(board) = &target.sim else {
+        bail!("{what} runs in simulated time on a simulated board: name one with --sim BOARD (--live is not implemented yet)");
+    };
+    spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))
+}
+
+fn knobs(m: &PinnedMode) -> serde_json::Value {
+    json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz})
+}
+
+fn knobs_text(m: &PinnedMode) -> String {
+    format!(
+        "{} cores, CPU {} MHz, GPU {:.2} MHz, EMC {:.1} MHz",
+        m.cores,
+        m.cpu_hz / 1_000_000,
+        m.gpu_hz as f64 / 1e6,
+        m.emc_hz as f64 / 1e6
+    )
+}
+
+/// The `chosen` object of a setting.
+fn chosen(board: &ConcurrentBoard, s: &Setting) -> serde_json::Value {
+    let mode = |i| board.space().get(i).expect("a mode of the space");
+    let mut v = if s.per_phase() {
+        json!({"train": knobs(&mode(s.train)), "infer": knobs(&mode(s.infer))})
+    } else {
+        knobs(&mode(s.train))
+    };
+    v["infer_batch"] = json!(BATCHES[s.batch]);
+    v
+}
+
+/// `jpower schedule`.
+pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
+    let spec = board_spec(target, "schedule")?;
+    let strategy = Strategy::from_name(&a.strategy).with_context(|| {
+        format!(
+            "unknown strategy {:?} (gmd, als, maxn, presets, random)",
+            a.strategy
+        )
+    })?;
+    for (name, v) in [
+        ("--budget", a.budget),
+        ("--slo-ms", a.slo_ms),
+        ("--rate", a.rate),
+    ] {
+        if !(v > 0.0 && v.is_finite()) {
+            bail!("{name} must be a positive number");
+        }
+    }
+    if !(a.percentile > 0.0 && a.percentile < 100.0) {
+        bail!("--percentile must lie between 0 and 100");
+    }
+    let switch_ms = a.switch_ms.unwrap_or(SwitchTimes::DEFAULT.emc_ms);
+    let mut board = ConcurrentBoard::new(
+        spec,
+        &a.train,
+        &a.infer,
+        SwitchTimes::fast(switch_ms),
+        a.seed,
+    )?;
+    let p = Problem {
+        budget_w: a.budget,
+        slo_ms: a.slo_ms,
+        percentile: a.percentile,
+        rate_per_s: a.rate,
+        switch_ms,
+    };
+    let started = Instant::now();
+    let choice = search::choose(strategy, &mut board, &p, a.seed);
+    let search_s = started.elapsed().as_secs_f64();
+    let o = board.run(&choice.setting, &p, false);
+    let started = Instant::now();
+    let fixed = oracle::fixed(&mut board, &p);
+    let pair = fixed
+        .best
+        .and_then(|f| oracle::per_phase(&mut board, &p, f.setting.train).best);
+    let oracle_s = started.elapsed().as_secs_f64();
+    let best = [fixed.best, pair].into_iter().flatten().max_by(|x, y| {
+        x.outcome
+            .throughput_per_s
+            .total_cmp(&y.outcome.throughput_per_s)
+    });
+    let value = json!({
+        "board": spec.id(),
+        "simulated": true,
+        "train": a.train,
+        "infer": a.infer,
+        "strategy": strategy.name(),
+        "problem": p,
+        "chosen": chosen(&board, &choice.setting),
+        "per_phase": choice.setting.per_phase(),
+        "met": o.met(&p),
+        "throughput_per_s": o.throughput_per_s,
+        "latency_p50_ms": o.p50_ms,
+        "latency_p99_ms": o.p99_ms,
+        "latency_at_percentile_ms": o.slo_pct_ms,
+        "mean_power_w": o.mean_w,
+        "peak_power_w": o.peak_w,
+        "guard_power_w": o.guard_w,
+        "switch_share": o.switch_share,
+        "planned": {
+            "throughput_per_s": choice.planned.outcome.throughput_per_s,
+            "latency_at_percentile_ms": choice.planned.outcome.slo_pct_ms,
+            "guard_power_w": choice.planned.outcome.guard_w,
+        },
+        "modes_profiled": choice.modes_profiled,
+        "search_s": search_s,
+        "oracle": {
+            "throughput_per_s": best.map_or(0.0, |b| b.outcome.throughput_per_s),
+            "feasible": best.is_some(),
+            "chosen": best.map(|b| chosen(&board, &b.setting)),
+            "settings_run": fixed.runs,
+            "seconds": oracle_s,
+        },
+    });
+    out.print(&value, || {
+        schedule_text(&board, &value, &choice.setting, best.map(|b| b.setting))
+    })
+}
+
+fn schedule_text(
+    board: &ConcurrentBoard,
+    v: &serde_json::Value,
+    s: &Setting,
+    oracle: Option<Setting>,
+) -> String {
+    let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let mode = |i| board.space().get(i).expect("a mode");
+    let describe = |s: &Setting| {
+        if s.per_phase() {
+            format!(
+                "train at {}; infer at {}; batch {}",
+                knobs_text(&mode(s.train)),
+                knobs_text(&mode(s.infer)),
+                BATCHES[s.batch]
+            )
+        } else {
+            format!("{}; batch {}", knobs_text(&mode(s.train)), BATCHES[s.batch])
+        }
+    };
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "schedule on simulated {} (SIMULATED, simulated time): train {}, infer {}, {} strategy",
+        v["board"].as_str().unwrap_or(""),
+        v["train"].as_str().unwrap_or(""),
+        v["infer"].as_str().unwrap_or(""),
+        v["strategy"].as_str().unwrap_or("")
+    );
+    let _ = writeln!(t, "  chosen      {}", describe(s));
+    let _ = writeln!(
+        t,
+        "  training    {:.1} samples/s (planned {:.1}); {} of the targets",
+        f("throughput_per_s"),
+        v["planned"]["throughput_per_s"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        if v["met"].as_bool() == Some(true) {
+            "meets both"
+        } else {
+            "MISSES one"
+        }
+    );
+    let _ = writeln!(
+        t,
+        "  latency     p50 {:.1} ms, p99 {:.1} ms (target {} ms at p{})",
+        f("latency_p50_ms"),
+        f("latency_p99_ms"),
+        v["problem"]["slo_ms"],
+        v["problem"]["percentile"]
+    );
+    let _ = writeln!(
+        t,
+        "  power       mean {:.1} W, peak {:.1} W (10 ms sensor), guard {:.1} W (1 s; budget {} W)",
+        f("mean_power_w"),
+        f("peak_power_w"),
+        f("guard_power_w"),
+        v["problem"]["budget_w"]
+    );
+    let _ = writeln!(
+        t,
+        "  switching   {:.2} % of the time; {} modes profiled in {:.2} s",
+        100.0 * f("switch_share"),
+        v["modes_profiled"],
+        f("search_s")
+    );
+    match oracle {
+        Some(o) => {
+            let _ = writeln!(
+                t,
+                "  oracle      {:.1} samples/s: {} ({} settings run, {:.1} s)",
+                v["oracle"]["throughput_per_s"].as_f64().unwrap_or(f64::NAN),
+                describe(&o),
+                v["oracle"]["settings_run"],
+                v["oracle"]["seconds"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+        None => {
+            let _ = writeln!(t, "  oracle      no setting meets both targets");
+        }
+    }
+    t
+}
+
+/// The sweep's problems for one board and workload pair: budgets as shares of the top
+/// mode's training power, latency targets as multiples of its training minibatch plus a
+/// single inference, and arrival rates.
+fn problems(board: &ConcurrentBoard, quick: bool) -> Vec<Problem> {
+    let space = board.space();
+    let top = board.truth(space.len() - 1);
+    let unit = top.train_ms + top.infer_ms[0];
+    let (budgets, slos, rates) = grid(quick);
+    let mut v = Vec::new();
+    for &b in budgets {
+        for &s in slos {
+            for &rate_per_s in rates {
+                v.push(Problem {
+                    budget_w: (b * top.train_w.max(top.infer_w[0])).round(),
+                    slo_ms: (s * unit).round(),
+                    percentile: 99.0,
+                    rate_per_s,
+                    switch_ms: eval::DEFAULT_SWITCH_MS,
+                });
+            }
+        }
+    }
+    v
+}
+
+/// Budget shares, latency multiples and rates of [`problems`].
+fn grid(quick: bool) -> (&'static [f64], &'static [f64], &'static [f64]) {
+    if quick {
+        (&[0.55, 0.7, 0.9], &[1.5, 3.0], &[10.0, 40.0])
+    } else {
+        (&[0.5, 0.7, 0.9], &[1.3, 2.0, 4.0], &[5.0, 30.0])
+    }
+}
+
+fn problems_per_group(quick: bool) -> usize {
+    let (b, s, r) = grid(quick);
+    b.len() * s.len() * r.len()
+}
+
+/// `jpower fulcrum eval`.
+pub fn eval(target: &Target, c: &Command, out: &Output) -> Result<()> {
+    let Command::Eval(a) = c;
+    let spec = board_spec(target, "fulcrum eval")?;
+    let other = if spec.name == "xavier-agx" {
+        "orin-agx"
+    } else {
+        "xavier-agx"
+    };
+    let boards: Vec<&'static BoardSpec> = if a.quick {
+        vec![spec]
+    } else {
+        vec![spec, spec::find(other).expect("a known board")]
+    };
+    let pairs: &[(&str, &str)] = if a.quick {
+        &[
+            ("resnet18", "mobilenetv3"),
+            ("lstm", "resnet50"),
+            ("mobilenetv3", "lstm"),
+            ("resnet18", "yolov8n"),
+        ]
+    } else {
+        &[
+            ("resnet18", "mobilenetv3"),
+            ("resnet18", "yolov8n"),
+            ("lstm", "resnet50"),
+            ("lstm", "bert-base"),
+            ("mobilenetv3", "lstm"),
+            ("mobilenetv3", "resnet18"),
+        ]
+    };
+    let started = Instant::now();
+    let per_group = problems_per_group(a.quick);
+    let total = boards.len() * pairs.len() * per_group;
+    let stride = a.limit.map_or(1, |n| (total / n.max(1)).max(1));
+    let mut groups = Vec::new();
+    for (i, s) in boards.iter().enumerate() {
+        for (j, (train, infer)) in pairs.iter().enumerate() {
+            let first = (i * pairs.len() + j) * per_group;
+            let keep: Vec<usize> = (0..per_group)
+                .filter(|k| (first + k) % stride == 0)
+                .collect();
+            if keep.is_empty() {
+                continue;
+            }
+            let seed = (i * 16 + j) as u64 + 1;
+            let board = ConcurrentBoard::new(s, train, infer, SwitchTimes::DEFAULT, seed)?;
+            let all = problems(&board, a.quick);
+            groups.push((board, keep.iter().map(|&k| all[k]).collect()));
+        }
+    }
+    let setup_s = started.elapsed().as_secs_f64();
+    let report = eval::sweep(groups, 7);
+    let value = json!({
+        "boards": boards.iter().map(|b| b.id()).collect::<Vec<_>>(),
+        "simulated": true,
+        "quick": a.quick,
+        "pairs": pairs,
+        "setup_s": setup_s,
+        "total_s": started.elapsed().as_secs_f64(),
+        "configurations": report.configurations,
+        "feasible": report.feasible,
+        "strategies": report.strategies,
+        "per_phase": report.per_phase,
+        "break_even_ms_median": report.break_even_ms_median,
+        "oracle_fixed_s": report.oracle_fixed_s,
+        "oracle_fixed_runs": report.oracle_fixed_runs,
+        "gmd_s": report.gmd_s,
+    });
+    out.print(&value, || eval_text(&value, &report))
+}
+
+fn eval_text(v: &serde_json::Value, r: &Report) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "fulcrum eval on simulated {} (SIMULATED, simulated time): {} configurations, {} feasible",
+        v["boards"], r.configurations, r.feasible
+    );
+    let _ = writeln!(
+        t,
+        "  strategy  met %  mean/oracle  p10/oracle  modes  per-phase %"
+    );
+    for (name, s) in &r.strategies {
+        let _ = writeln!(
+            t,
+            "  {name:<8} {:>6.1}  {:>11.3}  {:>10.3}  {:>5.1}  {:>11.1}",
+            s.met_pct,
+            s.mean_ratio_to_oracle,
+            s.p10_ratio_to_oracle,
+            s.mean_modes_profiled,
+            s.per_phase_pct
+        );
+    }
+    for p in &r.per_phase {
+        let _ = writeln!(
+            t,
+            "  per-phase pairs at {:>4} ms per switch: won in {:.1} % of the feasible, by {:.1} % on average",
+            p.switch_ms, p.won_pct, p.mean_gain_pct
+        );
+    }
+    match r.break_even_ms_median {
+        Some(b) => {
+            let _ = writeln!(
+                t,
+                "  break-even switch time (median over the pairs that win at 0.1 ms): {b:.2} ms"
+            );
+        }
+        None => {
+            let _ = writeln!(t, "  no per-phase pair wins at 0.1 ms: no break-even time");
+        }
+    }
+    let _ = writeln!(
+        t,
+        "  oracle (fixed modes): {:.2} s and {:.0} settings run per configuration; GMD search {:.3} s; total {:.1} s",
+        r.oracle_fixed_s,
+        r.oracle_fixed_runs,
+        r.gmd_s,
+        v["total_s"].as_f64().unwrap_or(f64::NAN)
+    );
+    t
+}

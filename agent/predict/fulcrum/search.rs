@@ -1,0 +1,426 @@
+//! Strategies that choose a schedule from few profiled modes. Each sees the board only
+//! through [`Board::profile`] (a mode's training minibatches and inference batches,
+//! measured with noise) and plans every profiled mode with [`plan::best_batch`].
+//!
+//! - `gmd` (Fulcrum's gradient-based multi-dimensional search, in jpower's form): profile
+//!   the top mode; if its plan misses the budget, probe each knob half-way down its table
+//!   (one mode each: the finite-difference gradient of the measured training power and
+//!   minibatch rate per table step), jump to the mode that sheds the excess power where it costs least
+//!   throughput (knobs taken greedily in order of watts saved per throughput lost), then
+//!   search the line from the top to that mode for the budget's edge (regula falsi on
+//!   the planned power) until [`GMD_MODES`] are profiled (a knob goes no further than
+//!   its probe in the jump: the slopes are secants, and a knob may bind below it); where the jump is still over
+//!   the budget, keep lowering the cheapest knob one `STEP`-th of its table at a time;
+//! - `als` (active learning): after the top mode and a stratified handful, fits a
+//!   surrogate of planned throughput and power over the knobs to every mode profiled
+//!   (least squares on log clocks, with its leave-one-out error as the uncertainty) and
+//!   profiles next the mode of the highest optimistic throughput (prediction plus
+//!   uncertainty) whose pessimistic power is within the budget;
+//! - `maxn`: the top mode; `presets`: the board's nvpmodel presets; `random`: N random
+//!   modes.
+//!
+//! Every strategy then tries per-phase pairs: its best mode with the inference phase at
+//! the GPU and EMC clocks of the other profiled modes of the same cores and CPU clock, and
+//! at the top GPU and EMC (one more mode), keeping a pair only where its plan, which pays
+//! [`Problem::switch_ms`] per phase change, beats the fixed mode's.
+
+use super::interleave::Engine;
+use super::plan::{best_batch, Planned};
+use super::{coords, dims, index, Board, PhaseTable, Problem, Setting};
+use crate::support::rng::SplitMix64;
+use std::collections::HashMap;
+
+/// Modes GMD and ALS profile at most (before the per-phase mode).
+pub const GMD_MODES: usize = 9;
+/// Modes `random` profiles.
+pub const RANDOM_MODES: usize = 10;
+/// A walk's step: this share of a knob's table, at least one entry.
+const STEP: usize = 8;
+
+/// A search strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// Gradient-based multi-dimensional descent.
+    Gmd,
+    /// Active learning over a surrogate with uncertainty.
+    Als,
+    /// The top mode.
+    Maxn,
+    /// The nvpmodel presets.
+    Presets,
+    /// [`RANDOM_MODES`] random modes.
+    Random,
+}
+
+impl Strategy {
+    /// Every strategy, the default first.
+    pub const ALL: [Strategy; 5] = [
+        Strategy::Gmd,
+        Strategy::Als,
+        Strategy::Maxn,
+        Strategy::Presets,
+        Strategy::Random,
+    ];
+
+    /// Its name in outputs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Gmd => "gmd",
+            Strategy::Als => "als",
+            Strategy::Maxn => "maxn",
+            Strategy::Presets => "presets",
+            Strategy::Random => "random",
+        }
+    }
+
+    /// The strategy of a [`Strategy::name`].
+    pub fn from_name(s: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|x| x.name() == s)
+    }
+}
+
+/// A strategy's choice.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Choice {
+    /// The schedule chosen.
+    pub setting: Setting,
+    /// What its plan expects.
+    pub planned: Planned,
+    /// Distinct modes profiled.
+    pub modes_profiled: usize,
+}
+
+/// Profiles modes once each and plans them.
+struct Profiler<'a, B: Board> {
+    board: &'a mut B,
+    p: Problem,
+    engine: Engine,
+    tables: HashMap<usize, PhaseTable>,
+    plans: HashMap<(usize, usize), Planned>,
+}
+
+impl<B: Board> Profiler<'_, B> {
+    fn table(&mut self, mode: usize) -> PhaseTable {
+        let board = &mut *self.board;
+        *self
+            .tables
+            .entry(mode)
+            .or_insert_with(|| board.profile(mode))
+    }
+
+    /// The plan of training at `train` and inference at `infer`.
+    fn plan(&mut self, train: usize, infer: usize) -> Planned {
+        if let Some(p) = self.plans.get(&(train, infer)) {
+            return *p;
+        }
+        let (t, i) = (self.table(train), self.table(infer));
+        let switch = if train == infer {
+            0.0
+        } else {
+            self.p.switch_ms
+        };
+        let planned = best_batch(&mut self.engine, &t, &i, switch, &self.p);
+        self.plans.insert((train, infer), planned);
+        planned
+    }
+
+    /// The best fixed mode planned so far.
+    fn best_fixed(&self) -> (usize, Planned) {
+        let mut best: Option<(usize, Planned)> = None;
+        for (&(t, i), p) in &self.plans {
+            if t == i && best.is_none_or(|(m, b)| p.better(&b) || (*p == b && t < m)) {
+                best = Some((t, *p));
+            }
+        }
+        best.expect("a mode was planned")
+    }
+
+    /// The best of the fixed mode and its per-phase pairs (module docs).
+    fn choose(mut self) -> Choice {
+        let (mode, fixed) = self.best_fixed();
+        let space = self.board.space();
+        let (at, d) = (coords(space, mode), dims(space));
+        let top = index(space, [at[0], at[1], d[2] - 1, d[3] - 1]);
+        let mut infer_modes: Vec<usize> = self
+            .tables
+            .keys()
+            .copied()
+            .filter(|&m| m != mode && coords(space, m)[..2] == at[..2])
+            .collect();
+        infer_modes.sort_unstable();
+        if top != mode && !infer_modes.contains(&top) {
+            infer_modes.push(top);
+        }
+        let (mut setting, mut planned) = (
+            Setting {
+                train: mode,
+                infer: mode,
+                batch: fixed.batch,
+            },
+            fixed,
+        );
+        for infer in infer_modes {
+            let pair = self.plan(mode, infer);
+            if pair.feasible() && pair.better(&planned) {
+                (setting, planned) = (
+                    Setting {
+                        train: mode,
+                        infer,
+                        batch: pair.batch,
+                    },
+                    pair,
+                );
+            }
+        }
+        Choice {
+            setting,
+            planned,
+            modes_profiled: self.tables.len(),
+        }
+    }
+}
+
+/// Runs `strategy` on `board` for problem `p` (`seed` for `random` and `als`'s start).
+pub fn choose(strategy: Strategy, board: &mut impl Board, p: &Problem, seed: u64) -> Choice {
+    let mut prof = Profiler {
+        board,
+        p: *p,
+        engine: Engine::default(),
+        tables: HashMap::new(),
+        plans: HashMap::new(),
+    };
+    let space = prof.board.space().clone();
+    let d = dims(&space);
+    let top = index(&space, d.map(|n| n - 1));
+    match strategy {
+        Strategy::Maxn => {
+            prof.plan(top, top);
+        }
+        Strategy::Presets => {
+            for m in prof.board.presets() {
+                if let Some(i) = (0..space.len()).find(|&i| space.get(i) == Some(m)) {
+                    prof.plan(i, i);
+                }
+            }
+            if prof.plans.is_empty() {
+                prof.plan(top, top);
+            }
+        }
+        Strategy::Random => {
+            let mut rng = SplitMix64::new(seed);
+            let mut all: Vec<usize> = (0..space.len()).collect();
+            rng.shuffle(&mut all);
+            for &m in all.iter().take(RANDOM_MODES) {
+                prof.plan(m, m);
+            }
+        }
+        Strategy::Gmd => gmd(&mut prof, top),
+        Strategy::Als => als(&mut prof, top, seed),
+    }
+    prof.choose()
+}
+
+/// Measured training power and minibatches per second of a mode's table.
+fn power_rate(t: &PhaseTable) -> (f64, f64) {
+    (t.train_w, 1000.0 / t.train_ms)
+}
+
+/// The GMD walk of the module docs.
+fn gmd<B: Board>(prof: &mut Profiler<'_, B>, top: usize) {
+    let space = prof.board.space().clone();
+    let d = dims(&space);
+    let start = prof.plan(top, top);
+    // Over the latency target at the top mode: slower modes only lengthen the minibatch.
+    let budget = prof.p.budget_w;
+    if start.feasible() || start.outcome.guard_w <= budget {
+        return;
+    }
+    let x0 = coords(&space, top);
+    let (p0, t0) = power_rate(&prof.table(top));
+    // Training watts saved and minibatch rate lost per table step of each knob, from the
+    // measured tables (a plan's batch size may differ between modes).
+    let mut slope = [(0.0f64, 0.0f64); 4];
+    for k in 0..4 {
+        if x0[k] == 0 {
+            continue;
+        }
+        let mut y = x0;
+        y[k] = x0[k] / 2;
+        let m = index(&space, y);
+        prof.plan(m, m);
+        let (p, t) = power_rate(&prof.table(m));
+        let steps = (x0[k] - y[k]) as f64;
+        slope[k] = ((p0 - p) / steps, (t0 - t).max(1e-9) / steps);
+    }
+    let mut order: Vec<usize> = (0..4).filter(|&k| slope[k].0 > 0.0).collect();
+    order.sort_by(|&a, &b| (slope[b].0 / slope[b].1).total_cmp(&(slope[a].0 / slope[a].1)));
+    let target = budget * (1.0 - super::plan::POWER_MARGIN);
+    let mut excess = start.outcome.guard_w - target;
+    let mut jump = x0;
+    for &k in &order {
+        if excess <= 0.0 {
+            break;
+        }
+        // No further than the probe: below it the knob may bind (a trust region).
+        let steps = ((excess / slope[k].0).ceil() as usize).min(x0[k] - x0[k] / 2);
+        jump[k] -= steps;
+        excess -= steps as f64 * slope[k].0;
+    }
+    // The line from the top to the jump, `a` in 0..=1 of the way.
+    let line = |a: f64| -> [usize; 4] {
+        let mut y = x0;
+        for k in 0..4 {
+            y[k] = x0[k] - (a * (x0[k] - jump[k]) as f64).round() as usize;
+        }
+        y
+    };
+    let at = |prof: &mut Profiler<'_, B>, y: [usize; 4]| {
+        let m = index(&space, y);
+        prof.plan(m, m).outcome.guard_w
+    };
+    let (mut lo, mut p_lo, mut hi) = (0.0, p0, 1.0);
+    let mut p_hi = at(prof, jump);
+    if p_hi > target {
+        // Still over: keep shedding watts, the cheapest knob first.
+        let mut x = jump;
+        while prof.tables.len() < GMD_MODES && at(prof, x) > target {
+            let Some(k) = order.iter().copied().find(|&k| x[k] > 0) else {
+                break;
+            };
+            x[k] = x[k].saturating_sub((d[k] / STEP).max(1));
+        }
+        return;
+    }
+    // Regula falsi on the planned power between the top (over) and the jump (under).
+    while prof.tables.len() < GMD_MODES {
+        let width = hi - lo;
+        let a = (lo + (p_lo - target) / (p_lo - p_hi).max(1e-9) * width)
+            .clamp(lo + 0.1 * width, hi - 0.1 * width);
+        let y = line(a);
+        if prof.tables.contains_key(&index(&space, y)) {
+            break;
+        }
+        let p = at(prof, y);
+        if p > target {
+            (lo, p_lo) = (a, p);
+        } else {
+            (hi, p_hi) = (a, p);
+        }
+    }
+}
+
+/// Knob features of a mode for the ALS surrogate: 1, the log clocks and log cores.
+fn knob_features(space: &crate::control::mode::ModeSpace, m: usize) -> [f64; 5] {
+    let x = coords(space, m);
+    let ln = |v: u64| (v.max(1) as f64).ln();
+    [
+        1.0,
+        ln(u64::from(space.cores[x[0]])),
+        ln(space.cpu_hz[x[1]]),
+        ln(space.gpu_hz[x[2]]),
+        ln(space.emc_hz[x[3]]),
+    ]
+}
+
+/// Least squares of `y` on `rows` (ridge 1e-6), by the normal equations.
+fn least_squares(rows: &[[f64; 5]], y: &[f64]) -> [f64; 5] {
+    let mut a = [[0.0; 6]; 5];
+    for (r, &v) in rows.iter().zip(y) {
+        for i in 0..5 {
+            for j in 0..5 {
+                a[i][j] += r[i] * r[j];
+            }
+            a[i][5] += r[i] * v;
+        }
+    }
+    for (i, row) in a.iter_mut().enumerate() {
+        row[i] += 1e-6;
+    }
+    // Gauss-Jordan with partial pivoting.
+    for c in 0..5 {
+        let piv = (c..5)
+            .max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))
+            .unwrap_or(c);
+        a.swap(c, piv);
+        let d = a[c][c];
+        if d.abs() < 1e-12 {
+            continue;
+        }
+        let pivot = a[c].map(|v| v / d);
+        a[c] = pivot;
+        for (i, row) in a.iter_mut().enumerate() {
+            if i != c {
+                let f = row[c];
+                for (v, p) in row.iter_mut().zip(pivot).skip(c) {
+                    *v -= f * p;
+                }
+            }
+        }
+    }
+    [a[0][5], a[1][5], a[2][5], a[3][5], a[4][5]]
+}
+
+fn dot(w: &[f64; 5], x: &[f64; 5]) -> f64 {
+    w.iter().zip(x).map(|(a, b)| a * b).sum()
+}
+
+/// A surrogate of one planned quantity's logarithm and its leave-one-out RMS error.
+fn surrogate(rows: &[[f64; 5]], y: &[f64]) -> ([f64; 5], f64) {
+    let w = least_squares(rows, y);
+    if rows.len() <= 6 {
+        return (w, 0.5);
+    }
+    let mut sq = 0.0;
+    for i in 0..rows.len() {
+        let (mut r, mut v) = (rows.to_vec(), y.to_vec());
+        let (ri, vi) = (r.remove(i), v.remove(i));
+        sq += (dot(&least_squares(&r, &v), &ri) - vi).powi(2);
+    }
+    (w, (sq / rows.len() as f64).sqrt())
+}
+
+/// The ALS loop of the module docs.
+fn als<B: Board>(prof: &mut Profiler<'_, B>, top: usize, seed: u64) {
+    let space = prof.board.space().clone();
+    if prof.plan(top, top).feasible() {
+        return;
+    }
+    let mut rng = SplitMix64::new(seed);
+    let (d, budget) = (dims(&space), prof.p.budget_w);
+    // A stratified start: each knob's table split in thirds, a random entry of each.
+    for s in 0..3 {
+        let x = d.map(|n| ((s * n + rng.below(n.div_ceil(3))) / 3).min(n - 1));
+        let m = index(&space, x);
+        prof.plan(m, m);
+    }
+    let feats: Vec<[f64; 5]> = (0..space.len()).map(|m| knob_features(&space, m)).collect();
+    while prof.tables.len() < GMD_MODES {
+        let modes: Vec<usize> = prof.tables.keys().copied().collect();
+        let rows: Vec<[f64; 5]> = modes.iter().map(|&m| feats[m]).collect();
+        let plans: Vec<Planned> = modes.iter().map(|&m| prof.plan(m, m)).collect();
+        let (pw, pe) = surrogate(
+            &rows,
+            &plans
+                .iter()
+                .map(|p| p.outcome.guard_w.ln())
+                .collect::<Vec<_>>(),
+        );
+        let (tw, te) = surrogate(
+            &rows,
+            &plans
+                .iter()
+                .map(|p| p.outcome.throughput_per_s.max(1e-3).ln())
+                .collect::<Vec<_>>(),
+        );
+        let pick = (0..space.len())
+            .filter(|m| !prof.tables.contains_key(m))
+            .filter(|&m| (dot(&pw, &feats[m]) + pe).exp() <= budget)
+            .max_by(|&a, &b| (dot(&tw, &feats[a]) + te).total_cmp(&(dot(&tw, &feats[b]) + te)));
+        match pick {
+            Some(m) => {
+                prof.plan(m, m);
+            }
+            None => break,
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! A simulated board training and serving inference at once, on one GPU: the phase tables
+//! of every mode from the board's own models (a training minibatch from [`workload`], an
+//! inference batch of each size from [`super::inference`]), measured with their noise, and
+//! schedules run in simulated time through the interleaving
+//! ([`crate::predict::fulcrum::interleave`]), so that an inference batch between training
+//! minibatches delays the next minibatch and each phase draws its own power.
+//!
+//! # Switching knobs (assumptions; no switch time is published for Jetson boards)
+//!
+//! A switch between the phases' modes costs the settle time of the slowest knob it
+//! changes ([`SwitchTimes`]; the knobs are written together, so they settle in parallel),
+//! and during it the board draws the mean of the two phases' power (the GPU drains while
+//! the clocks move), which the sensor averages in with the phases around it. Defaults:
+//! - GPU clock 0.1 ms: devfreq writes the rate through the BPMP, which relocks the GPC
+//!   PLL in tens of microseconds (the NAFLL of Orin's GPU, assumed);
+//! - EMC 1 ms: the cap is followed by the memory controller's own DVFS, which retrains the
+//!   DRAM interface at its next evaluation (assumed);
+//! - CPU clock 0.5 ms: cpufreq's `cpuinfo_transition_latency` on Tegra is in the hundreds
+//!   of microseconds (assumed from the driver's order of magnitude);
+//! - core hotplug 30 ms: bringing a core online in Linux takes milliseconds to tens of
+//!   milliseconds (assumed), so per-phase pairs never change the cores.
+//!
+//! # Noise
+//!
+//! Profiling a mode measures [`PROFILE_MINIBATCHES`] training minibatches (settled:
+//! [`workload::measure`] ten minibatches after the switch) and [`PROFILE_RUNS`] forward
+//! passes of each batch size ([`super::inference::measure`]): mean time, the minibatch times'
+//! spread, and mean power. Deployed runs scatter phase times by 2 % and power by 1.5 %,
+//! as those functions do.
+
+use super::power::{Operating, Silicon};
+use super::sources::InferenceSource;
+use super::spec::BoardSpec;
+use super::workload::{self, Workload};
+use crate::control::mode::{ModeSpace, PinnedMode};
+use crate::gpu::roofline::Precision;
+use crate::predict::fulcrum::interleave::{Engine, Noise, Outcome, Phases};
+use crate::predict::fulcrum::{self, PhaseTable, Problem, Setting, BATCHES};
+use crate::predict::pagoda::zoo;
+use crate::predict::profile::Source;
+use crate::support::rng;
+
+/// Training minibatches measured when profiling a mode.
+pub const PROFILE_MINIBATCHES: u32 = 20;
+/// Forward passes measured per batch size when profiling a mode.
+pub const PROFILE_RUNS: u32 = 5;
+/// Scatter of deployed phases (the workloads' measurement noise).
+const NOISE: Noise = Noise {
+    train: 0.02,
+    infer: 0.02,
+    power: 0.015,
+};
+
+/// Settle time of each knob after a write, ms (module docs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SwitchTimes {
+    /// Online cores.
+    pub cores_ms: f64,
+    /// CPU clock.
+    pub cpu_ms: f64,
+    /// GPU clock.
+    pub gpu_ms: f64,
+    /// EMC cap.
+    pub emc_ms: f64,
+}
+
+impl SwitchTimes {
+    /// The assumed defaults of the module docs.
+    pub const DEFAULT: SwitchTimes = SwitchTimes {
+        cores_ms: 30.0,
+        cpu_ms: 0.5,
+        gpu_ms: 0.1,
+        emc_ms: 1.0,
+    };
+
+    /// The defaults with both fast knobs (GPU and EMC) settling in `ms`.
+    pub fn fast(ms: f64) -> SwitchTimes {
+        SwitchTimes {
+            gpu_ms: ms,
+            emc_ms: ms,
+            ..SwitchTimes::DEFAULT
+        }
+    }
+
+    /// The time of a switch from `a` to `b`.
+    pub fn between(&self, a: &PinnedMode, b: &PinnedMode) -> f64 {
+        [
+            (a.cores != b.cores, self.cores_ms),
+            (a.cpu_hz != b.cpu_hz, self.cpu_ms),
+            (a.gpu_hz != b.gpu_hz, self.gpu_ms),
+            (a.emc_hz != b.emc_hz, self.emc_ms),
+        ]
+        .into_iter()
+        .filter(|c| c.0)
+        .fold(0.0, |m, c| m.max(c.1))
+    }
+}
+
+/// Why a concurrent board cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ConcurrentError {
+    /// No such training workload.
+    #[error("unknown training workload {0:?} (known: resnet18, mobilenetv3, yolov8n, bert, lstm)")]
+    Train(String),
+    /// No such inference model.
+    #[error("unknown inference model {0:?} (known: {known})", known = zoo::NAMES.join(", "))]
+    Infer(String),
+}
+
+/// A training and an inference workload on a simulated board.
+#[derive(Debug, Clone)]
+pub struct ConcurrentBoard {
+    spec: &'static BoardSpec,
+    space: ModeSpace,
+    train: Workload,
+    infer: Vec<InferenceSource>,
+    truths: Vec<PhaseTable>,
+    switch: SwitchTimes,
+    seed: u64,
+    profiles: u64,
+    engine: Engine,
+}
+
+/// The inference zoo's name for a short one (`mobilenetv3` is MobileNetV3-Large).
+fn zoo_name(name: &str) -> &str {
+    match name {
+        "mobilenetv3" => "mobilenetv3-large",
+        "bert" => "bert-base",
+        n => n,
+    }
+}
+
+impl ConcurrentBoard {
+    /// Training `train` (a [`Workload::name`]) and serving `infer` (a zoo model) on `spec`,
+    /// switching as `switch` says; `seed` fixes the board's arrivals and noise.
+    pub fn new(
+        spec: &'static BoardSpec,
+        train: &str,
+        infer: &str,
+        switch: SwitchTimes,
+        seed: u64,
+    ) -> Result<ConcurrentBoard, ConcurrentError> {
+        let train =
+            Workload::from_name(train).ok_or_else(|| ConcurrentError::Train(train.into()))?;
+        let model =
+            zoo::get(zoo_name(infer)).ok_or_else(|| ConcurrentError::Infer(infer.into()))?;
+        let infer: Vec<InferenceSource> = BATCHES
+            .iter()
+            .map(|&b| {
+                let report = model.count(u64::from(b), Precision::F32, false);
+                InferenceSource::new(spec, &report, seed)
+            })
+            .collect();
+        let space = spec.mode_space();
+        let truths = space
+            .iter()
+            .map(|m| {
+                let t = workload::truth(spec.silicon, train, &Operating::from(&m));
+                let mut table = PhaseTable {
+                    train_ms: t.time_ms,
+                    train_spread: NOISE.train,
+                    train_w: t.power_w,
+                    ..PhaseTable::default()
+                };
+                for (k, src) in infer.iter().enumerate() {
+                    let i = src.truth_s(&m);
+                    (table.infer_ms[k], table.infer_w[k]) = (i.latency_s * 1e3, i.power_w);
+                }
+                table
+            })
+            .collect();
+        Ok(ConcurrentBoard {
+            spec,
+            space,
+            train,
+            infer,
+            truths,
+            switch,
+            seed,
+            profiles: 0,
+            engine: Engine::default(),
+        })
+    }
+
+    /// The board's silicon.
+    pub fn silicon(&self) -> Silicon {
+        self.spec.silicon
+    }
+}
+
+impl fulcrum::eval::SweepBoard for ConcurrentBoard {
+    fn set_fast_switch(&mut self, ms: f64) {
+        self.switch = SwitchTimes::fast(ms);
+    }
+}
+
+impl fulcrum::Board for ConcurrentBoard {
+    fn space(&self) -> &ModeSpace {
+        &self.space
+    }
+
+    fn presets(&self) -> Vec<PinnedMode> {
+        let top = |t: &[u64], v: i64| -> u64 {
+            let last = t.last().copied().unwrap_or(0);
+            if v < 0 {
+                return last;
+            }
+            t.iter()
+                .rev()
+                .copied()
+                .find(|&f| f <= v as u64)
+                .unwrap_or(t[0])
+        };
+        self.spec
+            .presets
+            .iter()
+            .map(|p| PinnedMode {
+                cores: p.cores as u32,
+                cpu_hz: top(&self.space.cpu_hz, p.cpu_max_khz.saturating_mul(1000)),
+                gpu_hz: top(&self.space.gpu_hz, p.gpu_max_hz),
+                emc_hz: if p.emc_max_hz == 0 {
+                    top(&self.space.emc_hz, -1)
+                } else {
+                    top(&self.space.emc_hz, p.emc_max_hz)
+                },
+            })
+            .collect()
+    }
+
+    fn profile(&mut self, mode: usize) -> PhaseTable {
+        let m = self.space.get(mode).expect("a mode of the space");
+        let op = Operating::from(&m);
+        self.profiles += 1;
+        let seed = self.seed ^ rng::spread(self.profiles);
+        let n = f64::from(PROFILE_MINIBATCHES);
+        let (mut sum_t, mut sum_t2, mut sum_w) = (0.0, 0.0, 0.0);
+        for k in 0..PROFILE_MINIBATCHES {
+            let (t, w) =
+                workload::measure(self.silicon(), self.train, &op, 10, seed ^ u64::from(k));
+            (sum_t, sum_t2, sum_w) = (sum_t + t, sum_t2 + t * t, sum_w + w);
+        }
+        let mean_t = sum_t / n;
+        let var = ((sum_t2 - n * mean_t * mean_t) / (n - 1.0)).max(0.0);
+        let mut table = PhaseTable {
+            train_ms: mean_t,
+            train_spread: var.sqrt() / mean_t,
+            train_w: sum_w / n,
+            ..PhaseTable::default()
+        };
+        for (k, src) in self.infer.iter_mut().enumerate() {
+            let (mut ms, mut w) = (0.0, 0.0);
+            for _ in 0..PROFILE_RUNS {
+                let (l, p) = src.minibatch(&m, 10).expect("a simulated forward pass");
+                (ms, w) = (ms + l, w + p);
+            }
+            let runs = f64::from(PROFILE_RUNS);
+            (table.infer_ms[k], table.infer_w[k]) = (ms / runs, w / runs);
+        }
+        table
+    }
+
+    fn truth(&self, mode: usize) -> PhaseTable {
+        self.truths[mode]
+    }
+
+    fn run(&mut self, s: &Setting, p: &Problem, stop_early: bool) -> Outcome {
+        let (a, b) = (
+            self.space.get(s.train).expect("a mode"),
+            self.space.get(s.infer).expect("a mode"),
+        );
+        let phases = Phases {
+            train: &self.truths[s.train],
+            infer: &self.truths[s.infer],
+            batch: s.batch,
+            switch_ms: self.switch.between(&a, &b),
+        };
+        self.engine.run(
+            &phases,
+            p,
+            &NOISE,
+            self.seed,
+            self.seed ^ 0xB0A2D,
+            stop_early,
+        )
+    }
+}

@@ -1,0 +1,80 @@
+//! `jpower schedule` and `jpower fulcrum eval` through the real binary: the schedule's
+//! JSON fields, and a small sweep with the default strategy's targets asserted (measured
+//! on the board in simulated time, not predicted).
+
+use crate::util::{self, jpower, json, ok};
+
+#[test]
+fn schedule_prints_the_chosen_configuration_and_the_oracle() {
+    let rt = util::runtime();
+    let v = json(&ok(jpower(rt.path()).args([
+        "--json",
+        "--sim",
+        "orin-agx",
+        "schedule",
+        "--train",
+        "resnet18",
+        "--infer",
+        "mobilenetv3",
+        "--budget",
+        "30",
+        "--slo-ms",
+        "150",
+        "--rate",
+        "30",
+    ])));
+    let c = &v["chosen"];
+    let knobs = |o: &serde_json::Value| {
+        ["cores", "cpu_khz", "gpu_hz", "emc_hz"]
+            .iter()
+            .all(|k| o[k].as_u64().is_some_and(|x| x > 0))
+    };
+    assert!(
+        knobs(c) || (knobs(&c["train"]) && knobs(&c["infer"])),
+        "{c}"
+    );
+    assert!([1, 2, 4, 8, 16, 32].contains(&c["infer_batch"].as_u64().unwrap()));
+    for k in [
+        "throughput_per_s",
+        "latency_p50_ms",
+        "latency_p99_ms",
+        "mean_power_w",
+        "peak_power_w",
+    ] {
+        assert!(v[k].as_f64().is_some_and(|x| x > 0.0), "{k}: {v}");
+    }
+    assert!(v["latency_p50_ms"].as_f64() <= v["latency_p99_ms"].as_f64());
+    let profiled = v["modes_profiled"].as_u64().unwrap();
+    assert!((1..=10).contains(&profiled), "{profiled}");
+    let oracle = v["oracle"]["throughput_per_s"].as_f64().unwrap();
+    assert!(v["met"] == true && oracle > 0.0, "{v}");
+    // What the board measured never beats the exhaustive optimum of its own truth.
+    assert!(
+        v["throughput_per_s"].as_f64().unwrap() <= oracle * 1.001,
+        "{v}"
+    );
+}
+
+/// What the default strategy reaches on the quick sweep (README, "Fulcrum"), with room for
+/// a six-configuration sample: below the targets (99 % met, 0.97 of the oracle),
+/// which it does not reach yet; a regression shows here.
+const MET_PCT: f64 = 66.0;
+const MEAN_RATIO: f64 = 0.6;
+
+#[test]
+fn a_small_sweep_holds_the_default_strategys_measured_figures() {
+    let rt = util::runtime();
+    let v = json(&ok(jpower(rt.path()).args([
+        "--json", "--sim", "orin-agx", "fulcrum", "eval", "--quick", "--limit", "6",
+    ])));
+    let gmd = &v["strategies"]["gmd"];
+    let f = |k: &str| gmd[k].as_f64().unwrap();
+    println!("{v}");
+    assert!(gmd["configurations"].as_u64().unwrap() >= 4, "{v}");
+    for s in ["gmd", "als", "maxn", "presets", "random"] {
+        assert!(v["strategies"][s]["met_pct"].is_number(), "{s}");
+    }
+    assert!(f("met_pct") >= MET_PCT, "{gmd}");
+    assert!(f("mean_ratio_to_oracle") >= MEAN_RATIO, "{gmd}");
+    assert!(f("mean_modes_profiled") <= 10.0, "{gmd}");
+}
