@@ -12,6 +12,7 @@
 //! performance on the roofline kernels;
 //! [`truth`] writes profiles of boards modelled unlike all of this, to test predictors on.
 
+pub mod characterize;
 pub mod datapath;
 pub mod gpu;
 pub mod inference;
