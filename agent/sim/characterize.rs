@@ -226,6 +226,7 @@ impl From<&datapath::Epoch> for EpochRow {
 }
 
 impl EpochRow {
+    /// The figures in the CSV's order (the header after `epoch`).
     fn fields(&self) -> [f64; 10] {
         [
             self.time_s,
@@ -323,9 +324,10 @@ fn parse_row(r: &csv::StringRecord) -> Option<(Config, usize, EpochRow)> {
         cache: Cache::from_name(&r[4])?,
         repeat: r[5].parse().ok()?,
     };
-    let v: Vec<f64> = (7..17)
-        .map(|i| r[i].parse::<f64>().ok().filter(|x| x.is_finite()))
-        .collect::<Option<_>>()?;
+    let mut v = [0.0; 10];
+    for (x, i) in v.iter_mut().zip(7..) {
+        *x = r[i].parse::<f64>().ok().filter(|x| x.is_finite())?;
+    }
     let row = EpochRow {
         time_s: v[0],
         energy_j: v[1],
