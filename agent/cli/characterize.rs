@@ -289,7 +289,6 @@ pub fn run(board: Option<&str>, a: &Args, out: &Output) -> Result<()> {
         serde_json::to_string_pretty(&value)? + "\n",
     )
     .context("writing runs.json")?;
-    out.print(&value, || text(&value, &sums, &front, &a.out))?;
     if stopped {
         bail!(
             "interrupted after {} of {} runs; `--resume --out {}` runs the rest",
@@ -298,7 +297,7 @@ pub fn run(board: Option<&str>, a: &Args, out: &Output) -> Result<()> {
             a.out.display()
         );
     }
-    Ok(())
+    out.print(&value, || text(&value, &sums, &front, &a.out))
 }
 
 fn text(

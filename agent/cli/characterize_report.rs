@@ -1,7 +1,7 @@
 //! `report.html` of `jpower characterize`: one self-contained page (no scripts, fonts or
 //! images from anywhere) with inline SVG plots drawn by [`crate::support::plot`] (stall
 //! against compute per configuration, time and energy per power mode with the Pareto
-//! front, the variability of repeats) and a table naming every configuration.
+//! front, mean utilisation, the variability of repeats) and a table naming every configuration.
 
 use crate::sim::characterize::Summary;
 use crate::support::plot::{self, fail, Axes};
@@ -50,8 +50,9 @@ pub fn html(
     ))
 }
 
-/// Three log-log panels: stall against compute (one point per configuration), time
-/// against energy per mode (the front joined), and the CV of the repeats against time.
+/// Four log-log panels: stall against compute (one point per configuration), time
+/// against energy per mode (the front joined), GPU against CPU utilisation (one point per
+/// configuration), and the CV of the repeats against time.
 fn plots(sums: &[Summary], front: &[(String, f64, f64, bool)]) -> Result<String, plot::PlotError> {
     let axes = [
         Axes {
@@ -67,6 +68,13 @@ fn plots(sums: &[Summary], front: &[(String, f64, f64, bool)]) -> Result<String,
             y_label: "energy per run (J)",
             x: plot::log_range(front.iter().map(|f| f.1)),
             y: plot::log_range(front.iter().map(|f| f.2)),
+        },
+        Axes {
+            title: "Utilisation per configuration",
+            x_label: "CPU utilisation (%)",
+            y_label: "GPU utilisation (%)",
+            x: plot::log_range(sums.iter().map(|s| s.util[0] * 100.0)),
+            y: plot::log_range(sums.iter().map(|s| s.util[1] * 100.0)),
         },
         Axes {
             title: "Variability across repeats",
@@ -105,6 +113,12 @@ fn plots(sums: &[Summary], front: &[(String, f64, f64, bool)]) -> Result<String,
                     }))
                     .map(|_| ())
             }
+            2 => chart
+                .draw_series(
+                    sums.iter()
+                        .map(|s| dot((s.util[0] * 100.0, s.util[1] * 100.0), BLUE)),
+                )
+                .map(|_| ()),
             _ => chart
                 .draw_series(
                     sums.iter()
@@ -147,7 +161,13 @@ mod tests {
         let page = html("t & u", &sums, &front).unwrap();
         assert!(page.contains("MAXN bs16 &lt;w0&gt;") && page.contains("15W bs16 w0"));
         assert!(page.contains("<title>t &amp; u</title>"));
-        assert!(page.contains("<svg") && page.contains("CV of run time (%)"));
+        for label in [
+            "CV of run time (%)",
+            "GPU utilisation (%)",
+            "energy per run (J)",
+        ] {
+            assert!(page.contains(label), "{label} missing");
+        }
         let outside = page
             .replace("http://www.w3.org/2000/svg", "")
             .contains("http");
