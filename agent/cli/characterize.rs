@@ -319,10 +319,10 @@ fn text(
         t += &format!(
             "{:<32} {:>8.2} {:>10.1} {:>8.2} {:>10.2} {:>5.2}\n",
             s.label,
-            s.time_s,
-            s.energy_j,
-            s.stall_s,
-            s.compute_s,
+            s.mean.time_s,
+            s.mean.energy_j,
+            s.mean.stall_s,
+            s.mean.compute_s,
             s.time_cv * 100.0
         );
     }

@@ -30,15 +30,15 @@ pub fn html(
             "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.3}</td><td>{:.0}/{:.0}/{:.0}</td><td>{}</td></tr>\n",
             escape(&s.label),
             s.runs,
-            s.time_s,
-            s.energy_j,
-            s.power_w,
-            s.stall_s,
-            s.compute_s,
+            s.mean.time_s,
+            s.mean.energy_j,
+            s.mean.power_w,
+            s.mean.stall_s,
+            s.mean.compute_s,
             s.time_cv * 100.0,
-            s.util[0] * 100.0,
-            s.util[1] * 100.0,
-            s.util[2] * 100.0,
+            s.mean.util[0] * 100.0,
+            s.mean.util[1] * 100.0,
+            s.mean.util[2] * 100.0,
             if on { "yes" } else { "" },
         );
     }
@@ -59,8 +59,8 @@ fn plots(sums: &[Summary], front: &[(String, f64, f64, bool)]) -> Result<String,
             title: "Stall against compute per configuration",
             x_label: "compute time per run (s)",
             y_label: "stall time per run (s)",
-            x: plot::log_range(sums.iter().map(|s| s.compute_s)),
-            y: plot::log_range(sums.iter().map(|s| s.stall_s)),
+            x: plot::log_range(sums.iter().map(|s| s.mean.compute_s)),
+            y: plot::log_range(sums.iter().map(|s| s.mean.stall_s)),
         },
         Axes {
             title: "Time and energy per power mode",
@@ -73,14 +73,14 @@ fn plots(sums: &[Summary], front: &[(String, f64, f64, bool)]) -> Result<String,
             title: "Utilisation per configuration",
             x_label: "CPU utilisation (%)",
             y_label: "GPU utilisation (%)",
-            x: plot::log_range(sums.iter().map(|s| s.util[0] * 100.0)),
-            y: plot::log_range(sums.iter().map(|s| s.util[1] * 100.0)),
+            x: plot::log_range(sums.iter().map(|s| s.mean.util[0] * 100.0)),
+            y: plot::log_range(sums.iter().map(|s| s.mean.util[1] * 100.0)),
         },
         Axes {
             title: "Variability across repeats",
             x_label: "time per run (s)",
             y_label: "CV of run time (%)",
-            x: plot::log_range(sums.iter().map(|s| s.time_s)),
+            x: plot::log_range(sums.iter().map(|s| s.mean.time_s)),
             y: plot::log_range(sums.iter().map(|s| s.time_cv * 100.0)),
         },
     ];
@@ -99,7 +99,10 @@ fn plots(sums: &[Summary], front: &[(String, f64, f64, bool)]) -> Result<String,
         let dot = |(x, y), c: RGBColor| Circle::new((x, y), 4, c.filled());
         match k {
             0 => chart
-                .draw_series(sums.iter().map(|s| dot((s.compute_s, s.stall_s), BLUE)))
+                .draw_series(
+                    sums.iter()
+                        .map(|s| dot((s.mean.compute_s, s.mean.stall_s), BLUE)),
+                )
                 .map(|_| ()),
             1 => {
                 let mut on: Vec<(f64, f64)> =
@@ -116,14 +119,14 @@ fn plots(sums: &[Summary], front: &[(String, f64, f64, bool)]) -> Result<String,
             2 => chart
                 .draw_series(
                     sums.iter()
-                        .map(|s| dot((s.util[0] * 100.0, s.util[1] * 100.0), BLUE)),
+                        .map(|s| dot((s.mean.util[0] * 100.0, s.mean.util[1] * 100.0), BLUE)),
                 )
                 .map(|_| ()),
             _ => chart
                 .draw_series(
                     sums.iter()
                         .filter(|s| s.time_cv > 0.0)
-                        .map(|s| dot((s.time_s, s.time_cv * 100.0), BLUE)),
+                        .map(|s| dot((s.mean.time_s, s.time_cv * 100.0), BLUE)),
                 )
                 .map(|_| ()),
         }
@@ -134,6 +137,7 @@ fn plots(sums: &[Summary], front: &[(String, f64, f64, bool)]) -> Result<String,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::characterize::EpochRow;
 
     #[test]
     fn the_page_names_every_configuration_escaped_and_loads_nothing() {
@@ -141,12 +145,16 @@ mod tests {
             label: label.into(),
             mode: mode.into(),
             runs: 2,
-            time_s: t,
-            energy_j: 10.0 * t,
-            power_w: 10.0,
-            stall_s: 1.0,
-            compute_s: t - 1.0,
-            util: [0.5, 0.9, 0.3],
+            mean: EpochRow {
+                time_s: t,
+                energy_j: 10.0 * t,
+                power_w: 10.0,
+                stall_s: 1.0,
+                compute_s: t - 1.0,
+                util: [0.5, 0.9, 0.3],
+                disk_mb_s: 0.0,
+                resident: 1.0,
+            },
             time_cv: 0.01,
             times_s: vec![t, t],
         };

@@ -190,7 +190,7 @@ impl Sweep {
 }
 
 /// One epoch's figures.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct EpochRow {
     /// Epoch time, s.
     pub time_s: f64,
@@ -350,18 +350,10 @@ pub struct Summary {
     pub mode: String,
     /// Runs (repeats) it has.
     pub runs: usize,
-    /// Mean time of a run (all its epochs), s.
-    pub time_s: f64,
-    /// Mean energy of a run, J.
-    pub energy_j: f64,
-    /// Mean power, W.
-    pub power_w: f64,
-    /// Mean stall time of a run, s.
-    pub stall_s: f64,
-    /// Mean compute time of a run, s.
-    pub compute_s: f64,
-    /// Mean CPU, GPU and EMC utilisation.
-    pub util: [f64; 3],
+    /// Means over its runs: time, energy, stall, compute, disk bytes per run (all its
+    /// epochs summed); power, utilisation, disk throughput and residency time-weighted.
+    #[serde(flatten)]
+    pub mean: EpochRow,
     /// Coefficient of variation of the run time over repeats (0 for one run).
     pub time_cv: f64,
     /// Each repeat's time, s.
@@ -402,24 +394,30 @@ pub fn summarise(runs: &[Run]) -> Vec<Summary> {
             let times = total(|e| e.time_s);
             let (time_s, time_cv) = mean_cv(&times);
             let energy_j = mean(total(|e| e.energy_j));
-            let util = |k: usize| {
+            let weighted = |f: fn(&EpochRow) -> f64| {
                 let (w, t) = mine
                     .iter()
                     .flat_map(|r| &r.epochs)
-                    .fold((0.0, 0.0), |(w, t), e| {
-                        (w + e.util[k] * e.time_s, t + e.time_s)
-                    });
+                    .fold((0.0, 0.0), |(w, t), e| (w + f(e) * e.time_s, t + e.time_s));
                 w / t.max(f64::MIN_POSITIVE)
             };
             Summary {
                 mode: mine[0].config.mode.clone(),
                 runs: mine.len(),
-                time_s,
-                energy_j,
-                power_w: energy_j / time_s.max(f64::MIN_POSITIVE),
-                stall_s: mean(total(|e| e.stall_s)),
-                compute_s: mean(total(|e| e.compute_s)),
-                util: [util(0), util(1), util(2)],
+                mean: EpochRow {
+                    time_s,
+                    energy_j,
+                    power_w: energy_j / time_s.max(f64::MIN_POSITIVE),
+                    stall_s: mean(total(|e| e.stall_s)),
+                    compute_s: mean(total(|e| e.compute_s)),
+                    util: [
+                        weighted(|e| e.util[0]),
+                        weighted(|e| e.util[1]),
+                        weighted(|e| e.util[2]),
+                    ],
+                    disk_mb_s: weighted(|e| e.disk_mb_s),
+                    resident: weighted(|e| e.resident),
+                },
                 time_cv,
                 times_s: times,
                 label,
@@ -442,8 +440,8 @@ pub fn mode_front(summaries: &[Summary]) -> Vec<(String, f64, f64, bool)> {
         .map(|m| {
             let mine: Vec<&Summary> = summaries.iter().filter(|s| s.mode == m).collect();
             let n = mine.len() as f64;
-            let t = mine.iter().map(|s| s.time_s).sum::<f64>() / n;
-            let e = mine.iter().map(|s| s.energy_j).sum::<f64>() / n;
+            let t = mine.iter().map(|s| s.mean.time_s).sum::<f64>() / n;
+            let e = mine.iter().map(|s| s.mean.energy_j).sum::<f64>() / n;
             (m, t, e)
         })
         .collect();
@@ -519,7 +517,7 @@ mod tests {
         assert_eq!(sums.len(), 8);
         assert!(sums.iter().all(|x| x.runs == 3 && x.time_cv > 0.0));
         // bs16 w0 against bs16 w1 of the first mode.
-        assert!(sums[0].stall_s > sums[1].stall_s, "{sums:?}");
+        assert!(sums[0].mean.stall_s > sums[1].mean.stall_s, "{sums:?}");
         let front = mode_front(&sums);
         assert_eq!(front.len(), 2);
         assert!(front.iter().any(|f| f.3));
