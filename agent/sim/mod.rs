@@ -11,8 +11,10 @@
 //! DNN inference (both made profiling sources in [`sources`]) and [`gpu`] its GPU's
 //! performance on the roofline kernels;
 //! [`concurrent`] trains and serves inference at once on one GPU (Fulcrum's problem);
+//! [`characterize`] sweeps the SIGMETRICS'23 study's configurations over its data path;
 //! [`truth`] writes profiles of boards modelled unlike all of this, to test predictors on.
 
+pub mod characterize;
 pub mod concurrent;
 pub mod datapath;
 pub mod gpu;

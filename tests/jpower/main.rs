@@ -3,6 +3,7 @@
 //! material in `../shared`.
 
 mod agent;
+mod characterize;
 mod cli;
 mod discovery;
 mod fulcrum;

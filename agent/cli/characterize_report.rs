@@ -1,0 +1,184 @@
+//! `report.html` of `jpower characterize`: one self-contained page (no scripts, fonts or
+//! images from anywhere) with inline SVG plots drawn by [`crate::support::plot`] (stall
+//! against compute per configuration, time and energy per power mode with the Pareto
+//! front, mean utilisation, the variability of repeats) and a table naming every configuration.
+
+use crate::sim::characterize::Summary;
+use crate::support::plot::{self, fail, Axes};
+use plotters::prelude::*;
+
+/// `&`, `<`, `>` and `"` as HTML entities.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// The page: `title`, the plots of `sums` and `front` (mode, time s, energy J, on the
+/// front), and the table.
+pub fn html(
+    title: &str,
+    sums: &[Summary],
+    front: &[(String, f64, f64, bool)],
+) -> Result<String, plot::PlotError> {
+    let svg = plots(sums, front)?;
+    let mut rows = String::new();
+    for s in sums {
+        let on = front.iter().any(|f| f.0 == s.mode && f.3);
+        rows += &format!(
+            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.3}</td><td>{:.0}/{:.0}/{:.0}</td><td>{}</td></tr>\n",
+            escape(&s.label),
+            s.runs,
+            s.mean.time_s,
+            s.mean.energy_j,
+            s.mean.power_w,
+            s.mean.stall_s,
+            s.mean.compute_s,
+            s.time_cv * 100.0,
+            s.mean.util[0] * 100.0,
+            s.mean.util[1] * 100.0,
+            s.mean.util[2] * 100.0,
+            if on { "yes" } else { "" },
+        );
+    }
+    Ok(format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\n\
+<style>body{{font-family:sans-serif;margin:1em}}table{{border-collapse:collapse}}td,th{{border:1px solid #999;padding:2px 6px;text-align:right}}td:first-child{{text-align:left}}</style>\n\
+</head><body><h1>{t}</h1>\n{svg}\n<h2>Configurations</h2>\n<table><tr><th>configuration</th><th>runs</th><th>time s</th><th>energy J</th><th>power W</th><th>stall s</th><th>compute s</th><th>time CV %</th><th>CPU/GPU/EMC util %</th><th>mode on Pareto front</th></tr>\n{rows}</table>\n</body></html>\n",
+        t = escape(title),
+    ))
+}
+
+/// Four log-log panels: stall against compute (one point per configuration), time
+/// against energy per mode (the front joined), GPU against CPU utilisation (one point per
+/// configuration), and the CV of the repeats against time.
+fn plots(sums: &[Summary], front: &[(String, f64, f64, bool)]) -> Result<String, plot::PlotError> {
+    let axes = [
+        Axes {
+            title: "Stall against compute per configuration",
+            x_label: "compute time per run (s)",
+            y_label: "stall time per run (s)",
+            x: plot::log_range(sums.iter().map(|s| s.mean.compute_s)),
+            y: plot::log_range(sums.iter().map(|s| s.mean.stall_s)),
+        },
+        Axes {
+            title: "Time and energy per power mode",
+            x_label: "time per run (s)",
+            y_label: "energy per run (J)",
+            x: plot::log_range(front.iter().map(|f| f.1)),
+            y: plot::log_range(front.iter().map(|f| f.2)),
+        },
+        Axes {
+            title: "Utilisation per configuration",
+            x_label: "CPU utilisation (%)",
+            y_label: "GPU utilisation (%)",
+            x: plot::log_range(sums.iter().map(|s| s.mean.util[0] * 100.0)),
+            y: plot::log_range(sums.iter().map(|s| s.mean.util[1] * 100.0)),
+        },
+        Axes {
+            title: "Variability across repeats",
+            x_label: "time per run (s)",
+            y_label: "CV of run time (%)",
+            x: plot::log_range(sums.iter().map(|s| s.mean.time_s)),
+            y: plot::log_range(sums.iter().map(|s| s.time_cv * 100.0)),
+        },
+    ];
+    let legend = [
+        (
+            "blue: one configuration (mode, minibatch, workers, medium, cache)".to_string(),
+            BLUE,
+        ),
+        (
+            "red: a power mode on the (time, energy) Pareto front, joined; grey: off it"
+                .to_string(),
+            RED,
+        ),
+    ];
+    plot::log_log_panels(&axes, &legend, |k, chart| {
+        let dot = |(x, y), c: RGBColor| Circle::new((x, y), 4, c.filled());
+        match k {
+            0 => chart
+                .draw_series(
+                    sums.iter()
+                        .map(|s| dot((s.mean.compute_s, s.mean.stall_s), BLUE)),
+                )
+                .map(|_| ()),
+            1 => {
+                let mut on: Vec<(f64, f64)> =
+                    front.iter().filter(|f| f.3).map(|f| (f.1, f.2)).collect();
+                on.sort_by(|a, b| a.0.total_cmp(&b.0));
+                chart.draw_series(LineSeries::new(on, RED)).map_err(fail)?;
+                chart
+                    .draw_series(front.iter().map(|f| {
+                        let c = if f.3 { RED } else { RGBColor(128, 128, 128) };
+                        dot((f.1, f.2), c)
+                    }))
+                    .map(|_| ())
+            }
+            2 => chart
+                .draw_series(
+                    sums.iter()
+                        .map(|s| dot((s.mean.util[0] * 100.0, s.mean.util[1] * 100.0), BLUE)),
+                )
+                .map(|_| ()),
+            _ => chart
+                .draw_series(
+                    sums.iter()
+                        .filter(|s| s.time_cv > 0.0)
+                        .map(|s| dot((s.mean.time_s, s.time_cv * 100.0), BLUE)),
+                )
+                .map(|_| ()),
+        }
+        .map_err(fail)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::characterize::EpochRow;
+
+    #[test]
+    fn the_page_names_every_configuration_escaped_and_loads_nothing() {
+        let s = |label: &str, mode: &str, t| Summary {
+            label: label.into(),
+            mode: mode.into(),
+            runs: 2,
+            mean: EpochRow {
+                time_s: t,
+                energy_j: 10.0 * t,
+                power_w: 10.0,
+                stall_s: 1.0,
+                compute_s: t - 1.0,
+                util: [0.5, 0.9, 0.3],
+                disk_mb_s: 0.0,
+                resident: 1.0,
+            },
+            time_cv: 0.01,
+            times_s: vec![t, t],
+        };
+        let sums = [
+            s("MAXN bs16 <w0>", "MAXN", 5.0),
+            s("15W bs16 w0", "15W", 9.0),
+        ];
+        let front = [
+            ("MAXN".to_string(), 5.0, 50.0, true),
+            ("15W".to_string(), 9.0, 90.0, false),
+        ];
+        let page = html("t & u", &sums, &front).unwrap();
+        assert!(page.contains("MAXN bs16 &lt;w0&gt;") && page.contains("15W bs16 w0"));
+        assert!(page.contains("<title>t &amp; u</title>"));
+        for label in [
+            "CV of run time (%)",
+            "GPU utilisation (%)",
+            "energy per run (J)",
+        ] {
+            assert!(page.contains(label), "{label} missing");
+        }
+        let outside = page
+            .replace("http://www.w3.org/2000/svg", "")
+            .contains("http");
+        assert!(!outside, "the page refers to the network");
+    }
+}
