@@ -105,25 +105,33 @@ fn search(board: &mut impl Board, p: &Problem, mut candidates: Vec<(Setting, f64
     Search { best, runs }
 }
 
+/// Every batch size of modes `train` and `infer` (their tables `tt` and `ti`) whose bound
+/// leaves it in the running, with that bound.
+fn bounded<'a>(
+    (train, tt): (usize, &'a PhaseTable),
+    (infer, ti): (usize, &'a PhaseTable),
+    switch_ms: f64,
+    p: &'a Problem,
+) -> impl Iterator<Item = (Setting, f64)> + 'a {
+    (0..BATCHES.len()).filter_map(move |batch| {
+        let b = bound(tt, ti, batch, switch_ms, p)?;
+        Some((
+            Setting {
+                train,
+                infer,
+                batch,
+            },
+            b,
+        ))
+    })
+}
+
 /// The best fixed mode and batch size.
 pub fn fixed(board: &mut impl Board, p: &Problem) -> Search {
-    let n = board.space().len();
     let mut candidates = Vec::new();
-    for mode in 0..n {
+    for mode in 0..board.space().len() {
         let t = board.truth(mode);
-        for batch in 0..BATCHES.len() {
-            if let Some(b) = bound(&t, &t, batch, 0.0, p) {
-                let (train, infer) = (mode, mode);
-                candidates.push((
-                    Setting {
-                        train,
-                        infer,
-                        batch,
-                    },
-                    b,
-                ));
-            }
-        }
+        candidates.extend(bounded((mode, &t), (mode, &t), 0.0, p));
     }
     search(board, p, candidates)
 }
@@ -139,21 +147,10 @@ pub fn per_phase(board: &mut impl Board, p: &Problem, fixed_mode: usize) -> Sear
         .collect();
     let tables: Vec<PhaseTable> = modes.iter().map(|&m| board.truth(m)).collect();
     let mut candidates = Vec::new();
-    for (ti, &train) in modes.iter().enumerate() {
-        for (ii, &infer) in modes.iter().enumerate() {
-            for batch in 0..BATCHES.len() {
-                let switch_ms = if train == infer { 0.0 } else { p.switch_ms };
-                if let Some(b) = bound(&tables[ti], &tables[ii], batch, switch_ms, p) {
-                    candidates.push((
-                        Setting {
-                            train,
-                            infer,
-                            batch,
-                        },
-                        b,
-                    ));
-                }
-            }
+    for (&train, tt) in modes.iter().zip(&tables) {
+        for (&infer, ti) in modes.iter().zip(&tables) {
+            let switch_ms = if train == infer { 0.0 } else { p.switch_ms };
+            candidates.extend(bounded((train, tt), (infer, ti), switch_ms, p));
         }
     }
     search(board, p, candidates)
