@@ -197,6 +197,16 @@ fn diskstats_line(line: &str) -> Option<(&str, u64)> {
     Some((name, sectors))
 }
 
+/// Sectors (512 bytes) read from the block device `major:minor` (a disk or a
+/// partition), from a `/proc/diskstats` text; `None` when it is not listed.
+pub fn sectors_read(text: &str, major: u32, minor: u32) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut f = l.split_ascii_whitespace();
+        let ours = f.next()?.parse() == Ok(major) && f.next()?.parse() == Ok(minor);
+        ours.then(|| diskstats_line(l).map(|(_, sectors)| sectors))?
+    })
+}
+
 /// The whole disks of a `/proc/diskstats` text (those `is_disk` says have a
 /// `/sys/block` entry, which partitions do not), without loop, RAM and zram devices; at
 /// most [`MAX_DISKS`].
@@ -241,6 +251,21 @@ mod tests {
         let names: Vec<&str> = disks.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(names, ["mmcblk0", "nvme0n1"]);
         assert_eq!((disks[1].major, disks[1].minor), (259, 0));
+    }
+
+    #[test]
+    fn a_devices_sectors_are_found_by_its_numbers_partitions_included() {
+        let text = "   7       0 loop0 1 0 8 0 0 0 0 0 0 0 0\n \
+                    259       0 nvme0n1 100 0 4000 50 0 0 0 0 0 10 50\n \
+                    259       2 nvme0n1p2 90 0 3600 45 0 0 0 0 0 9 45\n";
+        assert_eq!(sectors_read(text, 259, 2), Some(3600));
+        assert_eq!(sectors_read(text, 259, 0), Some(4000));
+        assert_eq!(sectors_read(text, 8, 0), None);
+        assert_eq!(
+            sectors_read("259 2 nvme0n1p2 90", 259, 2),
+            None,
+            "a short line"
+        );
     }
 
     #[test]

@@ -55,6 +55,9 @@ pub const PROC_STAT: &str = "/proc/stat";
 pub const PROC_MEMINFO: &str = "/proc/meminfo";
 /// Per-disk I/O counters (sectors read: the dataset's read throughput).
 pub const PROC_DISKSTATS: &str = "/proc/diskstats";
+/// Writing `1` drops the whole page cache (root only): `jpower characterize`'s fallback
+/// where a filesystem ignores `posix_fadvise(DONTNEED)`.
+pub const PROC_DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 /// The fan's measured speed (rpm): L4T 32's pwm-fan; L4T 35/36 show it as an `rpm`
 /// attribute of a hwmon device (the tachometer's), found under [`HWMON_CLASS`].
 pub const FAN_RPM: &[&str] = &["/sys/devices/pwm-fan/rpm_measured"];

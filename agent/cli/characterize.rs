@@ -1,16 +1,29 @@
-//! `jpower characterize`: the SIGMETRICS'23 training study as one resumable sweep on a
-//! simulated board ([`crate::sim::characterize`]). Each run's epochs are appended to
-//! `DIR/runs.csv` as the run finishes; `runs.json` (runs, per-configuration summaries with
-//! the CV over repeats, the modes' Pareto front) and `report.html` are written at the end,
-//! or after the last finished run when SIGINT or SIGTERM stops the sweep. `--resume`
-//! keeps the finished runs of `runs.csv` and runs the rest. In simulated time the board's
-//! knobs are never written (each run computes its preset's clocks), so there is nothing
-//! to restore.
+//! `jpower characterize`: the SIGMETRICS'23 training study as one resumable sweep, either
+//! in simulated time on a simulated board (`--sim BOARD`, [`crate::sim::characterize`])
+//! or in real time on the board the agent serves (`--live`, or any run without `--sim`:
+//! [`crate::predict::characterize::live`], the built-in workload on a real dataset with
+//! real loader threads, modes under the sweep's lease, energy from the agent's markers).
+//! Each run's epochs are appended to `DIR/runs.csv` as the run finishes; `runs.csv` is
+//! rewritten in sweep order with each configuration's CV, and `runs.json` and
+//! `report.html` written, at the end or after the last finished run when SIGINT or
+//! SIGTERM stops the sweep. `--resume` keeps the finished runs of `runs.csv` and runs the
+//! rest. A live sweep's lease ends when it stops, so the agent puts the board back; in
+//! simulated time no knob is written.
 
 use super::characterize_report;
-use super::Output;
-use crate::sim::characterize::{self, header, mode_front, parse_rows, summarise, Run, Sweep};
-use crate::sim::datapath::{Cache, Medium};
+use super::{Output, Target};
+use crate::gpu::cuda::Cuda;
+use crate::gpu::net::Cpu;
+use crate::predict::characterize::dataset::{self, Dataset, Shape};
+use crate::predict::characterize::live::{LiveSweep, Location};
+use crate::predict::characterize::modes::{self, SweepMode};
+use crate::predict::characterize::runs::{
+    header, mode_front, parse_rows, product, rows_with_cv, summarise, Cache, Config, ModePoint,
+    Run, Summary,
+};
+use crate::sim::characterize::{self, Sweep};
+use crate::sim::datapath::Medium;
+use crate::sim::kernel::LoadState;
 use crate::sim::spec;
 use crate::sim::workload::Workload;
 use crate::support::csv_text;
@@ -23,10 +36,12 @@ use std::time::{Duration, Instant};
 /// Arguments of `jpower characterize`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The training workload: lenet5 (MNIST), resnet18 (CIFAR-10) or mobilenetv3 (GLD-23k).
-    #[arg(long, value_name = "NAME", default_value = "resnet18")]
-    pub workload: String,
-    /// Power modes: preset names, comma-separated, or `presets` for all of the board's.
+    /// The training workload. Simulated time: lenet5 (MNIST), resnet18 (CIFAR-10) or
+    /// mobilenetv3 (GLD-23k). Live: builtin (the built-in CNN on a dataset on disk).
+    #[arg(long, value_name = "NAME")]
+    pub workload: Option<String>,
+    /// Power modes: preset names, comma-separated; `presets` for all of the board's; or
+    /// `sample:N`, N pinned modes spread over the board's mode space.
     #[arg(long, value_name = "LIST", default_value = "presets")]
     pub modes: String,
     /// Minibatch sizes.
@@ -45,7 +60,7 @@ pub struct Args {
         default_value = "0,1,4"
     )]
     pub workers: Vec<u32>,
-    /// Storage media of the dataset: sd, hdd, nvme.
+    /// Simulated time: storage media of the dataset: sd, hdd, nvme.
     #[arg(
         long,
         value_name = "LIST",
@@ -53,7 +68,26 @@ pub struct Args {
         default_value = "sd,nvme"
     )]
     pub media: Vec<String>,
-    /// Page cache at each epoch's start: dropped, warm.
+    /// Live: dataset locations, one per storage medium, as NAME=DIR (or DIR, named by its
+    /// last component); the dataset is written under DIR/jpower-dataset once and kept.
+    /// Default: DIR of --out, named `out`.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub data: Vec<String>,
+    /// Live: samples in the dataset.
+    #[arg(long, value_name = "N", default_value_t = 2048)]
+    pub samples: u32,
+    /// Live: bytes per sample file, KiB (a CIFAR-10 PNG is about 2, an ImageNet JPEG
+    /// about 110).
+    #[arg(long, value_name = "KIB", default_value_t = 64)]
+    pub sample_kib: u32,
+    /// Live: train on the CPU reference instead of CUDA (always so on a simulated board).
+    #[arg(long)]
+    pub cpu: bool,
+    /// Run in real time through the agent, also on a simulated board (`--sim`).
+    #[arg(long)]
+    pub live: bool,
+    /// Page cache at each epoch's start: dropped (the dataset's pages, every epoch),
+    /// warm (the dataset read once before the run).
     #[arg(
         long,
         value_name = "LIST",
@@ -67,8 +101,9 @@ pub struct Args {
     /// Epochs per run.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub epochs: u32,
-    /// A small sweep: the board's first two presets, minibatch 16, workers 0 and 1, SD
-    /// card, warm cache, 2 repeats of 2 epochs (overrides the lists above).
+    /// A small sweep: the board's first two presets, minibatch 16, workers 0 and 1, one
+    /// medium, warm cache, 2 repeats of 2 epochs (overrides the lists above; live, a
+    /// dataset of 1,024 samples of 16 KiB).
     #[arg(long)]
     pub quick: bool,
     /// Where runs.csv, runs.json and report.html go.
@@ -82,6 +117,10 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub pace_ms: u64,
 }
+
+/// The sensor refresh a live sweep asks the agent for, µs: a mode's power reaches the
+/// readings within two refreshes of a switch, and an epoch spans many.
+const SENSOR_REFRESH_US: u32 = 20_000;
 
 /// Set by SIGINT and SIGTERM: stop after the current run.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -118,51 +157,90 @@ fn names<T>(
         .collect()
 }
 
-/// The sweep the arguments ask for on `board`.
-fn sweep(board: &str, a: &Args) -> Result<Sweep> {
-    let spec = spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))?;
-    let workload = Workload::from_name(&a.workload).with_context(|| {
-        format!(
-            "--workload {:?}: lenet5, resnet18 or mobilenetv3",
-            a.workload
-        )
-    })?;
-    let all = || spec.presets.iter().collect::<Vec<_>>();
-    let s = if a.quick {
-        Sweep {
-            spec,
-            workload,
-            modes: all().into_iter().take(2).collect(),
+/// The lists every sweep shares, checked.
+struct Lists {
+    batches: Vec<u32>,
+    workers: Vec<u32>,
+    caches: Vec<Cache>,
+    repeats: u32,
+    epochs: u32,
+}
+
+fn lists(a: &Args) -> Result<Lists> {
+    if a.quick {
+        return Ok(Lists {
             batches: vec![16],
             workers: vec![0, 1],
-            media: vec![Medium::Sd],
             caches: vec![Cache::Warm],
             repeats: 2,
             epochs: 2,
-        }
+        });
+    }
+    if a.batch.contains(&0) || a.repeats == 0 || a.epochs == 0 {
+        bail!("--batch, --repeats and --epochs must be positive");
+    }
+    Ok(Lists {
+        batches: a.batch.clone(),
+        workers: a.workers.clone(),
+        caches: names("cache", &a.cache, Cache::from_name, "dropped, warm")?,
+        repeats: a.repeats,
+        epochs: a.epochs,
+    })
+}
+
+/// The modes `--modes` names: `presets` (the first two with `--quick`), `sample:N` of
+/// `space`, or a list checked by `check`.
+fn sweep_modes(
+    a: &Args,
+    presets: &[String],
+    space: impl FnOnce() -> Result<crate::control::mode::ModeSpace>,
+    check: impl Fn(&str) -> Result<String>,
+) -> Result<Vec<SweepMode>> {
+    let all = || presets.iter().cloned().map(SweepMode::Preset);
+    if a.quick {
+        return Ok(all().take(2).collect());
+    }
+    if let Some(n) = modes::sample_count(&a.modes).map_err(anyhow::Error::msg)? {
+        return Ok(modes::sample(&space()?, n, 0x5A3F));
+    }
+    if a.modes == "presets" {
+        return Ok(all().collect());
+    }
+    a.modes
+        .split(',')
+        .map(|m| check(m.trim()).map(SweepMode::Preset))
+        .collect()
+}
+
+/// The simulated-time sweep the arguments ask for on `board`.
+fn simulated(board: &str, a: &Args) -> Result<Sweep> {
+    let spec = spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))?;
+    let name = a.workload.as_deref().unwrap_or("resnet18");
+    let workload = Workload::from_name(name)
+        .with_context(|| format!("--workload {name:?}: lenet5, resnet18 or mobilenetv3"))?;
+    let l = lists(a)?;
+    let presets: Vec<String> = spec.presets.iter().map(|p| p.name.to_string()).collect();
+    let modes = sweep_modes(
+        a,
+        &presets,
+        || Ok(spec.mode_space()),
+        |m| Ok(characterize::preset(spec, m)?.name.to_string()),
+    )?;
+    let media = if a.quick {
+        vec![Medium::Sd]
     } else {
-        let modes = if a.modes == "presets" {
-            all()
-        } else {
-            a.modes
-                .split(',')
-                .map(|m| characterize::preset(spec, m.trim()))
-                .collect::<Result<_, _>>()?
-        };
-        if a.batch.contains(&0) || a.repeats == 0 || a.epochs == 0 {
-            bail!("--batch, --repeats and --epochs must be positive");
-        }
-        Sweep {
-            spec,
-            workload,
-            modes,
-            batches: a.batch.clone(),
-            workers: a.workers.clone(),
-            media: names("media", &a.media, Medium::from_name, "sd, hdd, nvme")?,
-            caches: names("cache", &a.cache, Cache::from_name, "dropped, warm")?,
-            repeats: a.repeats,
-            epochs: a.epochs,
-        }
+        names("media", &a.media, Medium::from_name, "sd, hdd, nvme")?
+    };
+    let s = Sweep {
+        spec,
+        workload,
+        modes,
+        batches: l.batches,
+        workers: l.workers,
+        media,
+        caches: l.caches,
+        repeats: l.repeats,
+        epochs: l.epochs,
     };
     s.check()?;
     Ok(s)
@@ -185,22 +263,32 @@ fn finished(csv: &Path, epochs: u32) -> Result<Vec<Run>> {
     Ok(parse_rows(&records, epochs))
 }
 
-/// `jpower characterize`.
-pub fn run(board: Option<&str>, a: &Args, out: &Output) -> Result<()> {
-    let Some(board) = board else {
-        bail!("characterize sweeps a simulated board: name one with --sim BOARD");
-    };
-    let s = sweep(board, a)?;
-    let configs = s.configs();
+/// What a sweep did.
+struct Swept {
+    runs: Vec<Run>,
+    resumed: usize,
+    stopped: bool,
+}
+
+/// Runs the `configs` that `out/runs.csv` lacks (all of them without `--resume`) through
+/// `run_one`, appending each run's rows as it finishes, until done or stopped by a signal;
+/// then rewrites `runs.csv` in sweep order with each configuration's CV.
+fn sweep(
+    configs: &[Config],
+    epochs: u32,
+    a: &Args,
+    out: &Output,
+    run_one: &mut dyn FnMut(&Config) -> Result<Run>,
+) -> Result<Swept> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let csv_path = a.out.join("runs.csv");
     let mut done = if a.resume {
-        finished(&csv_path, s.epochs)?
+        finished(&csv_path, epochs)?
     } else {
         Vec::new()
     };
     done.retain(|r| configs.contains(&r.config));
-    let kept: Vec<Vec<String>> = done.iter().flat_map(Run::rows).collect();
+    let kept: Vec<Vec<String>> = done.iter().flat_map(|r| r.rows(None)).collect();
     std::fs::write(&csv_path, csv_text::write(&header(), kept))
         .with_context(|| format!("writing {}", csv_path.display()))?;
     let mut file = std::fs::OpenOptions::new()
@@ -212,16 +300,18 @@ pub fn run(board: Option<&str>, a: &Args, out: &Output) -> Result<()> {
         .iter()
         .filter(|c| !done.iter().any(|r| &r.config == *c))
         .collect();
-    let (skipped, start) = (done.len(), Instant::now());
+    let (resumed, start) = (done.len(), Instant::now());
     let mut stopped = false;
     for (i, c) in todo.iter().enumerate() {
         if STOP.load(Ordering::Acquire) {
             stopped = true;
             break;
         }
-        let r = s.run(c);
+        let r = run_one(c).with_context(|| format!("run {} r{}", c.label(), c.repeat))?;
         let mut w = csv_text::writer(Vec::new());
-        r.rows().iter().try_for_each(|row| w.write_record(row))?;
+        r.rows(None)
+            .iter()
+            .try_for_each(|row| w.write_record(row))?;
         file.write_all(&w.into_inner()?)
             .and_then(|()| file.sync_data())
             .with_context(|| format!("appending to {}", csv_path.display()))?;
@@ -232,7 +322,7 @@ pub fn run(board: Option<&str>, a: &Args, out: &Output) -> Result<()> {
             let eta = start.elapsed().as_secs_f64() / (i + 1) as f64 * left;
             eprint!(
                 "\r[{}/{}] {} r{}  ETA {eta:.0} s      ",
-                skipped + i + 1,
+                resumed + i + 1,
                 configs.len(),
                 c.label(),
                 c.repeat
@@ -244,52 +334,218 @@ pub fn run(board: Option<&str>, a: &Args, out: &Output) -> Result<()> {
     }
     // Canonical order: a resumed sweep's files equal an uninterrupted one's.
     done.sort_by_key(|r| configs.iter().position(|c| *c == r.config));
-    let rows: Vec<Vec<String>> = done.iter().flat_map(Run::rows).collect();
+    let rows = rows_with_cv(&done, &summarise(&done));
     std::fs::write(&csv_path, csv_text::write(&header(), rows))
         .with_context(|| format!("writing {}", csv_path.display()))?;
-    let sums = summarise(&done);
-    let front = mode_front(&sums);
-    let title = format!(
-        "jpower characterize: {} on simulated {}",
-        s.workload.name(),
-        s.spec.id()
-    );
-    let page = characterize_report::html(&title, &sums, &front)?;
-    std::fs::write(a.out.join("report.html"), page).context("writing report.html")?;
-    let value = serde_json::json!({
-        "board": s.spec.id(),
-        "simulated": true,
-        "workload": s.workload.name(),
-        "runs_total": configs.len(),
-        "runs_done": done.len(),
-        "resumed_runs": skipped,
-        "interrupted": stopped,
-        "epochs": s.epochs,
-        "configurations": sums,
-        "modes": front.iter().map(|(m, t, e, on)| serde_json::json!({
-            "mode": m, "time_s": t, "energy_j": e, "pareto": on,
-        })).collect::<Vec<_>>(),
-        "runs": done.iter().map(|r| serde_json::json!({
-            "mode": r.config.mode,
-            "batch": r.config.batch,
-            "workers": r.config.workers,
-            "medium": r.config.medium.name(),
-            "cache": r.config.cache.name(),
-            "repeat": r.config.repeat,
-            "epochs": r.epochs.iter().map(|e| serde_json::json!({
-                "time_s": e.time_s, "energy_j": e.energy_j, "power_w": e.power_w,
-                "stall_s": e.stall_s, "compute_s": e.compute_s, "cpu_util": e.util[0],
-                "gpu_util": e.util[1], "emc_util": e.util[2], "disk_mb_s": e.disk_mb_s,
-                "resident": e.resident,
-            })).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
+    Ok(Swept {
+        runs: done,
+        resumed,
+        stopped,
+    })
+}
+
+/// `jpower characterize`.
+pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
+    match target.sim.as_deref() {
+        Some(board) if !a.live => {
+            let s = simulated(board, a)?;
+            let configs = s.configs();
+            let swept = sweep(&configs, s.epochs, a, out, &mut |c| Ok(s.run(c)))?;
+            let about = serde_json::json!({
+                "board": s.spec.id(),
+                "simulated": true,
+                "workload": s.workload.name(),
+            });
+            let title = format!(
+                "jpower characterize: {} on simulated {} (simulated time)",
+                s.workload.name(),
+                s.spec.id()
+            );
+            report(about, &title, &configs, s.epochs, swept, a, out)
+        }
+        _ => live(target, a, out),
+    }
+}
+
+/// The live sweep: the built-in workload on this machine's disk, through the agent.
+fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
+    if let Some(w) = a.workload.as_deref().filter(|w| *w != "builtin") {
+        bail!("--workload {w:?}: a live sweep runs the built-in workload (builtin); the simulated models run in simulated time (--sim BOARD without --live)");
+    }
+    let (root, sim) = target.root()?;
+    let board = crate::board::Board::discover(root)?;
+    let config = crate::daemon::Config::load(None)?;
+    let socket =
+        crate::daemon::socket_path(target.socket.as_deref(), &config, &target.runtime_dir());
+    let mut client = target.agent()?.with_context(|| {
+        format!(
+            "a live sweep drives the agent: start `jpower agent` first (no agent serves {})",
+            socket.display()
+        )
+    })?;
+    let presets = match client.request(crate::ipc::protocol::RequestBody::Modes)? {
+        crate::ipc::protocol::ReplyBody::Modes { presets, .. } => {
+            presets.into_iter().map(|p| p.name).collect::<Vec<_>>()
+        }
+        other => bail!("unexpected reply to modes: {other:?}"),
+    };
+    drop(client);
+    let l = lists(a)?;
+    let modes = sweep_modes(
+        a,
+        &presets,
+        || Ok(crate::control::mode::ModeSpace::of(&board)),
+        |m| {
+            presets
+                .iter()
+                .find(|p| p.eq_ignore_ascii_case(m))
+                .cloned()
+                .with_context(|| format!("no preset {m:?} (the agent's: {})", presets.join(", ")))
+        },
+    )?;
+    let shape = if a.quick {
+        Shape {
+            samples: 1024,
+            sample_bytes: 16 << 10,
+            seed: 1,
+        }
+    } else {
+        Shape {
+            samples: a.samples,
+            sample_bytes: (a.sample_kib as usize) << 10,
+            seed: 1,
+        }
+    };
+    let locations = locations(a, shape)?;
+    let media: Vec<String> = locations.iter().map(|l| l.name.clone()).collect();
+    let names: Vec<String> = modes.iter().map(SweepMode::name).collect();
+    let configs = product(&names, &l.batches, &l.workers, &media, &l.caches, l.repeats);
+    let mut runner = LiveSweep::connect(&socket, locations, l.epochs)?;
+    let channels = board.ina.iter().map(|c| c.enabled).max().unwrap_or(3);
+    let refresh_us = runner.resolve(channels, SENSOR_REFRESH_US)?;
+    if !out.json {
+        eprintln!(
+            "jpower: the agent's sensors refresh every {:.1} ms during the sweep",
+            f64::from(refresh_us) / 1e3
+        );
+    }
+    let cuda = match (a.cpu || sim.is_some(), board.identity.l4t_major) {
+        (true, _) => None,
+        (false, l4t) => Some(Cuda::open(0, l4t)?),
+    };
+    if let Some(sim) = &sim {
+        sim.set_load(LoadState::TRAINING)?;
+    }
+    let swept = sweep(&configs, l.epochs, a, out, &mut |c| {
+        Ok(match &cuda {
+            Some(cuda) => runner.run(c, cuda.train_backend()?)?,
+            None => runner.run(c, Cpu)?,
+        })
     });
+    // Put the board back whether or not the sweep ran to its end.
+    let released = runner.release();
+    if let Some(sim) = &sim {
+        sim.set_load(LoadState::default())?;
+    }
+    let swept = swept?;
+    released?;
+    let about = serde_json::json!({
+        "board": board.identity.model,
+        "simulated": sim.is_some(),
+        "workload": "builtin",
+        "backend": if cuda.is_some() { "cuda" } else { "cpu" },
+        "dataset": {"samples": shape.samples, "sample_bytes": shape.sample_bytes},
+    });
+    let title = format!(
+        "jpower characterize: the built-in workload on {} (real time)",
+        board.identity.model
+    );
+    report(about, &title, &configs, l.epochs, swept, a, out)
+}
+
+/// The dataset locations of `--data` (default: the output directory), each dataset ready.
+fn locations(a: &Args, shape: Shape) -> Result<Vec<Location>> {
+    let given: Vec<(String, PathBuf)> = if a.data.is_empty() {
+        vec![("out".to_string(), a.out.clone())]
+    } else {
+        a.data
+            .iter()
+            .map(|d| match d.split_once('=') {
+                Some((name, dir)) => (name.to_string(), PathBuf::from(dir)),
+                None => {
+                    let dir = PathBuf::from(d);
+                    let name = dir
+                        .file_name()
+                        .map_or_else(|| d.clone(), |n| n.to_string_lossy().into_owned());
+                    (name, dir)
+                }
+            })
+            .collect()
+    };
+    given
+        .into_iter()
+        .map(|(name, dir)| {
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| Dataset::prepare(&dir, shape))
+                .map(|dataset| Location { name, dataset })
+                .with_context(|| {
+                    format!(
+                        "preparing the dataset in {}",
+                        dir.join(dataset::FOLDER).display()
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Writes `runs.json` and `report.html` and prints the summary.
+fn report(
+    about: serde_json::Value,
+    title: &str,
+    configs: &[Config],
+    epochs: u32,
+    swept: Swept,
+    a: &Args,
+    out: &Output,
+) -> Result<()> {
+    let done = &swept.runs;
+    let sums = summarise(done);
+    let front = mode_front(&sums);
+    let page = characterize_report::html(title, &sums, &front, done)?;
+    std::fs::write(a.out.join("report.html"), page).context("writing report.html")?;
+    let mut value = about;
+    value["runs_total"] = configs.len().into();
+    value["runs_done"] = done.len().into();
+    value["resumed_runs"] = swept.resumed.into();
+    value["interrupted"] = swept.stopped.into();
+    value["epochs"] = epochs.into();
+    value["configurations"] = serde_json::to_value(&sums)?;
+    value["modes"] = serde_json::to_value(&front)?;
+    value["runs"] = done
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "mode": r.config.mode,
+                "batch": r.config.batch,
+                "workers": r.config.workers,
+                "medium": r.config.medium,
+                "cache": r.config.cache.name(),
+                "repeat": r.config.repeat,
+                "epochs": r.epochs.iter().map(|e| serde_json::json!({
+                    "time_s": e.time_s, "energy_j": e.energy_j, "power_w": e.power_w,
+                    "stall_s": e.stall_s, "compute_s": e.compute_s, "cpu_util": e.util[0],
+                    "gpu_util": e.util[1], "emc_util": e.util[2], "disk_mb_s": e.disk_mb_s,
+                    "resident": e.resident,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
     std::fs::write(
         a.out.join("runs.json"),
         serde_json::to_string_pretty(&value)? + "\n",
     )
     .context("writing runs.json")?;
-    if stopped {
+    if swept.stopped {
         bail!(
             "interrupted after {} of {} runs; `--resume --out {}` runs the rest",
             done.len(),
@@ -300,15 +556,15 @@ pub fn run(board: Option<&str>, a: &Args, out: &Output) -> Result<()> {
     out.print(&value, || text(&value, &sums, &front, &a.out))
 }
 
-fn text(
-    v: &serde_json::Value,
-    sums: &[characterize::Summary],
-    front: &[(String, f64, f64, bool)],
-    dir: &Path,
-) -> String {
+fn text(v: &serde_json::Value, sums: &[Summary], front: &[ModePoint], dir: &Path) -> String {
     let mut t = format!(
-        "{} on simulated {}: {} runs ({} resumed), {} configurations\n",
+        "{} on {}{}: {} runs ({} resumed), {} configurations\n",
         v["workload"].as_str().unwrap_or(""),
+        if v["simulated"] == true {
+            "simulated "
+        } else {
+            ""
+        },
         v["board"].as_str().unwrap_or(""),
         v["runs_done"],
         v["resumed_runs"],
@@ -326,10 +582,13 @@ fn text(
             s.time_cv * 100.0
         );
     }
-    for (m, time, e, on) in front {
+    for p in front {
         t += &format!(
-            "mode {m}: {time:.2} s, {e:.1} J{}\n",
-            if *on { " (Pareto front)" } else { "" }
+            "mode {}: {:.2} s, {:.1} J{}\n",
+            p.mode,
+            p.time_s,
+            p.energy_j,
+            if p.pareto { " (Pareto front)" } else { "" }
         );
     }
     t + &format!(

@@ -117,9 +117,9 @@ pub enum Command {
     Residency(residency::Args),
     /// Profile a training workload over power modes (simulated time, or a replayed profile).
     Profile(train_modes::ProfileArgs),
-    /// The SIGMETRICS'23 training study on a simulated board: power modes, minibatch sizes,
-    /// loader workers, storage media and cache state, with repeats; CSV, JSON and an HTML
-    /// report, resumable.
+    /// The SIGMETRICS'23 training study: power modes, minibatch sizes, loader workers,
+    /// storage media and cache state, with repeats, in simulated time (--sim) or on the
+    /// agent's board in real time; CSV, JSON and an HTML report, resumable.
     Characterize(characterize::Args),
     /// Fit time and power predictors to a profile (PowerTrain and its baselines).
     Predict(train_modes::PredictArgs),
@@ -446,7 +446,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Residency(a) => residency::run(a, out),
         Command::Powertrain(c) => powertrain::run(cli.target.sim.as_deref(), c, out),
         Command::Profile(a) => train_modes::profile(&cli.target, a, out),
-        Command::Characterize(a) => characterize::run(cli.target.sim.as_deref(), a, out),
+        Command::Characterize(a) => characterize::run(&cli.target, a, out),
         Command::Predict(a) => train_modes::predict(cli.target.sim.as_deref(), a, out),
         Command::Optimize(a) => train_modes::optimize(cli.target.sim.as_deref(), a, out),
         Command::Agent(a) => agent(&cli.target, a),

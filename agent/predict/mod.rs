@@ -32,6 +32,7 @@
 
 pub mod active;
 pub mod anchor;
+pub mod characterize;
 pub mod evaluate;
 mod features;
 mod fit;

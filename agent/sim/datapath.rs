@@ -96,31 +96,7 @@ impl Medium {
     }
 }
 
-/// The page cache at the start of each epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Cache {
-    /// Dropped before every epoch (`echo 3 > /proc/sys/vm/drop_caches`, root).
-    Dropped,
-    /// Warm: whatever of the dataset fits is resident.
-    Warm,
-}
-
-impl Cache {
-    /// `dropped` or `warm`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Cache::Dropped => "dropped",
-            Cache::Warm => "warm",
-        }
-    }
-
-    /// The cache state with this [`Cache::name`].
-    pub fn from_name(s: &str) -> Option<Cache> {
-        [Cache::Dropped, Cache::Warm]
-            .into_iter()
-            .find(|c| c.name() == s)
-    }
-}
+pub use crate::predict::characterize::runs::Cache;
 
 /// A dataset as the data path sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 /// A running agent on a simulated board, killed when dropped.
 pub(crate) struct Agent {
     child: Option<Child>,
-    rt: tempfile::TempDir,
+    pub(crate) rt: tempfile::TempDir,
     socket: PathBuf,
 }
 

@@ -118,3 +118,131 @@ fn characterize_names_a_bad_value() {
         .arg(rt.path().join("o")));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--cache \"cold\": one of dropped, warm"));
 }
+
+#[test]
+fn characterize_live_measures_real_stalls_through_the_agent_and_gives_the_board_back() {
+    // The built-in workload on this machine's disk: the dataset's pages dropped per file
+    // (posix_fadvise; root, as CI is, falls back to drop_caches where a filesystem
+    // ignores it) or warm, loaded by the training loop itself or by one worker thread.
+    let agent = crate::agent::Agent::start("orin-agx", "");
+    let before = agent.status();
+    let rt = agent.rt.path();
+    let out = rt.join("live");
+    let v = json(&ok(jpower(rt)
+        .args(["--sim", "orin-agx", "--json", "characterize", "--live"])
+        .args([
+            "--modes",
+            "MAXN,MODE_15W",
+            "--batch",
+            "16",
+            "--workers",
+            "0,1",
+        ])
+        .args(["--cache", "dropped,warm", "--repeats", "1", "--epochs", "1"])
+        .args(["--samples", "512", "--sample-kib", "64", "--data"])
+        .arg(format!("disk={}", rt.join("data").display()))
+        .arg("--out")
+        .arg(&out)));
+    assert_eq!(v["runs_done"], 8, "{v}");
+    assert_eq!(v["simulated"], true);
+    let runs = v["runs"].as_array().unwrap();
+    let epoch = |mode: &str, workers: u64, cache: &str| {
+        let r = runs
+            .iter()
+            .find(|r| r["mode"] == mode && r["workers"] == workers && r["cache"] == cache)
+            .unwrap();
+        r["epochs"][0].clone()
+    };
+    for r in runs {
+        let e = &r["epochs"][0];
+        let f = |k: &str| e[k].as_f64().unwrap_or_else(|| panic!("{k} in {e}"));
+        assert!(f("energy_j") > 0.0 && f("power_w") > 1.0, "{e}");
+        assert!(f("stall_s") + f("compute_s") <= f("time_s"), "{e}");
+        assert_eq!(r["medium"], "disk");
+        let resident = f("resident");
+        if r["cache"] == "dropped" {
+            assert!(resident <= 0.02, "{e}");
+        } else {
+            assert!(resident > 0.9, "{e}");
+        }
+    }
+    // Waiting on the disk overlaps with compute once a worker loads ahead.
+    for mode in ["MAXN", "MODE_15W"] {
+        let (w0, w1) = (epoch(mode, 0, "dropped"), epoch(mode, 1, "dropped"));
+        assert!(
+            w1["stall_s"].as_f64().unwrap() < 0.5 * w0["stall_s"].as_f64().unwrap(),
+            "{w0} {w1}"
+        );
+    }
+    // The two modes drew different power on the simulated board.
+    let (a, b) = (epoch("MAXN", 0, "warm"), epoch("MODE_15W", 0, "warm"));
+    assert!(a["power_w"].as_f64() > b["power_w"].as_f64(), "{a} {b}");
+    let csv = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 8);
+    assert!(std::fs::read_to_string(out.join("report.html"))
+        .unwrap()
+        .contains("MODE_15W bs16 w1 disk dropped"));
+    let after = agent.status();
+    assert!(after.holder.is_none(), "the sweep's lease ended: {after:?}");
+    assert_eq!(
+        (before.online_cpus, before.gpu_hz, before.emc_cap_hz),
+        (after.online_cpus, after.gpu_hz, after.emc_cap_hz)
+    );
+}
+
+#[test]
+fn characterize_live_without_an_agent_says_to_start_one() {
+    let rt = runtime();
+    let out = run(jpower(rt.path())
+        .args(["--sim", "orin-agx", "characterize", "--live", "--out"])
+        .arg(rt.path().join("o")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("start `jpower agent`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn characterize_samples_pinned_modes_of_the_simulated_board() {
+    let rt = runtime();
+    let dir = rt.path().join("s");
+    let v = json(&ok(jpower(rt.path())
+        .args([
+            "--sim",
+            "xavier-agx",
+            "characterize",
+            "--json",
+            "--modes",
+            "sample:3",
+        ])
+        .args([
+            "--batch",
+            "16",
+            "--workers",
+            "1",
+            "--media",
+            "nvme",
+            "--repeats",
+            "2",
+        ])
+        .arg("--out")
+        .arg(&dir)));
+    let modes = v["modes"].as_array().unwrap();
+    assert_eq!(modes.len(), 3, "{v}");
+    for m in modes {
+        let name = m["mode"].as_str().unwrap();
+        assert_eq!(
+            name.matches('-').count(),
+            3,
+            "pinned knobs name the mode: {name}"
+        );
+    }
+    let csv = std::fs::read_to_string(dir.join("runs.csv")).unwrap();
+    let cv: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').next().unwrap())
+        .collect();
+    assert!(cv.iter().all(|c| c.parse::<f64>().unwrap() > 0.0), "{csv}");
+}

@@ -247,6 +247,21 @@ impl<B: Backend> Net<B> {
         })
     }
 
+    /// The batch size it was built for.
+    pub fn batch(&self) -> usize {
+        self.s.batch
+    }
+
+    /// One SGD step on a batch given on the host (uploaded first), finished on the device;
+    /// returns the batch's mean loss before the update.
+    pub fn step_host(&mut self, x: &[f32], labels: &[i32], lr: f32) -> Result<f32, B::Error> {
+        let x = self.backend.upload(x)?;
+        let labels = self.backend.upload_i(labels)?;
+        let loss = self.step(&x, &labels, lr)?;
+        self.backend.synchronize()?;
+        Ok(loss)
+    }
+
     /// The logits `[batch][10]` of a batch.
     pub fn forward(&mut self, x: &B::F) -> Result<Vec<f32>, B::Error> {
         self.forward_logits(x)?;
