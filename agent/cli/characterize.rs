@@ -86,6 +86,13 @@ pub struct Args {
     /// Run in real time through the agent, also on a simulated board (`--sim`).
     #[arg(long)]
     pub live: bool,
+    /// Live: instead of the built-in workload, this shell command once per epoch, its
+    /// placeholders filled (shell-quoted): {bs}, {workers}, {data} (the --data folder),
+    /// {mode}, {epoch}, {repeat}, {seed}, {socket}; JPOWER_SOCKET names the agent. It
+    /// marks its minibatches to the agent (jpower_client's `loader`), and the sweep takes
+    /// their energy, stall and compute from the agent's minibatch totals.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub run: Option<String>,
     /// Page cache at each epoch's start: dropped (the dataset's pages, every epoch),
     /// warm (the dataset read once before the run).
     #[arg(
@@ -347,6 +354,9 @@ fn sweep(
 /// `jpower characterize`.
 pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     match target.sim.as_deref() {
+        Some(_) if !a.live && a.run.is_some() => {
+            bail!("--run runs a command in real time: add --live (the agent's simulated board)")
+        }
         Some(board) if !a.live => {
             let s = simulated(board, a)?;
             let configs = s.configs();
@@ -370,7 +380,10 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
 /// The live sweep: the built-in workload on this machine's disk, through the agent.
 fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
     if let Some(w) = a.workload.as_deref().filter(|w| *w != "builtin") {
-        bail!("--workload {w:?}: a live sweep runs the built-in workload (builtin); the simulated models run in simulated time (--sim BOARD without --live)");
+        bail!("--workload {w:?}: a live sweep runs the built-in workload (builtin) or a --run command; the simulated models run in simulated time (--sim BOARD without --live)");
+    }
+    if a.run.is_some() && (a.data.is_empty() || a.workload.is_some()) {
+        bail!("--run needs --data NAME=DIR,... (the command's dataset, one per medium) and no --workload");
     }
     let (root, sim) = target.root()?;
     let board = crate::board::Board::discover(root)?;
@@ -416,7 +429,7 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
             seed: 1,
         }
     };
-    let locations = locations(a, shape)?;
+    let locations = locations(a, a.run.is_none().then_some(shape))?;
     let media: Vec<String> = locations.iter().map(|l| l.name.clone()).collect();
     let names: Vec<String> = modes.iter().map(SweepMode::name).collect();
     let configs = product(&names, &l.batches, &l.workers, &media, &l.caches, l.repeats);
@@ -429,7 +442,10 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
             f64::from(refresh_us) / 1e3
         );
     }
-    let cuda = match (a.cpu || sim.is_some(), board.identity.l4t_major) {
+    let cuda = match (
+        a.cpu || sim.is_some() || a.run.is_some(),
+        board.identity.l4t_major,
+    ) {
         (true, _) => None,
         (false, l4t) => Some(Cuda::open(0, l4t)?),
     };
@@ -437,9 +453,10 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
         sim.set_load(LoadState::TRAINING)?;
     }
     let swept = sweep(&configs, l.epochs, a, out, &mut |c| {
-        Ok(match &cuda {
-            Some(cuda) => runner.run(c, cuda.train_backend()?)?,
-            None => runner.run(c, Cpu)?,
+        Ok(match (&a.run, &cuda) {
+            (Some(template), _) => runner.run_command(c, template)?,
+            (None, Some(cuda)) => runner.run_builtin(c, shape, cuda.train_backend()?)?,
+            (None, None) => runner.run_builtin(c, shape, Cpu)?,
         })
     });
     // Put the board back whether or not the sweep ran to its end.
@@ -449,22 +466,32 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
     }
     let swept = swept?;
     released?;
-    let about = serde_json::json!({
-        "board": board.identity.model,
-        "simulated": sim.is_some(),
-        "workload": "builtin",
-        "backend": if cuda.is_some() { "cuda" } else { "cpu" },
-        "dataset": {"samples": shape.samples, "sample_bytes": shape.sample_bytes},
-    });
+    let about = match &a.run {
+        Some(template) => serde_json::json!({
+            "board": board.identity.model,
+            "simulated": sim.is_some(),
+            "workload": template,
+        }),
+        None => serde_json::json!({
+            "board": board.identity.model,
+            "simulated": sim.is_some(),
+            "workload": "builtin",
+            "backend": if cuda.is_some() { "cuda" } else { "cpu" },
+            "dataset": {"samples": shape.samples, "sample_bytes": shape.sample_bytes},
+        }),
+    };
     let title = format!(
-        "jpower characterize: the built-in workload on {} (real time)",
+        "jpower characterize: {} on {} (real time)",
+        a.run.as_deref().unwrap_or("the built-in workload"),
         board.identity.model
     );
     report(about, &title, &configs, l.epochs, swept, a, out)
 }
 
-/// The dataset locations of `--data` (default: the output directory), each dataset ready.
-fn locations(a: &Args, shape: Shape) -> Result<Vec<Location>> {
+/// The dataset locations of `--data` (default: the output directory): with the built-in
+/// workload's `shape`, each with that dataset ready in it; else (a `--run` command's) each
+/// an existing folder.
+fn locations(a: &Args, shape: Option<Shape>) -> Result<Vec<Location>> {
     let given: Vec<(String, PathBuf)> = if a.data.is_empty() {
         vec![("out".to_string(), a.out.clone())]
     } else {
@@ -484,16 +511,18 @@ fn locations(a: &Args, shape: Shape) -> Result<Vec<Location>> {
     };
     given
         .into_iter()
-        .map(|(name, dir)| {
-            std::fs::create_dir_all(&dir)
+        .map(|(name, dir)| match shape {
+            Some(shape) => std::fs::create_dir_all(&dir)
                 .and_then(|()| Dataset::prepare(&dir, shape))
-                .map(|dataset| Location { name, dataset })
+                .map(|d| Location { name, dir: d.dir })
                 .with_context(|| {
                     format!(
                         "preparing the dataset in {}",
                         dir.join(dataset::FOLDER).display()
                     )
-                })
+                }),
+            None if dir.is_dir() => Ok(Location { name, dir }),
+            None => bail!("--data {name}={}: not a directory", dir.display()),
         })
         .collect()
 }

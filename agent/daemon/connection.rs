@@ -243,7 +243,25 @@ impl Handler for Shared {
             RequestBody::MinibatchEnd { kind, id } => conn
                 .minibatches
                 .end(kind, id, monotonic_ns(), &self.ring.get())
-                .map_or_else(refused, |(m, spans)| ended(m, &spans)),
+                .map_or_else(refused, |(m, spans)| {
+                    let (duration_ms, energy_j) = (m.duration_s * 1000.0, m.energy_j);
+                    let reply = ended(m, &spans);
+                    let phases = match &reply {
+                        ReplyBody::PhasedMinibatch(p) => Some((p.fetch_ms, p.compute_ms)),
+                        _ => None,
+                    };
+                    self.minibatch_totals
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .add(kind, duration_ms, energy_j, phases);
+                    reply
+                }),
+            RequestBody::MinibatchTotals => ReplyBody::MinibatchTotals(
+                *self
+                    .minibatch_totals
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()),
+            ),
             body => self.lock().handle(&conn.peer, body),
         }
     }

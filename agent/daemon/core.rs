@@ -255,6 +255,7 @@ impl Core {
             | RequestBody::MinibatchBegin { .. }
             | RequestBody::MinibatchEnd { .. }
             | RequestBody::MinibatchPhase { .. }
+            | RequestBody::MinibatchTotals
             | RequestBody::Subscribe { .. } => err(ErrorCode::BadRequest, "handled by the connection"),
         }
     }

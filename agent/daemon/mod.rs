@@ -98,6 +98,8 @@ pub struct Shared {
     pub access: Access,
     /// When the tick last completed (`CLOCK_MONOTONIC` ns): the watchdog's proof of life.
     pub last_tick: AtomicU64,
+    /// Every connection's ended minibatches, summed (`minibatch_totals`).
+    pub minibatch_totals: Mutex<crate::ipc::protocol::MinibatchTotalsReply>,
 }
 
 impl Shared {
@@ -269,6 +271,7 @@ pub fn run(opts: Options) -> Result<()> {
         ring_path,
         access: Access::new(&config.control_group),
         last_tick: AtomicU64::new(crate::telemetry::ring::monotonic_ns()),
+        minibatch_totals: Mutex::default(),
     });
 
     let stop = Arc::new(AtomicBool::new(false));

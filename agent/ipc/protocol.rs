@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version this agent speaks. `docs/protocol.md` keeps a changelog of what
 /// each version changed.
-pub const PROTOCOL_VERSION: u32 = 4;
-/// The oldest version `hello` still accepts: version 4 only added messages a version 3
-/// client never sends nor receives, so such a client keeps working unchanged.
+pub const PROTOCOL_VERSION: u32 = 5;
+/// The oldest version `hello` still accepts: versions 4 and 5 only added messages a
+/// version 3 client never sends nor receives, so such a client keeps working unchanged.
 pub const OLDEST_PROTOCOL_VERSION: u32 = 3;
 /// The largest frame or JSON line, bytes.
 pub const MAX_FRAME: usize = 64 * 1024;
@@ -103,6 +103,10 @@ pub enum RequestBody {
     /// The newest record of the activity counters: GPU, CPU, EMC, RAM, fan, disks (version
     /// 4).
     Activity,
+    /// What every connection's ended minibatches add up to since the agent started, per
+    /// kind (version 5): how a program that did not send the markers (`jpower
+    /// characterize --run` around a training command) learns their time, energy and phases.
+    MinibatchTotals,
 }
 
 /// A mode, as a preset or as pinned knobs.
@@ -242,6 +246,8 @@ pub enum ReplyBody {
     PhasedMinibatch(PhasedMinibatchReply),
     /// Answers `activity` (version 4).
     Activity(ActivityReply),
+    /// Answers `minibatch_totals` (version 5).
+    MinibatchTotals(MinibatchTotalsReply),
 }
 
 /// Stable error codes.
@@ -494,6 +500,52 @@ pub struct PhasedMinibatchReply {
     pub compute_ms: f64,
     /// Module energy over the `compute` spans, joules.
     pub compute_j: f64,
+}
+
+/// The ended minibatches of one kind, summed over every connection since the agent
+/// started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct KindTotals {
+    /// Minibatches ended.
+    pub minibatches: u64,
+    /// Of those, the ones with phase markers (answered by `phased_minibatch`).
+    pub phased: u64,
+    /// Their durations summed, milliseconds.
+    pub duration_ms: f64,
+    /// Their energies summed, joules.
+    pub energy_j: f64,
+    /// The `fetch` time of the phased ones, milliseconds.
+    pub fetch_ms: f64,
+    /// The `compute` time of the phased ones, milliseconds.
+    pub compute_ms: f64,
+}
+
+/// Ended minibatches per kind (version 5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MinibatchTotalsReply {
+    /// Training minibatches.
+    pub train: KindTotals,
+    /// Inference minibatches.
+    pub infer: KindTotals,
+}
+
+impl MinibatchTotalsReply {
+    /// Adds an ended minibatch of `kind`: its duration and energy, and its phases' times
+    /// when it had phase markers.
+    pub fn add(&mut self, kind: Kind, duration_ms: f64, energy_j: f64, phases: Option<(f64, f64)>) {
+        let t = match kind {
+            Kind::Train => &mut self.train,
+            Kind::Infer => &mut self.infer,
+        };
+        t.minibatches += 1;
+        t.duration_ms += duration_ms;
+        t.energy_j += energy_j;
+        if let Some((fetch_ms, compute_ms)) = phases {
+            t.phased += 1;
+            t.fetch_ms += fetch_ms;
+            t.compute_ms += compute_ms;
+        }
+    }
 }
 
 impl Reply {

@@ -60,6 +60,14 @@ pub fn evict(dir: &Path) -> io::Result<Residency> {
     })
 }
 
+/// Reads every regular file under `dir` once (what a warm page cache holds after an
+/// epoch), then measures what is resident.
+pub fn warm(dir: &Path) -> io::Result<Residency> {
+    walk(dir, &mut |mut f| {
+        io::copy(&mut f, &mut io::sink()).map(drop)
+    })
+}
+
 /// Visits every regular file under `root`: `before` runs on the open file, then its pages
 /// are counted.
 fn walk(root: &Path, before: &mut dyn FnMut(&File) -> io::Result<()>) -> io::Result<Residency> {
@@ -158,6 +166,8 @@ mod tests {
         // Eviction asks; the kernel decides (tmpfs keeps everything): never more resident.
         let after = evict(dir.path()).unwrap();
         assert!(after.resident_pages <= r.resident_pages, "{after:?}");
+        // Reading every file brings it all back.
+        assert_eq!(warm(dir.path()).unwrap().resident_pages, r.pages);
         assert!(measure(&dir.path().join("missing")).is_err());
     }
 }

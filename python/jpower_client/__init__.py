@@ -1,4 +1,4 @@
-"""Client of the jpower agent's Unix socket (protocol version 4).
+"""Client of the jpower agent's Unix socket (protocol version 5).
 
 The protocol is specified in docs/protocol.md; its Rust types are in agent/ipc/protocol.rs
 and its framing in agent/ipc/codec.rs. Standard library only, Python 3.8+. Both encodings
@@ -45,7 +45,7 @@ __all__ = [
     "REPLY",
 ]
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 """The protocol version `hello` sends (the agent also speaks 3)."""
 MAX_FRAME = 64 * 1024
 """The largest bincode frame payload or JSON line, bytes."""
@@ -129,6 +129,7 @@ REQUEST_BODY = _enum(
     ("set_averaging", [("samples", "u32")]),
     ("minibatch_phase", [("kind", KIND), ("id", "u64"), ("phase", PHASE)]),
     ("activity", None),
+    ("minibatch_totals", None),
 )
 REQUEST = _struct(("id", "u64"), ("body", REQUEST_BODY))
 
@@ -191,6 +192,15 @@ ACTIVITY = _struct(
     ("cpus", ("vec", CPU_ACTIVITY)),
     ("disks", ("vec", DISK_ACTIVITY)),
 )
+KIND_TOTALS = _struct(
+    ("minibatches", "u64"),
+    ("phased", "u64"),
+    ("duration_ms", "f64"),
+    ("energy_j", "f64"),
+    ("fetch_ms", "f64"),
+    ("compute_ms", "f64"),
+)
+MINIBATCH_TOTALS = _struct(("train", KIND_TOTALS), ("infer", KIND_TOTALS))
 REPLY_BODY = _enum(
     ("hello", [("version", "u32"), ("agent", "str"), ("board", "str")]),
     ("status", STATUS),
@@ -209,6 +219,7 @@ REPLY_BODY = _enum(
     ("averaging", [("samples", "u32"), ("refresh_us", "u32"), ("rate_hz", "f64")]),
     ("phased_minibatch", PHASED_MINIBATCH),
     ("activity", ACTIVITY),
+    ("minibatch_totals", MINIBATCH_TOTALS),
 )
 REPLY = _struct(("id", "u64"), ("body", REPLY_BODY))
 
@@ -723,6 +734,14 @@ class Client:
         board lacks is None. Raises AgentError `not_found` when the agent runs with the
         counters off (or before its first record)."""
         return _unwrap(self.request("activity"), "activity")
+
+    def minibatch_totals(self) -> Dict[str, Any]:
+        """Every connection's ended minibatches summed since the agent started, per kind
+        (protocol version 5): {"train": {...}, "infer": {...}}, each {"minibatches",
+        "phased", "duration_ms", "energy_j", "fetch_ms", "compute_ms"} (the phase times of
+        the minibatches that had phase markers). Read it before and after another
+        program's work and take the difference."""
+        return _unwrap(self.request("minibatch_totals"), "minibatch_totals")
 
     def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         """Yields events (id-0 messages) as JSON-shaped bodies: {"sample": {...}},

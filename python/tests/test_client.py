@@ -500,6 +500,26 @@ class Common:
         self.assertIsNone(a["fan_rpm"], "the simulated fan has no tachometer")
         self.assertEqual(a["disks"][0]["name"], "mmcblk0")
 
+    # -- minibatch totals -----------------------------------------------------------------
+
+    def test_minibatch_totals_sum_every_connections_minibatches(self):
+        reader, trainer = self.client("reader"), self.client("trainer")
+        before = reader.minibatch_totals()
+        for batch in trainer.loader(range(3), first_id=700):
+            time.sleep(0.01)
+        trainer.minibatch_begin("infer", 700)
+        trainer.minibatch_end("infer", 700)
+        after = reader.minibatch_totals()
+        train = {k: after["train"][k] - before["train"][k] for k in after["train"]}
+        # The loader's last fetch, which finds the iterable exhausted, ends unphased.
+        self.assertEqual((train["minibatches"], train["phased"]), (4, 3))
+        self.assertGreater(train["compute_ms"], 25.0)
+        self.assertLessEqual(train["fetch_ms"] + train["compute_ms"], train["duration_ms"] + 1e-6)
+        self.assertGreater(train["energy_j"], 0.0)
+        infer = after["infer"]["minibatches"] - before["infer"]["minibatches"]
+        self.assertEqual(infer, 1)
+        self.assertEqual(after["infer"]["phased"], before["infer"]["phased"])
+
     # -- budget ---------------------------------------------------------------------------
 
     def test_budget(self):

@@ -246,3 +246,67 @@ fn characterize_samples_pinned_modes_of_the_simulated_board() {
         .collect();
     assert!(cv.iter().all(|c| c.parse::<f64>().unwrap() > 0.0), "{csv}");
 }
+
+#[test]
+fn characterize_run_measures_a_command_that_marks_its_minibatches() {
+    // A training command written from the Python client alone: it reads its dataset and
+    // marks each minibatch with `loader`; the sweep reads the agent's minibatch totals.
+    let agent = crate::agent::Agent::start("orin-agx", "");
+    let rt = agent.rt.path();
+    let data = rt.join("ds");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("shard0"), vec![7u8; 1 << 20]).unwrap();
+    let script = rt.join("train.py");
+    std::fs::write(
+        &script,
+        "import os, sys, time\n\
+         import jpower_client\n\
+         bs, data = int(sys.argv[1]), sys.argv[2]\n\
+         def batches():\n\
+         \x20   for i in range(6):\n\
+         \x20       open(os.path.join(data, 'shard0'), 'rb').read()\n\
+         \x20       yield i\n\
+         with jpower_client.Client() as c:\n\
+         \x20   for b in c.loader(batches()):\n\
+         \x20       time.sleep(0.002 * bs)\n",
+    )
+    .unwrap();
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/python");
+    let v = json(&ok(jpower(rt)
+        .env("PYTHONPATH", python)
+        .args(["--sim", "orin-agx", "--json", "characterize", "--live"])
+        .args(["--modes", "MAXN", "--batch", "8,16", "--workers", "0"])
+        .args(["--repeats", "1", "--epochs", "1", "--cache", "dropped,warm"])
+        .arg("--data")
+        .arg(format!("ds={}", data.display()))
+        .arg("--run")
+        .arg(format!("python3 {} {{bs}} {{data}}", script.display()))
+        .arg("--out")
+        .arg(rt.join("out"))));
+    assert_eq!(v["runs_done"], 4, "{v}");
+    for r in v["runs"].as_array().unwrap() {
+        let e = &r["epochs"][0];
+        let f = |k: &str| e[k].as_f64().unwrap_or_else(|| panic!("{k} in {e}"));
+        // Six minibatches of 2 ms per sample each, measured by the agent's markers.
+        let bs = r["batch"].as_f64().unwrap();
+        assert!(f("compute_s") >= 6.0 * 0.002 * bs, "{e}");
+        assert!(f("compute_s") + f("stall_s") <= f("time_s"), "{e}");
+        assert!(f("energy_j") > 0.0 && f("power_w") > 1.0, "{e}");
+        if r["cache"] == "warm" {
+            assert!(f("resident") > 0.9, "{e}");
+        }
+    }
+    assert!(agent.status().holder.is_none());
+    // A failing command stops the sweep and names it.
+    let out = run(jpower(rt)
+        .args(["--sim", "orin-agx", "characterize", "--live", "--quick"])
+        .arg("--data")
+        .arg(format!("ds={}", data.display()))
+        .args(["--run", "exit 3", "--out"])
+        .arg(rt.join("bad")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("\"exit 3\" failed"),
+        "{err}"
+    );
+}

@@ -10,7 +10,7 @@
 //! The read throughput is the dataset's block device's, from this machine's
 //! `/proc/diskstats`.
 
-use super::dataset::Dataset;
+use super::dataset::{Dataset, Shape};
 use super::loader::{self, EpochError, Marks};
 use super::modes::SweepMode;
 use super::runs::{Cache, Config, EpochRow, Run};
@@ -21,7 +21,6 @@ use crate::ipc::codec::Encoding;
 use crate::ipc::protocol::{Kind, LeaseKind, ModeRequest, Phase, ReplyBody, RequestBody};
 use crate::support::residency;
 use crate::support::rng::{hash, SplitMix64};
-use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,18 +58,37 @@ pub enum LiveError {
     /// A configuration names a dataset location the sweep lacks.
     #[error("no dataset location named {0:?}")]
     NoLocation(String),
-    /// The compute backend could not be set up.
-    #[error("compute backend: {0}")]
+    /// The compute backend could not be set up, or the agent answered oddly.
+    #[error("{0}")]
     Backend(String),
+    /// A `--run` command could not start or failed.
+    #[error("the command {command:?} failed: {why}")]
+    Command {
+        /// The command as run.
+        command: String,
+        /// Its exit status or the error starting it.
+        why: String,
+    },
 }
 
-/// A dataset location: a name (the `medium` of the rows) and the dataset there.
+/// A dataset location: a name (the `medium` of the rows) and the folder whose pages
+/// the cache state is about (the built-in dataset's, or a `--run` command's dataset).
 #[derive(Debug, Clone)]
 pub struct Location {
     /// Its name.
     pub name: String,
-    /// The dataset.
-    pub dataset: Dataset,
+    /// The dataset's folder.
+    pub dir: PathBuf,
+}
+
+/// What one epoch measured.
+struct Measured {
+    time_s: f64,
+    energy_j: f64,
+    /// The time `energy_j` covers, s (a command's minibatches, not its start-up).
+    metered_s: f64,
+    stall_s: f64,
+    compute_s: f64,
 }
 
 /// Runs configurations on the agent's board.
@@ -174,53 +192,135 @@ impl LiveSweep {
         Ok(())
     }
 
-    /// Runs `c` with the built-in CNN on `backend`.
-    pub fn run<B: Backend>(&mut self, c: &Config, backend: B) -> Result<Run, LiveError> {
-        let ds = self
-            .locations
-            .iter()
-            .find(|l| l.name == c.medium)
-            .ok_or_else(|| LiveError::NoLocation(c.medium.clone()))?
-            .dataset
-            .clone();
-        self.apply(&c.mode)?;
+    /// Runs `c` with the built-in CNN on `backend`, over the dataset of `shape` at the
+    /// location `c` names.
+    pub fn run_builtin<B: Backend>(
+        &mut self,
+        c: &Config,
+        shape: Shape,
+        backend: B,
+    ) -> Result<Run, LiveError> {
         let mut net = Net::new(backend, c.batch as usize, c.seed())
             .map_err(|e| LiveError::Backend(e.to_string()))?;
-        let device = std::fs::metadata(&ds.dir)
-            .map(|m| (libc::major(m.dev()), libc::minor(m.dev())))
-            .ok();
-        let mut epochs = Vec::new();
-        for e in 0..self.epochs {
-            let resident = prepare_cache(&ds, c.cache, e == 0)?;
-            let mut order: Vec<u32> = (0..ds.shape.samples).collect();
+        let mut next_id = self.next_id;
+        let run = self.epochs(c, &mut |client, dir, e| {
+            let ds = Dataset {
+                dir: dir.to_path_buf(),
+                shape,
+            };
+            let mut order: Vec<u32> = (0..shape.samples).collect();
             SplitMix64::new(hash(c.seed() ^ u64::from(e))).shuffle(&mut order);
-            let sectors = || device.and_then(|(ma, mi)| disk_sectors(ma, mi));
-            let before = sectors();
-            let poller = Poller::start(&self.socket);
-            let first = self.next_id;
             let f = loader::epoch(
                 &ds,
                 &order,
                 c.workers,
                 &mut net,
                 LR,
-                &mut AgentMarks(&mut self.client),
-                first,
-            );
-            let util = poller.stop();
-            let f = f?;
-            self.next_id += f.minibatches;
-            let disk_mb_s = match (before, sectors()) {
-                (Some(a), Some(b)) => b.saturating_sub(a) as f64 * 512.0 / 1e6 / f.time_s,
-                _ => f64::NAN,
-            };
-            let energy_j = f.energy_j.unwrap_or(f64::NAN);
-            epochs.push(EpochRow {
+                &mut AgentMarks(client),
+                next_id,
+            )?;
+            next_id += f.minibatches;
+            Ok(Measured {
                 time_s: f.time_s,
-                energy_j,
-                power_w: energy_j / f.time_s,
+                energy_j: f.energy_j.unwrap_or(f64::NAN),
+                metered_s: f.time_s,
                 stall_s: f.stall_s,
                 compute_s: f.compute_s,
+            })
+        });
+        self.next_id = next_id;
+        run
+    }
+
+    /// Runs `c` as the shell command `template` with its placeholders filled
+    /// ([`fill`]), once per epoch: the epoch's time is the command's, its energy, stall
+    /// and compute those of the minibatches it marked to the agent meanwhile (from
+    /// `minibatch_totals`; absent when it marked none or no phases), and its power their
+    /// energy over their time (the command's start-up is not metered).
+    pub fn run_command(&mut self, c: &Config, template: &str) -> Result<Run, LiveError> {
+        let socket = self.socket.clone();
+        self.epochs(c, &mut |client, dir, e| {
+            let totals = |client: &mut Client| match client.request(RequestBody::MinibatchTotals) {
+                Ok(ReplyBody::MinibatchTotals(t)) => Ok(t.train),
+                Ok(other) => Err(LiveError::Backend(format!(
+                    "unexpected reply to minibatch_totals: {other:?}"
+                ))),
+                Err(source) => Err(LiveError::Agent {
+                    what: "reading the minibatch totals".into(),
+                    source,
+                }),
+            };
+            let before = totals(client)?;
+            let command = fill(template, c, dir, e, &socket);
+            let start = std::time::Instant::now();
+            let status = std::process::Command::new("sh")
+                .args(["-c", &command])
+                .env("JPOWER_SOCKET", &socket)
+                .stdout(std::io::stderr())
+                .status()
+                .map_err(|e| LiveError::Command {
+                    command: command.clone(),
+                    why: e.to_string(),
+                })?;
+            let time_s = start.elapsed().as_secs_f64();
+            if !status.success() {
+                return Err(LiveError::Command {
+                    command,
+                    why: status.to_string(),
+                });
+            }
+            let after = totals(client)?;
+            let phased = after.phased > before.phased;
+            let marked = after.minibatches > before.minibatches;
+            let or_absent = |yes: bool, v: f64| if yes { v } else { f64::NAN };
+            Ok(Measured {
+                time_s,
+                energy_j: or_absent(marked, after.energy_j - before.energy_j),
+                metered_s: (after.duration_ms - before.duration_ms) / 1e3,
+                stall_s: or_absent(phased, (after.fetch_ms - before.fetch_ms) / 1e3),
+                compute_s: or_absent(phased, (after.compute_ms - before.compute_ms) / 1e3),
+            })
+        })
+    }
+
+    /// Applies `c`'s mode and runs its epochs through `epoch` (given the agent's client,
+    /// the dataset's folder and the epoch's number), setting up the cache before each and
+    /// measuring utilisation, disk throughput and residency around it.
+    fn epochs(
+        &mut self,
+        c: &Config,
+        epoch: &mut dyn FnMut(&mut Client, &Path, u32) -> Result<Measured, LiveError>,
+    ) -> Result<Run, LiveError> {
+        let dir = self
+            .locations
+            .iter()
+            .find(|l| l.name == c.medium)
+            .ok_or_else(|| LiveError::NoLocation(c.medium.clone()))?
+            .dir
+            .clone();
+        self.apply(&c.mode)?;
+        let device = std::fs::metadata(&dir)
+            .map(|m| (libc::major(m.dev()), libc::minor(m.dev())))
+            .ok();
+        let sectors = || device.and_then(|(ma, mi)| disk_sectors(ma, mi));
+        let mut epochs = Vec::new();
+        for e in 0..self.epochs {
+            let resident = prepare_cache(&dir, c.cache, e == 0)?;
+            let before = sectors();
+            let poller = Poller::start(&self.socket);
+            let m = epoch(&mut self.client, &dir, e);
+            let util = poller.stop();
+            let m = m?;
+            let disk_mb_s = match (before, sectors()) {
+                (Some(a), Some(b)) => b.saturating_sub(a) as f64 * 512.0 / 1e6 / m.time_s,
+                _ => f64::NAN,
+            };
+            epochs.push(EpochRow {
+                time_s: m.time_s,
+                energy_j: m.energy_j,
+                power_w: m.energy_j / m.metered_s,
+                stall_s: m.stall_s,
+                compute_s: m.compute_s,
                 util,
                 disk_mb_s,
                 resident,
@@ -233,17 +333,40 @@ impl LiveSweep {
     }
 }
 
+/// `s` quoted for `sh` (single quotes; a single quote inside as `'\''`).
+fn quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// `template` with its placeholders filled, each value quoted for `sh`: `{bs}` the
+/// minibatch size, `{workers}`, `{data}` the dataset's folder, `{mode}`, `{epoch}`,
+/// `{repeat}`, `{seed}` and `{socket}` the agent's socket.
+pub fn fill(template: &str, c: &Config, data: &Path, epoch: u32, socket: &Path) -> String {
+    [
+        ("{bs}", c.batch.to_string()),
+        ("{workers}", c.workers.to_string()),
+        ("{data}", data.display().to_string()),
+        ("{mode}", c.mode.clone()),
+        ("{epoch}", epoch.to_string()),
+        ("{repeat}", c.repeat.to_string()),
+        ("{seed}", c.seed().to_string()),
+        ("{socket}", socket.display().to_string()),
+    ]
+    .iter()
+    .fold(template.to_string(), |t, (k, v)| t.replace(k, &quoted(v)))
+}
+
 /// Sets the dataset's pages up for an epoch; returns the share resident at its start.
 /// Dropped: every epoch, its pages dropped and the drop checked. Warm: before a run's
 /// first epoch, every file read once.
-fn prepare_cache(ds: &Dataset, cache: Cache, first: bool) -> Result<f64, LiveError> {
+fn prepare_cache(dir: &Path, cache: Cache, first: bool) -> Result<f64, LiveError> {
     let fail = |why: String| LiveError::Cache {
-        path: ds.dir.clone(),
+        path: dir.to_path_buf(),
         why,
     };
     match cache {
         Cache::Dropped => {
-            let mut left = residency::evict(&ds.dir)
+            let mut left = residency::evict(dir)
                 .map_err(|e| fail(format!("dropping its pages: {e}")))?
                 .fraction();
             if left > DROPPED && nix::unistd::geteuid().is_root() {
@@ -251,7 +374,7 @@ fn prepare_cache(ds: &Dataset, cache: Cache, first: bool) -> Result<f64, LiveErr
                 nix::unistd::sync();
                 std::fs::write(paths::PROC_DROP_CACHES, "1\n")
                     .map_err(|e| fail(format!("writing {}: {e}", paths::PROC_DROP_CACHES)))?;
-                left = residency::measure(&ds.dir)
+                left = residency::measure(dir)
                     .map_err(|e| fail(format!("measuring its residency: {e}")))?
                     .fraction();
             }
@@ -269,20 +392,13 @@ fn prepare_cache(ds: &Dataset, cache: Cache, first: bool) -> Result<f64, LiveErr
             }
             Ok(left)
         }
-        Cache::Warm => {
-            if first {
-                let mut buf = Vec::new();
-                for n in 0..ds.shape.samples {
-                    buf.clear();
-                    std::fs::File::open(ds.path(n))
-                        .and_then(|mut f| io::Read::read_to_end(&mut f, &mut buf))
-                        .map_err(|e| fail(format!("warming: {e}")))?;
-                }
-            }
-            residency::measure(&ds.dir)
-                .map(|r| r.fraction())
-                .map_err(|e| fail(format!("measuring its residency: {e}")))
+        Cache::Warm => if first {
+            residency::warm(dir)
+        } else {
+            residency::measure(dir)
         }
+        .map(|r| r.fraction())
+        .map_err(|e| fail(format!("warming or measuring its pages: {e}"))),
     }
 }
 
@@ -375,5 +491,42 @@ impl Poller {
         // Release: pairs with the poller's Acquire load.
         self.stop.store(true, Ordering::Release);
         self.thread.join().unwrap_or([f64::NAN; 3])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_quoted_for_the_shell() {
+        let c = Config {
+            mode: "MAXN".into(),
+            batch: 32,
+            workers: 4,
+            medium: "sd".into(),
+            cache: Cache::Warm,
+            repeat: 1,
+        };
+        let t = "train --bs {bs} -j {workers} --data {data} --tag {mode}-{epoch}/{repeat} {socket}";
+        let got = fill(
+            t,
+            &c,
+            Path::new("/mnt/it's here"),
+            2,
+            Path::new("/run/j.sock"),
+        );
+        assert_eq!(
+            got,
+            r"train --bs '32' -j '4' --data '/mnt/it'\''s here' --tag 'MAXN'-'2'/'1' '/run/j.sock'"
+        );
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("printf %s {}", quoted("a'b $HOME"))])
+            .output()
+            .unwrap();
+        assert_eq!(out.stdout, b"a'b $HOME");
+        assert!(
+            fill("{seed}", &c, Path::new("/"), 0, Path::new("/")).contains(&c.seed().to_string())
+        );
     }
 }
