@@ -31,9 +31,10 @@
 //!   workers load); GPU `A / t` with `A` the GPU's activity-weighted time; EMC the DRAM
 //!   traffic over `bw t`; power from [`workload::reported_power`].
 //! * Unit-to-unit variation: a unit's seed scales its GPU and CPU speed by `1 + σ z` (`z`
-//!   standard normal from the seed), σ per board from SIGMETRICS Sec 5.4.2's spread across
-//!   five units (an assumption that the spread is silicon, not software: the paper saw
-//!   version mismatches cause up to 40 %). Repeats on one unit add 0.3 % per epoch.
+//!   standard normal from the seed), σ per board such that five units spread as SIGMETRICS
+//!   Sec 5.4.2 measured on average (five normal draws span 2.326 σ; [`unit_sigma`]): an
+//!   assumption that the spread is silicon, not software (the paper saw version mismatches
+//!   cause up to 40 %). Repeats on one unit add 0.3 % per epoch.
 //!
 //! Media: SD (Samsung EVO+, 100 MB/s, the paper's), USB HDD (the paper's WD drive: its
 //! 1.05 GB/s is the USB 3.0 link; a 5400 rpm disk streams ~120 MB/s), NVMe SSD (Samsung
@@ -179,13 +180,25 @@ fn footprint(model: Workload) -> Footprint {
     }
 }
 
-/// The time one unit differs by (one sigma), from SIGMETRICS Sec 5.4.2's spread of median
-/// epoch times across five units: < 1 % AGX Xavier, 5.4 % Xavier NX, 7.8 % Nano.
+/// One epoch's own variation on one unit (one sigma), relative.
+const RUN_SIGMA: f64 = 0.003;
+
+/// Expected range of five standard normal draws (the range constant `d2` for samples of
+/// five): what turns SIGMETRICS Sec 5.4.2's spread over five units into a sigma.
+const RANGE_OF_FIVE: f64 = 2.326;
+
+/// How much one unit's silicon differs in speed (one sigma), set so that five units' epoch
+/// times spread (max - min over the median) as SIGMETRICS Sec 5.4.2 measured: 5.4 % Xavier
+/// NX, 7.8 % Nano, so `sqrt((spread / RANGE_OF_FIVE)^2 - RUN_SIGMA^2)`, since each epoch
+/// adds its own [`RUN_SIGMA`]. AGX Xavier's "< 1 %" is a bound: 0.2 % gives an expected
+/// spread of 0.84 %, under it. The Orin boards have no published spread: each takes the
+/// Xavier of its class (an assumption).
 fn unit_sigma(silicon: Silicon) -> f64 {
+    let from_spread = |spread: f64| ((spread / RANGE_OF_FIVE).powi(2) - RUN_SIGMA.powi(2)).sqrt();
     match silicon {
         Silicon::XavierAgx | Silicon::OrinAgx => 0.002,
-        Silicon::XavierNx | Silicon::OrinNano => 0.012,
-        Silicon::Nano => 0.018,
+        Silicon::XavierNx | Silicon::OrinNano => from_spread(0.054),
+        Silicon::Nano => from_spread(0.078),
     }
 }
 
@@ -297,7 +310,7 @@ pub fn epoch(
     } else {
         0.0
     };
-    let noise = 1.0 + 0.003 * run.clamp(-3.0, 3.0);
+    let noise = 1.0 + RUN_SIGMA * run.clamp(-3.0, 3.0);
     let stall_s = ((stall * mbs + first) / 1000.0 + whole_gb / bw) * noise;
     let compute_s = compute * mbs / 1000.0 * noise;
     let time_s = stall_s + compute_s;
@@ -537,34 +550,39 @@ mod calibration {
     #[test]
     fn units_vary_as_published() {
         // Sec 5.4.2, five units each: median epoch times within 1 % (AGX Xavier, ResNet),
-        // 5.4 % (Xavier NX, MobileNet), 7.8 % (Nano, LeNet).
-        for (s, m, bound) in [
+        // 5.4 % (Xavier NX, MobileNet), 7.8 % (Nano, LeNet). The paper's spread is one draw
+        // of five units; the simulated one is the mean over 200 draws (units 5g..5g+4), which
+        // is what the per-board sigma is set to.
+        for (s, m, paper) in [
             (Silicon::XavierAgx, ResNet18, 0.01),
             (Silicon::XavierNx, MobileNetV3, 0.054),
             (Silicon::Nano, LeNet5, 0.078),
         ] {
             let (p, ram_gib) = setup(s);
-            let mut t: Vec<f64> = (0..5)
-                .map(|unit| {
-                    let d = DataPath {
-                        batch: 16,
-                        workers: 4,
-                        medium: Medium::Nvme,
-                        cache: Cache::Warm,
-                        ram_gib,
-                        unit,
-                    };
-                    epoch(s, m, &p, &d, 0).unwrap().time_s
-                })
-                .collect();
-            t.sort_by(f64::total_cmp);
-            let spread = (t[4] - t[0]) / t[2];
-            within(
-                &format!("{s:?} spread over 5 units"),
-                spread,
-                bound / 4.0,
-                bound,
-            );
+            let spread = |group: u64| {
+                let mut t: Vec<f64> = (5 * group..5 * group + 5)
+                    .map(|unit| {
+                        let d = DataPath {
+                            batch: 16,
+                            workers: 4,
+                            medium: Medium::Nvme,
+                            cache: Cache::Warm,
+                            ram_gib,
+                            unit,
+                        };
+                        epoch(s, m, &p, &d, 0).unwrap().time_s
+                    })
+                    .collect();
+                t.sort_by(f64::total_cmp);
+                (t[4] - t[0]) / t[2]
+            };
+            let mean = (0..200).map(spread).sum::<f64>() / 200.0;
+            let name = format!("{s:?} mean spread over 5 units");
+            if s == Silicon::XavierAgx {
+                within(&name, mean, 0.0, paper);
+            } else {
+                near(&name, mean, paper, 0.15);
+            }
         }
     }
 }
