@@ -180,7 +180,9 @@ pub fn dataset(model: Workload) -> Option<Dataset> {
 }
 
 /// Memory that is not page cache, GiB: the OS and, per model, the training process (CUDA
-/// context, weights, activations, pinned buffers) and each worker process (assumed).
+/// context, weights, activations, pinned buffers) and each worker process. Assumed, but for
+/// the worker's 0.8: the least (to 0.1 GiB) that leaves under 6 % of GLD-23k in the Xavier
+/// NX's page cache with four workers, as SIGMETRICS'23 measured (MobileNetV3; Sec 5.2).
 struct Footprint {
     os: f64,
     main: f64,
@@ -196,7 +198,7 @@ fn footprint(model: Workload) -> Footprint {
     Footprint {
         os: 1.2,
         main,
-        worker: 0.7,
+        worker: 0.8,
     }
 }
 
@@ -420,9 +422,9 @@ mod tests {
         assert_eq!(e(32.0, Cache::Warm, 4).resident, 1.0);
         assert_eq!(e(32.0, Cache::Warm, 4).disk_mb_s, 0.0);
         // 8 GB: every worker's memory comes out of the cache.
-        let (one, four) = (e(8.0, Cache::Warm, 1), e(8.0, Cache::Warm, 4));
-        assert!(0.0 < four.resident && four.resident < one.resident && one.resident < 1.0);
-        assert!(four.disk_mb_s > one.disk_mb_s);
+        let (one, two) = (e(8.0, Cache::Warm, 1), e(8.0, Cache::Warm, 2));
+        assert!(0.0 < two.resident && two.resident < one.resident && one.resident < 1.0);
+        assert!(two.disk_mb_s > one.disk_mb_s);
     }
 
     #[test]
@@ -525,6 +527,25 @@ mod calibration {
             spread,
             0.0,
             0.02,
+        );
+    }
+
+    #[test]
+    fn gld23k_stays_cached_on_agx_xavier_but_not_on_xavier_nx() {
+        // Sec 5.2, MobileNetV3 on GLD-23k (2.8 GB), four workers: all of it cached on AGX
+        // Xavier (32 GB), under 6 % on Xavier NX (8 GB).
+        let resident = |s| run(s, MobileNetV3, 4, Medium::Nvme, Cache::Warm, 16).resident;
+        within(
+            "AGX Xavier: GLD-23k cached",
+            resident(Silicon::XavierAgx),
+            1.0,
+            1.0,
+        );
+        within(
+            "Xavier NX: GLD-23k cached",
+            resident(Silicon::XavierNx),
+            0.0,
+            0.06,
         );
     }
 
