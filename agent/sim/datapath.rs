@@ -36,8 +36,8 @@
 //! * Page cache: `RAM - OS - the training process - w workers` (GiB, [`Footprint`]);
 //!   a dataset read in random order through an LRU cache of `C` hits `r = min(1, C / size)`
 //!   of the time once the cache is warm, `0` when it was dropped before the epoch.
-//! * Utilisation: CPU `(D + S + G + Fe) / (n t)` (the main thread spins on the GPU, the
-//!   workers load); GPU `A / t` with `A` the GPU's activity-weighted time; EMC the DRAM
+//! * Utilisation: CPU `(D' + S + G + Fe + H) / (n t)` (`D` without workers; the main thread
+//!   spins on the GPU, the workers load, a decode waiting on DRAM counts as busy); GPU `A / t` with `A` the GPU's activity-weighted time; EMC the DRAM
 //!   traffic over `bw t`; power from [`workload::reported_power`].
 //! * Unit-to-unit variation: a unit's seed scales its GPU and CPU speed by `1 + σ z` (`z`
 //!   standard normal from the seed), σ per board such that five units spread as SIGMETRICS
@@ -55,8 +55,10 @@
 //!
 //! * MobileNet on Xavier NX: two workers already hide loading (stall -92 % from 1 to 2
 //!   workers; published -67 %, saturating beyond 8 at ~21 s of ~576 s), and one worker cuts
-//!   the end-to-end time 27 % (published 38.7 %): the NX's decode per sample looks ~2x the
-//!   AGX-calibrated one per cycle in the paper, which the DRAM sharing explains only in part.
+//!   the end-to-end time 27 % (published 38.7 %). The paper's figures (-2.4x stall from 0 to 1
+//!   worker; -67.3 % stall and -30.5 % end-to-end from 1 to 2) put one worker's minibatch at
+//!   ~1.7x the compute, and two workers still short of it: per cycle, ~2x the decode the AGX
+//!   figures give, of which the DRAM sharing explains about half.
 //! * MobileNet on AGX Xavier: the DRAM sharing slows its single worker too (GPU share 0.37),
 //!   so one worker cuts the end-to-end time 30 % (published ~50 %; 44 % without the sharing).
 //!   The cache does not explain the NX: a miss on NVMe costs ~0.1 ms of ~20 ms per sample,
