@@ -549,8 +549,9 @@ mod calibration {
         }
     }
 
-    /// Epoch (time s, energy J) of ResNet-18 on CIFAR-10 on AGX Xavier at `p`.
-    fn resnet_agx(p: Operating) -> (f64, f64) {
+    /// Epoch (time s, energy J) of `m` on AGX Xavier at `p`, with the paper's data path
+    /// (minibatch 16, 4 workers, NVMe, warm cache).
+    fn agx_epoch(m: Workload, p: Operating) -> (f64, f64) {
         let d = DataPath {
             batch: 16,
             workers: 4,
@@ -559,8 +560,13 @@ mod calibration {
             ram_gib: 32.0,
             unit: 0,
         };
-        let e = epoch(Silicon::XavierAgx, ResNet18, &p, &d, 0).unwrap();
+        let e = epoch(Silicon::XavierAgx, m, &p, &d, 0).unwrap();
         (e.time_s, e.time_s * e.power_w)
+    }
+
+    /// Epoch (time s, energy J) of ResNet-18 on CIFAR-10 on AGX Xavier at `p`.
+    fn resnet_agx(p: Operating) -> (f64, f64) {
+        agx_epoch(ResNet18, p)
     }
 
     /// SIGMETRICS Table 3's modes a-j of AGX Xavier (cores, CPU, GPU, EMC MHz); a is the
@@ -582,16 +588,7 @@ mod calibration {
     /// than a, for `m` on AGX Xavier (the paper's data path): below 1, a is off the front.
     fn default_mode_against_faster(m: Workload) -> (char, f64) {
         let run = |(_, cores, cpu, gpu, emc): (char, u32, f64, f64, f64)| {
-            let d = DataPath {
-                batch: 16,
-                workers: 4,
-                medium: Medium::Nvme,
-                cache: Cache::Warm,
-                ram_gib: 32.0,
-                unit: 0,
-            };
-            let e = epoch(Silicon::XavierAgx, m, &op(cores, cpu, gpu, emc), &d, 0).unwrap();
-            (e.time_s, e.time_s * e.power_w)
+            agx_epoch(m, op(cores, cpu, gpu, emc))
         };
         let (ta, ea) = run(TABLE3[0]);
         TABLE3[1..]
