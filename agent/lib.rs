@@ -9,7 +9,8 @@
 //!  sim        simulated boards: a kernel model below the file layer, and workloads and a
 //!    │        GPU model behind the traits the layers above define
 //!  predict    profiling over modes (simulated, replayed or live through the agent),
-//!    │        predictors, optimisation under a budget, the PowerTrain evaluation
+//!    │        predictors, optimisation under a budget, the PowerTrain evaluation, the
+//!    │        characterisation study's records and its live runs
 //!  gpu        CUDA kernels through cudarc (probed at run time), their CPU reference, the
 //!    │        built-in CNN, time and energy rooflines
 //!  daemon     the agent: leases, budget guard, configuration; implements ipc's handler
