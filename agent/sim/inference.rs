@@ -400,37 +400,22 @@ mod tests {
         // ResNet-50 at batch 1 is dispatch-bound: the CPU clock, and two cores crowded by
         // the helper threads, slow it; the GPU clock barely does (a slower GPU streams DRAM
         // less intensely, so the dispatching CPU stalls less: up to 7% faster).
-        within(
-            "resnet50 bs1 CPU/2",
-            ratio("resnet50", 1, &slow_cpu),
-            1.5,
-            2.1,
-        );
-        within(
-            "resnet50 bs1 GPU/2",
-            ratio("resnet50", 1, &slow_gpu),
-            0.85,
-            1.3,
-        );
-        within(
-            "resnet50 bs1 2 cores",
-            ratio("resnet50", 1, &few_cores),
-            1.5,
-            2.6,
-        );
-        // At batch 64 it is the GPU's: the CPU clock no longer matters.
-        within(
-            "resnet50 bs64 CPU/2",
-            ratio("resnet50", 64, &slow_cpu),
-            1.0,
-            1.05,
-        );
-        within(
-            "resnet50 bs64 GPU/2",
-            ratio("resnet50", 64, &slow_gpu),
-            1.3,
-            2.1,
-        );
+        // (what, batch, mode, the ratio's bounds over MAXN's latency)
+        let cases = [
+            // ResNet-50 at batch 1 is dispatch-bound: the CPU clock, and two cores crowded
+            // by the helper threads, slow it; the GPU clock barely does (a slower GPU streams
+            // DRAM less intensely, so the dispatching CPU stalls less: up to 7% faster).
+            ("CPU/2", 1, &slow_cpu, 1.5, 2.1),
+            ("GPU/2", 1, &slow_gpu, 0.85, 1.3),
+            ("2 cores", 1, &few_cores, 1.5, 2.6),
+            // At batch 64 it is the GPU's: the CPU clock no longer matters.
+            ("CPU/2", 64, &slow_cpu, 1.0, 1.05),
+            ("GPU/2", 64, &slow_gpu, 1.3, 2.1),
+        ];
+        for (what, batch, m, lo, hi) in cases {
+            let name = format!("resnet50 bs{batch} {what}");
+            within(&name, ratio("resnet50", batch, m), lo, hi);
+        }
         // MobileNet at batch 64 streams activations: the EMC clock matters more than for
         // BERT-large, whose GEMMs are compute-bound.
         let (mob, bert) = (
