@@ -628,6 +628,8 @@ impl Mlp {
             for batch in train.chunks(cfg.batch.max(1)) {
                 grads.iter_mut().for_each(|g| g.w.fill(0.0));
                 grads.iter_mut().for_each(|g| g.b.fill(0.0));
+                // Backprop reads the transposes of the layers that pass deltas back.
+                sc.transpose(&self.layers, cfg.freeze + 1);
                 for &i in batch {
                     sum += self.backprop(&x[i], y[i], cfg, &mut rng, &mut sc, &mut grads);
                 }
@@ -721,10 +723,16 @@ impl Mlp {
                 }
             }
             if l > cfg.freeze {
+                // prev[i] = sum over o of w[i][o] delta[o], summed in the order of o as
+                // `Iterator::sum` does (from -0.0), but an axpy per output over the
+                // transposed weights: every input's sum advances at once, in vector lanes.
                 sc.prev.clear();
-                for (wr, &gate) in layer.w.chunks_exact(layer.n_out).zip(&sc.gates[l - 1]) {
-                    let dot = || wr.iter().zip(&sc.delta).map(|(w, d)| w * d).sum::<f64>();
-                    sc.prev.push(if gate != 0.0 { dot() * gate } else { 0.0 });
+                sc.prev.resize(layer.n_in, -0.0);
+                for (wt, &d) in sc.wt[l].chunks_exact(layer.n_in).zip(&sc.delta) {
+                    sc.prev.iter_mut().zip(wt).for_each(|(p, w)| *p += w * d);
+                }
+                for (p, &gate) in sc.prev.iter_mut().zip(&sc.gates[l - 1]) {
+                    *p = if gate != 0.0 { *p * gate } else { 0.0 };
                 }
                 std::mem::swap(&mut sc.delta, &mut sc.prev);
             }
@@ -754,12 +762,15 @@ impl Adam {
     }
 }
 
-/// Per-sample training buffers: layer inputs/outputs, ReLU*dropout gates, deltas.
+/// Per-sample training buffers: layer inputs/outputs, ReLU*dropout gates, deltas, and
+/// each layer's weights transposed (`n_out x n_in`) for propagating deltas back, as of
+/// the last [`Scratch::transpose`].
 struct Scratch {
     acts: Vec<Vec<f64>>,
     gates: Vec<Vec<f64>>,
     delta: Vec<f64>,
     prev: Vec<f64>,
+    wt: Vec<Vec<f64>>,
 }
 
 impl Scratch {
@@ -767,11 +778,27 @@ impl Scratch {
         let mut acts = vec![vec![0.0; layers.first().map_or(0, |l| l.n_in)]];
         acts.extend(layers.iter().map(|l| vec![0.0; l.n_out]));
         let (gates, delta, prev) = (acts[1..].to_vec(), Vec::new(), Vec::new());
-        Scratch {
+        let wt = layers.iter().map(|l| vec![0.0; l.w.len()]).collect();
+        let mut sc = Scratch {
             acts,
             gates,
             delta,
             prev,
+            wt,
+        };
+        sc.transpose(layers, 0);
+        sc
+    }
+
+    /// Copies the weights of `layers[from..]` into their transposes (after every step
+    /// of the optimiser: once a minibatch, not once a row).
+    fn transpose(&mut self, layers: &[Layer], from: usize) {
+        for (l, wt) in layers.iter().zip(&mut self.wt).skip(from) {
+            for (i, row) in l.w.chunks_exact(l.n_out).enumerate() {
+                for (o, &w) in row.iter().enumerate() {
+                    wt[o * l.n_in + i] = w;
+                }
+            }
         }
     }
 }
