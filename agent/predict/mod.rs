@@ -40,6 +40,7 @@ pub mod live;
 mod model_file;
 pub mod optimize;
 pub mod pagoda;
+pub mod pretrain_cache;
 pub mod profile;
 pub mod regress;
 
