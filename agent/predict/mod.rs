@@ -25,7 +25,7 @@
 //!   power-budget margin.
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
-//! ([`regress::Mlp::predict_many`]).
+//! a block of modes at a time ([`regress::Batch`]).
 //!
 //! [`pagoda`] is the other kind of prediction: a DNN's FLOPs and DRAM bytes counted layer by
 //! layer (Pagoda's analytical model), for placing inference on each mode's rooflines.
