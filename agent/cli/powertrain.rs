@@ -4,6 +4,7 @@
 use super::train_modes::workload;
 use super::Output;
 use crate::predict::evaluate::{self, Effort, Eval};
+use crate::predict::pretrain_cache::PretrainCache;
 use crate::predict::profile::{self, ProfileConfig, Replay};
 use crate::sim::sources::{reference_source, SimSource};
 use anyhow::{Context, Result};
@@ -45,6 +46,14 @@ pub struct EvalArgs {
     /// Seed of mode selection, noise and training.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Keep the baselines' pre-training on the reference (PowerTrain's network) in DIR, keyed
+    /// by the reference's profile, the board, the setting and the model version [default:
+    /// $XDG_CACHE_HOME/jpower/pretrained, else ~/.cache/jpower/pretrained]
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+    /// Pre-train the baselines afresh, reading and writing no cache.
+    #[arg(long, conflicts_with = "cache")]
+    pub no_cache: bool,
 }
 
 /// Runs `jpower powertrain ...` on board `sim` (a simulated board id).
@@ -77,11 +86,22 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
             &mut sim_target
         }
     };
+    let cache = match (&a.cache, a.no_cache) {
+        (_, true) => None,
+        (Some(dir), false) => Some(PretrainCache::new(dir)),
+        (None, false) => PretrainCache::default_dir().map(PretrainCache::new),
+    };
+    let started = std::time::Instant::now();
     let bar = super::stages(out.json)?;
     bar.set_message(format!(
         "profiling the reference {} and the target, fitting every method",
         a.reference
     ));
+    // Each stage on stderr as it finishes, with the time since the start.
+    let mut progress = |what: &str| {
+        let at = started.elapsed().as_secs_f64();
+        bar.suspend(|| eprintln!("[{at:6.1} s] {what}"));
+    };
     let report = evaluate::evaluate(Eval {
         board: spec.id(),
         reference: &mut reference,
@@ -93,6 +113,8 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
         profile: ProfileConfig::default(),
         // The papers' budgets on Orin AGX.
         budgets: (spec.name == "orin-agx").then(|| (17..=50).map(f64::from).collect()),
+        cache: cache.as_ref(),
+        progress: &mut progress,
     })
     .context("fitting the predictors")?;
     bar.finish_and_clear();
@@ -129,6 +151,20 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
                 );
             }
         }
+        let pretraining: Vec<String> = report
+            .pretraining
+            .iter()
+            .map(|(name, p)| {
+                let how = if p.cached { " (cached)" } else { "" };
+                format!("{name} {:.1} s{how}", p.seconds)
+            })
+            .collect();
+        let _ = writeln!(
+            t,
+            "\n  pre-training on the reference: {}; {:.1} s in all",
+            pretraining.join(", "),
+            started.elapsed().as_secs_f64()
+        );
         t.push_str("\n  (grid): over the modes of PowerTrain's reference grid, where the paper validated\n");
         t.push_str("  PowerTrain (FGCS 2024, 50 modes): time MAPE < 15%, power MAPE < 6%, median penalty ~1%, 26.5% of budgets exceeded by > 1 W\n");
         t

@@ -9,6 +9,7 @@
 
 use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::predict::optimize::{self, BudgetScore, Measured, TimePower, Verify};
+use crate::predict::pretrain_cache::{Outcome, PretrainCache};
 use crate::predict::profile::{self, ProfileConfig, Row, Source, Strategy};
 use crate::predict::{self, active, FitConfig, Method, Model, Quantity};
 use serde::Serialize;
@@ -210,6 +211,20 @@ pub struct Eval<'a> {
     /// The budgets to score choices at (the papers' 17-50 W on Orin AGX); `None`: each
     /// whole watt within the range of true power.
     pub budgets: Option<Vec<f64>>,
+    /// Where the baselines' pre-training on the reference is kept between runs (`None`:
+    /// trained every time). jpower's own method always pre-trains.
+    pub cache: Option<&'a PretrainCache>,
+    /// Told what each stage did as it finishes (the CLI prints it on stderr).
+    pub progress: &'a mut dyn FnMut(&str),
+}
+
+/// A method's pre-training on the reference.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pretraining {
+    /// Wall time, seconds (reading the cache, where it was read from there).
+    pub seconds: f64,
+    /// Whether it was read from the cache.
+    pub cached: bool,
 }
 
 /// The evaluation's results, per method.
@@ -225,6 +240,8 @@ pub struct Report {
     pub reference_profiling_minutes: f64,
     /// Each method's scores, by method name.
     pub methods: std::collections::BTreeMap<String, MethodScore>,
+    /// Each transfer method's pre-training on the reference, by method name.
+    pub pretraining: std::collections::BTreeMap<String, Pretraining>,
 }
 
 /// Runs the evaluation.
@@ -232,12 +249,47 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
     let space = e.target.modes();
     let grid = e.effort.reference_modes(&e.reference_space);
     let (fit, seed) = (&e.effort.fit, e.effort.fit.seed);
+    let progress = e.progress;
+    let clock = std::time::Instant::now();
     let (ref_rows, ref_secs) = profile_modes(e.reference, &grid, &e.profile);
+    progress(&format!(
+        "profiled the reference on {} modes in {:.1} s",
+        ref_rows.len(),
+        clock.elapsed().as_secs_f64()
+    ));
     let mut pretrained = std::collections::BTreeMap::new();
+    let mut pretraining = std::collections::BTreeMap::new();
     for method in Method::ALL.into_iter().filter(|m| m.uses_reference()) {
-        let time = predict::pretrain(method, &ref_rows, Quantity::TimeMs, fit)?;
-        let power = predict::pretrain(method, &ref_rows, Quantity::PowerW, fit)?;
-        pretrained.insert(method.name(), (time, power));
+        let clock = std::time::Instant::now();
+        let train = || {
+            Ok((
+                predict::pretrain(method, &ref_rows, Quantity::TimeMs, fit)?,
+                predict::pretrain(method, &ref_rows, Quantity::PowerW, fit)?,
+            ))
+        };
+        let (models, outcome) = match e.cache.filter(|_| method != Method::Physics) {
+            Some(cache) => {
+                let (models, outcome) =
+                    cache.get_or_train(&e.board, method, &ref_rows, fit, train)?;
+                (models, Some((cache, outcome)))
+            }
+            None => (train()?, None),
+        };
+        let seconds = clock.elapsed().as_secs_f64();
+        let how = match &outcome {
+            None => String::new(),
+            Some((c, Outcome::Hit)) => format!(", read from {}", c.dir().display()),
+            Some((c, Outcome::Stored)) => format!(", stored in {}", c.dir().display()),
+            Some((_, Outcome::NotStored(why))) => format!(", not stored: {why}"),
+            Some((_, Outcome::Replaced(why))) => format!(", replacing an unreadable entry: {why}"),
+        };
+        progress(&format!(
+            "pre-trained {} on the reference in {seconds:.1} s{how}",
+            method.name()
+        ));
+        let cached = matches!(outcome, Some((_, Outcome::Hit)));
+        pretraining.insert(method.name().to_string(), Pretraining { seconds, cached });
+        pretrained.insert(method.name(), models);
     }
     let mut secs = 0.0;
     let mut measure = |modes: &[PinnedMode]| {
@@ -282,6 +334,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
     };
     let mut methods = std::collections::BTreeMap::new();
     for method in Method::ALL {
+        let started = std::time::Instant::now();
         let reference = pretrained.get(method.name());
         let (rt, rp) = (reference.map(|r| &r.0), reference.map(|r| &r.1));
         let time = predict::fit(method, &rows, Quantity::TimeMs, rt, fit)?;
@@ -358,6 +411,11 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
                 verified,
             },
         );
+        progress(&format!(
+            "fitted {} to the target and scored it in {:.1} s",
+            method.name(),
+            started.elapsed().as_secs_f64()
+        ));
     }
     Ok(Report {
         board: e.board.clone(),
@@ -365,6 +423,7 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         reference_modes: ref_rows.len(),
         reference_profiling_minutes: ref_secs / 60.0,
         methods,
+        pretraining,
     })
 }
 

@@ -10,6 +10,17 @@ pub(super) fn ghz(hz: u64) -> f64 {
 
 /// The inputs for `mode`: the four knobs, plus the physics-informed ones.
 pub fn features(m: &PinnedMode, physics: bool) -> Vec<f64> {
+    let mut f = [0.0; MAX_FEATURES];
+    let n = features_into(m, physics, &mut f);
+    f[..n].to_vec()
+}
+
+/// The most inputs [`features`] yields (the physics-informed set).
+pub(super) const MAX_FEATURES: usize = 12 + 5 * RATIO_KNOTS.len();
+
+/// Writes [`features`] of `mode` into the front of `f` without allocating; returns how
+/// many there are.
+pub(super) fn features_into(m: &PinnedMode, physics: bool, f: &mut [f64; MAX_FEATURES]) -> usize {
     let (c, f_cpu, f_gpu, f_emc) = (
         f64::from(m.cores),
         ghz(m.cpu_hz),
@@ -17,34 +28,41 @@ pub fn features(m: &PinnedMode, physics: bool) -> Vec<f64> {
         ghz(m.emc_hz),
     );
     if !physics {
-        return vec![c, f_cpu, f_gpu, f_emc];
+        f[..4].copy_from_slice(&[c, f_cpu, f_gpu, f_emc]);
+        return 4;
     }
     let loaders = loaders(c);
-    let mut f = vec![
+    let (g, e, l, cpu) = (f_gpu.ln(), f_emc.ln(), (loaders * f_cpu).ln(), f_cpu.ln());
+    f[..12].copy_from_slice(&[
         c,
         f_cpu,
         f_gpu,
         f_emc,
         // Logarithms of the bounding rates: time is a power law of each where it binds, and
         // a log-time model stays a power law when it extrapolates.
-        f_gpu.ln(),
-        f_emc.ln(),
-        f_cpu.ln(),
-        (loaders * f_cpu).ln(),
+        g,
+        e,
+        cpu,
+        l,
         // Dynamic power goes as V^2 f, and V rises with f above its floor.
         f_gpu * f_gpu,
         f_gpu * f_gpu * f_gpu,
         c * f_cpu * f_cpu,
         c * f_cpu * f_cpu * f_cpu,
-    ];
+    ]);
     // Which stage binds: time is the largest of power laws in the rates, so its log bends
     // where the log-ratio of two bounding rates crosses a workload's balance point. Hinges
     // of each ratio at a few points let a linear read-out place those bends.
-    let (g, e, l) = (f_gpu.ln(), f_emc.ln(), (loaders * f_cpu).ln());
-    for ratio in [l - g, l - e, g - e, f_cpu.ln() - g, f_cpu.ln() - e] {
-        f.extend(RATIO_KNOTS.iter().map(|k| (ratio - k).max(0.0)));
+    let hinges = f[12..].chunks_exact_mut(RATIO_KNOTS.len());
+    for (ratio, out) in [l - g, l - e, g - e, cpu - g, cpu - e]
+        .into_iter()
+        .zip(hinges)
+    {
+        for (o, k) in out.iter_mut().zip(RATIO_KNOTS) {
+            *o = (ratio - k).max(0.0);
+        }
     }
-    f
+    MAX_FEATURES
 }
 
 /// The parallelism of four data-loader workers sharing `cores` online cores with the

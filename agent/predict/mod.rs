@@ -25,7 +25,7 @@
 //!   power-budget margin.
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
-//! ([`regress::Mlp::predict_many`]).
+//! a block of modes at a time ([`regress::Batch`]).
 //!
 //! [`pagoda`] is the other kind of prediction: a DNN's FLOPs and DRAM bytes counted layer by
 //! layer (Pagoda's analytical model), for placing inference on each mode's rooflines.
@@ -41,6 +41,7 @@ pub mod live;
 mod model_file;
 pub mod optimize;
 pub mod pagoda;
+pub mod pretrain_cache;
 pub mod profile;
 pub mod regress;
 
@@ -51,8 +52,8 @@ pub use model_file::{ModelFile, ModelFileError, MODEL_VERSION};
 use crate::control::mode::PinnedMode;
 use crate::predict::profile::Row;
 use anchor::Anchor;
-use features::{energy_terms, ENERGY_TERMS};
-use regress::{Ensemble, Linear, Mlp, Standardizer};
+use features::{energy_terms, features_into, ENERGY_TERMS, MAX_FEATURES};
+use regress::{Batch, Ensemble, Linear, Mlp, Standardizer, BLOCK};
 use serde::{Deserialize, Serialize};
 
 /// A prediction method.
@@ -272,51 +273,75 @@ impl KnobRange {
 }
 
 impl Model {
-    /// The model's input rows for `modes` (row-major), and their width.
-    fn rows(&self, modes: &[PinnedMode], time_ms: &[f64]) -> (Vec<f64>, usize) {
+    /// The width of the model's input rows: the scaled features, the energy terms of an
+    /// [`Model::energy`] model, and the anchor's column of one with an anchor.
+    fn width(&self) -> usize {
+        let e = self.scale.mean.len() + if self.energy { ENERGY_TERMS } else { 0 };
+        e + usize::from(self.anchor.is_some())
+    }
+
+    /// Writes the input row of mode `m`, whose minibatch takes `time_ms`, into `row`
+    /// ([`Model::width`] wide).
+    fn row_into(&self, m: &PinnedMode, time_ms: f64, row: &mut [f64]) {
         let k = self.scale.mean.len();
         let e = k + if self.energy { ENERGY_TERMS } else { 0 };
-        let d = e + usize::from(self.anchor.is_some());
-        let mut xs = vec![0.0; modes.len() * d];
-        for (i, (m, row)) in modes.iter().zip(xs.chunks_mut(d)).enumerate() {
-            self.scale
-                .apply_into(&features(m, self.physics), &mut row[..k]);
-            let t = time_ms.get(i).copied().unwrap_or(f64::NAN);
-            if self.energy {
-                row[k..e].copy_from_slice(&energy_terms(m, t));
-            }
-            if let Some(a) = &self.anchor {
-                row[e] = log_positive(a.predict(m, t));
-            }
+        let mut f = [0.0; MAX_FEATURES];
+        let n = features_into(m, self.physics, &mut f);
+        self.scale.apply_into(&f[..n], &mut row[..k]);
+        if self.energy {
+            row[k..e].copy_from_slice(&energy_terms(m, time_ms));
         }
-        (xs, d)
+        if let Some(a) = &self.anchor {
+            row[e] = log_positive(a.predict(m, time_ms));
+        }
     }
 
     /// Predictions and their spread (0 for single models), one per mode; an [`Model::energy`]
     /// model reads each mode's minibatch time from `time_ms` (NaN where it is missing).
+    /// [`BLOCK`] modes at a time: a block's input rows are built into one buffer and run
+    /// through every network while they are in cache, so nothing is allocated per mode.
     fn predict(&self, modes: &[PinnedMode], time_ms: &[f64]) -> Vec<(f64, f64)> {
-        let (xs, d) = self.rows(modes, time_ms);
-        let raw: Vec<(f64, f64)> = match &self.reg {
-            Regressor::Linear(l) => xs.chunks(d).map(|r| (l.predict(r), 0.0)).collect(),
-            Regressor::Mlp(m) => {
-                let mut out = vec![0.0; modes.len()];
-                m.predict_batch(&xs, d, &mut out);
-                out.into_iter().map(|v| (v, 0.0)).collect()
-            }
-            Regressor::Ensemble(e) => {
-                let mut outputs = vec![vec![0.0; modes.len()]; e.members.len()];
-                let mut views: Vec<&mut [f64]> = outputs.iter_mut().map(|o| &mut o[..]).collect();
-                Mlp::predict_many(&e.members, &xs, d, &mut views);
-                let mut column = Vec::with_capacity(outputs.len());
-                (0..modes.len())
-                    .map(|i| {
-                        column.clear();
-                        column.extend(outputs.iter().map(|o| o[i]));
-                        median_and_spread(&mut column)
-                    })
-                    .collect()
-            }
+        let d = self.width();
+        let members: &[Mlp] = match &self.reg {
+            Regressor::Linear(_) => &[],
+            Regressor::Mlp(m) => std::slice::from_ref(m),
+            Regressor::Ensemble(e) => &e.members,
         };
+        let cap = modes.len().clamp(1, BLOCK);
+        let mut batch = Batch::new(members, d, cap);
+        let mut xs = vec![0.0; cap * d];
+        let mut outputs = vec![0.0; members.len() * cap];
+        let mut column = Vec::with_capacity(members.len());
+        let mut out = Vec::with_capacity(modes.len());
+        for (b, block) in modes.chunks(BLOCK).enumerate() {
+            let xs = &mut xs[..block.len() * d];
+            for (i, (m, row)) in block.iter().zip(xs.chunks_exact_mut(d)).enumerate() {
+                let t = time_ms.get(b * BLOCK + i).copied().unwrap_or(f64::NAN);
+                self.row_into(m, t, row);
+            }
+            let mut views: Vec<&mut [f64]> = outputs.chunks_mut(cap).collect();
+            if !members.is_empty() {
+                batch.predict(xs, &mut views);
+            }
+            for (i, (m, row)) in block.iter().zip(xs.chunks_exact(d)).enumerate() {
+                let raw = match &self.reg {
+                    Regressor::Linear(l) => (l.predict(row), 0.0),
+                    Regressor::Mlp(_) => (views[0][i], 0.0),
+                    Regressor::Ensemble(_) => {
+                        column.clear();
+                        column.extend(views.iter().map(|o| o[i]));
+                        median_and_spread(&mut column)
+                    }
+                };
+                out.push(self.bounded(m, raw, row[d - 1]));
+            }
+        }
+        out
+    }
+
+    /// A mode's prediction `(y, spread)` in the model's space, kept within what the model
+    /// has seen (`anchor`: the anchor's column of the mode's row), on the target's scale.
+    fn bounded(&self, m: &PinnedMode, (y, s): (f64, f64), anchor: f64) -> (f64, f64) {
         let (lo, hi) = self.bounds;
         // The anchor's leave-one-out error widens the spread: the members share the anchor,
         // so their disagreement alone would understate the uncertainty it brings. Beyond
@@ -325,20 +350,18 @@ impl Model {
         // prediction is kept at them): the spread is then infinite, since nothing the model
         // has seen supports the prediction (modes clamped to one bound would otherwise tie,
         // and the choice among them goes to the least power, a slow mode).
-        let bounded = raw.into_iter().enumerate().map(|(i, (y, s))| {
-            let beyond = self.trained_on.is_some_and(|r| !r.contains(&modes[i]));
-            match (beyond, &self.anchor) {
-                (true, Some(_)) => (xs[i * d + d - 1], s.hypot(self.anchor_error)),
-                (true, None) => (y.clamp(lo, hi), f64::INFINITY),
-                _ if !(lo..=hi).contains(&y) => (y.clamp(lo, hi), f64::INFINITY),
-                _ => (y, s.hypot(self.anchor_error)),
-            }
-        });
+        let beyond = self.trained_on.is_some_and(|r| !r.contains(m));
+        let (y, s) = match (beyond, &self.anchor) {
+            (true, Some(_)) => (anchor, s.hypot(self.anchor_error)),
+            (true, None) => (y.clamp(lo, hi), f64::INFINITY),
+            _ if !(lo..=hi).contains(&y) => (y.clamp(lo, hi), f64::INFINITY),
+            _ => (y, s.hypot(self.anchor_error)),
+        };
         if self.log {
             // The spread of exp(y) for a small spread of y is exp(y) * spread.
-            bounded.map(|(y, s)| (y.exp(), y.exp() * s)).collect()
+            (y.exp(), y.exp() * s)
         } else {
-            bounded.collect()
+            (y, s)
         }
     }
 }
@@ -522,6 +545,37 @@ pub(crate) mod tests {
             "{blended} of {}",
             two_cores.len()
         );
+    }
+
+    #[test]
+    fn predicting_many_modes_at_once_matches_one_mode_per_call() {
+        // The batched path (blocks of rows through GEMMs) against the scalar one, over
+        // several blocks and a partial one.
+        let Transferred {
+            all, time, power, ..
+        } = transferred(crate::sim::workload::Workload::MobileNetV3, 50, 2);
+        let modes: Vec<PinnedMode> = all.iter().step_by(29).copied().collect();
+        assert!(modes.len() > 2 * BLOCK && modes.len() % BLOCK != 0);
+        let (bt, bp) = time_and_power(&time, &power, &modes);
+        let close = |a: (f64, f64), b: (f64, f64)| {
+            let rel = |x: f64, y: f64| x == y || ((x - y) / y).abs() <= 1e-12;
+            rel(a.0, b.0) && rel(a.1, b.1)
+        };
+        for (i, m) in modes.iter().enumerate() {
+            let (st, sp) = time_and_power(&time, &power, std::slice::from_ref(m));
+            assert!(
+                close(bt[i], st[0]),
+                "{m:?}: time {:?} vs {:?}",
+                bt[i],
+                st[0]
+            );
+            assert!(
+                close(bp[i], sp[0]),
+                "{m:?}: power {:?} vs {:?}",
+                bp[i],
+                sp[0]
+            );
+        }
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub fn bin() -> PathBuf {
 pub fn jpower(runtime: &Path) -> Command {
     let mut c = Command::new(bin());
     c.arg("--runtime-dir").arg(runtime);
+    // Caches (pre-trained reference models) stay in the test's directory.
+    c.env("XDG_CACHE_HOME", runtime.join("cache"));
     c.env_remove("JPOWER_RUNTIME_DIR")
         .env_remove("JPOWER_SIM_FAULT");
     c

@@ -168,22 +168,32 @@ impl Layer {
     /// `dst[r] = b + src[r] W` (then optional ReLU) for `rows` rows in f32, by
     /// `matrixmultiply`'s GEMM (its kernels picked for the CPU at run time: AVX2/AVX-512
     /// with FMA on x86-64, NEON on aarch64): prediction's forward pass. `w` and `b` are
-    /// this layer's weights in f32.
-    fn forward_rows(&self, (w, b): &LayerF32, src: &[f32], dst: &mut [f32], relu: bool) {
+    /// this layer's weights in f32; row `r` of `src` is its `n_in` values from
+    /// `r * stride` (a row may be wider than the layer's inputs: the GEMM reads it in
+    /// place, so the network's inputs need no copy).
+    fn forward_rows(
+        &self,
+        (w, b): &LayerF32,
+        src: &[f32],
+        stride: usize,
+        dst: &mut [f32],
+        relu: bool,
+    ) {
         let (ni, no) = (self.n_in, self.n_out);
         let rows = dst.len() / no;
-        assert!(src.len() >= rows * ni && w.len() == ni * no && b.len() == no);
+        assert!(stride >= ni && w.len() == ni * no && b.len() == no);
+        assert!(rows == 0 || src.len() >= (rows - 1) * stride + ni);
         if no == 1 {
             // A read-out: one dot product per row (a GEMM of one column packs for nothing).
-            for (d, x) in dst.iter_mut().zip(src.chunks_exact(ni)) {
-                *d = b[0] + dot32(x, w);
+            for (r, d) in dst.iter_mut().enumerate() {
+                *d = b[0] + dot32(&src[r * stride..r * stride + ni], w);
             }
             return;
         }
         for r in dst.chunks_exact_mut(no) {
             r.copy_from_slice(b);
         }
-        // SAFETY: `src` holds `rows x ni` row-major values (row stride `ni`), `w` is
+        // SAFETY: `src` holds `rows` rows of `ni` values at row stride `stride`, `w` is
         // `ni x no` row-major (stride `no`), `dst` is `rows x no` row-major (stride `no`),
         // as asserted above; `dst` is borrowed mutably, so it overlaps neither input.
         unsafe {
@@ -193,7 +203,7 @@ impl Layer {
                 no,
                 1.0,
                 src.as_ptr(),
-                ni as isize,
+                stride as isize,
                 1,
                 w.as_ptr(),
                 no as isize,
@@ -296,8 +306,103 @@ fn dot32(x: &[f32], w: &[f32]) -> f32 {
 /// A layer's weights and biases in f32 (prediction's copy).
 type LayerF32 = (Vec<f32>, Vec<f32>);
 
-/// Rows per block in [`Mlp::predict_many`].
-const BLOCK: usize = 256;
+/// Rows per block of [`Batch::predict`]: the block's activations stay in cache while
+/// every network runs on them.
+pub const BLOCK: usize = 256;
+
+/// Networks prepared for predicting many rows (an ensemble's members, which read the same
+/// inputs): their weights converted to f32 once, and the buffers one block of rows needs.
+/// The networks run in f32 (GEMMs: all 18,096 modes of Orin AGX by an ensemble of eight,
+/// time and power, in tens of milliseconds on one core; `jpower bench predict`), the
+/// output's scaling and the linear term in f64. A network reads the first
+/// [`Mlp::n_inputs`] columns of a row; columns past them are extra inputs that only its
+/// [`Mlp::skip`] term reads.
+pub struct Batch<'a> {
+    /// Each network that fits the rows' width, by its index among those given, with its
+    /// f32 weights.
+    nets: Vec<(usize, &'a Mlp, Vec<LayerF32>)>,
+    d: usize,
+    /// The most rows a block may have.
+    cap: usize,
+    inputs: Vec<f32>,
+    a: Vec<f32>,
+    b: Vec<f32>,
+}
+
+impl<'a> Batch<'a> {
+    /// Prepares `nets` for blocks of up to `rows` rows (at most [`BLOCK`]) `d` wide.
+    pub fn new(nets: &'a [Mlp], d: usize, rows: usize) -> Batch<'a> {
+        let fits = |m: &Mlp| {
+            let ni = m.n_inputs();
+            let skip_width = m.skip.as_ref().map_or(ni, |s| s.w.len());
+            d > 0 && d == skip_width && d >= ni && m.valid()
+        };
+        let nets: Vec<(usize, &Mlp, Vec<LayerF32>)> = nets
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| fits(m))
+            .map(|(k, m)| (k, m, m.layers.iter().map(Layer::f32_weights).collect()))
+            .collect();
+        let width = nets
+            .iter()
+            .flat_map(|(_, m, _)| m.layers.iter().map(|l| l.n_out))
+            .fold(d, usize::max);
+        let cap = rows.min(BLOCK);
+        Batch {
+            nets,
+            d,
+            cap,
+            inputs: vec![0.0; cap * d],
+            a: vec![0.0; cap * width],
+            b: vec![0.0; cap * width],
+        }
+    }
+
+    /// Predicts the rows of the row-major `rows x d` block `xb` (at most the `rows` the
+    /// batch was prepared for; rows past them are left out) into `outs[k][..rows]` for
+    /// network `k`; NaN for a network that does not fit the width.
+    pub fn predict(&mut self, xb: &[f64], outs: &mut [&mut [f64]]) {
+        let d = self.d;
+        let rows = (xb.len() / d.max(1)).min(self.cap);
+        for out in outs.iter_mut() {
+            out[..rows].fill(f64::NAN);
+        }
+        if rows == 0 {
+            return;
+        }
+        let xb = &xb[..rows * d];
+        let (inputs, a, b) = (&mut self.inputs, &mut self.a, &mut self.b);
+        inputs[..xb.len()]
+            .iter_mut()
+            .zip(xb)
+            .for_each(|(a, &x)| *a = x as f32);
+        for (k, m, weights) in &self.nets {
+            let Some(out) = outs.get_mut(*k) else {
+                continue;
+            };
+            let last = m.layers.len() - 1;
+            for (l, (layer, w)) in m.layers.iter().zip(weights).enumerate() {
+                let dst = &mut b[..rows * layer.n_out];
+                // The first layer reads the inputs in place, the next each its predecessor's.
+                let (src, stride) = match l {
+                    0 => (&inputs[..rows * d], d),
+                    _ => (&a[..rows * layer.n_in], layer.n_in),
+                };
+                layer.forward_rows(w, src, stride, dst, l < last);
+                std::mem::swap(a, b);
+            }
+            let out = &mut out[..rows];
+            for (o, &z) in out.iter_mut().zip(a.iter()) {
+                *o = f64::from(z) * m.y_std + m.y_mean;
+            }
+            if let Some(skip) = &m.skip {
+                for (o, x) in out.iter_mut().zip(xb.chunks_exact(d)) {
+                    *o += skip.predict(x);
+                }
+            }
+        }
+    }
+}
 
 impl Mlp {
     /// `layers` = widths including input and output (e.g. `[4, 256, 128, 64, 1]`);
@@ -346,79 +451,26 @@ impl Mlp {
     }
 
     /// Predicts the rows of the row-major `n x d` matrix `xs` by every network of `nets`
-    /// (an ensemble's members, which read the same inputs), `outs[k]` for `nets[k]`.
-    /// `BLOCK` rows at a time: each block's inputs are converted once and run through
-    /// every network while they are in cache, the networks in f32 (GEMMs: all 18,096
-    /// modes of Orin AGX by an ensemble of eight, time and power, in tens of milliseconds
-    /// on one core; `jpower bench predict`), the output's scaling and the linear term in
-    /// f64. A network reads the first [`Mlp::n_inputs`] columns; columns past them are
-    /// extra inputs that only its [`Mlp::skip`] term reads. Rows missing from `xs`, or a
-    /// `d` that does not match a network, yield NaN in its output.
+    /// (an ensemble's members, which read the same inputs), `outs[k]` for `nets[k]`, by a
+    /// [`Batch`] run over blocks of rows. Rows missing from `xs`, or a `d` that does not
+    /// match a network, yield NaN in its output.
     pub fn predict_many(nets: &[Mlp], xs: &[f64], d: usize, outs: &mut [&mut [f64]]) {
-        let fits = |m: &Mlp| {
-            let ni = m.n_inputs();
-            let skip_width = m.skip.as_ref().map_or(ni, |s| s.w.len());
-            d > 0 && d == skip_width && d >= ni && m.valid()
-        };
         let n = outs
             .iter()
             .map(|o| o.len())
             .min()
             .unwrap_or(0)
             .min(xs.len() / d.max(1));
-        for (m, out) in nets.iter().zip(outs.iter_mut()) {
-            if fits(m) {
-                out[n..].fill(f64::NAN);
-            } else {
-                out.fill(f64::NAN);
-            }
+        let mut batch = Batch::new(nets, d, n);
+        for out in outs.iter_mut() {
+            out[n..].fill(f64::NAN);
         }
-        let nets: Vec<(usize, &Mlp, Vec<LayerF32>)> = nets
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| fits(m))
-            .map(|(k, m)| (k, m, m.layers.iter().map(Layer::f32_weights).collect()))
-            .collect();
-        if n == 0 || nets.is_empty() {
-            return;
-        }
-        let width = nets
-            .iter()
-            .flat_map(|(_, m, _)| m.layers.iter().map(|l| l.n_out))
-            .fold(d, usize::max);
-        let cap = n.min(BLOCK);
-        let mut inputs = vec![0f32; cap * d];
-        let (mut a, mut b) = (vec![0f32; cap * width], vec![0f32; cap * width]);
         for (block, xb) in xs[..n * d].chunks(BLOCK * d).enumerate() {
+            let at = block * BLOCK;
             let rows = xb.len() / d;
-            inputs[..xb.len()]
-                .iter_mut()
-                .zip(xb)
-                .for_each(|(a, &x)| *a = x as f32);
-            for (k, m, weights) in &nets {
-                let ni = m.n_inputs();
-                for (dst, row) in a
-                    .chunks_exact_mut(ni)
-                    .zip(inputs[..rows * d].chunks_exact(d))
-                {
-                    dst.copy_from_slice(&row[..ni]);
-                }
-                let last = m.layers.len() - 1;
-                for (l, (layer, w)) in m.layers.iter().zip(weights).enumerate() {
-                    let dst = &mut b[..rows * layer.n_out];
-                    layer.forward_rows(w, &a[..rows * layer.n_in], dst, l < last);
-                    std::mem::swap(&mut a, &mut b);
-                }
-                let out = &mut outs[*k][block * BLOCK..block * BLOCK + rows];
-                for (o, &z) in out.iter_mut().zip(&a) {
-                    *o = f64::from(z) * m.y_std + m.y_mean;
-                }
-                if let Some(skip) = &m.skip {
-                    for (o, x) in out.iter_mut().zip(xb.chunks_exact(d)) {
-                        *o += skip.predict(x);
-                    }
-                }
-            }
+            let mut views: Vec<&mut [f64]> =
+                outs.iter_mut().map(|o| &mut o[at..at + rows]).collect();
+            batch.predict(xb, &mut views);
         }
     }
 
@@ -576,6 +628,8 @@ impl Mlp {
             for batch in train.chunks(cfg.batch.max(1)) {
                 grads.iter_mut().for_each(|g| g.w.fill(0.0));
                 grads.iter_mut().for_each(|g| g.b.fill(0.0));
+                // Backprop reads the transposes of the layers that pass deltas back.
+                sc.transpose(&self.layers, cfg.freeze + 1);
                 for &i in batch {
                     sum += self.backprop(&x[i], y[i], cfg, &mut rng, &mut sc, &mut grads);
                 }
@@ -669,10 +723,16 @@ impl Mlp {
                 }
             }
             if l > cfg.freeze {
+                // prev[i] = sum over o of w[i][o] delta[o], summed in the order of o as
+                // `Iterator::sum` does (from -0.0), but an axpy per output over the
+                // transposed weights: every input's sum advances at once, in vector lanes.
                 sc.prev.clear();
-                for (wr, &gate) in layer.w.chunks_exact(layer.n_out).zip(&sc.gates[l - 1]) {
-                    let dot = || wr.iter().zip(&sc.delta).map(|(w, d)| w * d).sum::<f64>();
-                    sc.prev.push(if gate != 0.0 { dot() * gate } else { 0.0 });
+                sc.prev.resize(layer.n_in, -0.0);
+                for (wt, &d) in sc.wt[l].chunks_exact(layer.n_in).zip(&sc.delta) {
+                    sc.prev.iter_mut().zip(wt).for_each(|(p, w)| *p += w * d);
+                }
+                for (p, &gate) in sc.prev.iter_mut().zip(&sc.gates[l - 1]) {
+                    *p = if gate != 0.0 { *p * gate } else { 0.0 };
                 }
                 std::mem::swap(&mut sc.delta, &mut sc.prev);
             }
@@ -702,12 +762,15 @@ impl Adam {
     }
 }
 
-/// Per-sample training buffers: layer inputs/outputs, ReLU*dropout gates, deltas.
+/// Per-sample training buffers: layer inputs/outputs, ReLU*dropout gates, deltas, and
+/// each layer's weights transposed (`n_out x n_in`) for propagating deltas back, as of
+/// the last [`Scratch::transpose`].
 struct Scratch {
     acts: Vec<Vec<f64>>,
     gates: Vec<Vec<f64>>,
     delta: Vec<f64>,
     prev: Vec<f64>,
+    wt: Vec<Vec<f64>>,
 }
 
 impl Scratch {
@@ -715,11 +778,27 @@ impl Scratch {
         let mut acts = vec![vec![0.0; layers.first().map_or(0, |l| l.n_in)]];
         acts.extend(layers.iter().map(|l| vec![0.0; l.n_out]));
         let (gates, delta, prev) = (acts[1..].to_vec(), Vec::new(), Vec::new());
-        Scratch {
+        let wt = layers.iter().map(|l| vec![0.0; l.w.len()]).collect();
+        let mut sc = Scratch {
             acts,
             gates,
             delta,
             prev,
+            wt,
+        };
+        sc.transpose(layers, 0);
+        sc
+    }
+
+    /// Copies the weights of `layers[from..]` into their transposes (after every step
+    /// of the optimiser: once a minibatch, not once a row).
+    fn transpose(&mut self, layers: &[Layer], from: usize) {
+        for (l, wt) in layers.iter().zip(&mut self.wt).skip(from) {
+            for (i, row) in l.w.chunks_exact(l.n_out).enumerate() {
+                for (o, &w) in row.iter().enumerate() {
+                    wt[o * l.n_in + i] = w;
+                }
+            }
         }
     }
 }

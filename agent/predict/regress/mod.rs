@@ -12,7 +12,7 @@ mod standardize;
 pub use ensemble::Ensemble;
 pub(crate) use linear::spd_inverse;
 pub use linear::{ridge_loo, Linear};
-pub use mlp::{powertrain_layers, Layer, Loss, Mlp, TrainConfig, TrainReport};
+pub use mlp::{powertrain_layers, Batch, Layer, Loss, Mlp, TrainConfig, TrainReport, BLOCK};
 pub use standardize::Standardizer;
 
 use crate::support::rng::SplitMix64;
