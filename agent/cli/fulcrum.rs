@@ -144,7 +144,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
     let fixed = oracle::fixed(&mut board, &p);
     let pair = fixed
         .best
-        .and_then(|f| oracle::per_phase(&mut board, &p, f.setting.train).best);
+        .and_then(|f| oracle::per_phase(&mut board, &p, f).best);
     let oracle_s = started.elapsed().as_secs_f64();
     let best = [fixed.best, pair].into_iter().flatten().max_by(|x, y| {
         x.outcome
