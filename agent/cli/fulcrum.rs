@@ -144,7 +144,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
     let fixed = oracle::fixed(&mut board, &p);
     let pair = fixed
         .best
-        .and_then(|f| oracle::per_phase(&mut board, &p, f.setting.train).best);
+        .and_then(|f| oracle::per_phase(&mut board, &p, f).best);
     let oracle_s = started.elapsed().as_secs_f64();
     let best = [fixed.best, pair].into_iter().flatten().max_by(|x, y| {
         x.outcome
@@ -347,22 +347,36 @@ pub fn eval(target: &Target, c: &Command, out: &Output) -> Result<()> {
     let per_group = problems_per_group(a.quick);
     let total = boards.len() * pairs.len() * per_group;
     let stride = a.limit.map_or(1, |n| (total / n.max(1)).max(1));
-    let mut groups = Vec::new();
+    let mut wanted = Vec::new();
     for (i, s) in boards.iter().enumerate() {
-        for (j, (train, infer)) in pairs.iter().enumerate() {
+        for (j, pair) in pairs.iter().enumerate() {
             let first = (i * pairs.len() + j) * per_group;
             let keep: Vec<usize> = (0..per_group)
                 .filter(|k| (first + k) % stride == 0)
                 .collect();
-            if keep.is_empty() {
-                continue;
+            if !keep.is_empty() {
+                wanted.push((*s, *pair, (i * 16 + j) as u64 + 1, keep));
             }
-            let seed = (i * 16 + j) as u64 + 1;
-            let board = ConcurrentBoard::new(s, train, infer, SwitchTimes::DEFAULT, seed)?;
-            let all = problems(&board, a.quick);
-            groups.push((board, keep.iter().map(|&k| all[k]).collect()));
         }
     }
+    // The boards' truth tables (every mode) take seconds each: built a thread each.
+    let groups = std::thread::scope(|scope| {
+        let handles: Vec<_> = wanted
+            .into_iter()
+            .map(|(s, (train, infer), seed, keep)| {
+                scope.spawn(move || -> Result<_> {
+                    let board = ConcurrentBoard::new(s, train, infer, SwitchTimes::DEFAULT, seed)?;
+                    let all = problems(&board, a.quick);
+                    let mine: Vec<Problem> = keep.iter().map(|&k| all[k]).collect();
+                    Ok((board, mine))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a board thread"))
+            .collect::<Result<Vec<_>>>()
+    })?;
     let setup_s = started.elapsed().as_secs_f64();
     let report = eval::sweep(groups, 7);
     let value = json!({

@@ -27,6 +27,14 @@
 //! passes of each batch size ([`super::inference::measure`]): mean time, the minibatch times'
 //! spread, and mean power. Deployed runs scatter phase times by 2 % and power by 1.5 %,
 //! as those functions do.
+//!
+//! # Runs kept
+//!
+//! A completed run's outcome depends on the setting, the switch time, the arrival rate
+//! and the percentile, not on the budget or the latency target (they only decide whether
+//! it met them, and where a run told to stop early stops): the board keeps completed
+//! runs by those (up to [`KEPT_RUNS`]), and answers a repeat, early stop or not, with
+//! the kept one. The problems of a sweep share most of the oracle's runs.
 
 use super::power::{Operating, Silicon};
 use super::sources::InferenceSource;
@@ -39,11 +47,14 @@ use crate::predict::fulcrum::{self, PhaseTable, Problem, Setting, BATCHES};
 use crate::predict::pagoda::zoo;
 use crate::predict::profile::Source;
 use crate::support::rng;
+use std::collections::HashMap;
 
 /// Training minibatches measured when profiling a mode.
 pub const PROFILE_MINIBATCHES: u32 = 20;
 /// Forward passes measured per batch size when profiling a mode.
 pub const PROFILE_RUNS: u32 = 5;
+/// Completed runs a board keeps (module docs); past it, it forgets them all.
+pub const KEPT_RUNS: usize = 1 << 18;
 /// Scatter of deployed phases (the workloads' measurement noise).
 const NOISE: Noise = Noise {
     train: 0.02,
@@ -119,7 +130,12 @@ pub struct ConcurrentBoard {
     seed: u64,
     profiles: u64,
     engine: Engine,
+    kept: HashMap<RunKey, Outcome>,
 }
+
+/// What a completed run's outcome depends on (module docs): the setting, and the bits of
+/// the switch time, the rate and the percentile.
+type RunKey = (Setting, [u64; 3]);
 
 /// The inference zoo's name for a short one (`mobilenetv3` is MobileNetV3-Large).
 fn zoo_name(name: &str) -> &str {
@@ -179,6 +195,7 @@ impl ConcurrentBoard {
             seed,
             profiles: 0,
             engine: Engine::default(),
+            kept: HashMap::new(),
         })
     }
 
@@ -274,13 +291,27 @@ impl fulcrum::Board for ConcurrentBoard {
             batch: s.batch,
             switch_ms: self.switch.between(&a, &b),
         };
-        self.engine.run(
+        let key = (
+            *s,
+            [phases.switch_ms, p.rate_per_s, p.percentile].map(f64::to_bits),
+        );
+        if let Some(o) = self.kept.get(&key) {
+            return *o;
+        }
+        let o = self.engine.run(
             &phases,
             p,
             &NOISE,
             self.seed,
             self.seed ^ 0xB0A2D,
             stop_early,
-        )
+        );
+        if o.completed {
+            if self.kept.len() >= KEPT_RUNS {
+                self.kept.clear();
+            }
+            self.kept.insert(key, o);
+        }
+        o
     }
 }

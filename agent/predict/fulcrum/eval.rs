@@ -114,7 +114,7 @@ fn score(board: &mut impl SweepBoard, p: &Problem, seed: u64) -> Scored {
     if let Some(f) = fixed.best {
         for (i, &s) in SWITCH_MS.iter().enumerate() {
             board.set_fast_switch(s);
-            let pair = oracle::per_phase(board, &Problem { switch_ms: s, ..*p }, f.setting.train);
+            let pair = oracle::per_phase(board, &Problem { switch_ms: s, ..*p }, f);
             let Some(b) = pair.best else { continue };
             let gain = b.outcome.throughput_per_s / f.outcome.throughput_per_s - 1.0;
             let won = b.setting.per_phase() && gain > 0.0;

@@ -20,7 +20,10 @@
 //! around the given values (normal, relative sigmas of [`Noise`], clipped at 3 sigma). The
 //! run ends when the last of [`REQUESTS`] requests is served.
 //!
-//! [`Engine::run`] allocates nothing: its buffers are sized once.
+//! [`Engine::run`] allocates only to grow its buffers: the arrivals of the last (seed,
+//! rate) and the clipped normals of the last scatter seed are drawn once and kept (every
+//! setting of a problem runs on the same sequences, and drawing them was most of a run's
+//! time), so runs differ only in how far along those sequences they read.
 
 use super::{PhaseTable, Problem, BATCHES};
 use crate::support::rng::SplitMix64;
@@ -97,6 +100,10 @@ pub struct Engine {
     /// runs on the same sequence.
     drawn: Option<(u64, u64)>,
     arrivals: Vec<f64>,
+    /// The scatter seed of `normals` and its stream, where `normals` ends.
+    scatter: Option<(u64, SplitMix64)>,
+    /// Standard normals of that stream, clipped at 3 sigma, in the order drawn.
+    normals: Vec<f64>,
     latencies: Vec<f64>,
     readings: Vec<f64>,
 }
@@ -106,6 +113,8 @@ impl Default for Engine {
         Engine {
             drawn: None,
             arrivals: vec![0.0; REQUESTS],
+            scatter: None,
+            normals: Vec::new(),
             latencies: vec![0.0; REQUESTS],
             readings: vec![0.0; GUARD_READINGS],
         }
@@ -149,9 +158,23 @@ impl Meter<'_> {
     }
 }
 
-/// `x` scattered by a relative sigma, clipped at 3 sigma.
-fn scatter(rng: &mut SplitMix64, x: f64, sigma: f64) -> f64 {
-    x * (1.0 + sigma * rng.normal().clamp(-3.0, 3.0))
+/// The scatter of one run: reads the engine's normals in order, drawing more of the
+/// stream where a run goes further than any before it.
+struct Scatter<'a> {
+    rng: &'a mut SplitMix64,
+    normals: &'a mut Vec<f64>,
+    next: usize,
+}
+
+impl Scatter<'_> {
+    /// `x` scattered by a relative sigma, clipped at 3 sigma.
+    fn by(&mut self, x: f64, sigma: f64) -> f64 {
+        if self.next == self.normals.len() {
+            self.normals.push(self.rng.normal().clamp(-3.0, 3.0));
+        }
+        self.next += 1;
+        x * (1.0 + sigma * self.normals[self.next - 1])
+    }
 }
 
 impl Engine {
@@ -188,7 +211,16 @@ impl Engine {
             peak_w: 0.0,
             guard_w: 0.0,
         };
-        let mut rng = SplitMix64::new(noise_seed);
+        if self.scatter.as_ref().is_none_or(|(s, _)| *s != noise_seed) {
+            self.scatter = Some((noise_seed, SplitMix64::new(noise_seed)));
+            self.normals.clear();
+        }
+        let (_, stream) = self.scatter.as_mut().expect("set above");
+        let mut rng = Scatter {
+            rng: stream,
+            normals: &mut self.normals,
+            next: 0,
+        };
         let allowed = ((1.0 - p.percentile / 100.0) * REQUESTS as f64).floor() as usize;
         let (train, infer) = (phases.train, phases.infer);
         let max_batch = BATCHES[phases.batch.min(BATCHES.len() - 1)] as usize;
@@ -196,8 +228,8 @@ impl Engine {
             (0.0, 0u64, 0usize, 0usize, 0.0);
         let mut completed = true;
         while served < REQUESTS {
-            let d = scatter(&mut rng, train.train_ms, noise.train);
-            meter.add(d, scatter(&mut rng, train.train_w, noise.power));
+            let d = rng.by(train.train_ms, noise.train);
+            meter.add(d, rng.by(train.train_w, noise.power));
             t += d;
             minibatches += 1;
             if self.arrivals[served] > t {
@@ -216,8 +248,8 @@ impl Engine {
                 let waiting = self.arrivals[served..].partition_point(|&a| a <= t);
                 let n = waiting.min(max_batch);
                 let k = BATCHES.iter().position(|&b| b as usize >= n).unwrap_or(0);
-                let d = scatter(&mut rng, infer.infer_ms[k], noise.infer);
-                last_w = scatter(&mut rng, infer.infer_w[k], noise.power);
+                let d = rng.by(infer.infer_ms[k], noise.infer);
+                last_w = rng.by(infer.infer_w[k], noise.power);
                 meter.add(d, last_w);
                 t += d;
                 for j in served..served + n {

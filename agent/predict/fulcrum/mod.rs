@@ -88,8 +88,8 @@ pub trait Board {
     /// The noise-free phase table of `mode` (oracle and scoring only).
     fn truth(&self, mode: usize) -> PhaseTable;
     /// Runs `s` under `p` on the board: the measured outcome of deploying it, at the
-    /// board's own switch times (oracle and scoring only). With `stop_early`, stops at
-    /// the first sure miss.
+    /// board's own switch times (oracle and scoring only). With `stop_early`, may stop at
+    /// the first sure miss (`completed` false).
     fn run(&mut self, s: &Setting, p: &Problem, stop_early: bool) -> Outcome;
 }
 

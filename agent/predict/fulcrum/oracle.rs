@@ -86,10 +86,15 @@ fn bound(
 }
 
 /// Runs `candidates` (setting, bound) in decreasing bound order until the bound falls
-/// below the best met.
-fn search(board: &mut impl Board, p: &Problem, mut candidates: Vec<(Setting, f64)>) -> Search {
+/// below the best met, starting from the best already known.
+fn search(
+    board: &mut impl Board,
+    p: &Problem,
+    mut candidates: Vec<(Setting, f64)>,
+    known: Option<Best>,
+) -> Search {
     candidates.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let (mut best, mut runs): (Option<Best>, usize) = (None, 0);
+    let (mut best, mut runs) = (known, 0);
     for (setting, ub) in candidates {
         if best.is_some_and(|b| ub <= b.outcome.throughput_per_s) {
             break;
@@ -133,15 +138,16 @@ pub fn fixed(board: &mut impl Board, p: &Problem) -> Search {
         let t = board.truth(mode);
         candidates.extend(bounded((mode, &t), (mode, &t), 0.0, p));
     }
-    search(board, p, candidates)
+    search(board, p, candidates, None)
 }
 
-/// The best per-phase pair (fixed modes included) over the GPU x EMC settings of each
-/// phase at the cores and CPU clock of `fixed_mode`, at the board's switch time (which
-/// `p.switch_ms` must state: the bound uses it).
-pub fn per_phase(board: &mut impl Board, p: &Problem, fixed_mode: usize) -> Search {
+/// The best per-phase pair over the GPU x EMC settings of each phase at the cores and
+/// CPU clock of `fixed` (the best fixed mode, [`fixed`]'s), or `fixed` where no pair beats
+/// it, at the board's switch time (which `p.switch_ms` must state: the bound uses it).
+/// The fixed modes among the pairs are not run again: `fixed` is the best of them.
+pub fn per_phase(board: &mut impl Board, p: &Problem, fixed: Best) -> Search {
     let space = board.space();
-    let (at, d) = (coords(space, fixed_mode), dims(space));
+    let (at, d) = (coords(space, fixed.setting.train), dims(space));
     let modes: Vec<usize> = (0..d[2] * d[3])
         .map(|k| index(space, [at[0], at[1], k / d[3], k % d[3]]))
         .collect();
@@ -149,11 +155,12 @@ pub fn per_phase(board: &mut impl Board, p: &Problem, fixed_mode: usize) -> Sear
     let mut candidates = Vec::new();
     for (&train, tt) in modes.iter().zip(&tables) {
         for (&infer, ti) in modes.iter().zip(&tables) {
-            let switch_ms = if train == infer { 0.0 } else { p.switch_ms };
-            candidates.extend(bounded((train, tt), (infer, ti), switch_ms, p));
+            if train != infer {
+                candidates.extend(bounded((train, tt), (infer, ti), p.switch_ms, p));
+            }
         }
     }
-    search(board, p, candidates)
+    search(board, p, candidates, Some(fixed))
 }
 
 /// A small board of made-up phase tables, for the tests of the searches.
@@ -291,7 +298,7 @@ mod tests {
             pruned_runs += got.runs;
             feasible += usize::from(best.is_some());
             if let Some(b) = got.best {
-                let pair = per_phase(&mut board, &p, b.setting.train);
+                let pair = per_phase(&mut board, &p, b);
                 let pair_best = pair.best.expect("the fixed mode is among the pairs");
                 assert!(pair_best.outcome.throughput_per_s >= b.outcome.throughput_per_s);
             }
