@@ -526,28 +526,45 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("at least 4"), "{e}");
     }
 
-    /// Runs made by the calibrated model's own form are fitted back: its predictions
-    /// elsewhere match the generating parameters.
-    #[test]
-    fn a_model_of_its_own_form_is_recovered_from_five_runs() {
-        let fit = KnobRooflines::fit(&rooflines(&[
+    /// Rooflines interpolated from four (GPU, EMC) modes of the laws of [`rooflines`]: the
+    /// GPU and the EMC each at an Orin-like top and a low clock.
+    pub(crate) fn four_rooflines() -> KnobRooflines {
+        KnobRooflines::fit(&rooflines(&[
             (1.3, 3.2),
             (1.3, 0.67),
             (0.65, 3.2),
             (0.65, 0.67),
         ]))
-        .unwrap();
-        let report = zoo::get("resnet50")
-            .unwrap()
-            .count(4, Precision::F32, false);
-        let space = ModeSpace {
-            cores: (1..=12).collect(),
+        .unwrap()
+    }
+
+    /// An Orin-like mode space: `cores`, four clocks of each of the CPU, GPU and EMC.
+    pub(crate) fn space(cores: Vec<u32>) -> ModeSpace {
+        ModeSpace {
+            cores,
             cpu_hz: vec![115_200_000, 729_600_000, 1_497_600_000, 2_201_600_000],
             gpu_hz: vec![114_750_000, 624_750_000, 930_750_000, 1_300_500_000],
             emc_hz: vec![204_000_000, 665_600_000, 2_133_000_000, 3_199_000_000],
-        };
-        let truth = Calibrated::fit(&report, fit, 2.2016e9, &[])
-            .with([1.6, 0.012, 0.004, 3.0, 1.4], [1.1, 0.8, 1.5]);
+        }
+    }
+
+    /// A known truth of the calibrated model's own form for `report` on `fit` (the CPU's
+    /// top clock that of [`space`]).
+    pub(crate) fn own_form(report: &Report, fit: KnobRooflines) -> Calibrated {
+        Calibrated::fit(report, fit, 2.2016e9, &[])
+            .with([1.6, 0.012, 0.004, 3.0, 1.4], [1.1, 0.8, 1.5])
+    }
+
+    /// Runs made by the calibrated model's own form are fitted back: its predictions
+    /// elsewhere match the generating parameters.
+    #[test]
+    fn a_model_of_its_own_form_is_recovered_from_five_runs() {
+        let fit = four_rooflines();
+        let report = zoo::get("resnet50")
+            .unwrap()
+            .count(4, Precision::F32, false);
+        let space = space((1..=12).collect());
+        let truth = own_form(&report, fit);
         let runs: Vec<(PinnedMode, f64, f64)> = calibration_modes(&space)
             .into_iter()
             .map(|m| {

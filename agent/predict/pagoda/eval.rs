@@ -124,7 +124,8 @@ pub fn evaluate(
 mod tests {
     use super::*;
     use crate::gpu::roofline::Precision;
-    use crate::predict::pagoda::calibrate::{tests::rooflines, Calibrated};
+    use crate::predict::pagoda::calibrate::tests::{four_rooflines, own_form, space};
+    use crate::predict::pagoda::calibrate::Calibrated;
     use crate::predict::pagoda::zoo;
 
     /// A board whose truth has the planner's own form (no noise).
@@ -145,24 +146,12 @@ mod tests {
 
     #[test]
     fn a_truth_of_the_planners_form_is_planned_at_its_optimum() {
-        let fit = KnobRooflines::fit(&rooflines(&[
-            (1.3, 3.2),
-            (1.3, 0.67),
-            (0.65, 3.2),
-            (0.65, 0.67),
-        ]))
-        .unwrap();
+        let fit = four_rooflines();
         let report = zoo::get("mobilenetv3-large")
             .unwrap()
             .count(1, Precision::F32, false);
-        let space = ModeSpace {
-            cores: vec![2, 4, 8, 12],
-            cpu_hz: vec![115_200_000, 729_600_000, 1_497_600_000, 2_201_600_000],
-            gpu_hz: vec![114_750_000, 624_750_000, 930_750_000, 1_300_500_000],
-            emc_hz: vec![204_000_000, 665_600_000, 2_133_000_000, 3_199_000_000],
-        };
-        let truth = Calibrated::fit(&report, fit, 2.2016e9, &[])
-            .with([1.6, 0.012, 0.004, 3.0, 1.4], [1.1, 0.8, 1.5]);
+        let space = space(vec![2, 4, 8, 12]);
+        let truth = own_form(&report, fit);
         let o = evaluate(&report, &mut OwnForm(truth), &space, fit, 1, 0.05);
         assert_eq!(o.modes, 256);
         assert_eq!(o.calibration_modes, 5);
