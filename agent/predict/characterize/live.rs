@@ -58,9 +58,17 @@ pub enum LiveError {
     /// A configuration names a dataset location the sweep lacks.
     #[error("no dataset location named {0:?}")]
     NoLocation(String),
-    /// The compute backend could not be set up, or the agent answered oddly.
-    #[error("{0}")]
+    /// The compute backend could not be set up.
+    #[error("compute backend: {0}")]
     Backend(String),
+    /// The agent answered a request with a reply of another kind.
+    #[error("unexpected reply to {request}: {reply}")]
+    Reply {
+        /// The request.
+        request: &'static str,
+        /// The reply, as debug text.
+        reply: String,
+    },
     /// A `--run` command could not start or failed.
     #[error("the command {command:?} failed: {why}")]
     Command {
@@ -144,9 +152,10 @@ impl LiveSweep {
             .map_err(agent("lowering the INA3221 averaging"))?;
         self.leased = true;
         let ReplyBody::Averaging { refresh_us, .. } = reply else {
-            return Err(LiveError::Backend(format!(
-                "unexpected reply to set_averaging: {reply:?}"
-            )));
+            return Err(LiveError::Reply {
+                request: "set_averaging",
+                reply: format!("{reply:?}"),
+            });
         };
         self.settle = Duration::from_micros(2 * u64::from(refresh_us));
         Ok(refresh_us)
@@ -242,9 +251,10 @@ impl LiveSweep {
         self.epochs(c, &mut |client, dir, e| {
             let totals = |client: &mut Client| match client.request(RequestBody::MinibatchTotals) {
                 Ok(ReplyBody::MinibatchTotals(t)) => Ok(t.train),
-                Ok(other) => Err(LiveError::Backend(format!(
-                    "unexpected reply to minibatch_totals: {other:?}"
-                ))),
+                Ok(other) => Err(LiveError::Reply {
+                    request: "minibatch_totals",
+                    reply: format!("{other:?}"),
+                }),
                 Err(source) => Err(LiveError::Agent {
                     what: "reading the minibatch totals".into(),
                     source,

@@ -1,11 +1,18 @@
 //! The power modes a sweep runs: nvpmodel presets by name, or pinned knobs drawn from the
 //! board's mode space (`--modes sample:N`, spread over each knob's range by
 //! [`profile::select`]'s stratified design). A pinned mode is named by its knobs
-//! (`8c-2201.6-1300.5-3199`: cores, then CPU, GPU and EMC clocks in MHz), so a CSV row
-//! names its mode whichever kind it is, and [`SweepMode::parse`] reads the name back.
+//! (`8c-2201.6MHz-1300.5MHz-3199MHz`: cores, then CPU, GPU and EMC clocks as
+//! [`Freq`] writes them), so a CSV row names its mode whichever kind it is, and
+//! [`SweepMode::parse`] reads the name back exactly ([`parse_freq`]).
 
 use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::predict::profile::{self, Strategy};
+use crate::support::units::{parse_freq, Freq, FreqUnit};
+
+/// A clock as a name carries it: [`Freq`]'s text without the space (`1300.5MHz`).
+fn clock(hz: u64) -> String {
+    Freq(hz).to_string().replace(' ', "")
+}
 
 /// One power mode of a sweep.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,25 +23,6 @@ pub enum SweepMode {
     Pinned(PinnedMode),
 }
 
-/// Hz as MHz with as many decimals as it needs (`1300500000` is `1300.5`).
-fn mhz(hz: u64) -> String {
-    let s = format!("{}.{:06}", hz / 1_000_000, hz % 1_000_000);
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// MHz text back to Hz, exactly (at most six decimals).
-fn hz(mhz: &str) -> Option<u64> {
-    let (int, frac) = mhz.split_once('.').unwrap_or((mhz, ""));
-    if frac.len() > 6 || int.is_empty() || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let frac: u64 = format!("{frac:0<6}").parse().ok()?;
-    int.parse::<u64>()
-        .ok()?
-        .checked_mul(1_000_000)?
-        .checked_add(frac)
-}
-
 impl SweepMode {
     /// The name rows carry: the preset's, or the knobs'.
     pub fn name(&self) -> String {
@@ -43,9 +31,9 @@ impl SweepMode {
             SweepMode::Pinned(m) => format!(
                 "{}c-{}-{}-{}",
                 m.cores,
-                mhz(m.cpu_hz),
-                mhz(m.gpu_hz),
-                mhz(m.emc_hz)
+                clock(m.cpu_hz),
+                clock(m.gpu_hz),
+                clock(m.emc_hz)
             ),
         }
     }
@@ -56,7 +44,7 @@ impl SweepMode {
         let pinned = || -> Option<PinnedMode> {
             let mut parts = name.split('-');
             let cores = parts.next()?.strip_suffix('c')?.parse().ok()?;
-            let mut clock = || hz(parts.next()?);
+            let mut clock = || parse_freq(parts.next()?, FreqUnit::Hz).ok();
             let m = PinnedMode {
                 cores,
                 cpu_hz: clock()?,
@@ -110,8 +98,22 @@ mod tests {
             assert_eq!(SweepMode::parse(&s.name()), s, "{}", s.name());
         }
         let m = SweepMode::Pinned(space().get(space().len() - 1).unwrap());
-        assert_eq!(m.name(), "8c-2201.6-1300.5-3199");
-        for p in ["MAXN", "MODE_30W_ALL", "15W", "8c-1-2", "2c-1.2345678-1-1"] {
+        assert_eq!(m.name(), "8c-2201.6MHz-1300.5MHz-3199MHz");
+        let no_emc = PinnedMode {
+            emc_hz: 0,
+            ..space().get(0).unwrap()
+        };
+        assert_eq!(
+            SweepMode::parse(&SweepMode::Pinned(no_emc).name()),
+            SweepMode::Pinned(no_emc)
+        );
+        for p in [
+            "MAXN",
+            "MODE_30W_ALL",
+            "15W",
+            "8c-1MHz-2MHz",
+            "2c-1.2345678Hz-1MHz-1MHz",
+        ] {
             assert_eq!(SweepMode::parse(p), SweepMode::Preset(p.into()));
         }
     }
