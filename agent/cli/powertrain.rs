@@ -139,7 +139,7 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
             if let Some(v) = &s.verified {
                 let _ = writeln!(
                     t,
-                    "  {:<12} {:>9} {:>10} {:>11} {:>10} {:>9.2}% {:>8.2}% {:>8.1}%   (up to five modes predicted to fit run 40 minibatches each)",
+                    "  {:<12} {:>9} {:>10} {:>11} {:>10} {:>9.2}% {:>8.2}% {:>8.1}%   (up to ten modes predicted to fit run 40 minibatches each, {:.1} per budget)",
                     format!("{name}+verify"),
                     "",
                     "",
@@ -147,7 +147,8 @@ pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
                     "",
                     v.median_time_penalty_pct,
                     v.p90_time_penalty_pct,
-                    v.over_budget_1w_pct
+                    v.over_budget_1w_pct,
+                    v.mean_runs
                 );
             }
         }

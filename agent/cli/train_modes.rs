@@ -96,7 +96,7 @@ pub struct OptimizeArgs {
     /// The fastest mode whose power stays within this budget, watts.
     #[arg(long)]
     pub budget: Option<f64>,
-    /// Run up to five modes briefly (simulated workload), each the fastest predicted to fit
+    /// Run up to ten modes briefly (simulated workload), each the fastest predicted to fit
     /// once corrected by what the runs before it measured, and keep the fastest measured
     /// within the budget.
     #[arg(long)]

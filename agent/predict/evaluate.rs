@@ -162,12 +162,18 @@ pub fn margin_w(method: Method, time: (f64, f64), power: (f64, f64)) -> f64 {
         return f64::INFINITY;
     }
     match method {
-        // The ensemble's disagreement plus the measurement noise of the profile.
-        Method::Physics => power.1 + 0.005 * power.0,
+        // Two spreads (the members' disagreement with the expected miss at the mode, both
+        // measured on the target) plus the measurement noise of the profile: choosing the
+        // fastest mode predicted to fit favours the modes whose power is under-predicted,
+        // so one spread lets too many choices over the budget.
+        Method::Physics => MARGIN_SPREADS * power.1 + 0.005 * power.0,
         // The papers' methods choose on the prediction alone.
         _ => 0.0,
     }
 }
+
+/// How many spreads of the predicted power the physics method's margin keeps.
+pub const MARGIN_SPREADS: f64 = 2.0;
 
 /// The budgets scored where the caller names none: each whole watt within the range of
 /// true power.

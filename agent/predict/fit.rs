@@ -3,7 +3,9 @@
 //! transferred from the reference where the method does.
 
 use super::anchor::Anchor;
+use super::basis::KnobBasis;
 use super::features::{energy_terms, features};
+use super::miss::Miss;
 use super::regress::{self, Ensemble, Linear, Mlp, RegressError, Standardizer, TrainConfig};
 use super::{log_positive, KnobRange, Method, Model, Quantity, Regressor};
 use crate::predict::profile::Row;
@@ -63,6 +65,16 @@ fn bounds(y: &[f64], log: bool) -> (f64, f64) {
     }
 }
 
+/// The median of `v`'s finite values (NaN when there are none).
+fn median(v: &mut Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        k => (v[(k - 1) / 2] + v[k / 2]) / 2.0,
+    }
+}
+
 fn scaled(x: &[Vec<f64>], s: &Standardizer) -> Vec<Vec<f64>> {
     x.iter().map(|r| s.apply(r)).collect()
 }
@@ -100,7 +112,8 @@ pub fn pretrain(
         bounds,
         energy: false,
         anchor: None,
-        anchor_error: 0.0,
+        basis: None,
+        miss: None,
         trained_on: KnobRange::of(rows),
     })
 }
@@ -153,7 +166,8 @@ pub fn fit(
                 bounds: bounds(&y, false),
                 energy: false,
                 anchor: None,
-                anchor_error: 0.0,
+                basis: None,
+                miss: None,
                 trained_on: KnobRange::of(rows),
             })
         }
@@ -169,7 +183,8 @@ pub fn fit(
                 bounds: bounds(&y, false),
                 energy: false,
                 anchor: None,
-                anchor_error: 0.0,
+                basis: None,
+                miss: None,
                 trained_on: KnobRange::of(rows),
             })
         }
@@ -185,6 +200,15 @@ pub fn fit(
                     row.extend(energy_terms(&r.mode, r.time_ms));
                 }
             }
+            // And the target's own per-knob shape.
+            let basis = base.physics.then(|| KnobBasis::of(rows)).flatten();
+            if let Some(b) = &basis {
+                for (row, r) in xs.iter_mut().zip(rows) {
+                    let at = row.len();
+                    row.resize(at + b.width(), 0.0);
+                    b.values_into(&r.mode, &mut row[at..]);
+                }
+            }
             // And it blends in a physics anchor of the target, read on profiled modes as
             // fitted without each (so that its weight is how it predicts, not how it fits).
             let anchor = base.physics.then(|| Anchor::fit(t, rows)).flatten();
@@ -192,14 +216,6 @@ pub fn fit(
                 let v = a.cross_fitted(t, rows);
                 v.into_iter().map(log_positive).collect()
             });
-            let errors: Vec<f64> = held_out
-                .iter()
-                .zip(&y)
-                .map(|(a, y)| a - y)
-                .filter(|e| e.is_finite())
-                .collect();
-            let anchor_error =
-                (errors.iter().map(|e| e * e).sum::<f64>() / errors.len().max(1) as f64).sqrt();
             let anchor_column = anchor.as_ref().map(|_| {
                 for (row, v) in xs.iter_mut().zip(held_out) {
                     row.push(v);
@@ -226,19 +242,28 @@ pub fn fit(
                 )?;
                 Ok(n)
             };
-            let reg = match &base.reg {
-                Regressor::Mlp(m) => Regressor::Mlp(tune(m, cfg.seed)?),
-                Regressor::Ensemble(e) => Regressor::Ensemble(Ensemble {
-                    members: e
+            let (reg, miss) = match &base.reg {
+                Regressor::Mlp(m) => (Regressor::Mlp(tune(m, cfg.seed)?), None),
+                Regressor::Ensemble(e) => {
+                    let mut errors = Vec::with_capacity(e.members.len());
+                    let members = e
                         .members
                         .iter()
                         .map(|m| {
                             let mut n = m.clone();
-                            n.refit_output(&xs, &y, &RIDGE_PENALTIES, anchor_column)
-                                .map(|_| n)
+                            let error = n.refit_output(&xs, &y, &RIDGE_PENALTIES, anchor_column)?;
+                            errors.push(error);
+                            Ok(n)
                         })
-                        .collect::<Result<_, _>>()?,
-                }),
+                        .collect::<Result<_, RegressError>>()?;
+                    // Each profiled mode's residual: the members' median.
+                    let residual: Vec<f64> = (0..rows.len())
+                        .map(|i| median(&mut errors.iter().map(|e| e[i]).collect::<Vec<_>>()))
+                        .collect();
+                    let modes: Vec<_> = rows.iter().map(|r| r.mode).collect();
+                    let miss = Miss::fit(&modes, &residual);
+                    (Regressor::Ensemble(Ensemble { members }), miss)
+                }
                 Regressor::Linear(_) => return Err(RegressError::Empty),
             };
             // The target's own range (widened) bounds what transfer may predict.
@@ -250,7 +275,8 @@ pub fn fit(
                 bounds: bounds(&y, base.log),
                 energy,
                 anchor,
-                anchor_error,
+                basis,
+                miss,
                 trained_on: base.trained_on,
             })
         }

@@ -20,9 +20,13 @@
 //!   reference's; the read-out also blends in a physics anchor fitted to the target alone
 //!   (a pipeline model of time, a sum of static and dynamic terms for power; [`anchor`]),
 //!   which extrapolates where the reference's shape does not fit the target, weighed by
-//!   how well it predicts the profiled modes left out of its fit; the ensemble predicts
-//!   the median of its eight members, and their spread is the uncertainty that sets the
-//!   power-budget margin.
+//!   how well it predicts the profiled modes left out of its fit; and it reads a per-knob
+//!   basis of the target's own ([`basis`]: hat functions of each knob's log over the
+//!   profiled range), so that the target's profiled modes can bend the prediction along a
+//!   knob where neither the reference nor the anchor does. The ensemble predicts the
+//!   median of its eight members; their spread, with the read-out's expected miss at the
+//!   mode ([`miss`]: its leave-one-out residuals, growing with the distance from the
+//!   profiled modes), is the uncertainty that sets the power-budget margin.
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
 //! a block of modes at a time ([`regress::Batch`]).
@@ -32,12 +36,14 @@
 
 pub mod active;
 pub mod anchor;
+mod basis;
 pub mod characterize;
 pub mod evaluate;
 mod features;
 mod fit;
 pub mod fulcrum;
 pub mod live;
+mod miss;
 mod model_file;
 pub mod optimize;
 pub mod pagoda;
@@ -52,7 +58,9 @@ pub use model_file::{ModelFile, ModelFileError, MODEL_VERSION};
 use crate::control::mode::PinnedMode;
 use crate::predict::profile::Row;
 use anchor::Anchor;
+use basis::KnobBasis;
 use features::{energy_terms, features_into, ENERGY_TERMS, MAX_FEATURES};
+use miss::Miss;
 use regress::{Batch, Ensemble, Linear, Mlp, Standardizer, BLOCK};
 use serde::{Deserialize, Serialize};
 
@@ -145,10 +153,16 @@ pub struct Model {
     /// transfer): its last input column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anchor: Option<Anchor>,
-    /// The anchor's leave-one-out error on the profiled modes (root mean square, in the
-    /// model's space: log, so relative).
-    #[serde(default)]
-    pub anchor_error: f64,
+    /// The per-knob basis the read-out of a physics transfer also reads (after the
+    /// energy terms, before the anchor's column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<KnobBasis>,
+    /// How far a transferred read-out misses a mode it was not fitted on, by the mode's
+    /// distance from the profiled ones (from its members' median leave-one-out residuals,
+    /// in the model's space: log, so relative), measured on the target rather than
+    /// assumed: part of every spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miss: Option<Miss>,
     /// The knob ranges the network was trained on (a transfer's, its reference's):
     /// outside them it extrapolates, and a model with an anchor predicts by the anchor
     /// alone there.
@@ -169,7 +183,9 @@ struct ModelData {
     #[serde(default)]
     anchor: Option<Anchor>,
     #[serde(default)]
-    anchor_error: f64,
+    basis: Option<KnobBasis>,
+    #[serde(default)]
+    miss: Option<Miss>,
     #[serde(default)]
     trained_on: Option<KnobRange>,
 }
@@ -186,7 +202,8 @@ impl TryFrom<ModelData> for Model {
             bounds: m.bounds,
             energy: m.energy,
             anchor: m.anchor,
-            anchor_error: m.anchor_error,
+            basis: m.basis,
+            miss: m.miss,
             trained_on: m.trained_on,
         };
         match model.inputs_mismatch() {
@@ -277,7 +294,7 @@ impl Model {
     /// [`Model::energy`] model, and the anchor's column of one with an anchor.
     fn width(&self) -> usize {
         let e = self.scale.mean.len() + if self.energy { ENERGY_TERMS } else { 0 };
-        e + usize::from(self.anchor.is_some())
+        e + self.basis.as_ref().map_or(0, KnobBasis::width) + usize::from(self.anchor.is_some())
     }
 
     /// Writes the input row of mode `m`, whose minibatch takes `time_ms`, into `row`
@@ -291,8 +308,12 @@ impl Model {
         if self.energy {
             row[k..e].copy_from_slice(&energy_terms(m, time_ms));
         }
+        let b = e + self.basis.as_ref().map_or(0, KnobBasis::width);
+        if let Some(basis) = &self.basis {
+            basis.values_into(m, &mut row[e..b]);
+        }
         if let Some(a) = &self.anchor {
-            row[e] = log_positive(a.predict(m, time_ms));
+            row[b] = log_positive(a.predict(m, time_ms));
         }
     }
 
@@ -343,19 +364,21 @@ impl Model {
     /// has seen (`anchor`: the anchor's column of the mode's row), on the target's scale.
     fn bounded(&self, m: &PinnedMode, (y, s): (f64, f64), anchor: f64) -> (f64, f64) {
         let (lo, hi) = self.bounds;
-        // The anchor's leave-one-out error widens the spread: the members share the anchor,
-        // so their disagreement alone would understate the uncertainty it brings. Beyond
+        // The read-out's leave-one-out error widens the spread: the members share the
+        // target's rows and the anchor, so their disagreement alone would understate how
+        // far the model misses a mode it was not fitted on. Beyond
         // the knob ranges the network was trained on, the anchor predicts alone; without
         // one, the network only extrapolates there, as it does beyond its bounds (where the
         // prediction is kept at them): the spread is then infinite, since nothing the model
         // has seen supports the prediction (modes clamped to one bound would otherwise tie,
         // and the choice among them goes to the least power, a slow mode).
         let beyond = self.trained_on.is_some_and(|r| !r.contains(m));
+        let miss = self.miss.as_ref().map_or(0.0, |e| e.at(m));
         let (y, s) = match (beyond, &self.anchor) {
-            (true, Some(_)) => (anchor, s.hypot(self.anchor_error)),
+            (true, Some(_)) => (anchor, s.hypot(miss)),
             (true, None) => (y.clamp(lo, hi), f64::INFINITY),
             _ if !(lo..=hi).contains(&y) => (y.clamp(lo, hi), f64::INFINITY),
-            _ => (y, s.hypot(self.anchor_error)),
+            _ => (y, s.hypot(miss)),
         };
         if self.log {
             // The spread of exp(y) for a small spread of y is exp(y) * spread.
@@ -504,11 +527,16 @@ pub(crate) mod tests {
         } = transferred(crate::sim::workload::Workload::Lstm, 20, 1);
         assert!(matches!(time.anchor, Some(Anchor::Pipeline(_))));
         assert!(matches!(power.anchor, Some(Anchor::Power(_))));
-        assert!(time.anchor_error > 0.0 && power.anchor_error > 0.0);
+        let misses = |m: &Model| m.miss.as_ref().map(|e| e.at(&all[0]));
+        assert!(misses(&time) > Some(0.0) && misses(&power) > Some(0.0));
         let one_core: Vec<PinnedMode> = all.iter().filter(|m| m.cores == 1).copied().collect();
         let (pt, pp) = time_and_power(&time, &power, &one_core);
-        // The anchor's left-out error is part of every spread.
-        assert!(pp.iter().all(|p| p.1 >= 0.99 * p.0 * power.anchor_error));
+        // The expected miss at each mode is part of its spread.
+        let miss = power.miss.as_ref().unwrap();
+        assert!(pp
+            .iter()
+            .zip(&one_core)
+            .all(|(p, m)| p.1 >= 0.99 * p.0 * miss.at(m)));
         let truth: Vec<(f64, f64)> = one_core.iter().map(|m| target.truth(m).unwrap()).collect();
         let err = |pred: &Predicted, pick: fn(&(f64, f64)) -> f64| {
             crate::predict::optimize::mape(

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Version of saved model files.
-pub const MODEL_VERSION: u32 = 4;
+pub const MODEL_VERSION: u32 = 5;
 
 /// A saved pair of models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

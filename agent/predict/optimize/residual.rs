@@ -34,14 +34,18 @@ pub fn log_coords(m: &PinnedMode) -> LogCoords {
     ]
 }
 
-fn kernel(a: &LogCoords, b: &LogCoords) -> f64 {
-    let d2: f64 = a
-        .iter()
+/// How far apart two modes are, in kernel widths.
+pub fn distance(a: &LogCoords, b: &LogCoords) -> f64 {
+    a.iter()
         .zip(b)
         .zip(WIDTH)
         .map(|((x, y), w)| ((x - y) / w).powi(2))
-        .sum();
-    (-0.5 * d2).exp() + SHARED
+        .sum::<f64>()
+        .sqrt()
+}
+
+fn kernel(a: &LogCoords, b: &LogCoords) -> f64 {
+    (-0.5 * distance(a, b).powi(2)).exp() + SHARED
 }
 
 /// The runs so far and the regression's weights over them.

@@ -76,12 +76,8 @@ impl Linear {
 /// rows (constant columns get no weight), and the exact leave-one-out residuals of that
 /// fit; the penalty with the least leave-one-out squared error wins. Solved in the dual
 /// (`n x n`, Cholesky), so it suits fewer rows than columns. Returns the fit on the
-/// original columns and the chosen penalty.
-pub fn ridge_loo(
-    z: &[Vec<f64>],
-    r: &[f64],
-    lambdas: &[f64],
-) -> Result<(Linear, f64), RegressError> {
+/// original columns, the chosen penalty and its leave-one-out residuals.
+pub fn ridge_loo(z: &[Vec<f64>], r: &[f64], lambdas: &[f64]) -> Result<RidgeLoo, RegressError> {
     let p = z.first().map_or(0, Vec::len);
     let idx = usable_rows(z, Some(r), p)?;
     let n = idx.len();
@@ -109,7 +105,7 @@ pub fn ridge_loo(
         }
     }
     let nf = n as f64;
-    let mut best: Option<(f64, f64, Vec<f64>)> = None;
+    let mut best: Option<(f64, f64, Vec<f64>, Vec<f64>)> = None;
     for &lambda in lambdas {
         let ln = lambda.max(1e-12) * nf;
         let mut a = kernel.clone();
@@ -119,17 +115,23 @@ pub fn ridge_loo(
             .map(|i| (0..n).map(|j| inv[i * n + j] * rc[j]).sum())
             .collect();
         // Residual ln * alpha_i; 1 - H_ii = ln * inv_ii, less the intercept's leverage 1/n.
-        let loo = (0..n)
+        let residuals: Vec<f64> = (0..n)
             .map(|i| {
                 let lev = (ln * inv[i * n + i] - 1.0 / nf).max(1e-9);
-                (ln * alpha[i] / lev).powi(2)
+                ln * alpha[i] / lev
             })
-            .sum::<f64>();
+            .collect();
+        let loo = residuals.iter().map(|e| e * e).sum::<f64>();
         if best.as_ref().is_none_or(|b| loo < b.0) {
-            best = Some((loo, lambda, alpha));
+            best = Some((loo, lambda, alpha, residuals));
         }
     }
-    let (_, lambda, alpha) = best.ok_or(RegressError::Empty)?;
+    let (_, lambda, alpha, residuals) = best.ok_or(RegressError::Empty)?;
+    // Each row's residual in the caller's order (NaN for a row that was not usable).
+    let mut loo = vec![f64::NAN; z.len()];
+    for (&i, e) in idx.iter().zip(residuals) {
+        loo[i] = e;
+    }
     let w: Vec<f64> = (0..p)
         .map(|k| {
             let (_, s) = stats[k];
@@ -142,7 +144,31 @@ pub fn ridge_loo(
         })
         .collect();
     let b = rm - w.iter().zip(&stats).map(|(w, (m, _))| w * m).sum::<f64>();
-    Ok((Linear { w, b }, lambda))
+    Ok(RidgeLoo {
+        fit: Linear { w, b },
+        lambda,
+        loo,
+    })
+}
+
+/// What [`ridge_loo`] chose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RidgeLoo {
+    /// The fit on the original columns.
+    pub fit: Linear,
+    /// The penalty leave-one-out chose.
+    pub lambda: f64,
+    /// Each row's exact leave-one-out residual at that penalty (measured less predicted
+    /// by the fit without the row; NaN for a row with a non-finite value).
+    pub loo: Vec<f64>,
+}
+
+impl RidgeLoo {
+    /// The root mean square of the leave-one-out residuals.
+    pub fn loo_rmse(&self) -> f64 {
+        let finite: Vec<f64> = self.loo.iter().copied().filter(|e| e.is_finite()).collect();
+        (finite.iter().map(|e| e * e).sum::<f64>() / finite.len().max(1) as f64).sqrt()
+    }
 }
 
 /// The inverse of the symmetric positive definite `n x n` matrix `a` (overwritten by its
@@ -253,8 +279,10 @@ mod tests {
     fn ridge_loo_recovers_coefficients_and_shrinks_noise() {
         let x = data(60, 10, -1.0, 1.0, 21);
         let y = map(&x, |r| 2.0 * r[0] - r[3] + 0.5);
-        let (fit, lambda) = ridge_loo(&x, &y, &[1e-6, 1e-3, 1.0, 100.0]).unwrap();
+        let got = ridge_loo(&x, &y, &[1e-6, 1e-3, 1.0, 100.0]).unwrap();
+        let (fit, lambda, loo_rmse) = (got.fit.clone(), got.lambda, got.loo_rmse());
         assert_eq!(lambda, 1e-6);
+        assert!(loo_rmse < 1e-3, "an exact linear target: {loo_rmse}");
         for r in &data(50, 10, -1.0, 1.0, 22) {
             let (got, want) = (fit.predict(r), 2.0 * r[0] - r[3] + 0.5);
             assert!((got - want).abs() < 1e-3, "{got} vs {want}");
@@ -264,8 +292,12 @@ mod tests {
         let x = data(30, 40, -1.0, 1.0, 23);
         let mut rng = rng(24);
         let noise: Vec<f64> = (0..30).map(|_| rng.normal()).collect();
-        let (fit, lambda) = ridge_loo(&x, &noise, &[1e-6, 1e-3, 1.0, 100.0]).unwrap();
+        let got = ridge_loo(&x, &noise, &[1e-6, 1e-3, 1.0, 100.0]).unwrap();
+        let (fit, lambda, loo_rmse) = (got.fit.clone(), got.lambda, got.loo_rmse());
         assert_eq!(lambda, 100.0);
+        // Predicting unit noise out of sample misses by about its deviation, row by row.
+        assert!((0.7..1.5).contains(&loo_rmse), "{loo_rmse}");
+        assert_eq!(got.loo.len(), 30);
         assert!(fit.w.iter().all(|w| w.abs() < 0.05), "{:?}", fit.w);
         assert_eq!(
             ridge_loo(&x[..2], &noise[..2], &[1.0]),

@@ -5,7 +5,7 @@
 //! ([`TrainReport`]), PowerTrain's architecture ([`powertrain_layers`]), and the
 //! optimiser's and training's buffers.
 
-use super::linear::{ridge_loo, slope, Linear};
+use super::linear::{ridge_loo, slope, Linear, RidgeLoo};
 use super::{moments, rng, shape, usable_rows, RegressError};
 use crate::support::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
@@ -499,14 +499,16 @@ impl Mlp {
     /// residual on the anchor's difference from the network, within [0, 1], blending the
     /// two as `(1 - u) net + u anchor`; the ridge then fits what the blend leaves. The
     /// blend is folded into the output layer and the linear term, so the refitted network
-    /// predicts from the anchor column as it is. Returns the penalty.
+    /// predicts from the anchor column as it is. Returns the read-out's leave-one-out
+    /// residual of each row (on the target's scale; NaN for a row not used): how far the
+    /// refitted network misses a profiled mode it was not fitted on.
     pub fn refit_output(
         &mut self,
         x: &[Vec<f64>],
         y: &[f64],
         lambdas: &[f64],
         anchor: Option<usize>,
-    ) -> Result<f64, RegressError> {
+    ) -> Result<Vec<f64>, RegressError> {
         if !self.valid() || !self.fitted {
             return Err(RegressError::Empty);
         }
@@ -541,7 +543,7 @@ impl Mlp {
                 row
             })
             .collect();
-        let (mut fit, lambda) = match ridge_loo(&h, &r, lambdas) {
+        let RidgeLoo { mut fit, loo, .. } = match ridge_loo(&h, &r, lambdas) {
             Ok(fit) => fit,
             Err(e) => {
                 self.skip = skip;
@@ -562,7 +564,12 @@ impl Mlp {
             w: fit.w[nh..].to_vec(),
             b: 0.0,
         });
-        Ok(lambda)
+        // The ridge saw the usable rows only: back to the caller's rows.
+        let mut residuals = vec![f64::NAN; x.len()];
+        for (&i, e) in idx.iter().zip(loo) {
+            residuals[i] = e;
+        }
+        Ok(residuals)
     }
 
     /// Copy for transfer learning; `reinit_last` re-draws the output layer

@@ -11,7 +11,7 @@ mod standardize;
 
 pub use ensemble::Ensemble;
 pub(crate) use linear::spd_inverse;
-pub use linear::{ridge_loo, Linear};
+pub use linear::{ridge_loo, Linear, RidgeLoo};
 pub use mlp::{powertrain_layers, Batch, Layer, Loss, Mlp, TrainConfig, TrainReport, BLOCK};
 pub use standardize::Standardizer;
 
