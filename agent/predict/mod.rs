@@ -52,7 +52,7 @@ pub use model_file::{ModelFile, ModelFileError, MODEL_VERSION};
 use crate::control::mode::PinnedMode;
 use crate::predict::profile::Row;
 use anchor::Anchor;
-use features::{energy_terms, features_into, ENERGY_TERMS, MAX_FEATURES};
+use features::{energy_terms, features_into, Lattice, ENERGY_TERMS, MAX_FEATURES, PARTS};
 use regress::{Batch, Ensemble, Linear, Mlp, Standardizer, BLOCK};
 use serde::{Deserialize, Serialize};
 
@@ -285,9 +285,7 @@ impl Model {
     fn row_into(&self, m: &PinnedMode, time_ms: f64, row: &mut [f64]) {
         let k = self.scale.mean.len();
         let e = k + if self.energy { ENERGY_TERMS } else { 0 };
-        let mut f = [0.0; MAX_FEATURES];
-        let n = features_into(m, self.physics, &mut f);
-        self.scale.apply_into(&f[..n], &mut row[..k]);
+        self.features_into(m, row);
         if self.energy {
             row[k..e].copy_from_slice(&energy_terms(m, time_ms));
         }
@@ -296,11 +294,23 @@ impl Model {
         }
     }
 
-    /// Predictions and their spread (0 for single models), one per mode; an [`Model::energy`]
-    /// model reads each mode's minibatch time from `time_ms` (NaN where it is missing).
-    /// [`BLOCK`] modes at a time: a block's input rows are built into one buffer and run
-    /// through every network while they are in cache, so nothing is allocated per mode.
-    fn predict(&self, modes: &[PinnedMode], time_ms: &[f64]) -> Vec<(f64, f64)> {
+    /// Writes the scaled [`features()`] of mode `m` into the front of `row`.
+    fn features_into(&self, m: &PinnedMode, row: &mut [f64]) {
+        let k = self.scale.mean.len();
+        let mut f = [0.0; MAX_FEATURES];
+        let n = features_into(m, self.physics, &mut f);
+        self.scale.apply_into(&f[..n], &mut row[..k]);
+    }
+
+    /// Predictions and their spread (0 for single models), one per mode of `modes`, which
+    /// span `lattice`; an [`Model::energy`] model reads each mode's minibatch time from
+    /// `time_ms` (NaN where it is missing). [`BLOCK`] modes at a time: a
+    /// block's input rows are built into one buffer and run through every network while
+    /// they are in cache, so nothing is allocated per mode; the networks' first layers are
+    /// split over the lattice ([`Batch::with_tables`]: what the inputs that read only the
+    /// host knobs, or only the device knobs, contribute is computed once for each of the
+    /// lattice's few hundred points).
+    fn predict(&self, lattice: &Lattice, modes: &[PinnedMode], time_ms: &[f64]) -> Vec<(f64, f64)> {
         let d = self.width();
         let members: &[Mlp] = match &self.reg {
             Regressor::Linear(_) => &[],
@@ -308,7 +318,16 @@ impl Model {
             Regressor::Ensemble(e) => &e.members,
         };
         let cap = modes.len().clamp(1, BLOCK);
-        let mut batch = Batch::new(members, d, cap);
+        let grid = lattice.grid.each_ref().map(|g| {
+            let mut rows = vec![0.0; g.len() * d];
+            for (m, row) in g.iter().zip(rows.chunks_exact_mut(d)) {
+                self.features_into(m, row);
+            }
+            rows
+        });
+        let parts = &PARTS[..self.scale.mean.len().min(MAX_FEATURES)];
+        let mut batch =
+            Batch::new(members, d, cap).with_tables(parts, grid.each_ref().map(Vec::as_slice));
         let mut xs = vec![0.0; cap * d];
         let mut outputs = vec![0.0; members.len() * cap];
         let mut column = Vec::with_capacity(members.len());
@@ -321,7 +340,8 @@ impl Model {
             }
             let mut views: Vec<&mut [f64]> = outputs.chunks_mut(cap).collect();
             if !members.is_empty() {
-                batch.predict(xs, &mut views);
+                let at = lattice.at.get(b * BLOCK..).unwrap_or_default();
+                batch.predict(xs, at, &mut views);
             }
             for (i, (m, row)) in block.iter().zip(xs.chunks_exact(d)).enumerate() {
                 let raw = match &self.reg {
@@ -379,9 +399,10 @@ pub type Predicted = Vec<(f64, f64)>;
 /// only extrapolates (beyond its bounds, or beyond the knob ranges it was trained on
 /// without an anchor to predict there).
 pub fn time_and_power(time: &Model, power: &Model, modes: &[PinnedMode]) -> (Predicted, Predicted) {
-    let t = time.predict(modes, &[]);
+    let lattice = Lattice::of(modes);
+    let t = time.predict(&lattice, modes, &[]);
     let times: Vec<f64> = t.iter().map(|p| p.0).collect();
-    let p = power.predict(modes, &times);
+    let p = power.predict(&lattice, modes, &times);
     (t, p)
 }
 
@@ -476,11 +497,14 @@ pub(crate) mod tests {
         let held = profile::select(&all, Strategy::Random(1000), 6);
         let (pt, pp) = time_and_power(&time, &power, &held);
         let times: Vec<f64> = pt.iter().map(|t| t.0).collect();
-        assert_eq!(power.predict(&held, &times), pp);
+        assert_eq!(power.predict(&Lattice::of(&held), &held, &times), pp);
         let slower: Vec<f64> = times.iter().map(|t| t * 2.0).collect();
-        let moved = power.predict(&held, &slower);
+        let moved = power.predict(&Lattice::of(&held), &held, &slower);
         assert!(moved.iter().zip(&pp).all(|(a, b)| a.0 != b.0));
-        assert!(power.predict(&held[..1], &[]).iter().all(|p| p.0.is_nan()));
+        assert!(power
+            .predict(&Lattice::of(&held[..1]), &held[..1], &[])
+            .iter()
+            .all(|p| p.0.is_nan()));
         let truth: Vec<(f64, f64)> = held.iter().map(|m| target.truth(m).unwrap()).collect();
         let mape = crate::predict::optimize::mape(
             &pp.iter().map(|p| p.0).collect::<Vec<_>>(),

@@ -144,7 +144,7 @@ impl Layer {
         Layer { w, b, ..*self }
     }
 
-    /// The weights and biases in f32, for [`Layer::forward_rows`].
+    /// The weights and biases in f32, for [`Batch`].
     fn f32_weights(&self) -> LayerF32 {
         let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect();
         (f32s(&self.w), f32s(&self.b))
@@ -164,59 +164,59 @@ impl Layer {
             dst.iter_mut().for_each(|v| *v = v.max(0.0));
         }
     }
+}
 
-    /// `dst[r] = b + src[r] W` (then optional ReLU) for `rows` rows in f32, by
-    /// `matrixmultiply`'s GEMM (its kernels picked for the CPU at run time: AVX2/AVX-512
-    /// with FMA on x86-64, NEON on aarch64): prediction's forward pass. `w` and `b` are
-    /// this layer's weights in f32; row `r` of `src` is its `n_in` values from
-    /// `r * stride` (a row may be wider than the layer's inputs: the GEMM reads it in
-    /// place, so the network's inputs need no copy).
-    fn forward_rows(
-        &self,
-        (w, b): &LayerF32,
-        src: &[f32],
-        stride: usize,
-        dst: &mut [f32],
-        relu: bool,
-    ) {
-        let (ni, no) = (self.n_in, self.n_out);
-        let rows = dst.len() / no;
-        assert!(stride >= ni && w.len() == ni * no && b.len() == no);
-        assert!(rows == 0 || src.len() >= (rows - 1) * stride + ni);
-        if no == 1 {
-            // A read-out: one dot product per row (a GEMM of one column packs for nothing).
-            for (r, d) in dst.iter_mut().enumerate() {
-                *d = b[0] + dot32(&src[r * stride..r * stride + ni], w);
-            }
-            return;
+/// `dst[r] = src[r] W` in f32 for the rows of `dst` (`rows x no`, row-major), where row
+/// `r` of `src` is its `ni` values from `r * stride` (a row may be wider than the layer's
+/// inputs: the GEMM reads it in place, so the network's inputs need no copy) and `w` is
+/// `ni x no` row-major: prediction's forward pass, by `matrixmultiply`'s GEMM (its kernels
+/// picked for the CPU at run time: AVX2/AVX-512 with FMA on x86-64, NEON on aarch64), or
+/// one dot product per row for a read-out (a GEMM of one column packs for nothing). The
+/// biases are added after ([`add_bias`]), in the pass that applies the ReLU.
+fn gemm(src: &[f32], stride: usize, ni: usize, w: &[f32], no: usize, dst: &mut [f32]) {
+    let rows = dst.len() / no.max(1);
+    if ni == 0 || rows == 0 {
+        dst.fill(0.0);
+        return;
+    }
+    assert!(stride >= ni && w.len() == ni * no && dst.len() == rows * no);
+    assert!(src.len() >= (rows - 1) * stride + ni);
+    if no == 1 {
+        for (r, d) in dst.iter_mut().enumerate() {
+            *d = dot32(&src[r * stride..r * stride + ni], w);
         }
-        for r in dst.chunks_exact_mut(no) {
-            r.copy_from_slice(b);
-        }
-        // SAFETY: `src` holds `rows` rows of `ni` values at row stride `stride`, `w` is
-        // `ni x no` row-major (stride `no`), `dst` is `rows x no` row-major (stride `no`),
-        // as asserted above; `dst` is borrowed mutably, so it overlaps neither input.
-        unsafe {
-            matrixmultiply::sgemm(
-                rows,
-                ni,
-                no,
-                1.0,
-                src.as_ptr(),
-                stride as isize,
-                1,
-                w.as_ptr(),
-                no as isize,
-                1,
-                1.0,
-                dst.as_mut_ptr(),
-                no as isize,
-                1,
-            );
-        }
-        if relu {
-            dst.iter_mut().for_each(|v| *v = v.max(0.0));
-        }
+        return;
+    }
+    // SAFETY: `src` holds `rows` rows of `ni` values at row stride `stride`, `w` is
+    // `ni x no` row-major (stride `no`), `dst` is `rows x no` row-major (stride `no`),
+    // as asserted above; `dst` is borrowed mutably, so it overlaps neither input.
+    unsafe {
+        matrixmultiply::sgemm(
+            rows,
+            ni,
+            no,
+            1.0,
+            src.as_ptr(),
+            stride as isize,
+            1,
+            w.as_ptr(),
+            no as isize,
+            1,
+            0.0,
+            dst.as_mut_ptr(),
+            no as isize,
+            1,
+        );
+    }
+}
+
+/// `row += bias` (then the ReLU where `relu`): one pass over a layer's output.
+fn add_bias(row: &mut [f32], bias: impl Iterator<Item = f32>, relu: bool) {
+    let z = row.iter_mut().zip(bias);
+    if relu {
+        z.for_each(|(v, b)| *v = (*v + b).max(0.0));
+    } else {
+        z.for_each(|(v, b)| *v += b);
     }
 }
 
@@ -317,16 +317,46 @@ pub const BLOCK: usize = 256;
 /// output's scaling and the linear term in f64. A network reads the first
 /// [`Mlp::n_inputs`] columns of a row; columns past them are extra inputs that only its
 /// [`Mlp::skip`] term reads.
+///
+/// Rows that lie on a lattice (power modes: every input reads the host knobs, the device
+/// knobs, or both) can have their first layer split over it ([`Batch::with_tables`]): the
+/// inputs that read one part of the lattice contribute to the first layer's pre-activation
+/// the same at every row on one of that part's grid points, so that contribution is
+/// computed once per grid point and looked up, and only the inputs that read both parts
+/// go through the GEMM.
 pub struct Batch<'a> {
-    /// Each network that fits the rows' width, by its index among those given, with its
-    /// f32 weights.
-    nets: Vec<(usize, &'a Mlp, Vec<LayerF32>)>,
+    /// The networks that fit the rows' width.
+    nets: Vec<Prepared<'a>>,
     d: usize,
     /// The most rows a block may have.
     cap: usize,
+    /// The columns the first layer of a network with tables reads row by row.
+    cross: Vec<usize>,
+    /// The number of points of each part's grid (none without tables).
+    points: [usize; 2],
     inputs: Vec<f32>,
+    /// A block's `cross` columns, row-major.
+    gathered: Vec<f32>,
     a: Vec<f32>,
     b: Vec<f32>,
+}
+
+/// One network of a [`Batch`]: its index among those given, its weights in f32, and its
+/// first layer's tables once [`Batch::with_tables`] has split it.
+struct Prepared<'a> {
+    k: usize,
+    m: &'a Mlp,
+    weights: Vec<LayerF32>,
+    tables: Option<Tables>,
+}
+
+/// A first layer split over a lattice: what the inputs of each part contribute to the
+/// pre-activation at each of the part's grid points (`no` values a point; the first
+/// part's include the biases), and the weights of the inputs that read both parts
+/// (`cross.len() x no`, row-major).
+struct Tables {
+    parts: [Vec<f32>; 2],
+    cross: Vec<f32>,
 }
 
 impl<'a> Batch<'a> {
@@ -337,31 +367,84 @@ impl<'a> Batch<'a> {
             let skip_width = m.skip.as_ref().map_or(ni, |s| s.w.len());
             d > 0 && d == skip_width && d >= ni && m.valid()
         };
-        let nets: Vec<(usize, &Mlp, Vec<LayerF32>)> = nets
+        let nets: Vec<Prepared> = nets
             .iter()
             .enumerate()
             .filter(|(_, m)| fits(m))
-            .map(|(k, m)| (k, m, m.layers.iter().map(Layer::f32_weights).collect()))
+            .map(|(k, m)| Prepared {
+                k,
+                m,
+                weights: m.layers.iter().map(Layer::f32_weights).collect(),
+                tables: None,
+            })
             .collect();
         let width = nets
             .iter()
-            .flat_map(|(_, m, _)| m.layers.iter().map(|l| l.n_out))
+            .flat_map(|n| n.m.layers.iter().map(|l| l.n_out))
             .fold(d, usize::max);
         let cap = rows.min(BLOCK);
         Batch {
             nets,
             d,
             cap,
+            cross: Vec::new(),
+            points: [0, 0],
             inputs: vec![0.0; cap * d],
+            gathered: Vec::new(),
             a: vec![0.0; cap * width],
             b: vec![0.0; cap * width],
         }
     }
 
+    /// Splits the first layer of every network with `part.len()` inputs over a lattice:
+    /// input `i` reads only part `p` of a row's lattice point where `part[i]` is `Some(p)`
+    /// (`p` 0 or 1), both parts where it is `None`. `grid[p]` holds a row (`d` wide, of
+    /// which only part `p`'s columns are read) for each grid point of part `p`, in the
+    /// order [`Batch::predict`]'s `at` numbers them. The tables cost a GEMM of the grid
+    /// points' rows; each row then costs the GEMM of its `None` columns alone. The sums
+    /// are the same ones, grouped otherwise: predictions change by float rounding (a
+    /// relative 1e-6 at most over Orin AGX's modes).
+    pub fn with_tables(mut self, part: &[Option<usize>], grid: [&[f64]; 2]) -> Batch<'a> {
+        let (d, ni) = (self.d, part.len());
+        if d == 0 || ni > d {
+            return self;
+        }
+        self.cross = (0..ni).filter(|&i| part[i].is_none()).collect();
+        self.gathered = vec![0.0; self.cap * self.cross.len()];
+        self.points = grid.map(|g| g.len() / d);
+        for net in self.nets.iter_mut().filter(|n| n.m.n_inputs() == ni) {
+            let (w, b) = &net.weights[0];
+            let no = b.len();
+            let table = |p: usize| {
+                let only_p = grid[p].chunks_exact(d).flat_map(|row| {
+                    part.iter()
+                        .zip(row)
+                        .map(move |(q, &x)| if *q == Some(p) { x as f32 } else { 0.0 })
+                });
+                let only_p: Vec<f32> = only_p.collect();
+                let mut t = vec![0.0; only_p.len() / ni * no];
+                gemm(&only_p, ni, ni, w, no, &mut t);
+                if p == 0 {
+                    t.chunks_exact_mut(no)
+                        .for_each(|row| add_bias(row, b.iter().copied(), false));
+                }
+                t
+            };
+            let cross = self.cross.iter().flat_map(|&i| &w[i * no..(i + 1) * no]);
+            net.tables = Some(Tables {
+                parts: [table(0), table(1)],
+                cross: cross.copied().collect(),
+            });
+        }
+        self
+    }
+
     /// Predicts the rows of the row-major `rows x d` block `xb` (at most the `rows` the
     /// batch was prepared for; rows past them are left out) into `outs[k][..rows]` for
-    /// network `k`; NaN for a network that does not fit the width.
-    pub fn predict(&mut self, xb: &[f64], outs: &mut [&mut [f64]]) {
+    /// network `k`; NaN for a network that does not fit the width. `at` holds each row's
+    /// grid points for the networks [`Batch::with_tables`] split (unless every row has
+    /// its points on the grids, they run whole).
+    pub fn predict(&mut self, xb: &[f64], at: &[[usize; 2]], outs: &mut [&mut [f64]]) {
         let d = self.d;
         let rows = (xb.len() / d.max(1)).min(self.cap);
         for out in outs.iter_mut() {
@@ -376,19 +459,50 @@ impl<'a> Batch<'a> {
             .iter_mut()
             .zip(xb)
             .for_each(|(a, &x)| *a = x as f32);
-        for (k, m, weights) in &self.nets {
-            let Some(out) = outs.get_mut(*k) else {
+        let nc = self.cross.len();
+        let [n0, n1] = self.points;
+        let on_grid = at.len() >= rows && at[..rows].iter().all(|&[i, j]| i < n0 && j < n1);
+        if on_grid {
+            for (g, row) in self
+                .gathered
+                .chunks_exact_mut(nc.max(1))
+                .zip(xb.chunks_exact(d))
+            {
+                g.iter_mut()
+                    .zip(&self.cross)
+                    .for_each(|(g, &i)| *g = row[i] as f32);
+            }
+        }
+        for net in &self.nets {
+            let Some(out) = outs.get_mut(net.k) else {
                 continue;
             };
+            let m = net.m;
             let last = m.layers.len() - 1;
-            for (l, (layer, w)) in m.layers.iter().zip(weights).enumerate() {
-                let dst = &mut b[..rows * layer.n_out];
-                // The first layer reads the inputs in place, the next each its predecessor's.
-                let (src, stride) = match l {
-                    0 => (&inputs[..rows * d], d),
-                    _ => (&a[..rows * layer.n_in], layer.n_in),
-                };
-                layer.forward_rows(w, src, stride, dst, l < last);
+            for (l, (layer, (w, bias))) in m.layers.iter().zip(&net.weights).enumerate() {
+                let no = layer.n_out;
+                let dst = &mut b[..rows * no];
+                let relu = l < last;
+                match (l, net.tables.as_ref().filter(|_| on_grid)) {
+                    (0, Some(t)) => {
+                        gemm(&self.gathered[..rows * nc], nc, nc, &t.cross, no, dst);
+                        for (row, &[i, j]) in dst.chunks_exact_mut(no).zip(at) {
+                            let (u, v) = (&t.parts[0][i * no..], &t.parts[1][j * no..]);
+                            add_bias(row, u.iter().zip(v).map(|(u, v)| u + v), relu);
+                        }
+                    }
+                    _ => {
+                        // The first layer reads the inputs in place, the next each its
+                        // predecessor's.
+                        let (src, stride) = match l {
+                            0 => (&inputs[..rows * d], d),
+                            _ => (&a[..rows * layer.n_in], layer.n_in),
+                        };
+                        gemm(src, stride, layer.n_in, w, no, dst);
+                        dst.chunks_exact_mut(no)
+                            .for_each(|row| add_bias(row, bias.iter().copied(), relu));
+                    }
+                }
                 std::mem::swap(a, b);
             }
             let out = &mut out[..rows];
@@ -470,7 +584,7 @@ impl Mlp {
             let rows = xb.len() / d;
             let mut views: Vec<&mut [f64]> =
                 outs.iter_mut().map(|o| &mut o[at..at + rows]).collect();
-            batch.predict(xb, &mut views);
+            batch.predict(xb, &[], &mut views);
         }
     }
 
@@ -1003,6 +1117,56 @@ mod tests {
             }
             assert!(nonzero > 10, "{nonzero}");
         }
+    }
+
+    #[test]
+    fn a_first_layer_split_over_a_lattice_predicts_as_the_whole_network() {
+        // Six inputs: two read the first part of a row's lattice point, two the second,
+        // two both; 7 x 5 points, each row once, over two blocks.
+        let mut nets = vec![Mlp::new(&[6, 16, 8, 1], 1), Mlp::new(&[6, 8, 1], 2)];
+        for m in &mut nets {
+            (m.y_mean, m.y_std) = (1.5, 0.5);
+            m.fitted = true;
+        }
+        let part = [Some(0), None, Some(1), Some(0), Some(1), None];
+        let row = |i: usize, j: usize| {
+            let (u, v) = (i as f64 * 0.3 - 1.0, j as f64 * 0.45 - 0.9);
+            [u, (u - v).max(0.0), v, u * u, v.sin(), u * v]
+        };
+        let (pi, pj) = (7, 5);
+        let at: Vec<[usize; 2]> = (0..pi * pj).map(|k| [k % pi, k / pi]).collect();
+        let xs: Vec<f64> = at.iter().flat_map(|&[i, j]| row(i, j)).collect();
+        let grid0: Vec<f64> = (0..pi).flat_map(|i| row(i, 0)).collect();
+        let grid1: Vec<f64> = (0..pj).flat_map(|j| row(0, j)).collect();
+        let mut batch = Batch::new(&nets, 6, 20).with_tables(&part, [&grid0, &grid1]);
+        let (mut split, mut whole) = (vec![vec![0.0; at.len()]; 2], vec![0.0; at.len()]);
+        for (b, (xb, ab)) in xs.chunks(20 * 6).zip(at.chunks(20)).enumerate() {
+            let [s0, s1] = &mut split[..] else {
+                unreachable!()
+            };
+            let views = &mut [&mut s0[b * 20..][..ab.len()], &mut s1[b * 20..][..ab.len()]];
+            batch.predict(xb, ab, views);
+        }
+        for (k, m) in nets.iter().enumerate() {
+            m.predict_batch(&xs, 6, &mut whole);
+            for (s, w) in split[k].iter().zip(&whole) {
+                assert!((s - w).abs() <= 1e-6 * w.abs(), "net {k}: {s} vs {w}");
+            }
+        }
+        // Without grid points, or with a point off its grid, the networks run whole.
+        let mut out = vec![vec![0.0; 20]; 2];
+        let [o0, o1] = &mut out[..] else {
+            unreachable!()
+        };
+        batch.predict(&xs[..120], &[], &mut [&mut o0[..], &mut o1[..]]);
+        nets[1].predict_batch(&xs[..120], 6, &mut whole[..20]);
+        assert_eq!(out[1], whole[..20]);
+        let off: Vec<[usize; 2]> = at[..20].iter().map(|&[i, _]| [i, pj]).collect();
+        let [o0, o1] = &mut out[..] else {
+            unreachable!()
+        };
+        batch.predict(&xs[..120], &off, &mut [&mut o0[..], &mut o1[..]]);
+        assert_eq!(out[1], whole[..20]);
     }
 
     #[test]
