@@ -78,8 +78,11 @@ pub fn powertrain_layers(n_inputs: usize) -> Vec<usize> {
 
 /// One dense layer; `w` is row-major `n_in x n_out` (`w[i * n_out + o]`). A saved layer
 /// whose weights or biases do not match its shape is refused as it is read, so the error
-/// carries the file's line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// carries the file's line. A layer whose weights and biases are all f32 values (a fitted
+/// network's: [`Mlp::round_to_f32`]) is written with `"f32": true` and each number as
+/// the shortest text that reads back to the same f32 (about half the text of an f64);
+/// any other, in f64. Either reads back to the same values.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "LayerData")]
 pub struct Layer {
     /// Inputs.
@@ -97,8 +100,32 @@ pub struct Layer {
 struct LayerData {
     n_in: usize,
     n_out: usize,
+    /// Whether the numbers are f32 values, written as such.
+    #[serde(default)]
+    f32: bool,
     w: Vec<f64>,
     b: Vec<f64>,
+}
+
+impl Serialize for Layer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let exact = |v: &[f64]| v.iter().all(|&x| f64::from(x as f32) == x);
+        let narrow = exact(&self.w) && exact(&self.b);
+        let mut st = s.serialize_struct("Layer", 4 + usize::from(narrow))?;
+        st.serialize_field("n_in", &self.n_in)?;
+        st.serialize_field("n_out", &self.n_out)?;
+        if narrow {
+            st.serialize_field("f32", &true)?;
+            st.serialize_field("w", &f32s(&self.w))?;
+            st.serialize_field("b", &f32s(&self.b))?;
+        } else {
+            st.serialize_field("w", &self.w)?;
+            st.serialize_field("b", &self.b)?;
+        }
+        st.end()
+    }
 }
 
 impl TryFrom<LayerData> for Layer {
@@ -122,11 +149,16 @@ impl TryFrom<LayerData> for Layer {
                 l.b.len()
             ));
         }
+        // The shortest text of an f32 read as an f64 rounds back to that f32.
+        let narrow = |v: Vec<f64>| match l.f32 {
+            true => v.into_iter().map(|x| f64::from(x as f32)).collect(),
+            false => v,
+        };
         Ok(Layer {
             n_in: l.n_in,
             n_out: l.n_out,
-            w: l.w,
-            b: l.b,
+            w: narrow(l.w),
+            b: narrow(l.b),
         })
     }
 }
@@ -706,6 +738,18 @@ impl Mlp {
         Ok(lambda)
     }
 
+    /// Rounds the layers' weights and biases to f32 values, the ones prediction reads
+    /// ([`Batch`]): the predictions stay the same to the bit, and a saved network is
+    /// written in f32 ([`Layer`]). The linear term and the target's scaling stay f64 (they
+    /// are computed in f64).
+    pub fn round_to_f32(&mut self) {
+        for l in &mut self.layers {
+            for v in l.w.iter_mut().chain(&mut l.b) {
+                *v = f64::from(*v as f32);
+            }
+        }
+    }
+
     /// Copy for transfer learning; `reinit_last` re-draws the output layer
     /// (He init from `seed`) and lets the next `train` refit target statistics.
     pub fn transfer(&self, reinit_last: bool, seed: u64) -> Mlp {
@@ -1194,6 +1238,43 @@ mod tests {
         };
         batch.predict(&xs[..120], &off, &mut [&mut o0[..], &mut o1[..]]);
         assert_eq!(out[1], whole[..20]);
+    }
+
+    #[test]
+    fn a_network_rounded_to_f32_is_saved_in_f32_and_predicts_the_same() {
+        let xs = data(200, 3, -1.5, 1.5, 40);
+        let mut m = Mlp::new(&[3, 16, 8, 1], 41);
+        m.train(&xs, &map(&xs, f), &quick(3, 5e-3)).unwrap();
+        let mut r = m.clone();
+        r.round_to_f32();
+        let (wide, narrow) = (serde_json::to_string(&m), serde_json::to_string(&r));
+        let (wide, narrow) = (wide.unwrap(), narrow.unwrap());
+        assert!(narrow.contains("\"f32\":true") && !wide.contains("f32"));
+        assert!(
+            narrow.len() * 10 < wide.len() * 6,
+            "{} vs {}",
+            narrow.len(),
+            wide.len()
+        );
+        round_trip(&r);
+        round_trip(&m);
+        for x in &xs {
+            assert_eq!(r.predict(x), m.predict(x));
+        }
+        // Any f32, from the least subnormal up, reads back from its shortest text.
+        let mut g = rng(42);
+        let w: Vec<f64> = (0..100_000)
+            .map(|_| f64::from(f32::from_bits(g.next_u64() as u32)))
+            .filter(|v| v.is_finite())
+            .chain([f64::from(f32::from_bits(1)), f64::from(f32::MAX)])
+            .collect();
+        let (n_in, n_out) = (1, w.len());
+        round_trip(&Layer {
+            n_in,
+            n_out,
+            w,
+            b: vec![0.0; n_out],
+        });
     }
 
     #[test]
