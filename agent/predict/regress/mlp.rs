@@ -434,8 +434,8 @@ impl<'a> Batch<'a> {
     /// input `i` reads only part `p` of a row's lattice point where `part[i]` is `Some(p)`
     /// (`p` 0 or 1), both parts where it is `None`. `grid[p]` holds a row (`d` wide, of
     /// which only part `p`'s columns are read) for each grid point of part `p`, in the
-    /// order [`Batch::predict`]'s `at` numbers them. The tables cost a GEMM of the grid
-    /// points' rows; each row then costs the GEMM of its `None` columns alone. The sums
+    /// order [`Batch::predict`]'s `at` numbers them. The tables cost an axpy per input and
+    /// grid point; each row then costs the GEMM of its `None` columns alone. The sums
     /// are the same ones, grouped otherwise: predictions change by float rounding (a
     /// relative 1e-6 at most over Orin AGX's modes).
     pub fn with_tables(mut self, part: &[Option<usize>], grid: [&[f64]; 2]) -> Batch<'a> {
@@ -449,18 +449,26 @@ impl<'a> Batch<'a> {
         for net in self.nets.iter_mut().filter(|n| n.m.n_inputs() == ni) {
             let (w, b) = &net.weights[0];
             let no = b.len();
+            // A few hundred points at most: an axpy per input, no GEMM (whose set-up
+            // would dominate a call for one mode).
             let table = |p: usize| {
-                let only_p = grid[p].chunks_exact(d).flat_map(|row| {
-                    part.iter()
+                let mut t = Vec::with_capacity(grid[p].len() / d * no);
+                for row in grid[p].chunks_exact(d) {
+                    let at = t.len();
+                    match p {
+                        0 => t.extend_from_slice(b),
+                        _ => t.resize(at + no, 0.0),
+                    }
+                    let z = &mut t[at..];
+                    for ((_, &x), wr) in part
+                        .iter()
                         .zip(row)
-                        .map(move |(q, &x)| if *q == Some(p) { x as f32 } else { 0.0 })
-                });
-                let only_p: Vec<f32> = only_p.collect();
-                let mut t = vec![0.0; only_p.len() / ni * no];
-                gemm(&only_p, ni, ni, w, no, &mut t);
-                if p == 0 {
-                    t.chunks_exact_mut(no)
-                        .for_each(|row| add_bias(row, b.iter().copied(), false));
+                        .zip(w.chunks_exact(no))
+                        .filter(|((q, _), _)| **q == Some(p))
+                    {
+                        let x = x as f32;
+                        z.iter_mut().zip(wr).for_each(|(z, w)| *z += x * w);
+                    }
                 }
                 t
             };
