@@ -24,8 +24,10 @@
 //!   the median of its eight members, and their spread is the uncertainty that sets the
 //!   power-budget margin.
 //!
-//! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
-//! a block of modes at a time ([`regress::Batch`]).
+//! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products a block of
+//! modes at a time ([`regress::Batch`]); the first layer's inputs that read only the host
+//! knobs or only the device knobs are looked up per point of the modes' lattice instead
+//! (`features::Lattice`).
 //!
 //! [`pagoda`] is the other kind of prediction: a DNN's FLOPs and DRAM bytes counted layer by
 //! layer (Pagoda's analytical model), for placing inference on each mode's rooflines.
