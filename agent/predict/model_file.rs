@@ -85,7 +85,7 @@ impl ModelFile {
         })
     }
 
-    /// Reads a file and checks its version (from [`OLDEST_READABLE`] to [`MODEL_VERSION`])
+    /// Reads a file and checks its version (from 4, the oldest readable, to [`MODEL_VERSION`])
     /// and, if given, its board.
     pub fn load(path: &Path, board: Option<&str>) -> Result<ModelFile, ModelFileError> {
         let text = std::fs::read(path).map_err(|source| ModelFileError::Io {
