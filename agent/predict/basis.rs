@@ -61,6 +61,18 @@ impl KnobBasis {
             .sum()
     }
 
+    /// How many of the columns read the host knobs (the first ones).
+    pub fn host_width(&self) -> usize {
+        self.parts().filter(|&p| p == 0).count()
+    }
+
+    /// Which part of a mode each column reads, in order: 0 the host knobs (cores, CPU
+    /// clock), 1 the device knobs (GPU, EMC clock).
+    pub fn parts(&self) -> impl Iterator<Item = usize> + '_ {
+        let columns = |k: &Vec<f64>| if k.len() < 2 { 0 } else { k.len() };
+        (0..4).flat_map(move |k| std::iter::repeat_n(k / 2, columns(&self.knots[k])))
+    }
+
     /// Writes the hat functions of `m` into `out` ([`KnobBasis::width`] long).
     pub fn values_into(&self, m: &PinnedMode, out: &mut [f64]) {
         let x = logs(m);
@@ -114,6 +126,9 @@ mod tests {
             .collect();
         let b = KnobBasis::of(&rows).unwrap();
         assert_eq!(b.width(), 5 + 5 + 2);
+        let parts: Vec<usize> = b.parts().collect();
+        assert_eq!(parts, [[0; 10].as_slice(), &[1; 2]].concat());
+        assert_eq!(b.host_width(), 10);
         assert_eq!(KnobBasis::of(&[]), None);
         let mut out = vec![f64::NAN; b.width()];
         for m in [

@@ -1,6 +1,7 @@
 //! The models' inputs: a power mode's four knobs and the physics-informed features
-//! ([`features`]), and the energy terms of the minibatch time that a physics power
-//! model also reads ([`energy_terms`]).
+//! ([`features`]), which knobs each of them reads ([`PARTS`]) and the lattice of host and
+//! device knobs that a set of modes spans ([`Lattice`]), and the energy terms of the
+//! minibatch time that a physics power model also reads ([`energy_terms`]).
 
 use crate::control::mode::PinnedMode;
 
@@ -65,6 +66,100 @@ pub(super) fn features_into(m: &PinnedMode, physics: bool, f: &mut [f64; MAX_FEA
     MAX_FEATURES
 }
 
+/// Which part of a mode each input of [`features`] reads (the four knobs' inputs are the
+/// first four of the physics-informed set's): `Some(HOST)` only the host knobs (cores
+/// and CPU clock), `Some(DEVICE)` only the device knobs (GPU and EMC clocks), `None` both
+/// (the hinges of the ratios of a host rate to a device rate). A network's first layer is
+/// then split over the modes' [`Lattice`] ([`super::regress::Batch::with_tables`]).
+pub(super) const PARTS: [Option<usize>; MAX_FEATURES] = {
+    const H: Option<usize> = Some(HOST);
+    const D: Option<usize> = Some(DEVICE);
+    const B: Option<usize> = None;
+    [
+        H, H, D, D, // cores, CPU, GPU and EMC clocks
+        D, D, H, H, // the logarithms of the GPU, EMC, CPU and loading rates
+        D, D, H, H, // the GPU's and the CPU cores' V^2 f terms
+        B, B, B, B, // the hinges of loading over GPU rate
+        B, B, B, B, // loading over EMC
+        D, D, D, D, // GPU over EMC
+        B, B, B, B, // CPU over GPU
+        B, B, B, B, // CPU over EMC
+    ]
+};
+
+/// The part of [`PARTS`] that reads the cores and the CPU clock.
+pub(super) const HOST: usize = 0;
+/// The part of [`PARTS`] that reads the GPU and EMC clocks.
+pub(super) const DEVICE: usize = 1;
+
+/// The lattice that a set of modes spans: the host grid (each distinct number of cores by
+/// each distinct CPU clock) and the device grid (each distinct GPU clock by each distinct
+/// EMC clock), each mode's point on both, and a mode at each point of each grid (its
+/// other part is the first mode's: the inputs of one part do not read it).
+pub(super) struct Lattice {
+    /// Each mode's points on the host and the device grid.
+    pub at: Vec<[usize; 2]>,
+    /// A mode at each point of the host grid and of the device grid.
+    pub grid: [Vec<PinnedMode>; 2],
+}
+
+impl Lattice {
+    /// The lattice of `modes`.
+    pub fn of(modes: &[PinnedMode]) -> Lattice {
+        // Few distinct values (Orin AGX: 12 x 29 x 13 x 4), each repeated in runs.
+        let distinct = |knob: fn(&PinnedMode) -> u64| {
+            let mut v: Vec<u64> = Vec::new();
+            for x in modes.iter().map(knob) {
+                if v.last() != Some(&x) && !v.contains(&x) {
+                    v.push(x);
+                }
+            }
+            v.sort_unstable();
+            v
+        };
+        let knobs: [fn(&PinnedMode) -> u64; 4] = [
+            |m| u64::from(m.cores),
+            |m| m.cpu_hz,
+            |m| m.gpu_hz,
+            |m| m.emc_hz,
+        ];
+        let [cores, cpu, gpu, emc] = knobs.map(distinct);
+        let index = |v: &[u64], x: u64| v.partition_point(|&y| y < x);
+        let at = modes
+            .iter()
+            .map(|m| {
+                let host = index(&cores, m.cores.into()) * cpu.len() + index(&cpu, m.cpu_hz);
+                let device = index(&gpu, m.gpu_hz) * emc.len() + index(&emc, m.emc_hz);
+                [host, device]
+            })
+            .collect();
+        let Some(&first) = modes.first() else {
+            return Lattice {
+                at,
+                grid: [Vec::new(), Vec::new()],
+            };
+        };
+        let host = cores.iter().flat_map(|&c| {
+            cpu.iter().map(move |&cpu_hz| PinnedMode {
+                cores: c as u32,
+                cpu_hz,
+                ..first
+            })
+        });
+        let device = gpu.iter().flat_map(|&gpu_hz| {
+            emc.iter().map(move |&emc_hz| PinnedMode {
+                gpu_hz,
+                emc_hz,
+                ..first
+            })
+        });
+        Lattice {
+            at,
+            grid: [host.collect(), device.collect()],
+        }
+    }
+}
+
 /// The parallelism of four data-loader workers sharing `cores` online cores with the
 /// training process.
 pub(crate) fn loaders(cores: f64) -> f64 {
@@ -126,5 +221,70 @@ mod tests {
             "1.5 loader cores on 2 cores"
         );
         assert_eq!(features(&m, false), vec![2.0, 1.0, 0.5, 2.0]);
+    }
+
+    #[test]
+    fn an_input_of_one_part_does_not_move_with_the_other_parts_knobs() {
+        let base = PinnedMode {
+            cores: 3,
+            cpu_hz: 1_200_000_000,
+            gpu_hz: 600_000_000,
+            emc_hz: 2_000_000_000,
+        };
+        let host = PinnedMode {
+            cores: 8,
+            cpu_hz: 2_000_000_000,
+            ..base
+        };
+        let device = PinnedMode {
+            gpu_hz: 1_300_000_000,
+            emc_hz: 665_000_000,
+            ..base
+        };
+        for physics in [false, true] {
+            let [f, fh, fd] = [base, host, device].map(|m| features(&m, physics));
+            for (i, part) in PARTS[..f.len()].iter().enumerate() {
+                match *part {
+                    Some(HOST) => assert_eq!(f[i], fd[i], "host input {i}"),
+                    Some(_) => assert_eq!(f[i], fh[i], "device input {i}"),
+                    None => {}
+                }
+            }
+        }
+        // The hinges of a host rate over a device rate move with both.
+        let f = features(&base, true);
+        let moved = |g: &[f64]| (0..f.len()).filter(|&i| g[i] != f[i]).collect::<Vec<_>>();
+        let both: Vec<usize> = (0..MAX_FEATURES).filter(|&i| PARTS[i].is_none()).collect();
+        let far = PinnedMode {
+            cores: 1,
+            cpu_hz: 115_200_000,
+            ..base
+        };
+        assert!(both
+            .iter()
+            .any(|i| moved(&features(&far, true)).contains(i)));
+        assert!(both
+            .iter()
+            .any(|i| moved(&features(&device, true)).contains(i)));
+    }
+
+    #[test]
+    fn the_lattice_places_each_mode_on_both_grids() {
+        let spec = crate::sim::spec::find("orin-agx").unwrap();
+        let modes: Vec<PinnedMode> = spec.mode_space().iter().step_by(7).collect();
+        let l = Lattice::of(&modes);
+        assert_eq!(
+            (l.grid[HOST].len(), l.grid[DEVICE].len()),
+            (12 * 29, 13 * 4)
+        );
+        for (m, &[h, d]) in modes.iter().zip(&l.at) {
+            let (gh, gd) = (l.grid[HOST][h], l.grid[DEVICE][d]);
+            assert_eq!((gh.cores, gh.cpu_hz), (m.cores, m.cpu_hz));
+            assert_eq!((gd.gpu_hz, gd.emc_hz), (m.gpu_hz, m.emc_hz));
+        }
+        let one = Lattice::of(&modes[5..6]);
+        assert_eq!(one.at, vec![[0, 0]]);
+        assert_eq!(one.grid, [vec![modes[5]], vec![modes[5]]]);
+        assert!(Lattice::of(&[]).at.is_empty());
     }
 }

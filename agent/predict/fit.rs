@@ -146,7 +146,27 @@ fn physics_layers(d: usize) -> Vec<usize> {
 }
 
 /// Fits `method` on the target's profiled `rows`, from `reference` where it transfers.
+/// The fitted networks keep their weights as the f32 values that prediction reads
+/// ([`Mlp::round_to_f32`]: the same predictions to the bit, and half the text in a model
+/// file); pre-trained ones keep f64, since training goes on from them.
 pub fn fit(
+    method: Method,
+    rows: &[Row],
+    t: Quantity,
+    reference: Option<&Model>,
+    cfg: &FitConfig,
+) -> Result<Model, RegressError> {
+    let mut model = fit_f64(method, rows, t, reference, cfg)?;
+    match &mut model.reg {
+        Regressor::Mlp(m) => m.round_to_f32(),
+        Regressor::Ensemble(e) => e.members.iter_mut().for_each(Mlp::round_to_f32),
+        Regressor::Linear(_) => {}
+    }
+    Ok(model)
+}
+
+/// [`fit`], its networks' weights left in f64.
+fn fit_f64(
     method: Method,
     rows: &[Row],
     t: Quantity,

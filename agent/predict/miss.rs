@@ -9,6 +9,7 @@
 //! profiled mode: fitted to the residuals' magnitudes by nonnegative least squares, then
 //! scaled so that the residuals divided by it have a root mean square of one.
 
+use super::features::Lattice;
 use super::optimize::residual::{distance, log_coords, LogCoords};
 use crate::control::mode::PinnedMode;
 use serde::{Deserialize, Serialize};
@@ -69,6 +70,61 @@ impl Miss {
     pub fn at(&self, m: &PinnedMode) -> f64 {
         self.base + self.per_distance * nearest(&self.at, &log_coords(m), None)
     }
+
+    /// The expected miss at a mode `distance` from the nearest profiled mode.
+    pub fn at_distance(&self, distance: f64) -> f64 {
+        self.base + self.per_distance * distance
+    }
+
+    /// Whether `other` was fitted on the same profiled modes (so their distances agree).
+    pub fn same_modes(&self, other: &Miss) -> bool {
+        self.at == other.at
+    }
+
+    /// Each mode's distance to the nearest profiled mode, for the modes of `lattice`: the
+    /// squared distances along the host knobs (cores, CPU clock) from each point of the
+    /// host grid to every profiled mode, and along the device knobs (GPU, EMC clock) from
+    /// each point of the device grid, are tabled once, so that a mode costs a few dozen
+    /// additions.
+    pub(super) fn distances(&self, lattice: &Lattice) -> Vec<f64> {
+        let tables = [0, 1].map(|part| {
+            let keep = |c: LogCoords| -> LogCoords {
+                std::array::from_fn(|k| if k / 2 == part { c[k] } else { 0.0 })
+            };
+            let grid = &lattice.grid[part];
+            grid.iter()
+                .flat_map(|m| {
+                    let a = keep(log_coords(m));
+                    self.at.iter().map(move |b| distance(&a, &keep(*b)).powi(2))
+                })
+                .collect::<Vec<f64>>()
+        });
+        let n = self.at.len();
+        lattice
+            .at
+            .iter()
+            .map(|&[host, device]| {
+                let h = &tables[0][host * n..(host + 1) * n];
+                let d = &tables[1][device * n..(device + 1) * n];
+                // Four running minima, so that the loop vectorises (f64::min's NaN rule
+                // does not).
+                let mut least = [f64::INFINITY; 4];
+                let (hs, ds) = (h.chunks_exact(4), d.chunks_exact(4));
+                let rest = hs
+                    .remainder()
+                    .iter()
+                    .zip(ds.remainder())
+                    .map(|(x, y)| x + y);
+                for (a, b) in hs.zip(ds) {
+                    for k in 0..4 {
+                        let s = a[k] + b[k];
+                        least[k] = if s < least[k] { s } else { least[k] };
+                    }
+                }
+                rest.chain(least).fold(f64::INFINITY, f64::min).sqrt()
+            })
+            .collect()
+    }
 }
 
 /// The distance from `a` to the nearest of `at` (skipping index `skip`).
@@ -114,6 +170,18 @@ mod tests {
             .sum::<f64>()
             / modes.len() as f64;
         assert!((z2 - 1.0).abs() < 1e-9, "{z2}");
+        // Many modes at once, from the lattice's two grids, give the same.
+        let modes_b: Vec<PinnedMode> = [(2, 700, 300), (6, 1500, 1300)]
+            .map(|(c, f, g)| PinnedMode {
+                gpu_hz: g * 1_000_000,
+                ..mode(c, f)
+            })
+            .to_vec();
+        let lattice = Lattice::of(&modes_b);
+        for (m, d) in modes_b.iter().zip(miss.distances(&lattice)) {
+            assert!((miss.at_distance(d) - miss.at(m)).abs() < 1e-12);
+        }
+        assert!(miss.same_modes(&miss.clone()));
         // Unusable residuals are skipped; fewer than three usable give no model.
         let nan = [f64::NAN, 0.1, f64::NAN, 0.2];
         assert_eq!(Miss::fit(&modes[..4], &nan), None);

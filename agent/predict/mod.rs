@@ -28,8 +28,10 @@
 //!   mode ([`miss`]: its leave-one-out residuals, growing with the distance from the
 //!   profiled modes), is the uncertainty that sets the power-budget margin.
 //!
-//! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products
-//! a block of modes at a time ([`regress::Batch`]).
+//! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products a block of
+//! modes at a time ([`regress::Batch`]); the first layer's inputs that read only the host
+//! knobs or only the device knobs are looked up per point of the modes' lattice instead
+//! (`features::Lattice`).
 //!
 //! [`pagoda`] is the other kind of prediction: a DNN's FLOPs and DRAM bytes counted layer by
 //! layer (Pagoda's analytical model), for placing inference on each mode's rooflines.
@@ -59,7 +61,7 @@ use crate::control::mode::PinnedMode;
 use crate::predict::profile::Row;
 use anchor::Anchor;
 use basis::KnobBasis;
-use features::{energy_terms, features_into, ENERGY_TERMS, MAX_FEATURES};
+use features::{energy_terms, features_into, Lattice, ENERGY_TERMS, MAX_FEATURES, PARTS};
 use miss::Miss;
 use regress::{Batch, Ensemble, Linear, Mlp, Standardizer, BLOCK};
 use serde::{Deserialize, Serialize};
@@ -298,30 +300,49 @@ impl Model {
     }
 
     /// Writes the input row of mode `m`, whose minibatch takes `time_ms`, into `row`
-    /// ([`Model::width`] wide).
+    /// ([`Model::width`] wide), but for the per-knob basis, which the caller copies from
+    /// the grid points' rows.
     fn row_into(&self, m: &PinnedMode, time_ms: f64, row: &mut [f64]) {
-        let k = self.scale.mean.len();
-        let e = k + if self.energy { ENERGY_TERMS } else { 0 };
-        let mut f = [0.0; MAX_FEATURES];
-        let n = features_into(m, self.physics, &mut f);
-        self.scale.apply_into(&f[..n], &mut row[..k]);
+        let (k, e) = (self.scale.mean.len(), self.basis_at());
+        self.features_into(m, row);
         if self.energy {
             row[k..e].copy_from_slice(&energy_terms(m, time_ms));
         }
         let b = e + self.basis.as_ref().map_or(0, KnobBasis::width);
-        if let Some(basis) = &self.basis {
-            basis.values_into(m, &mut row[e..b]);
-        }
         if let Some(a) = &self.anchor {
             row[b] = log_positive(a.predict(m, time_ms));
         }
     }
 
-    /// Predictions and their spread (0 for single models), one per mode; an [`Model::energy`]
-    /// model reads each mode's minibatch time from `time_ms` (NaN where it is missing).
-    /// [`BLOCK`] modes at a time: a block's input rows are built into one buffer and run
-    /// through every network while they are in cache, so nothing is allocated per mode.
-    fn predict(&self, modes: &[PinnedMode], time_ms: &[f64]) -> Vec<(f64, f64)> {
+    /// Where a row's per-knob basis starts: after the features and the energy terms.
+    fn basis_at(&self) -> usize {
+        self.scale.mean.len() + if self.energy { ENERGY_TERMS } else { 0 }
+    }
+
+    /// Writes the scaled [`features()`] of mode `m` into the front of `row`.
+    fn features_into(&self, m: &PinnedMode, row: &mut [f64]) {
+        let k = self.scale.mean.len();
+        let mut f = [0.0; MAX_FEATURES];
+        let n = features_into(m, self.physics, &mut f);
+        self.scale.apply_into(&f[..n], &mut row[..k]);
+    }
+
+    /// Predictions and their spread (0 for single models), one per mode of `modes`, which
+    /// span `lattice`; an [`Model::energy`] model reads each mode's minibatch time from
+    /// `time_ms` (NaN where it is missing). [`BLOCK`] modes at a time: a
+    /// block's input rows are built into one buffer and run through every network while
+    /// they are in cache, so nothing is allocated per mode; the networks' first layers are
+    /// split over the lattice ([`Batch::with_tables`]: what the inputs that read only the
+    /// host knobs, or only the device knobs, contribute is computed once for each of the
+    /// lattice's few hundred points).
+    /// `nearest`: another model's [`Miss`] and each mode's distance from its profiled modes.
+    fn predict(
+        &self,
+        lattice: &Lattice,
+        modes: &[PinnedMode],
+        time_ms: &[f64],
+        nearest: Option<(&Miss, &[f64])>,
+    ) -> Vec<(f64, f64)> {
         let d = self.width();
         let members: &[Mlp] = match &self.reg {
             Regressor::Linear(_) => &[],
@@ -329,20 +350,57 @@ impl Model {
             Regressor::Ensemble(e) => &e.members,
         };
         let cap = modes.len().clamp(1, BLOCK);
-        let mut batch = Batch::new(members, d, cap);
+        // Each grid point's row holds the columns that read only its part: the features
+        // and the per-knob basis (the energy terms and the anchor read both, row by row).
+        let (k, e) = (self.scale.mean.len(), self.basis_at());
+        let grid = lattice.grid.each_ref().map(|g| {
+            let mut rows = vec![0.0; g.len() * d];
+            for (m, row) in g.iter().zip(rows.chunks_exact_mut(d)) {
+                self.features_into(m, row);
+                if let Some(b) = &self.basis {
+                    b.values_into(m, &mut row[e..e + b.width()]);
+                }
+            }
+            rows
+        });
+        let parts = &PARTS[..k.min(MAX_FEATURES)];
+        let mut skip_parts = parts.to_vec();
+        skip_parts.resize(e, None);
+        skip_parts.extend(self.basis.iter().flat_map(|b| b.parts().map(Some)));
+        let grids = grid.each_ref().map(Vec::as_slice);
+        let mut batch = Batch::new(members, d, cap).with_tables(parts, &skip_parts, grids);
         let mut xs = vec![0.0; cap * d];
         let mut outputs = vec![0.0; members.len() * cap];
         let mut column = Vec::with_capacity(members.len());
         let mut out = Vec::with_capacity(modes.len());
+        // Each mode's distance from the profiled modes: the caller's, where it measured it
+        // for a model fitted on the same modes, else measured here.
+        let own;
+        let distances = match (&self.miss, nearest) {
+            (Some(e), Some((other, d))) if e.same_modes(other) => Some(d),
+            (Some(e), _) => {
+                own = e.distances(lattice);
+                Some(own.as_slice())
+            }
+            (None, _) => None,
+        };
         for (b, block) in modes.chunks(BLOCK).enumerate() {
             let xs = &mut xs[..block.len() * d];
             for (i, (m, row)) in block.iter().zip(xs.chunks_exact_mut(d)).enumerate() {
                 let t = time_ms.get(b * BLOCK + i).copied().unwrap_or(f64::NAN);
                 self.row_into(m, t, row);
+                // The basis's host columns come first: copied from the mode's two points.
+                if let Some(basis) = &self.basis {
+                    let ([h, v], host) = (lattice.at[b * BLOCK + i], basis.host_width());
+                    let (from, to) = ([&grid[0][h * d..], &grid[1][v * d..]], e + basis.width());
+                    row[e..e + host].copy_from_slice(&from[0][e..e + host]);
+                    row[e + host..to].copy_from_slice(&from[1][e + host..to]);
+                }
             }
             let mut views: Vec<&mut [f64]> = outputs.chunks_mut(cap).collect();
             if !members.is_empty() {
-                batch.predict(xs, &mut views);
+                let at = lattice.at.get(b * BLOCK..).unwrap_or_default();
+                batch.predict(xs, at, &mut views);
             }
             for (i, (m, row)) in block.iter().zip(xs.chunks_exact(d)).enumerate() {
                 let raw = match &self.reg {
@@ -354,7 +412,11 @@ impl Model {
                         median_and_spread(&mut column)
                     }
                 };
-                out.push(self.bounded(m, raw, row[d - 1]));
+                let miss = match (&self.miss, distances) {
+                    (Some(e), Some(d)) => e.at_distance(d[b * BLOCK + i]),
+                    _ => 0.0,
+                };
+                out.push(self.bounded(m, raw, row[d - 1], miss));
             }
         }
         out
@@ -362,7 +424,8 @@ impl Model {
 
     /// A mode's prediction `(y, spread)` in the model's space, kept within what the model
     /// has seen (`anchor`: the anchor's column of the mode's row), on the target's scale.
-    fn bounded(&self, m: &PinnedMode, (y, s): (f64, f64), anchor: f64) -> (f64, f64) {
+    /// `miss`: the expected miss at the mode ([`Miss`]; 0 without one).
+    fn bounded(&self, m: &PinnedMode, (y, s): (f64, f64), anchor: f64, miss: f64) -> (f64, f64) {
         let (lo, hi) = self.bounds;
         // The read-out's leave-one-out error widens the spread: the members share the
         // target's rows and the anchor, so their disagreement alone would understate how
@@ -373,7 +436,6 @@ impl Model {
         // has seen supports the prediction (modes clamped to one bound would otherwise tie,
         // and the choice among them goes to the least power, a slow mode).
         let beyond = self.trained_on.is_some_and(|r| !r.contains(m));
-        let miss = self.miss.as_ref().map_or(0.0, |e| e.at(m));
         let (y, s) = match (beyond, &self.anchor) {
             (true, Some(_)) => (anchor, s.hypot(miss)),
             (true, None) => (y.clamp(lo, hi), f64::INFINITY),
@@ -402,9 +464,13 @@ pub type Predicted = Vec<(f64, f64)>;
 /// only extrapolates (beyond its bounds, or beyond the knob ranges it was trained on
 /// without an anchor to predict there).
 pub fn time_and_power(time: &Model, power: &Model, modes: &[PinnedMode]) -> (Predicted, Predicted) {
-    let t = time.predict(modes, &[]);
+    let lattice = Lattice::of(modes);
+    // Both models were fitted on the same profiled modes: their distances are measured once.
+    let distances = time.miss.as_ref().map(|e| (e, e.distances(&lattice)));
+    let nearest = distances.as_ref().map(|(e, d)| (*e, d.as_slice()));
+    let t = time.predict(&lattice, modes, &[], nearest);
     let times: Vec<f64> = t.iter().map(|p| p.0).collect();
-    let p = power.predict(modes, &times);
+    let p = power.predict(&lattice, modes, &times, nearest);
     (t, p)
 }
 
@@ -499,11 +565,15 @@ pub(crate) mod tests {
         let held = profile::select(&all, Strategy::Random(1000), 6);
         let (pt, pp) = time_and_power(&time, &power, &held);
         let times: Vec<f64> = pt.iter().map(|t| t.0).collect();
-        assert_eq!(power.predict(&held, &times), pp);
+        // Measured afresh or handed over by the time model, the distances agree.
+        assert_eq!(power.predict(&Lattice::of(&held), &held, &times, None), pp);
         let slower: Vec<f64> = times.iter().map(|t| t * 2.0).collect();
-        let moved = power.predict(&held, &slower);
+        let moved = power.predict(&Lattice::of(&held), &held, &slower, None);
         assert!(moved.iter().zip(&pp).all(|(a, b)| a.0 != b.0));
-        assert!(power.predict(&held[..1], &[]).iter().all(|p| p.0.is_nan()));
+        assert!(power
+            .predict(&Lattice::of(&held[..1]), &held[..1], &[], None)
+            .iter()
+            .all(|p| p.0.is_nan()));
         let truth: Vec<(f64, f64)> = held.iter().map(|m| target.truth(m).unwrap()).collect();
         let mape = crate::predict::optimize::mape(
             &pp.iter().map(|p| p.0).collect::<Vec<_>>(),

@@ -6,8 +6,15 @@ use crate::control::mode::PinnedMode;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Version of saved model files.
+/// Version of saved model files. Version 5 writes a fitted network's layers in f32
+/// (`"f32": true`, [`crate::predict::regress::Layer`]), and a physics transfer's per-knob
+/// basis and expected miss; version 4 files (every weight in f64, the anchor's left-out
+/// error in place of the miss) still read and predict the same times and powers, their
+/// spreads without the miss (refit them for the budget margin version 5 keeps).
 pub const MODEL_VERSION: u32 = 5;
+
+/// The oldest version of model files this jpower reads.
+const OLDEST_READABLE: u32 = 4;
 
 /// A saved pair of models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,8 +54,8 @@ pub enum ModelFileError {
         /// The parser's error.
         source: serde_json::Error,
     },
-    /// The file's layout version is not [`MODEL_VERSION`].
-    #[error("{}: model file version {found}, this jpower reads version {MODEL_VERSION}", path.display())]
+    /// The file's layout version is not one this jpower reads.
+    #[error("{}: model file version {found}, this jpower reads versions {OLDEST_READABLE} to {MODEL_VERSION}", path.display())]
     Version {
         /// The model file.
         path: std::path::PathBuf,
@@ -80,7 +87,8 @@ impl ModelFile {
         })
     }
 
-    /// Reads a file and checks its version and, if given, its board.
+    /// Reads a file and checks its version (from 4, the oldest readable, to [`MODEL_VERSION`])
+    /// and, if given, its board.
     pub fn load(path: &Path, board: Option<&str>) -> Result<ModelFile, ModelFileError> {
         let text = std::fs::read(path).map_err(|source| ModelFileError::Io {
             path: path.into(),
@@ -102,7 +110,7 @@ impl ModelFile {
                 source,
             })?;
         let found = probe["version"].as_u64().unwrap_or(0) as u32;
-        if found != MODEL_VERSION {
+        if !(OLDEST_READABLE..=MODEL_VERSION).contains(&found) {
             return Err(ModelFileError::Version {
                 path: path.into(),
                 found,
@@ -171,12 +179,21 @@ mod tests {
             .to_string();
         assert!(e.contains("fitted for orin-agx@r35, not nano@r32"), "{e}");
         let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-        v["version"] = 7.into();
+        // Version 4 (every weight in f64) still reads; 3 and 7 do not.
+        v["version"] = 4.into();
         std::fs::write(&p, v.to_string()).unwrap();
-        assert!(ModelFile::load(&p, None)
-            .unwrap_err()
-            .to_string()
-            .contains("version 7"));
+        assert_eq!(ModelFile::load(&p, None).unwrap().time, f.time);
+        for old_or_new in [3, 7] {
+            v["version"] = old_or_new.into();
+            std::fs::write(&p, v.to_string()).unwrap();
+            let e = ModelFile::load(&p, None).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "version {old_or_new}, this jpower reads versions 4 to 5"
+                )),
+                "{e}"
+            );
+        }
         std::fs::write(&p, "nope").unwrap();
         assert!(ModelFile::load(&p, None)
             .unwrap_err()

@@ -48,6 +48,7 @@ impl Linear {
     }
 
     /// NaN when `x` has the wrong length.
+    #[inline(always)]
     pub fn predict(&self, x: &[f64]) -> f64 {
         if x.len() != self.w.len() {
             return f64::NAN;

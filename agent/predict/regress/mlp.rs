@@ -78,8 +78,11 @@ pub fn powertrain_layers(n_inputs: usize) -> Vec<usize> {
 
 /// One dense layer; `w` is row-major `n_in x n_out` (`w[i * n_out + o]`). A saved layer
 /// whose weights or biases do not match its shape is refused as it is read, so the error
-/// carries the file's line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// carries the file's line. A layer whose weights and biases are all f32 values (a fitted
+/// network's: [`Mlp::round_to_f32`]) is written with `"f32": true` and each number as
+/// the shortest text that reads back to the same f32 (about half the text of an f64);
+/// any other, in f64. Either reads back to the same values.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "LayerData")]
 pub struct Layer {
     /// Inputs.
@@ -97,8 +100,32 @@ pub struct Layer {
 struct LayerData {
     n_in: usize,
     n_out: usize,
+    /// Whether the numbers are f32 values, written as such.
+    #[serde(default)]
+    f32: bool,
     w: Vec<f64>,
     b: Vec<f64>,
+}
+
+impl Serialize for Layer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let exact = |v: &[f64]| v.iter().all(|&x| f64::from(x as f32) == x);
+        let narrow = exact(&self.w) && exact(&self.b);
+        let mut st = s.serialize_struct("Layer", 4 + usize::from(narrow))?;
+        st.serialize_field("n_in", &self.n_in)?;
+        st.serialize_field("n_out", &self.n_out)?;
+        if narrow {
+            st.serialize_field("f32", &true)?;
+            st.serialize_field("w", &f32s(&self.w))?;
+            st.serialize_field("b", &f32s(&self.b))?;
+        } else {
+            st.serialize_field("w", &self.w)?;
+            st.serialize_field("b", &self.b)?;
+        }
+        st.end()
+    }
 }
 
 impl TryFrom<LayerData> for Layer {
@@ -122,11 +149,16 @@ impl TryFrom<LayerData> for Layer {
                 l.b.len()
             ));
         }
+        // The shortest text of an f32 read as an f64 rounds back to that f32.
+        let narrow = |v: Vec<f64>| match l.f32 {
+            true => v.into_iter().map(|x| f64::from(x as f32)).collect(),
+            false => v,
+        };
         Ok(Layer {
             n_in: l.n_in,
             n_out: l.n_out,
-            w: l.w,
-            b: l.b,
+            w: narrow(l.w),
+            b: narrow(l.b),
         })
     }
 }
@@ -144,7 +176,7 @@ impl Layer {
         Layer { w, b, ..*self }
     }
 
-    /// The weights and biases in f32, for [`Layer::forward_rows`].
+    /// The weights and biases in f32, for [`Batch`].
     fn f32_weights(&self) -> LayerF32 {
         let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect();
         (f32s(&self.w), f32s(&self.b))
@@ -164,59 +196,60 @@ impl Layer {
             dst.iter_mut().for_each(|v| *v = v.max(0.0));
         }
     }
+}
 
-    /// `dst[r] = b + src[r] W` (then optional ReLU) for `rows` rows in f32, by
-    /// `matrixmultiply`'s GEMM (its kernels picked for the CPU at run time: AVX2/AVX-512
-    /// with FMA on x86-64, NEON on aarch64): prediction's forward pass. `w` and `b` are
-    /// this layer's weights in f32; row `r` of `src` is its `n_in` values from
-    /// `r * stride` (a row may be wider than the layer's inputs: the GEMM reads it in
-    /// place, so the network's inputs need no copy).
-    fn forward_rows(
-        &self,
-        (w, b): &LayerF32,
-        src: &[f32],
-        stride: usize,
-        dst: &mut [f32],
-        relu: bool,
-    ) {
-        let (ni, no) = (self.n_in, self.n_out);
-        let rows = dst.len() / no;
-        assert!(stride >= ni && w.len() == ni * no && b.len() == no);
-        assert!(rows == 0 || src.len() >= (rows - 1) * stride + ni);
-        if no == 1 {
-            // A read-out: one dot product per row (a GEMM of one column packs for nothing).
-            for (r, d) in dst.iter_mut().enumerate() {
-                *d = b[0] + dot32(&src[r * stride..r * stride + ni], w);
-            }
-            return;
+/// `dst[r] = src[r] W` in f32 for the rows of `dst` (`rows x no`, row-major), where row
+/// `r` of `src` is its `ni` values from `r * stride` (a row may be wider than the layer's
+/// inputs: the GEMM reads it in place, so the network's inputs need no copy) and `w` is
+/// `ni x no` row-major: prediction's forward pass, by `matrixmultiply`'s GEMM (its kernels
+/// picked for the CPU at run time: AVX2/AVX-512 with FMA on x86-64, NEON on aarch64), or
+/// one dot product per row for a read-out (a GEMM of one column packs for nothing). The
+/// biases are added after ([`add_bias`]), in the pass that applies the ReLU.
+fn gemm(src: &[f32], stride: usize, ni: usize, w: &[f32], no: usize, dst: &mut [f32]) {
+    let rows = dst.len() / no.max(1);
+    if ni == 0 || rows == 0 {
+        dst.fill(0.0);
+        return;
+    }
+    assert!(stride >= ni && w.len() == ni * no && dst.len() == rows * no);
+    assert!(src.len() >= (rows - 1) * stride + ni);
+    if no == 1 {
+        for (r, d) in dst.iter_mut().enumerate() {
+            *d = dot32(&src[r * stride..r * stride + ni], w);
         }
-        for r in dst.chunks_exact_mut(no) {
-            r.copy_from_slice(b);
-        }
-        // SAFETY: `src` holds `rows` rows of `ni` values at row stride `stride`, `w` is
-        // `ni x no` row-major (stride `no`), `dst` is `rows x no` row-major (stride `no`),
-        // as asserted above; `dst` is borrowed mutably, so it overlaps neither input.
-        unsafe {
-            matrixmultiply::sgemm(
-                rows,
-                ni,
-                no,
-                1.0,
-                src.as_ptr(),
-                stride as isize,
-                1,
-                w.as_ptr(),
-                no as isize,
-                1,
-                1.0,
-                dst.as_mut_ptr(),
-                no as isize,
-                1,
-            );
-        }
-        if relu {
-            dst.iter_mut().for_each(|v| *v = v.max(0.0));
-        }
+        return;
+    }
+    // SAFETY: `src` holds `rows` rows of `ni` values at row stride `stride`, `w` is
+    // `ni x no` row-major (stride `no`), `dst` is `rows x no` row-major (stride `no`),
+    // as asserted above; `dst` is borrowed mutably, so it overlaps neither input.
+    unsafe {
+        matrixmultiply::sgemm(
+            rows,
+            ni,
+            no,
+            1.0,
+            src.as_ptr(),
+            stride as isize,
+            1,
+            w.as_ptr(),
+            no as isize,
+            1,
+            0.0,
+            dst.as_mut_ptr(),
+            no as isize,
+            1,
+        );
+    }
+}
+
+/// `row += bias` (then the ReLU where `relu`): one pass over a layer's output.
+#[inline(always)]
+fn add_bias(row: &mut [f32], bias: impl Iterator<Item = f32>, relu: bool) {
+    let z = row.iter_mut().zip(bias);
+    if relu {
+        z.for_each(|(v, b)| *v = (*v + b).max(0.0));
+    } else {
+        z.for_each(|(v, b)| *v += b);
     }
 }
 
@@ -286,6 +319,7 @@ impl TryFrom<MlpData> for Mlp {
 }
 
 /// `x . w` in f32, eight partial sums (so the compiler keeps them in vector lanes).
+#[inline(always)]
 fn dot32(x: &[f32], w: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (xc, wc) = (x.chunks_exact(8), w.chunks_exact(8));
@@ -317,16 +351,52 @@ pub const BLOCK: usize = 256;
 /// output's scaling and the linear term in f64. A network reads the first
 /// [`Mlp::n_inputs`] columns of a row; columns past them are extra inputs that only its
 /// [`Mlp::skip`] term reads.
+///
+/// Rows that lie on a lattice (power modes: every input reads the host knobs, the device
+/// knobs, or both) can have their first layer split over it ([`Batch::with_tables`]): the
+/// inputs that read one part of the lattice contribute to the first layer's pre-activation
+/// the same at every row on one of that part's grid points, so that contribution is
+/// computed once per grid point and looked up, and only the inputs that read both parts
+/// go through the GEMM.
 pub struct Batch<'a> {
-    /// Each network that fits the rows' width, by its index among those given, with its
-    /// f32 weights.
-    nets: Vec<(usize, &'a Mlp, Vec<LayerF32>)>,
+    /// The networks that fit the rows' width.
+    nets: Vec<Prepared<'a>>,
     d: usize,
     /// The most rows a block may have.
     cap: usize,
+    /// The columns the first layer of a network with tables reads row by row.
+    cross: Vec<usize>,
+    /// The columns its linear term reads row by row.
+    skip_cross: Vec<usize>,
+    /// The number of points of each part's grid (none without tables).
+    points: [usize; 2],
     inputs: Vec<f32>,
+    /// A block's `cross` columns, row-major.
+    gathered: Vec<f32>,
     a: Vec<f32>,
     b: Vec<f32>,
+}
+
+/// One network of a [`Batch`]: its index among those given, its weights in f32, and its
+/// first layer's tables once [`Batch::with_tables`] has split it.
+struct Prepared<'a> {
+    k: usize,
+    m: &'a Mlp,
+    weights: Vec<LayerF32>,
+    tables: Option<Tables>,
+}
+
+/// A first layer split over a lattice: what the inputs of each part contribute to the
+/// pre-activation at each of the part's grid points (`no` values a point; the first
+/// part's include the biases), and the weights of the inputs that read both parts
+/// (`cross.len() x no`, row-major).
+struct Tables {
+    parts: [Vec<f32>; 2],
+    cross: Vec<f32>,
+    /// The linear term split alike ([`Mlp::skip`]; f64, as it is computed): what the
+    /// columns of each part add at each grid point (the first part's with the term's
+    /// constant), and the weights of the columns that read both, by `Batch::skip_cross`.
+    skip: Option<([Vec<f64>; 2], Vec<f64>)>,
 }
 
 impl<'a> Batch<'a> {
@@ -337,31 +407,139 @@ impl<'a> Batch<'a> {
             let skip_width = m.skip.as_ref().map_or(ni, |s| s.w.len());
             d > 0 && d == skip_width && d >= ni && m.valid()
         };
-        let nets: Vec<(usize, &Mlp, Vec<LayerF32>)> = nets
+        let nets: Vec<Prepared> = nets
             .iter()
             .enumerate()
             .filter(|(_, m)| fits(m))
-            .map(|(k, m)| (k, m, m.layers.iter().map(Layer::f32_weights).collect()))
+            .map(|(k, m)| Prepared {
+                k,
+                m,
+                weights: m.layers.iter().map(Layer::f32_weights).collect(),
+                tables: None,
+            })
             .collect();
         let width = nets
             .iter()
-            .flat_map(|(_, m, _)| m.layers.iter().map(|l| l.n_out))
+            .flat_map(|n| n.m.layers.iter().map(|l| l.n_out))
             .fold(d, usize::max);
         let cap = rows.min(BLOCK);
         Batch {
             nets,
             d,
             cap,
+            cross: Vec::new(),
+            skip_cross: Vec::new(),
+            points: [0, 0],
             inputs: vec![0.0; cap * d],
+            gathered: Vec::new(),
             a: vec![0.0; cap * width],
             b: vec![0.0; cap * width],
         }
     }
 
+    /// Splits the first layer of every network with `part.len()` inputs over a lattice:
+    /// input `i` reads only part `p` of a row's lattice point where `part[i]` is `Some(p)`
+    /// (`p` 0 or 1), both parts where it is `None`. `grid[p]` holds a row (`d` wide, of
+    /// which only part `p`'s columns are read) for each grid point of part `p`, in the
+    /// order [`Batch::predict`]'s `at` numbers them. The tables cost an axpy per input and
+    /// grid point; each row then costs the GEMM of its `None` columns alone. The sums
+    /// are the same ones, grouped otherwise: predictions change by float rounding (a
+    /// relative 1e-6 at most over Orin AGX's modes).
+    ///
+    /// `skip_part` does the same for the linear term's columns (all `d` of them; a column
+    /// past its end reads both parts), which is split alike.
+    pub fn with_tables(
+        mut self,
+        part: &[Option<usize>],
+        skip_part: &[Option<usize>],
+        grid: [&[f64]; 2],
+    ) -> Batch<'a> {
+        let (d, ni) = (self.d, part.len());
+        if d == 0 || ni > d {
+            return self;
+        }
+        let reads = |c: usize| skip_part.get(c).copied().flatten();
+        self.skip_cross = (0..d).filter(|&c| reads(c).is_none()).collect();
+        self.cross = (0..ni).filter(|&i| part[i].is_none()).collect();
+        self.gathered = vec![0.0; self.cap * self.cross.len()];
+        self.points = grid.map(|g| g.len() / d);
+        for net in self.nets.iter_mut().filter(|n| n.m.n_inputs() == ni) {
+            let (w, b) = &net.weights[0];
+            let no = b.len();
+            // A few hundred points at most: an axpy per input, no GEMM (whose set-up
+            // would dominate a call for one mode).
+            let table = |p: usize| {
+                let mut t = Vec::with_capacity(grid[p].len() / d * no);
+                for row in grid[p].chunks_exact(d) {
+                    let at = t.len();
+                    match p {
+                        0 => t.extend_from_slice(b),
+                        _ => t.resize(at + no, 0.0),
+                    }
+                    let z = &mut t[at..];
+                    for ((_, &x), wr) in part
+                        .iter()
+                        .zip(row)
+                        .zip(w.chunks_exact(no))
+                        .filter(|((q, _), _)| **q == Some(p))
+                    {
+                        let x = x as f32;
+                        z.iter_mut().zip(wr).for_each(|(z, w)| *z += x * w);
+                    }
+                }
+                t
+            };
+            let cross = self.cross.iter().flat_map(|&i| &w[i * no..(i + 1) * no]);
+            let skip = net.m.skip.as_ref().map(|l| {
+                let table = |p: usize| -> Vec<f64> {
+                    let own = (0..d).filter(|&c| reads(c) == Some(p));
+                    let constant = if p == 0 { l.b } else { 0.0 };
+                    let at = |row: &[f64]| own.clone().fold(constant, |z, c| z + l.w[c] * row[c]);
+                    grid[p].chunks_exact(d).map(at).collect()
+                };
+                let cross = self.skip_cross.iter().map(|&c| l.w[c]).collect();
+                ([table(0), table(1)], cross)
+            });
+            net.tables = Some(Tables {
+                parts: [table(0), table(1)],
+                cross: cross.copied().collect(),
+                skip,
+            });
+        }
+        self
+    }
+
     /// Predicts the rows of the row-major `rows x d` block `xb` (at most the `rows` the
     /// batch was prepared for; rows past them are left out) into `outs[k][..rows]` for
-    /// network `k`; NaN for a network that does not fit the width.
-    pub fn predict(&mut self, xb: &[f64], outs: &mut [&mut [f64]]) {
+    /// network `k`; NaN for a network that does not fit the width. `at` holds each row's
+    /// grid points for the networks [`Batch::with_tables`] split (unless every row has
+    /// its points on the grids, they run whole).
+    pub fn predict(&mut self, xb: &[f64], at: &[[usize; 2]], outs: &mut [&mut [f64]]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, as checked just above.
+            return unsafe { self.predict_avx2(xb, at, outs) };
+        }
+        self.predict_any(xb, at, outs)
+    }
+
+    /// [`Batch::predict`] compiled for AVX2: the loops around the GEMMs (the tables, the
+    /// biases and ReLUs, the read-outs and the linear terms) run eight lanes wide instead
+    /// of SSE2's four, with the same operations in the same order (no fused multiply-add),
+    /// so the same answers to the bit. The GEMMs pick their kernels at run time anyway.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn predict_avx2(&mut self, xb: &[f64], at: &[[usize; 2]], outs: &mut [&mut [f64]]) {
+        self.predict_any(xb, at, outs)
+    }
+
+    /// [`Batch::predict`] for any CPU (inlined into [`Batch::predict_avx2`] to be compiled
+    /// for AVX2 there).
+    #[inline(always)]
+    fn predict_any(&mut self, xb: &[f64], at: &[[usize; 2]], outs: &mut [&mut [f64]]) {
         let d = self.d;
         let rows = (xb.len() / d.max(1)).min(self.cap);
         for out in outs.iter_mut() {
@@ -372,33 +550,77 @@ impl<'a> Batch<'a> {
         }
         let xb = &xb[..rows * d];
         let (inputs, a, b) = (&mut self.inputs, &mut self.a, &mut self.b);
-        inputs[..xb.len()]
-            .iter_mut()
-            .zip(xb)
-            .for_each(|(a, &x)| *a = x as f32);
-        for (k, m, weights) in &self.nets {
-            let Some(out) = outs.get_mut(*k) else {
+        let nc = self.cross.len();
+        let [n0, n1] = self.points;
+        let on_grid = at.len() >= rows && at[..rows].iter().all(|&[i, j]| i < n0 && j < n1);
+        // The whole rows in f32, for the networks whose first layer runs whole.
+        if !on_grid || self.nets.iter().any(|n| n.tables.is_none()) {
+            inputs[..xb.len()]
+                .iter_mut()
+                .zip(xb)
+                .for_each(|(a, &x)| *a = x as f32);
+        }
+        if on_grid {
+            for (g, row) in self
+                .gathered
+                .chunks_exact_mut(nc.max(1))
+                .zip(xb.chunks_exact(d))
+            {
+                g.iter_mut()
+                    .zip(&self.cross)
+                    .for_each(|(g, &i)| *g = row[i] as f32);
+            }
+        }
+        for net in &self.nets {
+            let Some(out) = outs.get_mut(net.k) else {
                 continue;
             };
+            let m = net.m;
             let last = m.layers.len() - 1;
-            for (l, (layer, w)) in m.layers.iter().zip(weights).enumerate() {
-                let dst = &mut b[..rows * layer.n_out];
-                // The first layer reads the inputs in place, the next each its predecessor's.
-                let (src, stride) = match l {
-                    0 => (&inputs[..rows * d], d),
-                    _ => (&a[..rows * layer.n_in], layer.n_in),
-                };
-                layer.forward_rows(w, src, stride, dst, l < last);
+            for (l, (layer, (w, bias))) in m.layers.iter().zip(&net.weights).enumerate() {
+                let no = layer.n_out;
+                let dst = &mut b[..rows * no];
+                let relu = l < last;
+                match (l, net.tables.as_ref().filter(|_| on_grid)) {
+                    (0, Some(t)) => {
+                        gemm(&self.gathered[..rows * nc], nc, nc, &t.cross, no, dst);
+                        for (row, &[i, j]) in dst.chunks_exact_mut(no).zip(at) {
+                            let (u, v) = (&t.parts[0][i * no..], &t.parts[1][j * no..]);
+                            add_bias(row, u.iter().zip(v).map(|(u, v)| u + v), relu);
+                        }
+                    }
+                    _ => {
+                        // The first layer reads the inputs in place, the next each its
+                        // predecessor's.
+                        let (src, stride) = match l {
+                            0 => (&inputs[..rows * d], d),
+                            _ => (&a[..rows * layer.n_in], layer.n_in),
+                        };
+                        gemm(src, stride, layer.n_in, w, no, dst);
+                        dst.chunks_exact_mut(no)
+                            .for_each(|row| add_bias(row, bias.iter().copied(), relu));
+                    }
+                }
                 std::mem::swap(a, b);
             }
             let out = &mut out[..rows];
             for (o, &z) in out.iter_mut().zip(a.iter()) {
                 *o = f64::from(z) * m.y_std + m.y_mean;
             }
-            if let Some(skip) = &m.skip {
-                for (o, x) in out.iter_mut().zip(xb.chunks_exact(d)) {
-                    *o += skip.predict(x);
+            match (net.tables.as_ref().and_then(|t| t.skip.as_ref()), &m.skip) {
+                (Some(([u, v], w)), _) if on_grid => {
+                    let rows = out.iter_mut().zip(xb.chunks_exact(d)).zip(at);
+                    for ((o, x), &[i, j]) in rows {
+                        let cross = self.skip_cross.iter().zip(w).map(|(&c, w)| w * x[c]);
+                        *o += u[i] + v[j] + cross.sum::<f64>();
+                    }
                 }
+                (_, Some(skip)) => {
+                    for (o, x) in out.iter_mut().zip(xb.chunks_exact(d)) {
+                        *o += skip.predict(x);
+                    }
+                }
+                (_, None) => {}
             }
         }
     }
@@ -470,7 +692,7 @@ impl Mlp {
             let rows = xb.len() / d;
             let mut views: Vec<&mut [f64]> =
                 outs.iter_mut().map(|o| &mut o[at..at + rows]).collect();
-            batch.predict(xb, &mut views);
+            batch.predict(xb, &[], &mut views);
         }
     }
 
@@ -570,6 +792,18 @@ impl Mlp {
             residuals[i] = e;
         }
         Ok(residuals)
+    }
+
+    /// Rounds the layers' weights and biases to f32 values, the ones prediction reads
+    /// ([`Batch`]): the predictions stay the same to the bit, and a saved network is
+    /// written in f32 ([`Layer`]). The linear term and the target's scaling stay f64 (they
+    /// are computed in f64).
+    pub fn round_to_f32(&mut self) {
+        for l in &mut self.layers {
+            for v in l.w.iter_mut().chain(&mut l.b) {
+                *v = f64::from(*v as f32);
+            }
+        }
     }
 
     /// Copy for transfer learning; `reinit_last` re-draws the output layer
@@ -1010,6 +1244,93 @@ mod tests {
             }
             assert!(nonzero > 10, "{nonzero}");
         }
+    }
+
+    #[test]
+    fn a_first_layer_split_over_a_lattice_predicts_as_the_whole_network() {
+        // Six inputs: two read the first part of a row's lattice point, two the second,
+        // two both; 7 x 5 points, each row once, over two blocks.
+        let mut nets = vec![Mlp::new(&[6, 16, 8, 1], 1), Mlp::new(&[6, 8, 1], 2)];
+        for m in &mut nets {
+            (m.y_mean, m.y_std) = (1.5, 0.5);
+            m.fitted = true;
+        }
+        let part = [Some(0), None, Some(1), Some(0), Some(1), None];
+        let row = |i: usize, j: usize| {
+            let (u, v) = (i as f64 * 0.3 - 1.0, j as f64 * 0.45 - 0.9);
+            [u, (u - v).max(0.0), v, u * u, v.sin(), u * v]
+        };
+        let (pi, pj) = (7, 5);
+        let at: Vec<[usize; 2]> = (0..pi * pj).map(|k| [k % pi, k / pi]).collect();
+        let xs: Vec<f64> = at.iter().flat_map(|&[i, j]| row(i, j)).collect();
+        let grid0: Vec<f64> = (0..pi).flat_map(|i| row(i, 0)).collect();
+        let grid1: Vec<f64> = (0..pj).flat_map(|j| row(0, j)).collect();
+        let mut batch = Batch::new(&nets, 6, 20).with_tables(&part, &part, [&grid0, &grid1]);
+        let (mut split, mut whole) = (vec![vec![0.0; at.len()]; 2], vec![0.0; at.len()]);
+        for (b, (xb, ab)) in xs.chunks(20 * 6).zip(at.chunks(20)).enumerate() {
+            let [s0, s1] = &mut split[..] else {
+                unreachable!()
+            };
+            let views = &mut [&mut s0[b * 20..][..ab.len()], &mut s1[b * 20..][..ab.len()]];
+            batch.predict(xb, ab, views);
+        }
+        for (k, m) in nets.iter().enumerate() {
+            m.predict_batch(&xs, 6, &mut whole);
+            for (s, w) in split[k].iter().zip(&whole) {
+                assert!((s - w).abs() <= 1e-6 * w.abs(), "net {k}: {s} vs {w}");
+            }
+        }
+        // Without grid points, or with a point off its grid, the networks run whole.
+        let mut out = vec![vec![0.0; 20]; 2];
+        let [o0, o1] = &mut out[..] else {
+            unreachable!()
+        };
+        batch.predict(&xs[..120], &[], &mut [&mut o0[..], &mut o1[..]]);
+        nets[1].predict_batch(&xs[..120], 6, &mut whole[..20]);
+        assert_eq!(out[1], whole[..20]);
+        let off: Vec<[usize; 2]> = at[..20].iter().map(|&[i, _]| [i, pj]).collect();
+        let [o0, o1] = &mut out[..] else {
+            unreachable!()
+        };
+        batch.predict(&xs[..120], &off, &mut [&mut o0[..], &mut o1[..]]);
+        assert_eq!(out[1], whole[..20]);
+    }
+
+    #[test]
+    fn a_network_rounded_to_f32_is_saved_in_f32_and_predicts_the_same() {
+        let xs = data(200, 3, -1.5, 1.5, 40);
+        let mut m = Mlp::new(&[3, 16, 8, 1], 41);
+        m.train(&xs, &map(&xs, f), &quick(3, 5e-3)).unwrap();
+        let mut r = m.clone();
+        r.round_to_f32();
+        let (wide, narrow) = (serde_json::to_string(&m), serde_json::to_string(&r));
+        let (wide, narrow) = (wide.unwrap(), narrow.unwrap());
+        assert!(narrow.contains("\"f32\":true") && !wide.contains("f32"));
+        assert!(
+            narrow.len() * 10 < wide.len() * 6,
+            "{} vs {}",
+            narrow.len(),
+            wide.len()
+        );
+        round_trip(&r);
+        round_trip(&m);
+        for x in &xs {
+            assert_eq!(r.predict(x), m.predict(x));
+        }
+        // Any f32, from the least subnormal up, reads back from its shortest text.
+        let mut g = rng(42);
+        let w: Vec<f64> = (0..100_000)
+            .map(|_| f64::from(f32::from_bits(g.next_u64() as u32)))
+            .filter(|v| v.is_finite())
+            .chain([f64::from(f32::from_bits(1)), f64::from(f32::MAX)])
+            .collect();
+        let (n_in, n_out) = (1, w.len());
+        round_trip(&Layer {
+            n_in,
+            n_out,
+            w,
+            b: vec![0.0; n_out],
+        });
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! features (PowerTrain, FGCS 2024): [`Standardizer`], ridge [`Linear`], a ReLU
 //! [`Mlp`] (Adam, dropout, best-validation checkpoint, MSE/MAPE, transfer
 //! learning) and an [`Ensemble`]. No panics on consistently shaped input;
-//! non-finite rows are skipped. Weights are serde `Vec<f64>`, row-major.
+//! non-finite rows are skipped. Weights are `Vec<f64>`, row-major (a layer of f32 values
+//! is written in f32: [`Layer`]).
 
 mod ensemble;
 mod linear;
