@@ -225,13 +225,11 @@ impl Core {
                 space_size: ModeSpace::of(self.controller.board()).len() as u64,
             },
             RequestBody::SetMode { mode, lease, timeout_ms } => self.set_mode(peer, &mode, lease, timeout_ms),
-            RequestBody::Renew => match &mut self.lease {
-                Some(l) if l.client == peer.client => {
-                    l.expires = l.timeout.map(|t| Instant::now() + t);
-                    ReplyBody::Ok
-                }
-                _ => err(ErrorCode::NotFound, "you hold no lease to renew"),
-            },
+            RequestBody::Renew if self.holds_lease(peer.client) => {
+                self.heartbeat(peer.client);
+                ReplyBody::Ok
+            }
+            RequestBody::Renew => err(ErrorCode::NotFound, "you hold no lease to renew"),
             RequestBody::Release => self.release(peer),
             RequestBody::SetAveraging { samples } => self.set_averaging(peer, samples),
             RequestBody::SetBudget { watts } => {
@@ -256,6 +254,10 @@ impl Core {
             | RequestBody::MinibatchEnd { .. }
             | RequestBody::MinibatchPhase { .. }
             | RequestBody::MinibatchTotals
+            | RequestBody::SchedulePlan(_)
+            | RequestBody::ScheduleGate { .. }
+            | RequestBody::ScheduleSubmit
+            | RequestBody::ScheduleStatus
             | RequestBody::Subscribe { .. } => err(ErrorCode::BadRequest, "handled by the connection"),
         }
     }
@@ -284,7 +286,8 @@ impl Core {
             })
     }
 
-    fn set_mode(
+    /// `set_mode`: `mode` under `peer`'s lease of `kind`.
+    pub fn set_mode(
         &mut self,
         peer: &Peer,
         mode: &ModeRequest,
@@ -518,6 +521,40 @@ impl Core {
                 self.requested = before;
                 false
             }
+        }
+    }
+
+    /// Switches the GPU and EMC clocks for a scheduler's phase under `peer`'s lease (its
+    /// kind kept); refused once `peer` no longer holds the lease, so a scheduler never
+    /// takes a lease for a client that left. The budget guard's caps apply as to any mode.
+    pub fn switch_phase(&mut self, peer: &Peer, gpu_hz: u64, emc_hz: u64) -> Result<(), String> {
+        let Some(kind) = self
+            .lease
+            .as_ref()
+            .filter(|l| l.client == peer.client)
+            .map(|l| l.holder.lease)
+        else {
+            return Err(format!("{} no longer holds the lease", peer.name));
+        };
+        let knobs = ModeRequest::Knobs {
+            cores: None,
+            cpu_khz: None,
+            gpu_hz: Some(gpu_hz),
+            emc_hz: Some(emc_hz),
+            snap: false,
+        };
+        match self.set_mode(peer, &knobs, kind, None) {
+            ReplyBody::ModeSet { .. } => Ok(()),
+            ReplyBody::Error { message, .. } => Err(message),
+            other => Err(format!("unexpected {other:?}")),
+        }
+    }
+
+    /// A request of `client`'s is pending (a scheduler's gate): if it holds a session
+    /// lease with a timeout, that counts as a `renew`.
+    pub fn heartbeat(&mut self, client: u64) {
+        if let Some(l) = self.lease.as_mut().filter(|l| l.client == client) {
+            l.expires = l.timeout.map(|t| Instant::now() + t);
         }
     }
 
