@@ -205,22 +205,21 @@ impl Handler for Shared {
 
     fn handle(&self, conn: &mut Connection, body: RequestBody) -> Answer {
         match body {
-            RequestBody::ScheduleGate { kind } => match (
-                conn.turn,
-                self.schedule.gate(conn.peer.client, kind),
-            ) {
-                (Some(held), _) => Answer::Now(error(
-                    ErrorCode::Conflict,
-                    format!(
+            RequestBody::ScheduleGate { kind } => {
+                match (conn.turn, self.schedule.gate(conn.peer.client, kind)) {
+                    (Some(held), _) => Answer::Now(error(
+                        ErrorCode::Conflict,
+                        format!(
                         "you hold a {held} turn: end it with minibatch_end of kind {held} first"
                     ),
-                )),
-                (None, Ok(turn)) => {
-                    conn.gate = Some(turn);
-                    Answer::Deferred
+                    )),
+                    (None, Ok(turn)) => {
+                        conn.gate = Some(turn);
+                        Answer::Deferred
+                    }
+                    (None, Err(e)) => Answer::Now(error(ErrorCode::Failed, e.to_string())),
                 }
-                (None, Err(e)) => Answer::Now(error(ErrorCode::Failed, e.to_string())),
-            },
+            }
             body => Answer::Now(self.answer(conn, body)),
         }
     }
@@ -289,22 +288,12 @@ impl Shared {
                 (m.infer_gpu_hz, m.infer_emc_hz),
                 (m.train_gpu_hz, m.train_emc_hz),
             ] {
-                let knobs = crate::ipc::protocol::ModeRequest::Knobs {
-                    cores: None,
-                    cpu_khz: None,
-                    gpu_hz: Some(gpu_hz),
-                    emc_hz: Some(emc_hz),
-                    snap: false,
-                };
-                let set =
-                    core.set_mode(peer, &knobs, crate::ipc::protocol::LeaseKind::Session, None);
-                if matches!(set, ReplyBody::Error { .. }) {
-                    return set;
+                if let Err((code, message)) = core.switch_phase(peer, gpu_hz, emc_hz, true) {
+                    return error(code, message);
                 }
             }
         }
-        let owner = plan.phase_modes.map(|_| peer.clone());
-        self.schedule.plan(plan, owner).map_or_else(
+        self.schedule.plan(plan, peer.clone()).map_or_else(
             |e| error(ErrorCode::Failed, e.to_string()),
             ReplyBody::Schedule,
         )

@@ -286,8 +286,7 @@ impl Core {
             })
     }
 
-    /// `set_mode`: `mode` under `peer`'s lease of `kind`.
-    pub fn set_mode(
+    fn set_mode(
         &mut self,
         peer: &Peer,
         mode: &ModeRequest,
@@ -525,16 +524,32 @@ impl Core {
     }
 
     /// Switches the GPU and EMC clocks for a scheduler's phase under `peer`'s lease (its
-    /// kind kept); refused once `peer` no longer holds the lease, so a scheduler never
-    /// takes a lease for a client that left. The budget guard's caps apply as to any mode.
-    pub fn switch_phase(&mut self, peer: &Peer, gpu_hz: u64, emc_hz: u64) -> Result<(), String> {
-        let Some(kind) = self
+    /// kind kept). With `take_lease` (the plan that names the phase modes) a session lease
+    /// is taken as `set_mode` would; without (a phase change), a `peer` that no longer
+    /// holds the lease is refused, so a scheduler never takes a lease for a client that
+    /// left. The budget guard's caps apply as to any mode. `Err`: the refusal's code and
+    /// message, as `set_mode` gives them.
+    pub fn switch_phase(
+        &mut self,
+        peer: &Peer,
+        gpu_hz: u64,
+        emc_hz: u64,
+        take_lease: bool,
+    ) -> Result<(), (ErrorCode, String)> {
+        let held = self
             .lease
             .as_ref()
             .filter(|l| l.client == peer.client)
-            .map(|l| l.holder.lease)
-        else {
-            return Err(format!("{} no longer holds the lease", peer.name));
+            .map(|l| l.holder.lease);
+        let kind = match (held, take_lease) {
+            (Some(kind), _) => kind,
+            (None, true) => LeaseKind::Session,
+            (None, false) => {
+                return Err((
+                    ErrorCode::NotFound,
+                    format!("{} no longer holds the lease", peer.name),
+                ))
+            }
         };
         let knobs = ModeRequest::Knobs {
             cores: None,
@@ -545,8 +560,8 @@ impl Core {
         };
         match self.set_mode(peer, &knobs, kind, None) {
             ReplyBody::ModeSet { .. } => Ok(()),
-            ReplyBody::Error { message, .. } => Err(message),
-            other => Err(format!("unexpected {other:?}")),
+            ReplyBody::Error { code, message } => Err((code, message)),
+            other => Err((ErrorCode::Failed, format!("unexpected reply {other:?}"))),
         }
     }
 

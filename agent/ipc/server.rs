@@ -38,6 +38,8 @@ pub struct Credentials {
 }
 
 /// A handler's answer to one request.
+// Returned by value like the reply it holds: boxing it would allocate per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
     /// The reply, now.

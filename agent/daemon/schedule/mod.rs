@@ -44,10 +44,11 @@ enum Msg {
         duration_ms: f64,
         energy_j: f64,
     },
-    /// A plan, and the peer whose session lease its phase modes switch under.
+    /// A plan, and the peer who set it (whose session lease its phase modes switch
+    /// under).
     Plan {
         plan: SchedulePlan,
-        owner: Option<Peer>,
+        planner: Peer,
         reply: Sender<ScheduleReply>,
     },
     /// A connection closed.
@@ -163,14 +164,15 @@ impl Scheduler {
         });
     }
 
-    /// Sets `plan` (its phase modes switched under `owner`'s lease); the report after.
-    pub fn plan(
-        &self,
-        plan: SchedulePlan,
-        owner: Option<Peer>,
-    ) -> Result<ScheduleReply, ScheduleError> {
+    /// Sets `plan` for `planner` (its phase modes switched under `planner`'s lease, its
+    /// declared rate in force while `planner` is connected); the report after.
+    pub fn plan(&self, plan: SchedulePlan, planner: Peer) -> Result<ScheduleReply, ScheduleError> {
         let (reply, rx) = bounded(1);
-        self.send(Msg::Plan { plan, owner, reply })?;
+        self.send(Msg::Plan {
+            plan,
+            planner,
+            reply,
+        })?;
         rx.recv().map_err(|_| ScheduleError::Stopped)
     }
 
@@ -200,18 +202,18 @@ impl Scheduler {
 fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, ids: &AtomicU64, core: &Mutex<Core>) {
     let mut state = State {
         turns: Turns::default(),
-        owner: None,
+        planner: None,
         phase: None,
+        rate: arrivals::Arrivals::default(),
     };
-    let mut rate = arrivals::Arrivals::default();
     loop {
-        let timer = rate.timer().clone();
+        let timer = state.rate.timer().clone();
         select! {
             recv(control) -> m => match m {
                 Ok(Msg::Stop) | Err(_) => return,
-                Ok(Msg::Plan { plan, owner, reply }) => {
-                    rate.set_rate(plan.rate_per_s);
-                    state.owner = owner;
+                Ok(Msg::Plan { plan, planner, reply }) => {
+                    state.rate.set_rate(plan.rate_per_s);
+                    state.planner = Some(planner);
                     state.turns.set_plan(plan);
                     state.dispatch(core);
                     let _ = reply.send(state.turns.report());
@@ -224,24 +226,29 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, ids: &AtomicU64, core
                 }
             }
             recv(timer) -> _ => {
-                let at_ns = rate.arrived();
-                state.turns.queue(Request {
-                    id: ids.fetch_add(1, Ordering::Relaxed),
-                    at_ns,
-                    notify: None,
-                });
+                let at_ns = state.rate.arrived();
+                // A declared rate adds nothing to a full queue: it is a load, not a backlog.
+                if state.turns.waiting() < INBOX {
+                    state.turns.queue(Request {
+                        id: ids.fetch_add(1, Ordering::Relaxed),
+                        at_ns,
+                        notify: None,
+                    });
+                }
             }
         }
         state.dispatch(core);
     }
 }
 
-/// What the thread keeps beside the policy: whose lease the phase modes switch under,
-/// and the phase whose mode is set.
+/// What the thread keeps beside the policy: who set the plan (its phase modes switch
+/// under that client's lease; its declared rate lasts while it is connected), the phase
+/// whose mode is set, and the declared rate's arrivals.
 struct State {
     turns: Turns,
-    owner: Option<Peer>,
+    planner: Option<Peer>,
     phase: Option<Kind>,
+    rate: arrivals::Arrivals,
 }
 
 impl State {
@@ -259,7 +266,8 @@ impl State {
             }
             Msg::Leave(client) => {
                 self.turns.leave(client);
-                if self.owner.as_ref().is_some_and(|o| o.client == client) {
+                if self.planner.as_ref().is_some_and(|o| o.client == client) {
+                    self.rate.set_rate(None);
                     self.drop_phase_modes();
                 }
             }
@@ -271,7 +279,6 @@ impl State {
     }
 
     fn drop_phase_modes(&mut self) {
-        self.owner = None;
         self.phase = None;
         self.turns.hold_one_mode();
     }
@@ -279,22 +286,22 @@ impl State {
     /// Grants the next turn if one is due, switching the phase's mode first where the
     /// plan has phase modes.
     fn dispatch(&mut self, core: &Mutex<Core>) {
-        while let Some(next) = self.turns.next() {
+        while let Some(next) = self.turns.due() {
             let kind = next.gate.kind;
-            if let (Some(modes), Some(owner)) = (self.turns.plan().phase_modes, &self.owner) {
+            if let (Some(modes), Some(planner)) = (self.turns.plan().phase_modes, &self.planner) {
                 if self.phase != Some(kind) {
                     let (gpu_hz, emc_hz) = phase_knobs(&modes, kind);
                     let switched = core
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .switch_phase(owner, gpu_hz, emc_hz);
+                        .switch_phase(planner, gpu_hz, emc_hz, false);
                     match switched {
                         Ok(()) => {
                             self.phase = Some(kind);
                             self.turns.switched();
                         }
-                        Err(e) => {
-                            log::warn!("schedule: holding one mode from now on: {e}");
+                        Err((_, why)) => {
+                            log::warn!("schedule: holding one mode from now on: {why}");
                             self.drop_phase_modes();
                         }
                     }

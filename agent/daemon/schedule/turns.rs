@@ -12,7 +12,7 @@
 //! requests wait. A new plan takes over at the next boundary, the queue untouched.
 //!
 //! This module decides and counts; it neither blocks nor switches modes: the scheduler's
-//! thread (`super`) does, between [`Turns::next`] and [`Turns::grant`].
+//! thread (`super`) does, between [`Turns::due`] and [`Turns::grant`].
 
 use crate::ipc::protocol::{Kind, ReplyBody, SchedulePlan, ScheduleReply, TurnReply, TurnTotals};
 use crossbeam_channel::Sender;
@@ -57,7 +57,7 @@ struct Active {
     requests: Vec<Request>,
 }
 
-/// The next turn [`Turns::next`] chose: the gate it goes to and, for an inference
+/// The next turn [`Turns::due`] chose: the gate it goes to and, for an inference
 /// batch, its requests.
 #[derive(Debug)]
 pub struct Next {
@@ -130,6 +130,11 @@ impl Turns {
         }
     }
 
+    /// Requests waiting.
+    pub fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Queues a request.
     pub fn queue(&mut self, r: Request) {
         self.totals.queued += 1;
@@ -148,7 +153,7 @@ impl Turns {
 
     /// The next turn, if one is due: none while a turn runs or nobody suitable waits. A
     /// plan set since the last boundary takes over first.
-    pub fn next(&mut self) -> Option<Next> {
+    pub fn due(&mut self) -> Option<Next> {
         if self.active.is_some() {
             return None;
         }
@@ -267,7 +272,7 @@ impl Turns {
         ScheduleReply {
             plan: (self.totals.replans > 0).then_some(self.plan),
             replan_pending: self.next_plan.is_some(),
-            waiting: self.queue.len() as u32,
+            waiting: self.waiting() as u32,
             ..self.totals
         }
     }
@@ -297,7 +302,7 @@ mod tests {
     }
 
     fn run_next(t: &mut Turns) -> Option<Kind> {
-        let n = t.next()?;
+        let n = t.due()?;
         let kind = n.gate.kind;
         t.grant(n);
         Some(kind)
@@ -320,7 +325,7 @@ mod tests {
         }
         let infer = gate(&mut t, 2, Kind::Infer);
         let _train = gate(&mut t, 1, Kind::Train);
-        assert!(t.next().is_none(), "a running turn is not preempted");
+        assert!(t.due().is_none(), "a running turn is not preempted");
         assert!(t.end(1, Kind::Train, 50_000_000, 50.0, 1.0));
         // The queue goes first, in batches of at most two, oldest first.
         assert_eq!(run_next(&mut t), Some(Kind::Infer));
@@ -379,7 +384,7 @@ mod tests {
         let mut t = Turns::default();
         t.queue(request(1, 0));
         drop(gate(&mut t, 3, Kind::Infer));
-        let n = t.next().unwrap();
+        let n = t.due().unwrap();
         t.grant(n);
         assert_eq!(t.report().waiting, 1);
         assert_eq!(t.report().infer.granted, 0);
