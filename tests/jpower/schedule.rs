@@ -294,3 +294,37 @@ fn a_gate_holder_that_dies_mid_batch_gives_its_requests_to_the_next_server_once(
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn schedule_live_runs_the_choice_through_the_agent_and_gives_the_board_back() {
+    let agent = Agent::start("orin-agx", "");
+    let rt = agent.rt.path();
+    let v = json(&crate::util::ok(crate::util::jpower(rt).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "schedule",
+        "--live",
+        "--seconds",
+        "1",
+        "--train",
+        "resnet18",
+        "--infer",
+        "mobilenetv3",
+        "--budget",
+        "30",
+        "--slo-ms",
+        "150",
+        "--rate",
+        "20",
+    ])));
+    let live = &v["live"];
+    assert_eq!(live["requests"], 20, "{v}");
+    assert_eq!(live["served"], live["requests"], "{v}");
+    assert!(live["minibatches"].as_u64().unwrap() > 0, "{v}");
+    assert!(live["train_energy_j"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(live["mean_power_w"].as_f64().unwrap() > 0.0, "{v}");
+    // The lease, the budget and the load are the board's own again.
+    let st = agent.status();
+    assert!(st.holder.is_none() && st.budget_w.is_none(), "{st:?}");
+}
