@@ -293,6 +293,35 @@ fn a_gate_holder_that_dies_mid_batch_gives_its_requests_to_the_next_server_once(
         }
         other => panic!("{other:?}"),
     }
+    request(
+        &mut trainer,
+        RequestBody::MinibatchBegin {
+            kind: Kind::Train,
+            id: 2,
+        },
+    );
+    request(
+        &mut trainer,
+        RequestBody::MinibatchEnd {
+            kind: Kind::Train,
+            id: 2,
+        },
+    );
+    // A server that hangs up while it waits at the gate is never served a batch for good:
+    // the next request goes to a live server (whether or not the dead one was granted it
+    // in the instant before its hang-up was noticed).
+    {
+        use std::io::Write;
+        let mut raw = std::os::unix::net::UnixStream::connect(agent.socket()).unwrap();
+        raw.write_all(b"{\"id\":1,\"body\":{\"schedule_gate\":{\"kind\":\"infer\"}}}\n")
+            .unwrap();
+    }
+    let ReplyBody::Submitted { request: late } = request(&mut users, RequestBody::ScheduleSubmit)
+    else {
+        panic!("no submitted reply");
+    };
+    let mut live = agent.client(Encoding::Bincode);
+    assert_eq!(turn(&mut live, Kind::Infer).requests, vec![late]);
 }
 
 #[test]
