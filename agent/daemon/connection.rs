@@ -29,8 +29,14 @@ pub struct Connection {
     events: Receiver<ReplyBody>,
     /// Where the scheduler sends the `served` events of this connection's requests.
     notify: Sender<ReplyBody>,
-    /// The turn this connection waits for at the scheduler's gate.
-    gate: Option<crossbeam_channel::Receiver<TurnReply>>,
+    /// Where the scheduler grants this connection's turns: one channel of one for the
+    /// connection's life, so a gate allocates nothing.
+    grants: (
+        crossbeam_channel::Sender<TurnReply>,
+        crossbeam_channel::Receiver<TurnReply>,
+    ),
+    /// Whether it waits at the gate.
+    waiting: bool,
     /// The kind of the turn it holds, until its `minibatch_end` of that kind.
     turn: Option<Kind>,
 }
@@ -198,7 +204,8 @@ impl Handler for Shared {
             minibatches: Minibatches::default(),
             events: rx,
             notify: tx,
-            gate: None,
+            grants: crossbeam_channel::bounded(1),
+            waiting: false,
             turn: None,
         }
     }
@@ -206,18 +213,23 @@ impl Handler for Shared {
     fn handle(&self, conn: &mut Connection, body: RequestBody) -> Answer {
         match body {
             RequestBody::ScheduleGate { kind } => {
-                match (conn.turn, self.schedule.gate(conn.peer.client, kind)) {
-                    (Some(held), _) => Answer::Now(error(
+                if let Some(held) = conn.turn {
+                    return Answer::Now(error(
                         ErrorCode::Conflict,
                         format!(
-                        "you hold a {held} turn: end it with minibatch_end of kind {held} first"
-                    ),
-                    )),
-                    (None, Ok(turn)) => {
-                        conn.gate = Some(turn);
+                            "you hold a {held} turn: end it with minibatch_end of kind {held} first"
+                        ),
+                    ));
+                }
+                match self
+                    .schedule
+                    .gate(conn.peer.client, kind, conn.grants.0.clone())
+                {
+                    Ok(()) => {
+                        conn.waiting = true;
                         Answer::Deferred
                     }
-                    (None, Err(e)) => Answer::Now(error(ErrorCode::Failed, e.to_string())),
+                    Err(e) => Answer::Now(error(ErrorCode::Failed, e.to_string())),
                 }
             }
             body => Answer::Now(self.answer(conn, body)),
@@ -225,23 +237,19 @@ impl Handler for Shared {
     }
 
     fn deferred(&self, conn: &mut Connection, wait: Duration) -> Option<ReplyBody> {
-        let gate = conn.gate.as_ref()?;
-        match gate.recv_timeout(wait) {
+        if !conn.waiting {
+            return None;
+        }
+        // The connection holds the channel's sender too: it never disconnects.
+        match conn.grants.1.recv_timeout(wait) {
             Ok(turn) => {
-                conn.gate = None;
+                conn.waiting = false;
                 conn.turn = Some(turn.kind);
                 Some(ReplyBody::Turn(turn))
             }
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+            Err(_) => {
                 self.lock().heartbeat(conn.peer.client);
                 None
-            }
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                conn.gate = None;
-                Some(error(
-                    ErrorCode::Failed,
-                    "the scheduler has stopped (the agent is stopping)".into(),
-                ))
             }
         }
     }

@@ -127,15 +127,19 @@ impl Scheduler {
         self.control.send(m).map_err(|_| ScheduleError::Stopped)
     }
 
-    /// `client` waits for a turn of `kind`: it arrives on the returned channel.
-    pub fn gate(&self, client: u64, kind: Kind) -> Result<Receiver<TurnReply>, ScheduleError> {
-        let (grant, turn) = bounded(1);
+    /// `client` waits for a turn of `kind`: it is sent on `grant` (a channel of one that
+    /// the connection keeps; the turn is aborted should the connection be gone by then).
+    pub fn gate(
+        &self,
+        client: u64,
+        kind: Kind,
+        grant: Sender<TurnReply>,
+    ) -> Result<(), ScheduleError> {
         self.send(Msg::Gate(Gate {
             client,
             kind,
             grant,
-        }))?;
-        Ok(turn)
+        }))
     }
 
     /// Queues a request whose `served` event goes to `notify`; its number.

@@ -45,7 +45,8 @@ pub struct Gate {
     pub client: u64,
     /// The phase it asks to run.
     pub kind: Kind,
-    /// Where its turn goes (a channel of one, dropped by a connection that hung up).
+    /// Where its turn goes (the connection's channel of one; its receiver is dropped
+    /// with the connection).
     pub grant: Sender<TurnReply>,
 }
 
