@@ -5,14 +5,14 @@
 //! ```text
 //!  connection threads ──Msg (control channel)──▶ scheduler thread ──TurnReply──▶ gate
 //!  schedule_submit ───Request (inbox, bounded)──▶   (turns::Turns)     (a channel of one
-//!  declared rate: the thread's own Poisson timer ─┘   │                 per waiting client)
+//!  declared rate: the thread's own Poisson timer ─┘   │                 per connection)
 //!                                                     └─ phase modes: Core::switch_phase
 //!                                                        under the planner's session lease
 //! ```
 //!
 //! Every queue and gate is a crossbeam channel: the control channel and the request inbox
-//! into the one thread that owns the policy's state ([`turns`]), and one bounded channel
-//! per waiting gate out of it; nothing here shares a lock with a connection. A turn ends
+//! into the one thread that owns the policy's state ([`turns`]), and each connection's
+//! channel of one for its turns out of it; nothing here shares a lock with a connection. A turn ends
 //! at its holder's `minibatch_end` of the turn's kind (the connection tells the thread);
 //! a connection that closes leaves its gate and aborts its turn, and the others carry on.
 
@@ -215,14 +215,7 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, ids: &AtomicU64, core
         select! {
             recv(control) -> m => match m {
                 Ok(Msg::Stop) | Err(_) => return,
-                Ok(Msg::Plan { plan, planner, reply }) => {
-                    state.rate.set_rate(plan.rate_per_s);
-                    state.planner = Some(planner);
-                    state.turns.set_plan(plan);
-                    state.dispatch(core);
-                    let _ = reply.send(state.turns.report());
-                }
-                Ok(m) => state.on(m),
+                Ok(m) => state.on(m, core),
             },
             recv(inbox) -> r => {
                 if let Ok(r) = r {
@@ -256,7 +249,8 @@ struct State {
 }
 
 impl State {
-    fn on(&mut self, m: Msg) {
+    /// Handles a connection's message (not `Stop`, which ends the thread).
+    fn on(&mut self, m: Msg, core: &Mutex<Core>) {
         match m {
             Msg::Gate(g) => self.turns.wait(g),
             Msg::Ended {
@@ -275,10 +269,22 @@ impl State {
                     self.drop_phase_modes();
                 }
             }
+            Msg::Plan {
+                plan,
+                planner,
+                reply,
+            } => {
+                self.rate.set_rate(plan.rate_per_s);
+                self.planner = Some(planner);
+                self.turns.set_plan(plan);
+                // Taken at once when no turn runs, so the reply says so.
+                self.dispatch(core);
+                let _ = reply.send(self.turns.report());
+            }
             Msg::Report(reply) => {
                 let _ = reply.send(self.turns.report());
             }
-            Msg::Plan { .. } | Msg::Stop => {}
+            Msg::Stop => {}
         }
     }
 
