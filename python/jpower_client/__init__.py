@@ -449,6 +449,10 @@ def decode_bincode(payload: bytes, schema: Any = REPLY) -> Dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
+_CLIENT_TIMEOUT = object()
+"""`Client.request`'s default wait: the client's own `timeout`."""
+
+
 def _unwrap(body: Any, *variants: str) -> Dict[str, Any]:
     """The payload of reply `body` when it is one of `variants` (`{}` for a unit variant)."""
     name, payload = _variant(body, "reply")
@@ -604,14 +608,14 @@ class Client:
                 self.close()
             raise AgentError(e.get("code", "?"), e.get("message", ""), msg["id"])
 
-    def request(self, body: Any, wait: Any = "timeout") -> Any:
+    def request(self, body: Any, wait: Any = _CLIENT_TIMEOUT) -> Any:
         """Sends one request body (JSON shape, e.g. ``"status"`` or
         ``{"telemetry": {"window_ms": 500}}``) and returns its reply body (JSON shape).
         Raises AgentError for an error reply. Events that arrive meanwhile are queued for
         `events()`. An error with id 0 (the agent is closing this connection because of
         malformed input) is raised too. `wait`: seconds to wait for the reply (None:
         forever; by default the client's `timeout`)."""
-        wait = self.timeout if wait == "timeout" else wait
+        wait = self.timeout if wait is _CLIENT_TIMEOUT else wait
         rid = self._next_id
         self._next_id += 1
         self._send({"id": rid, "body": body})
