@@ -2,7 +2,10 @@
 //! only reads the ring (telemetry, subscription samples, minibatch markers, the power in
 //! a status) is answered without the core's lock; what reads or changes the board's
 //! state takes the lock for exactly that and never across socket I/O, which the
-//! [`crate::ipc::server`] does.
+//! [`crate::ipc::server`] does. The scheduler's requests go to its thread over channels
+//! ([`super::schedule`]); a `schedule_gate` is answered later ([`Answer::Deferred`]),
+//! when the turn arrives on the connection's grant channel, and the connection tells the
+//! scheduler when a `minibatch_end` ends its turn and when it closes.
 
 use super::core::Peer;
 use super::Shared;
