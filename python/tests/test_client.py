@@ -541,6 +541,25 @@ class Common:
         self.assertFalse(s["replan_pending"], "no turn runs: taken at once")
         self.assertEqual(self.client("reader").schedule_status()["plan"]["max_batch"], 4)
 
+    def test_schedule_replans_at_the_turn_boundary_without_dropping_requests(self):
+        users, server, planner = self.client("users"), self.client("server"), self.client("planner")
+        planner.schedule_plan(max_batch=4, slo_ms=1000)
+        first = [users.submit() for _ in range(3)]
+        with server.turn("infer", 900) as t:
+            self.assertEqual(t["requests"], first)
+            more = [users.submit() for _ in range(2)]
+            pending = planner.schedule_plan(max_batch=1, slo_ms=1000)
+            self.assertTrue(pending["replan_pending"], "a turn runs: the plan waits")
+            self.assertEqual(pending["plan"]["max_batch"], 4)
+        for n, request in enumerate(more):  # the new batch size, every request kept
+            with server.turn("infer", 901 + n) as t:
+                self.assertEqual(t["requests"], [request])
+        after = users.schedule_status()
+        self.assertEqual((after["plan"]["max_batch"], after["replan_pending"], after["waiting"]),
+                         (1, False, 0))
+        served = [e["served"]["request"] for e in users.events(timeout=1.0) if "served" in e]
+        self.assertEqual(sorted(served), first + more)
+
     def test_schedule_turns_serve_submitted_requests_once(self):
         users, server, trainer = self.client("users"), self.client("server"), self.client("trainer")
         server.schedule_plan(max_batch=2, slo_ms=1000)
