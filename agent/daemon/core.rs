@@ -224,7 +224,7 @@ impl Core {
                 }),
                 space_size: ModeSpace::of(self.controller.board()).len() as u64,
             },
-            RequestBody::SetMode { mode, lease, timeout_ms } => self.set_mode(peer, &mode, lease, timeout_ms),
+            RequestBody::SetMode { mode, lease, timeout_ms } => self.set_mode(peer, &mode, lease, timeout_ms, log::Level::Info),
             RequestBody::Renew if self.holds_lease(peer.client) => {
                 self.heartbeat(peer.client);
                 ReplyBody::Ok
@@ -292,6 +292,7 @@ impl Core {
         mode: &ModeRequest,
         kind: LeaseKind,
         timeout_ms: Option<u64>,
+        level: log::Level,
     ) -> ReplyBody {
         if let Some(refused) = self.refuse_lease(peer, kind, "setting a mode") {
             return refused;
@@ -328,7 +329,7 @@ impl Core {
             Ok(t) => t,
             Err(e) => return err(ErrorCode::InvalidMode, e),
         };
-        match self.lease_and_apply(peer, target, kind, timeout_ms, "set_mode") {
+        match self.lease_and_apply(peer, target, kind, timeout_ms, ("set_mode", level)) {
             Ok(sw) => ReplyBody::ModeSet {
                 writes: sw.steps.len() as u32,
                 switch_us: sw.elapsed_ns as f64 / 1000.0,
@@ -366,7 +367,13 @@ impl Core {
         self.detect_external();
         let target =
             ina3221::averaging_count_target(self.controller.board(), &self.requested, samples);
-        match self.lease_and_apply(peer, target, kind, None, "set_averaging") {
+        match self.lease_and_apply(
+            peer,
+            target,
+            kind,
+            None,
+            ("set_averaging", log::Level::Info),
+        ) {
             Ok(_) => {
                 let ring = self.sensors.ring().get();
                 ReplyBody::Averaging {
@@ -387,14 +394,15 @@ impl Core {
 
     /// Makes `target` the requested values under `peer`'s lease of `kind`, taking the
     /// lease (or taking over a persistent one) once the switch succeeded; the lease's
-    /// prior stays what was requested before its first change.
+    /// prior stays what was requested before its first change. The switch is logged as
+    /// `what` at its level.
     fn lease_and_apply(
         &mut self,
         peer: &Peer,
         target: Values,
         kind: LeaseKind,
         timeout_ms: Option<u64>,
-        what: &str,
+        (what, level): (&str, log::Level),
     ) -> Result<Switch, ApplyError> {
         // 0, given or configured, is no timeout.
         let timeout = timeout_ms
@@ -426,7 +434,8 @@ impl Core {
             }
             Some(_) => {}
         }
-        log::info!(
+        log::log!(
+            level,
             "{what} by {} (pid {}, uid {}): {} write(s) in {:.1} us, {} lease",
             peer.name,
             peer.pid,
@@ -558,7 +567,14 @@ impl Core {
             emc_hz: Some(emc_hz),
             snap: false,
         };
-        match self.set_mode(peer, &knobs, kind, None) {
+        // A scheduler's phase switches come many a second: logged at debug, the plan's
+        // own (taking the lease) at info like any set_mode.
+        let level = if take_lease {
+            log::Level::Info
+        } else {
+            log::Level::Debug
+        };
+        match self.set_mode(peer, &knobs, kind, None, level) {
             ReplyBody::ModeSet { .. } => Ok(()),
             ReplyBody::Error { code, message } => Err((code, message)),
             other => Err((ErrorCode::Failed, format!("unexpected reply {other:?}"))),
