@@ -22,14 +22,42 @@ pub mod turns;
 use super::core::{Core, Peer};
 use crate::ipc::protocol::{Kind, PhaseModes, ReplyBody, SchedulePlan, ScheduleReply, TurnReply};
 use crate::telemetry::ring::monotonic_ns;
-use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender, TrySendError};
-use std::sync::atomic::{AtomicU64, Ordering};
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use turns::{Gate, Request, Turns};
 
-/// The most requests the inbox holds before `schedule_submit` is refused `busy`.
-pub const INBOX: usize = 4096;
+/// The most requests queued or in a batch, not yet served: beyond, `schedule_submit` is
+/// refused `busy` and a declared rate adds none. The inbox holds as many.
+pub const MAX_UNSERVED: usize = 4096;
+
+/// What connections and the thread both count: request numbers, and requests not yet
+/// served (the queue's bound: the thread's queue is fed from the inbox as fast as
+/// requests arrive, so the inbox's own bound alone would not hold it).
+#[derive(Debug, Default)]
+struct Tally {
+    last_request: AtomicU64,
+    unserved: AtomicUsize,
+}
+
+impl Tally {
+    /// The number of a new request, unless [`MAX_UNSERVED`] are unserved already.
+    fn admit(&self) -> Option<u64> {
+        // Relaxed throughout: a count and a bound, not a synchronisation; the request
+        // itself travels over a channel.
+        if self.unserved.fetch_add(1, Ordering::Relaxed) >= MAX_UNSERVED {
+            self.unserved.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(self.last_request.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// `n` requests were served.
+    fn served(&self, n: usize) {
+        self.unserved.fetch_sub(n, Ordering::Relaxed);
+    }
+}
 
 /// What connections tell the scheduler's thread.
 #[derive(Debug)]
@@ -87,8 +115,10 @@ pub fn check(plan: &SchedulePlan) -> Result<(), String> {
 /// Why a request to the scheduler was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ScheduleError {
-    /// The inbox is full.
-    #[error("{INBOX} requests are waiting already: the scheduler is not keeping up")]
+    /// Too many requests are unserved.
+    #[error(
+        "{MAX_UNSERVED} requests are waiting already: the inference servers are not keeping up"
+    )]
     Full,
     /// The scheduler's thread is gone (the agent is stopping).
     #[error("the scheduler has stopped (the agent is stopping)")]
@@ -101,7 +131,7 @@ pub enum ScheduleError {
 pub struct Scheduler {
     control: Sender<Msg>,
     inbox: Sender<Request>,
-    next_request: Arc<AtomicU64>,
+    tally: Arc<Tally>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -109,16 +139,16 @@ impl Scheduler {
     /// Starts the scheduler's thread; phase modes are switched on `core`.
     pub fn start(core: Arc<Mutex<Core>>) -> std::io::Result<Scheduler> {
         let (control, control_rx) = unbounded();
-        let (inbox, inbox_rx) = bounded(INBOX);
-        let next_request = Arc::new(AtomicU64::new(1));
-        let ids = next_request.clone();
+        let (inbox, inbox_rx) = bounded(MAX_UNSERVED);
+        let tally = Arc::new(Tally::default());
+        let counted = tally.clone();
         let thread = std::thread::Builder::new()
             .name("jpower-schedule".into())
-            .spawn(move || run(&control_rx, &inbox_rx, &ids, &core))?;
+            .spawn(move || run(&control_rx, &inbox_rx, &counted, &core))?;
         Ok(Scheduler {
             control,
             inbox,
-            next_request,
+            tally,
             thread: Mutex::new(Some(thread)),
         })
     }
@@ -144,17 +174,18 @@ impl Scheduler {
 
     /// Queues a request whose `served` event goes to `notify`; its number.
     pub fn submit(&self, notify: std::sync::mpsc::Sender<ReplyBody>) -> Result<u64, ScheduleError> {
-        let id = self.next_request.fetch_add(1, Ordering::Relaxed);
+        let id = self.tally.admit().ok_or(ScheduleError::Full)?;
         let r = Request {
             id,
             at_ns: monotonic_ns(),
             notify: Some(notify),
         };
-        match self.inbox.try_send(r) {
-            Ok(()) => Ok(id),
-            Err(TrySendError::Full(_)) => Err(ScheduleError::Full),
-            Err(TrySendError::Disconnected(_)) => Err(ScheduleError::Stopped),
-        }
+        // The tally bounds the inbox too: only a stopped thread refuses.
+        self.inbox.try_send(r).map_err(|_| {
+            self.tally.served(1);
+            ScheduleError::Stopped
+        })?;
+        Ok(id)
     }
 
     /// `client` ended a minibatch of `kind` at `end_ns`.
@@ -203,7 +234,7 @@ impl Scheduler {
 
 /// The scheduler's thread: waits for a message, a request or the declared rate's next
 /// arrival, then grants the next turn if one is due.
-fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, ids: &AtomicU64, core: &Mutex<Core>) {
+fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: &Mutex<Core>) {
     let mut state = State {
         turns: Turns::default(),
         planner: None,
@@ -215,7 +246,7 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, ids: &AtomicU64, core
         select! {
             recv(control) -> m => match m {
                 Ok(Msg::Stop) | Err(_) => return,
-                Ok(m) => state.on(m, core),
+                Ok(m) => state.on(m, core, tally),
             },
             recv(inbox) -> r => {
                 if let Ok(r) = r {
@@ -225,9 +256,9 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, ids: &AtomicU64, core
             recv(timer) -> _ => {
                 let at_ns = state.rate.arrived();
                 // A declared rate adds nothing to a full queue: it is a load, not a backlog.
-                if state.turns.waiting() < INBOX {
+                if let Some(id) = tally.admit() {
                     state.turns.queue(Request {
-                        id: ids.fetch_add(1, Ordering::Relaxed),
+                        id,
                         at_ns,
                         notify: None,
                     });
@@ -250,7 +281,7 @@ struct State {
 
 impl State {
     /// Handles a connection's message (not `Stop`, which ends the thread).
-    fn on(&mut self, m: Msg, core: &Mutex<Core>) {
+    fn on(&mut self, m: Msg, core: &Mutex<Core>, tally: &Tally) {
         match m {
             Msg::Gate(g) => self.turns.wait(g),
             Msg::Ended {
@@ -260,7 +291,9 @@ impl State {
                 duration_ms,
                 energy_j,
             } => {
-                self.turns.end(client, kind, end_ns, duration_ms, energy_j);
+                if let Some(served) = self.turns.end(client, kind, end_ns, duration_ms, energy_j) {
+                    tally.served(served);
+                }
             }
             Msg::Leave(client) => {
                 self.turns.leave(client);
@@ -327,5 +360,53 @@ fn phase_knobs(m: &PhaseModes, kind: Kind) -> (u64, u64) {
     match kind {
         Kind::Train => (m.train_gpu_hz, m.train_emc_hz),
         Kind::Infer => (m.infer_gpu_hz, m.infer_emc_hz),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_numbered_from_one_and_bounded_until_served() {
+        let tally = Tally::default();
+        let ids: Vec<u64> = (0..MAX_UNSERVED).map(|_| tally.admit().unwrap()).collect();
+        assert_eq!((ids[0], ids[MAX_UNSERVED - 1]), (1, MAX_UNSERVED as u64));
+        assert_eq!(tally.admit(), None, "a flood is refused, not queued");
+        tally.served(2);
+        assert_eq!(tally.admit(), Some(MAX_UNSERVED as u64 + 1));
+    }
+
+    #[test]
+    fn a_plan_is_checked_field_by_field() {
+        let ok = SchedulePlan {
+            max_batch: 4,
+            slo_ms: 100.0,
+            rate_per_s: Some(30.0),
+            phase_modes: None,
+        };
+        assert!(check(&ok).is_ok());
+        for bad in [
+            SchedulePlan { max_batch: 0, ..ok },
+            SchedulePlan {
+                max_batch: MAX_BATCH + 1,
+                ..ok
+            },
+            SchedulePlan { slo_ms: 0.0, ..ok },
+            SchedulePlan {
+                slo_ms: f64::NAN,
+                ..ok
+            },
+            SchedulePlan {
+                rate_per_s: Some(0.0),
+                ..ok
+            },
+            SchedulePlan {
+                rate_per_s: Some(MAX_RATE * 2.0),
+                ..ok
+            },
+        ] {
+            assert!(check(&bad).is_err(), "{bad:?}");
+        }
     }
 }

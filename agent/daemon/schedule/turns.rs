@@ -214,7 +214,8 @@ impl Turns {
 
     /// `client` ended a minibatch of `kind` at `end_ns`: if that ends its turn, the turn
     /// is accounted (its minibatch's duration and energy) and each request of an inference
-    /// batch served (its `served` event sent). Whether it ended a turn.
+    /// batch served (its `served` event sent). The number of requests served when it
+    /// ended a turn (0 for training).
     pub fn end(
         &mut self,
         client: u64,
@@ -222,22 +223,21 @@ impl Turns {
         end_ns: u64,
         duration_ms: f64,
         energy_j: f64,
-    ) -> bool {
+    ) -> Option<usize> {
         if !self
             .active
             .as_ref()
             .is_some_and(|a| a.client == client && a.kind == kind)
         {
-            return false;
+            return None;
         }
-        let Some(active) = self.active.take() else {
-            return false;
-        };
+        let active = self.active.take()?;
         let t = totals_of(&mut self.totals, kind);
         t.ended += 1;
         t.duration_ms += duration_ms;
         t.energy_j += energy_j;
-        let batch = active.requests.len() as u32;
+        let served = active.requests.len();
+        let batch = served as u32;
         for r in active.requests {
             let latency_ms = end_ns.saturating_sub(r.at_ns) as f64 / 1e6;
             let s = &mut self.totals;
@@ -253,7 +253,7 @@ impl Turns {
                 });
             }
         }
-        true
+        Some(served)
     }
 
     /// `client`'s connection closed: it leaves its gate, and a turn it held is aborted
@@ -327,15 +327,15 @@ mod tests {
         let infer = gate(&mut t, 2, Kind::Infer);
         let _train = gate(&mut t, 1, Kind::Train);
         assert!(t.due().is_none(), "a running turn is not preempted");
-        assert!(t.end(1, Kind::Train, 50_000_000, 50.0, 1.0));
+        assert!(t.end(1, Kind::Train, 50_000_000, 50.0, 1.0).is_some());
         // The queue goes first, in batches of at most two, oldest first.
         assert_eq!(run_next(&mut t), Some(Kind::Infer));
         assert_eq!(infer.try_recv().unwrap().requests, vec![1, 2]);
-        assert!(t.end(2, Kind::Infer, 60_000_000, 10.0, 0.2));
+        assert!(t.end(2, Kind::Infer, 60_000_000, 10.0, 0.2).is_some());
         let infer = gate(&mut t, 2, Kind::Infer);
         assert_eq!(run_next(&mut t), Some(Kind::Infer));
         assert_eq!(infer.try_recv().unwrap().requests, vec![3]);
-        assert!(t.end(2, Kind::Infer, 200_000_000, 10.0, 0.2));
+        assert!(t.end(2, Kind::Infer, 200_000_000, 10.0, 0.2).is_some());
         // Then training again, though the server waits again.
         let _infer = gate(&mut t, 2, Kind::Infer);
         assert_eq!(run_next(&mut t), Some(Kind::Train));
@@ -353,7 +353,7 @@ mod tests {
         for _ in 0..3 {
             let _g = gate(&mut t, 1, Kind::Train);
             assert_eq!(run_next(&mut t), Some(Kind::Train));
-            assert!(t.end(1, Kind::Train, 1, 1.0, 0.1));
+            assert!(t.end(1, Kind::Train, 1, 1.0, 0.1).is_some());
         }
         assert_eq!(t.report().waiting, 1);
     }
@@ -372,10 +372,10 @@ mod tests {
         assert_eq!(run_next(&mut t), Some(Kind::Infer));
         assert_eq!(live.try_recv().unwrap().requests, vec![1, 2, 3, 4]);
         assert!(
-            !t.end(7, Kind::Infer, 1, 1.0, 1.0),
+            t.end(7, Kind::Infer, 1, 1.0, 1.0).is_none(),
             "the leaver ends nothing"
         );
-        assert!(t.end(8, Kind::Infer, 1, 1.0, 1.0));
+        assert_eq!(t.end(8, Kind::Infer, 1, 1.0, 1.0), Some(4));
         let r = t.report();
         assert_eq!((r.served, r.infer.aborted, r.infer.ended), (4, 1, 1));
     }
@@ -408,7 +408,7 @@ mod tests {
         assert_eq!(t.plan().max_batch, 32);
         t.queue(request(1, 0));
         t.queue(request(2, 0));
-        assert!(t.end(1, Kind::Train, 1, 1.0, 1.0));
+        assert!(t.end(1, Kind::Train, 1, 1.0, 1.0).is_some());
         let infer = gate(&mut t, 2, Kind::Infer);
         assert_eq!(run_next(&mut t), Some(Kind::Infer));
         assert_eq!(
