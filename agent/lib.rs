@@ -13,8 +13,9 @@
 //!    │        characterisation study's records and its live runs
 //!  gpu        CUDA kernels through cudarc (probed at run time), their CPU reference, the
 //!    │        built-in CNN, time and energy rooflines
-//!  daemon     the agent: leases, budget guard, configuration; implements ipc's handler
-//!    │        and serves Prometheus metrics (HTTP, node_exporter textfile)
+//!  daemon     the agent: leases, budget guard, configuration, the real-time scheduler
+//!    │        of training and inference turns; implements ipc's handler and serves
+//!    │        Prometheus metrics (HTTP, node_exporter textfile)
 //!    │
 //!  ipc        the socket protocol (self-contained wire types), codec, client, server
 //!    │

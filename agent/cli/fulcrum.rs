@@ -46,6 +46,14 @@ pub struct ScheduleArgs {
     /// Seed of the arrivals and the measurement noise.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Run the choice in real time through the agent serving the simulated board (its
+    /// real-time scheduler, the built-in workloads' phase times) instead of in simulated
+    /// time, and skip the oracle.
+    #[arg(long)]
+    pub live: bool,
+    /// How long a live run submits requests, seconds.
+    #[arg(long, value_name = "S", default_value_t = 5.0, requires = "live")]
+    pub seconds: f64,
 }
 
 /// Arguments of `jpower fulcrum eval`.
@@ -69,7 +77,7 @@ pub enum Command {
 
 fn board_spec(target: &Target, what: &str) -> Result<&'static BoardSpec> {
     let Some(board) = &target.sim else {
-        bail!("{what} runs in simulated time on a simulated board: name one with --sim BOARD (--live is not implemented yet)");
+        bail!("{what} runs on a simulated board: name one with --sim BOARD (with --live, the board an agent serves)");
     };
     spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))
 }
@@ -139,6 +147,27 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
     let started = Instant::now();
     let choice = search::choose(strategy, &mut board, &p, a.seed);
     let search_s = started.elapsed().as_secs_f64();
+    if a.live {
+        if !(a.seconds > 0.0 && a.seconds.is_finite()) {
+            bail!("--seconds must be a positive number");
+        }
+        let live =
+            super::fulcrum_live::run(target, &board, &choice.setting, &p, a.seconds, a.seed)?;
+        let value = json!({
+            "board": spec.id(),
+            "simulated": true,
+            "live": live,
+            "train": a.train,
+            "infer": a.infer,
+            "strategy": strategy.name(),
+            "problem": p,
+            "chosen": chosen(&board, &choice.setting),
+            "per_phase": choice.setting.per_phase(),
+            "modes_profiled": choice.modes_profiled,
+            "search_s": search_s,
+        });
+        return out.print(&value, || live_text(&value));
+    }
     let o = board.run(&choice.setting, &p, false);
     let started = Instant::now();
     let fixed = oracle::fixed(&mut board, &p);
@@ -187,6 +216,35 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
     out.print(&value, || {
         schedule_text(&board, &value, &choice.setting, best.map(|b| b.setting))
     })
+}
+
+fn live_text(v: &serde_json::Value) -> String {
+    let l = &v["live"];
+    let f = |k: &str| l[k].as_f64().unwrap_or(f64::NAN);
+    format!(
+        "schedule on simulated {} (SIMULATED board, real time through the agent): train {}, infer {}\n  \
+         chosen      {}\n  \
+         training    {:.1} samples/s ({} minibatches in {:.2} s)\n  \
+         requests    {} served of {}, {} late; latency p50 {:.1} ms, p99 {:.1} ms (target {} ms)\n  \
+         power       mean {:.2} W; energy train {:.2} J, infer {:.2} J; {} phase-mode switches\n",
+        v["board"].as_str().unwrap_or(""),
+        v["train"].as_str().unwrap_or(""),
+        v["infer"].as_str().unwrap_or(""),
+        v["chosen"],
+        f("throughput_per_s"),
+        l["minibatches"],
+        f("seconds"),
+        l["served"],
+        l["requests"],
+        l["late"],
+        f("latency_p50_ms"),
+        f("latency_p99_ms"),
+        v["problem"]["slo_ms"],
+        f("mean_power_w"),
+        f("train_energy_j"),
+        f("infer_energy_j"),
+        l["mode_switches"],
+    )
 }
 
 fn schedule_text(

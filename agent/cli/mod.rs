@@ -11,6 +11,7 @@ mod characterize_report;
 mod dashboard;
 mod demo;
 mod fulcrum;
+mod fulcrum_live;
 mod generate;
 mod gpu;
 mod modes;
@@ -270,10 +271,20 @@ impl Target {
         }
     }
 
+    /// The agent's socket: `--socket`, else the configuration's, else the runtime
+    /// directory's.
+    pub fn agent_socket(&self) -> Result<PathBuf> {
+        let config = crate::daemon::Config::load(None)?;
+        Ok(crate::daemon::socket_path(
+            self.socket.as_deref(),
+            &config,
+            &self.runtime_dir(),
+        ))
+    }
+
     /// A connection to a running agent, if one serves the socket.
     pub fn agent(&self) -> Result<Option<crate::ipc::client::Client>> {
-        let config = crate::daemon::Config::load(None)?;
-        let path = crate::daemon::socket_path(self.socket.as_deref(), &config, &self.runtime_dir());
+        let path = self.agent_socket()?;
         if !path.exists() {
             return Ok(None);
         }

@@ -2,20 +2,24 @@
 //! only reads the ring (telemetry, subscription samples, minibatch markers, the power in
 //! a status) is answered without the core's lock; what reads or changes the board's
 //! state takes the lock for exactly that and never across socket I/O, which the
-//! [`crate::ipc::server`] does.
+//! [`crate::ipc::server`] does. The scheduler's requests go to its thread over channels
+//! ([`super::schedule`]); a `schedule_gate` is answered later ([`Answer::Deferred`]),
+//! when the turn arrives on the connection's grant channel, and the connection tells the
+//! scheduler when a `minibatch_end` ends its turn and when it closes.
 
 use super::core::Peer;
 use super::Shared;
 use crate::ipc::protocol::{
     ActivityReply, CpuActivityReply, DiskActivityReply, ErrorCode, Kind, MinibatchReply, Phase,
-    PhasedMinibatchReply, RailReply, ReplyBody, RequestBody, SampleReply, TelemetryReply,
-    WindowReply,
+    PhasedMinibatchReply, RailReply, ReplyBody, RequestBody, SampleReply, SchedulePlan,
+    TelemetryReply, TurnReply, WindowReply,
 };
-use crate::ipc::server::{Credentials, Handler};
+use crate::ipc::server::{Answer, Credentials, Handler};
 use crate::telemetry::activity::Activity;
 use crate::telemetry::energy::{MarkerError, Minibatch, Minibatches, Span};
 use crate::telemetry::ring::{monotonic_ns, ActivityInfo, RingReader};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::time::Duration;
 
 /// One connection's state.
 #[derive(Debug)]
@@ -23,8 +27,21 @@ pub struct Connection {
     peer: Peer,
     /// Minibatches begun and not yet ended.
     minibatches: Minibatches<Kind, Phase>,
-    /// Events for this connection (lease ended, guard steps, outside changes).
+    /// Events for this connection (lease ended, guard steps, outside changes, requests
+    /// served).
     events: Receiver<ReplyBody>,
+    /// Where the scheduler sends the `served` events of this connection's requests.
+    notify: Sender<ReplyBody>,
+    /// Where the scheduler grants this connection's turns: one channel of one for the
+    /// connection's life, so a gate allocates nothing.
+    grants: (
+        crossbeam_channel::Sender<TurnReply>,
+        crossbeam_channel::Receiver<TurnReply>,
+    ),
+    /// Whether it waits at the gate.
+    waiting: bool,
+    /// The kind of the turn it holds, until its `minibatch_end` of that kind.
+    turn: Option<Kind>,
 }
 
 /// The most characters of a client's name kept for logs and replies.
@@ -178,7 +195,7 @@ impl Handler for Shared {
 
     fn open(&self, client: u64, c: Credentials) -> Connection {
         let (tx, rx) = mpsc::channel();
-        self.lock().connect(client, tx);
+        self.lock().connect(client, tx.clone());
         Connection {
             peer: Peer {
                 client,
@@ -189,11 +206,125 @@ impl Handler for Shared {
             },
             minibatches: Minibatches::default(),
             events: rx,
+            notify: tx,
+            grants: crossbeam_channel::bounded(1),
+            waiting: false,
+            turn: None,
         }
     }
 
-    fn handle(&self, conn: &mut Connection, body: RequestBody) -> ReplyBody {
+    fn handle(&self, conn: &mut Connection, body: RequestBody) -> Answer {
         match body {
+            RequestBody::ScheduleGate { kind } => {
+                if let Some(held) = conn.turn {
+                    return Answer::Now(error(
+                        ErrorCode::Conflict,
+                        format!(
+                            "you hold a {held} turn: end it with minibatch_end of kind {held} first"
+                        ),
+                    ));
+                }
+                match self
+                    .schedule
+                    .gate(conn.peer.client, kind, conn.grants.0.clone())
+                {
+                    Ok(()) => {
+                        conn.waiting = true;
+                        Answer::Deferred
+                    }
+                    Err(e) => Answer::Now(error(ErrorCode::Failed, e.to_string())),
+                }
+            }
+            body => Answer::Now(self.answer(conn, body)),
+        }
+    }
+
+    fn deferred(&self, conn: &mut Connection, wait: Duration) -> Option<ReplyBody> {
+        if !conn.waiting {
+            return None;
+        }
+        // The connection holds the channel's sender too: it never disconnects.
+        match conn.grants.1.recv_timeout(wait) {
+            Ok(turn) => {
+                conn.waiting = false;
+                conn.turn = Some(turn.kind);
+                Some(ReplyBody::Turn(turn))
+            }
+            Err(_) => {
+                self.lock().heartbeat(conn.peer.client);
+                None
+            }
+        }
+    }
+
+    fn event(&self, conn: &mut Connection) -> Option<ReplyBody> {
+        conn.events.try_recv().ok()
+    }
+
+    fn sample(&self, _conn: &mut Connection) -> Option<ReplyBody> {
+        sample(&self.ring.get()).map(ReplyBody::Sample)
+    }
+
+    fn holds_lease(&self, conn: &Connection) -> bool {
+        self.lock().holds_lease(conn.peer.client)
+    }
+
+    fn name<'a>(&self, conn: &'a Connection) -> &'a str {
+        &conn.peer.name
+    }
+
+    fn close(&self, conn: Connection) {
+        self.schedule.leave(conn.peer.client);
+        self.lock().disconnect(conn.peer.client);
+    }
+}
+
+impl Shared {
+    /// `schedule_plan`: checked, its phase modes (if any) applied once each under the
+    /// caller's session lease (which checks them against the board and leaves the
+    /// training phase's in force), then handed to the scheduler.
+    fn plan(&self, peer: &Peer, plan: SchedulePlan) -> ReplyBody {
+        if !peer.may_control {
+            return error(
+                ErrorCode::Forbidden,
+                "setting a schedule needs control permission (root or the control group)".into(),
+            );
+        }
+        if let Err(e) = super::schedule::check(&plan) {
+            return error(ErrorCode::InvalidMode, e);
+        }
+        if let Some(m) = plan.phase_modes {
+            let mut core = self.lock();
+            for (gpu_hz, emc_hz) in [
+                (m.infer_gpu_hz, m.infer_emc_hz),
+                (m.train_gpu_hz, m.train_emc_hz),
+            ] {
+                if let Err((code, message)) = core.switch_phase(peer, gpu_hz, emc_hz, true) {
+                    return error(code, message);
+                }
+            }
+        }
+        self.schedule.plan(plan, peer.clone()).map_or_else(
+            |e| error(ErrorCode::Failed, e.to_string()),
+            ReplyBody::Schedule,
+        )
+    }
+
+    /// Every request but the gate, answered at once.
+    fn answer(&self, conn: &mut Connection, body: RequestBody) -> ReplyBody {
+        match body {
+            RequestBody::SchedulePlan(plan) => self.plan(&conn.peer, plan),
+            RequestBody::ScheduleSubmit => match self.schedule.submit(conn.notify.clone()) {
+                Ok(request) => ReplyBody::Submitted { request },
+                Err(e @ super::schedule::ScheduleError::Full) => {
+                    error(ErrorCode::Busy, e.to_string())
+                }
+                Err(e) => error(ErrorCode::Failed, e.to_string()),
+            },
+            RequestBody::ScheduleStatus => self.schedule.report().map_or_else(
+                |e| error(ErrorCode::Failed, e.to_string()),
+                ReplyBody::Schedule,
+            ),
             RequestBody::Hello { ref client, .. } => {
                 let name = printable(client);
                 let reply = self.lock().handle(&conn.peer, body);
@@ -240,22 +371,29 @@ impl Handler for Shared {
                 .minibatches
                 .phase(kind, id, phase, monotonic_ns())
                 .map_or_else(refused, |()| ReplyBody::Ok),
-            RequestBody::MinibatchEnd { kind, id } => conn
-                .minibatches
-                .end(kind, id, monotonic_ns(), &self.ring.get())
-                .map_or_else(refused, |(m, spans)| {
-                    let (duration_ms, energy_j) = (m.duration_s * 1000.0, m.energy_j);
-                    let reply = ended(m, &spans);
-                    let phases = match &reply {
-                        ReplyBody::PhasedMinibatch(p) => Some((p.fetch_ms, p.compute_ms)),
-                        _ => None,
-                    };
-                    self.minibatch_totals
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .add(kind, duration_ms, energy_j, phases);
-                    reply
-                }),
+            RequestBody::MinibatchEnd { kind, id } => {
+                let now = monotonic_ns();
+                conn.minibatches
+                    .end(kind, id, now, &self.ring.get())
+                    .map_or_else(refused, |(m, spans)| {
+                        let (duration_ms, energy_j) = (m.duration_s * 1000.0, m.energy_j);
+                        if conn.turn == Some(kind) {
+                            conn.turn = None;
+                            self.schedule
+                                .ended(conn.peer.client, kind, now, duration_ms, energy_j);
+                        }
+                        let reply = ended(m, &spans);
+                        let phases = match &reply {
+                            ReplyBody::PhasedMinibatch(p) => Some((p.fetch_ms, p.compute_ms)),
+                            _ => None,
+                        };
+                        self.minibatch_totals
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .add(kind, duration_ms, energy_j, phases);
+                        reply
+                    })
+            }
             RequestBody::MinibatchTotals => ReplyBody::MinibatchTotals(
                 *self
                     .minibatch_totals
@@ -264,26 +402,6 @@ impl Handler for Shared {
             ),
             body => self.lock().handle(&conn.peer, body),
         }
-    }
-
-    fn event(&self, conn: &mut Connection) -> Option<ReplyBody> {
-        conn.events.try_recv().ok()
-    }
-
-    fn sample(&self, _conn: &mut Connection) -> Option<ReplyBody> {
-        sample(&self.ring.get()).map(ReplyBody::Sample)
-    }
-
-    fn holds_lease(&self, conn: &Connection) -> bool {
-        self.lock().holds_lease(conn.peer.client)
-    }
-
-    fn name<'a>(&self, conn: &'a Connection) -> &'a str {
-        &conn.peer.name
-    }
-
-    fn close(&self, conn: Connection) {
-        self.lock().disconnect(conn.peer.client);
     }
 }
 

@@ -224,14 +224,12 @@ impl Core {
                 }),
                 space_size: ModeSpace::of(self.controller.board()).len() as u64,
             },
-            RequestBody::SetMode { mode, lease, timeout_ms } => self.set_mode(peer, &mode, lease, timeout_ms),
-            RequestBody::Renew => match &mut self.lease {
-                Some(l) if l.client == peer.client => {
-                    l.expires = l.timeout.map(|t| Instant::now() + t);
-                    ReplyBody::Ok
-                }
-                _ => err(ErrorCode::NotFound, "you hold no lease to renew"),
-            },
+            RequestBody::SetMode { mode, lease, timeout_ms } => self.set_mode(peer, &mode, lease, timeout_ms, log::Level::Info),
+            RequestBody::Renew if self.holds_lease(peer.client) => {
+                self.heartbeat(peer.client);
+                ReplyBody::Ok
+            }
+            RequestBody::Renew => err(ErrorCode::NotFound, "you hold no lease to renew"),
             RequestBody::Release => self.release(peer),
             RequestBody::SetAveraging { samples } => self.set_averaging(peer, samples),
             RequestBody::SetBudget { watts } => {
@@ -256,6 +254,10 @@ impl Core {
             | RequestBody::MinibatchEnd { .. }
             | RequestBody::MinibatchPhase { .. }
             | RequestBody::MinibatchTotals
+            | RequestBody::SchedulePlan(_)
+            | RequestBody::ScheduleGate { .. }
+            | RequestBody::ScheduleSubmit
+            | RequestBody::ScheduleStatus
             | RequestBody::Subscribe { .. } => err(ErrorCode::BadRequest, "handled by the connection"),
         }
     }
@@ -290,6 +292,7 @@ impl Core {
         mode: &ModeRequest,
         kind: LeaseKind,
         timeout_ms: Option<u64>,
+        level: log::Level,
     ) -> ReplyBody {
         if let Some(refused) = self.refuse_lease(peer, kind, "setting a mode") {
             return refused;
@@ -326,7 +329,7 @@ impl Core {
             Ok(t) => t,
             Err(e) => return err(ErrorCode::InvalidMode, e),
         };
-        match self.lease_and_apply(peer, target, kind, timeout_ms, "set_mode") {
+        match self.lease_and_apply(peer, target, kind, timeout_ms, ("set_mode", level)) {
             Ok(sw) => ReplyBody::ModeSet {
                 writes: sw.steps.len() as u32,
                 switch_us: sw.elapsed_ns as f64 / 1000.0,
@@ -364,7 +367,13 @@ impl Core {
         self.detect_external();
         let target =
             ina3221::averaging_count_target(self.controller.board(), &self.requested, samples);
-        match self.lease_and_apply(peer, target, kind, None, "set_averaging") {
+        match self.lease_and_apply(
+            peer,
+            target,
+            kind,
+            None,
+            ("set_averaging", log::Level::Info),
+        ) {
             Ok(_) => {
                 let ring = self.sensors.ring().get();
                 ReplyBody::Averaging {
@@ -385,14 +394,15 @@ impl Core {
 
     /// Makes `target` the requested values under `peer`'s lease of `kind`, taking the
     /// lease (or taking over a persistent one) once the switch succeeded; the lease's
-    /// prior stays what was requested before its first change.
+    /// prior stays what was requested before its first change. The switch is logged as
+    /// `what` at its level.
     fn lease_and_apply(
         &mut self,
         peer: &Peer,
         target: Values,
         kind: LeaseKind,
         timeout_ms: Option<u64>,
-        what: &str,
+        (what, level): (&str, log::Level),
     ) -> Result<Switch, ApplyError> {
         // 0, given or configured, is no timeout.
         let timeout = timeout_ms
@@ -424,7 +434,8 @@ impl Core {
             }
             Some(_) => {}
         }
-        log::info!(
+        log::log!(
+            level,
             "{what} by {} (pid {}, uid {}): {} write(s) in {:.1} us, {} lease",
             peer.name,
             peer.pid,
@@ -518,6 +529,63 @@ impl Core {
                 self.requested = before;
                 false
             }
+        }
+    }
+
+    /// Switches the GPU and EMC clocks for a scheduler's phase under `peer`'s lease (its
+    /// kind kept). With `take_lease` (the plan that names the phase modes) a session lease
+    /// is taken as `set_mode` would; without (a phase change), a `peer` that no longer
+    /// holds the lease is refused, so a scheduler never takes a lease for a client that
+    /// left. The budget guard's caps apply as to any mode. `Err`: the refusal's code and
+    /// message, as `set_mode` gives them.
+    pub fn switch_phase(
+        &mut self,
+        peer: &Peer,
+        gpu_hz: u64,
+        emc_hz: u64,
+        take_lease: bool,
+    ) -> Result<(), (ErrorCode, String)> {
+        let held = self
+            .lease
+            .as_ref()
+            .filter(|l| l.client == peer.client)
+            .map(|l| l.holder.lease);
+        let kind = match (held, take_lease) {
+            (Some(kind), _) => kind,
+            (None, true) => LeaseKind::Session,
+            (None, false) => {
+                return Err((
+                    ErrorCode::NotFound,
+                    format!("{} no longer holds the lease", peer.name),
+                ))
+            }
+        };
+        let knobs = ModeRequest::Knobs {
+            cores: None,
+            cpu_khz: None,
+            gpu_hz: Some(gpu_hz),
+            emc_hz: Some(emc_hz),
+            snap: false,
+        };
+        // A scheduler's phase switches come many a second: logged at debug, the plan's
+        // own (taking the lease) at info like any set_mode.
+        let level = if take_lease {
+            log::Level::Info
+        } else {
+            log::Level::Debug
+        };
+        match self.set_mode(peer, &knobs, kind, None, level) {
+            ReplyBody::ModeSet { .. } => Ok(()),
+            ReplyBody::Error { code, message } => Err((code, message)),
+            other => Err((ErrorCode::Failed, format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// A request of `client`'s is pending (a scheduler's gate): if it holds a session
+    /// lease with a timeout, that counts as a `renew`.
+    pub fn heartbeat(&mut self, client: u64) {
+        if let Some(l) = self.lease.as_mut().filter(|l| l.client == client) {
+            l.expires = l.timeout.map(|t| Instant::now() + t);
         }
     }
 

@@ -7,6 +7,8 @@
 //!    │  answered through the Handler in `connection`
 //!    ├─ tick thread (100 ms): lease expiry and holder death, changes behind jpower's
 //!    │  back, the budget guard
+//!    ├─ schedule thread (`schedule`): the real-time scheduler's turns, its queue and
+//!    │  gates on crossbeam channels, phase modes switched through the core
 //!    ├─ metrics threads, when configured (`metrics`): energy counters and textfile,
 //!    │  HTTP `GET /metrics`
 //!    └─ sampler + thermal threads (telemetry), writing the ring
@@ -24,6 +26,7 @@ pub use connection::activity_reply;
 mod core;
 pub mod guard;
 pub mod metrics;
+pub mod schedule;
 mod sensors;
 
 pub use config::Config;
@@ -89,7 +92,8 @@ fn supplementary_groups(pid: u32) -> Vec<u32> {
 
 /// What every thread shares.
 pub struct Shared {
-    core: Mutex<core::Core>,
+    /// The board's state; shared with the scheduler's thread, which switches phase modes.
+    core: Arc<Mutex<core::Core>>,
     /// The ring the sampler writes now, read without the core's lock.
     pub ring: sensors::CurrentRing,
     /// The ring's path, as `status` and `telemetry` report it.
@@ -100,6 +104,8 @@ pub struct Shared {
     pub last_tick: AtomicU64,
     /// Every connection's ended minibatches, summed (`minibatch_totals`).
     pub minibatch_totals: Mutex<crate::ipc::protocol::MinibatchTotalsReply>,
+    /// The real-time scheduler (`schedule_*` requests).
+    pub schedule: schedule::Scheduler,
 }
 
 impl Shared {
@@ -265,8 +271,11 @@ pub fn run(opts: Options) -> Result<()> {
         }
         core.apply_own(requested)?;
     }
+    let core = Arc::new(Mutex::new(core));
+    let schedule = schedule::Scheduler::start(core.clone())?;
     let shared = Arc::new(Shared {
-        core: Mutex::new(core),
+        core,
+        schedule,
         ring,
         ring_path,
         access: Access::new(&config.control_group),
@@ -327,6 +336,7 @@ pub fn run(opts: Options) -> Result<()> {
         m.join();
     }
     let _ = ticker.join();
+    shared.schedule.stop();
     shared.lock().shutdown();
     let _ = std::fs::remove_file(&socket);
     Ok(())

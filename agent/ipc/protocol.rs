@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 /// The protocol version this agent speaks. `docs/protocol.md` keeps a changelog of what
 /// each version changed.
-pub const PROTOCOL_VERSION: u32 = 5;
-/// The oldest version `hello` still accepts: versions 4 and 5 only added messages a
+pub const PROTOCOL_VERSION: u32 = 6;
+/// The oldest version `hello` still accepts: versions 4 to 6 only added messages a
 /// version 3 client never sends nor receives, so such a client keeps working unchanged.
 pub const OLDEST_PROTOCOL_VERSION: u32 = 3;
 /// The largest frame or JSON line, bytes.
@@ -107,6 +107,21 @@ pub enum RequestBody {
     /// kind (version 5): how a program that did not send the markers (`jpower
     /// characterize --run` around a training command) learns their time, energy and phases.
     MinibatchTotals,
+    /// Sets the real-time schedule (version 6): the inference batch size, the latency
+    /// target, a declared arrival rate and the per-phase modes. Taken at the next phase
+    /// boundary; requests already queued stay queued.
+    SchedulePlan(SchedulePlan),
+    /// Waits for the caller's turn on the GPU (version 6): answered by `turn` when the
+    /// scheduler grants it, which ends at the caller's next `minibatch_end` of `kind`.
+    ScheduleGate {
+        /// Training or inference: the phase the caller runs in its turn.
+        kind: Kind,
+    },
+    /// Queues one inference request (version 6); a `served` event tells the caller when
+    /// the inference batch that held it ended.
+    ScheduleSubmit,
+    /// The real-time scheduler's plan and accounting (version 6).
+    ScheduleStatus,
 }
 
 /// A mode, as a preset or as pinned knobs.
@@ -248,6 +263,24 @@ pub enum ReplyBody {
     Activity(ActivityReply),
     /// Answers `minibatch_totals` (version 5).
     MinibatchTotals(MinibatchTotalsReply),
+    /// Answers `schedule_gate`: the caller's turn (version 6).
+    Turn(TurnReply),
+    /// Answers `schedule_submit` (version 6).
+    Submitted {
+        /// The request's number, as the `served` event and the `turn` name it.
+        request: u64,
+    },
+    /// The inference batch that held the caller's request ended (an event, version 6).
+    Served {
+        /// The request's number, as `submitted` gave it.
+        request: u64,
+        /// From its `schedule_submit` to the `minibatch_end` of its batch, milliseconds.
+        latency_ms: f64,
+        /// The number of requests in its batch.
+        batch: u32,
+    },
+    /// Answers `schedule_plan` and `schedule_status` (version 6).
+    Schedule(ScheduleReply),
 }
 
 /// Stable error codes.
@@ -527,6 +560,93 @@ pub struct MinibatchTotalsReply {
     pub train: KindTotals,
     /// Inference minibatches.
     pub infer: KindTotals,
+}
+
+/// The real-time schedule a client sets (version 6).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SchedulePlan {
+    /// The most requests in one inference batch (1 to 1024).
+    pub max_batch: u32,
+    /// The latency target, milliseconds: a request served later counts as late.
+    pub slo_ms: f64,
+    /// A declared arrival rate, requests per second: the agent queues requests itself at
+    /// this mean rate (Poisson arrivals); `null`: only submitted requests.
+    pub rate_per_s: Option<f64>,
+    /// The mode of each phase (GPU and EMC clocks only), switched at phase changes under
+    /// the caller's session lease; `null`: one mode, whatever is set, held throughout.
+    pub phase_modes: Option<PhaseModes>,
+}
+
+/// The GPU and EMC clocks of each phase: the fast knobs a scheduler switches between a
+/// training minibatch and an inference batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseModes {
+    /// The GPU clock while training, Hz (pinned; a table value).
+    pub train_gpu_hz: u64,
+    /// The EMC cap while training, Hz (a table value).
+    pub train_emc_hz: u64,
+    /// The GPU clock while serving inference, Hz.
+    pub infer_gpu_hz: u64,
+    /// The EMC cap while serving inference, Hz.
+    pub infer_emc_hz: u64,
+}
+
+/// A turn on the GPU: what the gate's holder runs until its `minibatch_end` of `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnReply {
+    /// The phase of the turn.
+    pub kind: Kind,
+    /// The turn's number, counted over both kinds from 1.
+    pub turn: u64,
+    /// The requests to serve in this inference batch (empty for a training turn), oldest
+    /// first; at most the plan's `max_batch`.
+    pub requests: Vec<u64>,
+}
+
+/// The turns of one kind the scheduler granted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnTotals {
+    /// Turns granted.
+    pub granted: u64,
+    /// Turns ended by their holder's `minibatch_end`.
+    pub ended: u64,
+    /// Turns whose holder's connection closed first (an inference batch's requests go
+    /// back to the head of the queue).
+    pub aborted: u64,
+    /// The ended turns' minibatch durations summed, milliseconds.
+    pub duration_ms: f64,
+    /// The ended turns' minibatch energies summed, joules.
+    pub energy_j: f64,
+}
+
+/// The real-time scheduler's plan and accounting since the agent started (version 6).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleReply {
+    /// The plan in force; `null` before a client set one (then every waiting request
+    /// goes in one batch of at most 32, with no latency target and one mode).
+    pub plan: Option<SchedulePlan>,
+    /// Whether a plan set waits for the next phase boundary.
+    pub replan_pending: bool,
+    /// Plans taken over at a phase boundary.
+    pub replans: u64,
+    /// Phase-mode switches made.
+    pub mode_switches: u64,
+    /// Requests waiting now.
+    pub waiting: u32,
+    /// Requests queued (submitted or arrived at the declared rate).
+    pub queued: u64,
+    /// Requests served (their batch ended).
+    pub served: u64,
+    /// Of those, the ones served later than the plan's `slo_ms` of their time.
+    pub late: u64,
+    /// The served requests' latencies summed, milliseconds.
+    pub latency_sum_ms: f64,
+    /// The longest latency served, milliseconds.
+    pub latency_max_ms: f64,
+    /// Training turns.
+    pub train: TurnTotals,
+    /// Inference turns (batches).
+    pub infer: TurnTotals,
 }
 
 impl MinibatchTotalsReply {

@@ -37,6 +37,19 @@ pub struct Credentials {
     pub gid: u32,
 }
 
+/// A handler's answer to one request.
+// Returned by value like the reply it holds: boxing it would allocate per request.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The reply, now.
+    Now(ReplyBody),
+    /// The reply comes later (a scheduler's gate): the server asks [`Handler::deferred`]
+    /// for it, forwarding events and watching for the peer's hang-up meanwhile, and reads
+    /// no further request until it is sent.
+    Deferred,
+}
+
 /// What answers the requests of every connection.
 pub trait Handler: Send + Sync + 'static {
     /// What the handler keeps per connection (who the peer is, its open minibatches, its
@@ -49,7 +62,11 @@ pub trait Handler: Send + Sync + 'static {
     /// A connection was accepted.
     fn open(&self, client: u64, peer: Credentials) -> Self::Connection;
     /// Answers one request (never `Subscribe`, which the server keeps).
-    fn handle(&self, conn: &mut Self::Connection, body: RequestBody) -> ReplyBody;
+    fn handle(&self, conn: &mut Self::Connection, body: RequestBody) -> Answer;
+    /// The reply a [`Answer::Deferred`] promised, waiting at most `wait` for it (`None`:
+    /// not yet). Called again and again while the peer waits: a pending reply counts as
+    /// the peer's heartbeat.
+    fn deferred(&self, conn: &mut Self::Connection, wait: Duration) -> Option<ReplyBody>;
     /// The connection's next pending event, if any.
     fn event(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
     /// A subscription sample, if there is one yet.
@@ -282,9 +299,19 @@ fn serve<H: Handler>(
                     });
                     ReplyBody::Ok
                 }
-                body => handler.handle(&mut conn, body),
+                body => match handler.handle(&mut conn, body) {
+                    Answer::Now(body) => body,
+                    Answer::Deferred => {
+                        match wait_deferred(handler, &mut conn, &stream, enc, &mut out, stop)? {
+                            Some(body) => body,
+                            None => return Ok(()),
+                        }
+                    }
+                },
             };
             send(&mut stream, enc, &Reply { id: req.id, body }, &mut out)?;
+            // A deferred reply may have waited long: the idle clock starts when it is sent.
+            last_request = Instant::now();
         }
         partial_since = match (framed.partial(), partial_since) {
             (true, None) => Some(Instant::now()),
@@ -362,6 +389,49 @@ fn serve<H: Handler>(
         }
     }
     handler.close(conn);
+}
+
+/// Waits for a deferred reply, forwarding the connection's events meanwhile; `None` when
+/// the peer hung up or the server is stopping first.
+fn wait_deferred<H: Handler>(
+    handler: &H,
+    conn: &mut H::Connection,
+    stream: &UnixStream,
+    enc: Encoding,
+    out: &mut Vec<u8>,
+    stop: &AtomicBool,
+) -> Result<Option<ReplyBody>, CodecError> {
+    let mut writer = stream;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        while let Some(event) = handler.event(conn) {
+            send(&mut writer, enc, &Reply { id: 0, body: event }, out)?;
+        }
+        if let Some(body) = handler.deferred(conn, POLL) {
+            return Ok(Some(body));
+        }
+        if hung_up(stream) {
+            return Ok(None);
+        }
+    }
+}
+
+/// Whether the peer closed its end: a peek that finds the end of the stream. Bytes sent
+/// behind the pending request stay in the socket for after the reply.
+fn hung_up(stream: &UnixStream) -> bool {
+    use nix::sys::socket::{recv, MsgFlags};
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    matches!(
+        recv(
+            stream.as_raw_fd(),
+            &mut byte,
+            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
+        ),
+        Ok(0) | Err(nix::errno::Errno::ECONNRESET)
+    )
 }
 
 #[cfg(test)]

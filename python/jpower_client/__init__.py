@@ -1,4 +1,4 @@
-"""Client of the jpower agent's Unix socket (protocol version 5).
+"""Client of the jpower agent's Unix socket (protocol version 6).
 
 The protocol is specified in docs/protocol.md; its Rust types are in agent/ipc/protocol.rs
 and its framing in agent/ipc/codec.rs. Standard library only, Python 3.8+. Both encodings
@@ -20,6 +20,9 @@ returned as plain dicts in the JSON shape.
         c.subscribe(100)
         for event in c.events(timeout=1.0):   # {"sample": {...}}, {"guard": {...}}, ...
             print(event)
+        c.schedule_plan(max_batch=4, slo_ms=100)   # the real-time scheduler (version 6)
+        with c.turn("train", 2):              # waits for the GPU, then marks the minibatch
+            train_step()
 """
 
 import collections
@@ -45,8 +48,8 @@ __all__ = [
     "REPLY",
 ]
 
-PROTOCOL_VERSION = 5
-"""The protocol version `hello` sends (the agent also speaks 3)."""
+PROTOCOL_VERSION = 6
+"""The protocol version `hello` sends (the agent also speaks 3 to 5)."""
 MAX_FRAME = 64 * 1024
 """The largest bincode frame payload or JSON line, bytes."""
 DEFAULT_SOCKET = "/run/jpower/jpower.sock"
@@ -114,6 +117,18 @@ MODE_REQUEST = _enum(
         ],
     ),
 )
+PHASE_MODES = _struct(
+    ("train_gpu_hz", "u64"),
+    ("train_emc_hz", "u64"),
+    ("infer_gpu_hz", "u64"),
+    ("infer_emc_hz", "u64"),
+)
+SCHEDULE_PLAN = _struct(
+    ("max_batch", "u32"),
+    ("slo_ms", "f64"),
+    ("rate_per_s", ("opt", "f64")),
+    ("phase_modes", ("opt", PHASE_MODES)),
+)
 REQUEST_BODY = _enum(
     ("hello", [("version", "u32"), ("client", "str")]),
     ("status", None),
@@ -130,6 +145,10 @@ REQUEST_BODY = _enum(
     ("minibatch_phase", [("kind", KIND), ("id", "u64"), ("phase", PHASE)]),
     ("activity", None),
     ("minibatch_totals", None),
+    ("schedule_plan", SCHEDULE_PLAN),
+    ("schedule_gate", [("kind", KIND)]),
+    ("schedule_submit", None),
+    ("schedule_status", None),
 )
 REQUEST = _struct(("id", "u64"), ("body", REQUEST_BODY))
 
@@ -201,6 +220,28 @@ KIND_TOTALS = _struct(
     ("compute_ms", "f64"),
 )
 MINIBATCH_TOTALS = _struct(("train", KIND_TOTALS), ("infer", KIND_TOTALS))
+TURN = _struct(("kind", KIND), ("turn", "u64"), ("requests", ("vec", "u64")))
+TURN_TOTALS = _struct(
+    ("granted", "u64"),
+    ("ended", "u64"),
+    ("aborted", "u64"),
+    ("duration_ms", "f64"),
+    ("energy_j", "f64"),
+)
+SCHEDULE = _struct(
+    ("plan", ("opt", SCHEDULE_PLAN)),
+    ("replan_pending", "bool"),
+    ("replans", "u64"),
+    ("mode_switches", "u64"),
+    ("waiting", "u32"),
+    ("queued", "u64"),
+    ("served", "u64"),
+    ("late", "u64"),
+    ("latency_sum_ms", "f64"),
+    ("latency_max_ms", "f64"),
+    ("train", TURN_TOTALS),
+    ("infer", TURN_TOTALS),
+)
 REPLY_BODY = _enum(
     ("hello", [("version", "u32"), ("agent", "str"), ("board", "str")]),
     ("status", STATUS),
@@ -220,6 +261,10 @@ REPLY_BODY = _enum(
     ("phased_minibatch", PHASED_MINIBATCH),
     ("activity", ACTIVITY),
     ("minibatch_totals", MINIBATCH_TOTALS),
+    ("turn", TURN),
+    ("submitted", [("request", "u64")]),
+    ("served", [("request", "u64"), ("latency_ms", "f64"), ("batch", "u32")]),
+    ("schedule", SCHEDULE),
 )
 REPLY = _struct(("id", "u64"), ("body", REPLY_BODY))
 
@@ -404,6 +449,10 @@ def decode_bincode(payload: bytes, schema: Any = REPLY) -> Dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
+_CLIENT_TIMEOUT = object()
+"""`Client.request`'s default wait: the client's own `timeout`."""
+
+
 def _unwrap(body: Any, *variants: str) -> Dict[str, Any]:
     """The payload of reply `body` when it is one of `variants` (`{}` for a unit variant)."""
     name, payload = _variant(body, "reply")
@@ -559,20 +608,22 @@ class Client:
                 self.close()
             raise AgentError(e.get("code", "?"), e.get("message", ""), msg["id"])
 
-    def request(self, body: Any) -> Any:
+    def request(self, body: Any, wait: Any = _CLIENT_TIMEOUT) -> Any:
         """Sends one request body (JSON shape, e.g. ``"status"`` or
         ``{"telemetry": {"window_ms": 500}}``) and returns its reply body (JSON shape).
         Raises AgentError for an error reply. Events that arrive meanwhile are queued for
         `events()`. An error with id 0 (the agent is closing this connection because of
-        malformed input) is raised too."""
+        malformed input) is raised too. `wait`: seconds to wait for the reply (None:
+        forever; by default the client's `timeout`)."""
+        wait = self.timeout if wait is _CLIENT_TIMEOUT else wait
         rid = self._next_id
         self._next_id += 1
         self._send({"id": rid, "body": body})
-        deadline = time.monotonic() + self.timeout
+        deadline = None if wait is None else time.monotonic() + wait
         while True:
             msg = self._receive(deadline)
             if msg is None:
-                raise TimeoutError("no reply to request {} within {} s".format(rid, self.timeout))
+                raise TimeoutError("no reply to request {} within {} s".format(rid, wait))
             if msg["id"] == rid:
                 self._raise_if_error(msg)
                 return msg["body"]
@@ -743,9 +794,69 @@ class Client:
         program's work and take the difference."""
         return _unwrap(self.request("minibatch_totals"), "minibatch_totals")
 
+    # -- the real-time scheduler (protocol version 6) -----------------------------------
+
+    def schedule_plan(
+        self,
+        max_batch: int,
+        slo_ms: float,
+        rate_per_s: Optional[float] = None,
+        phase_modes: Optional[Dict[str, int]] = None,
+    ) -> Dict[str, Any]:
+        """Sets the real-time schedule: inference batches of at most `max_batch` requests,
+        a latency target of `slo_ms` (served later counts as late), a declared arrival
+        rate (the agent queues requests itself; None: only submitted ones) and optional
+        per-phase modes {"train_gpu_hz", "train_emc_hz", "infer_gpu_hz", "infer_emc_hz"}
+        (switched at phase changes under this client's session lease). Taken at the next
+        turn boundary, queued requests kept. Returns the schedule, as `schedule_status`."""
+        plan = {
+            "max_batch": max_batch,
+            "slo_ms": float(slo_ms),
+            "rate_per_s": None if rate_per_s is None else float(rate_per_s),
+            "phase_modes": phase_modes,
+        }
+        return _unwrap(self.request({"schedule_plan": plan}), "schedule")
+
+    def gate(self, kind: str, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Waits for this client's turn on the GPU to run a minibatch of `kind` ("train"
+        or "infer"): {"kind", "turn", "requests"} (an inference batch's request numbers,
+        at most the plan's max_batch; empty for training). The turn ends at this client's
+        next `minibatch_end` of `kind`. Waits forever by default: the agent may hold the
+        gate as long as others run (a timeout leaves the reply pending: close the client)."""
+        return _unwrap(self.request({"schedule_gate": {"kind": kind}}, wait=timeout), "turn")
+
+    @contextlib.contextmanager
+    def turn(self, kind: str, id: int) -> Iterator[Dict[str, Any]]:
+        """One scheduled minibatch: begins minibatch `id` of `kind` (in "fetch": waiting
+        for the turn), waits at the gate, marks "compute" and yields the turn; when the
+        block ends (or raises) marks the end, which ends the turn. The yielded dict gets
+        the end's reply under "minibatch"."""
+        self.minibatch_begin(kind, id)
+        try:
+            t = self.gate(kind)
+            self.minibatch_phase(kind, id, "compute")
+            yield t
+        finally:
+            mb = self.minibatch_end(kind, id)
+        t["minibatch"] = mb
+
+    def submit(self) -> int:
+        """Queues one inference request; returns its number. A {"served": {"request",
+        "latency_ms", "batch"}} event follows when the batch that held it ends (read it
+        with `events()`)."""
+        return _unwrap(self.request("schedule_submit"), "submitted")["request"]
+
+    def schedule_status(self) -> Dict[str, Any]:
+        """The scheduler's plan (None before one was set) and accounting: {"plan",
+        "replan_pending", "replans", "mode_switches", "waiting", "queued", "served",
+        "late", "latency_sum_ms", "latency_max_ms", "train", "infer"}, the last two
+        {"granted", "ended", "aborted", "duration_ms", "energy_j"}."""
+        return _unwrap(self.request("schedule_status"), "schedule")
+
     def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         """Yields events (id-0 messages) as JSON-shaped bodies: {"sample": {...}},
-        {"guard": {"step", "module_w", "budget_w"}}, {"external_change": {"paths"}}.
+        {"guard": {"step", "module_w", "budget_w"}}, {"external_change": {"paths"}},
+        {"served": {"request", "latency_ms", "batch"}}.
         Queued events come first. Ends when none arrives within `timeout` seconds
         (None: waits forever; 0: only what has already arrived). Requests may be made
         between iterations."""

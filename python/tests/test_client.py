@@ -520,6 +520,70 @@ class Common:
         self.assertEqual(infer, 1)
         self.assertEqual(after["infer"]["phased"], before["infer"]["phased"])
 
+    # -- the real-time scheduler (version 6) ---------------------------------------------
+
+    def test_schedule_plan_is_checked_and_reported(self):
+        planner = self.client("planner")
+        with self.assertRaises(AgentError) as e:
+            planner.schedule_plan(max_batch=0, slo_ms=100)
+        self.assertEqual(e.exception.code, "invalid_mode")
+        with self.assertRaises(AgentError) as e:
+            planner.schedule_plan(max_batch=4, slo_ms=100, rate_per_s=-1)
+        self.assertEqual(e.exception.code, "invalid_mode")
+        with self.assertRaises(AgentError) as e:  # not a table value: nothing changes
+            planner.schedule_plan(max_batch=4, slo_ms=100, phase_modes={
+                "train_gpu_hz": 1, "train_emc_hz": 1, "infer_gpu_hz": 1, "infer_emc_hz": 1})
+        self.assertEqual(e.exception.code, "invalid_mode")
+        self.assertIsNone(planner.status()["holder"])
+        s = planner.schedule_plan(max_batch=4, slo_ms=100)
+        self.assertEqual(s["plan"], {"max_batch": 4, "slo_ms": 100.0, "rate_per_s": None,
+                                     "phase_modes": None})
+        self.assertFalse(s["replan_pending"], "no turn runs: taken at once")
+        self.assertEqual(self.client("reader").schedule_status()["plan"]["max_batch"], 4)
+
+    def test_schedule_replans_at_the_turn_boundary_without_dropping_requests(self):
+        users, server, planner = self.client("users"), self.client("server"), self.client("planner")
+        planner.schedule_plan(max_batch=4, slo_ms=1000)
+        first = [users.submit() for _ in range(3)]
+        with server.turn("infer", 900) as t:
+            self.assertEqual(t["requests"], first)
+            more = [users.submit() for _ in range(2)]
+            pending = planner.schedule_plan(max_batch=1, slo_ms=1000)
+            self.assertTrue(pending["replan_pending"], "a turn runs: the plan waits")
+            self.assertEqual(pending["plan"]["max_batch"], 4)
+        for n, request in enumerate(more):  # the new batch size, every request kept
+            with server.turn("infer", 901 + n) as t:
+                self.assertEqual(t["requests"], [request])
+        after = users.schedule_status()
+        self.assertEqual((after["plan"]["max_batch"], after["replan_pending"], after["waiting"]),
+                         (1, False, 0))
+        served = [e["served"]["request"] for e in users.events(timeout=1.0) if "served" in e]
+        self.assertEqual(sorted(served), first + more)
+
+    def test_schedule_turns_serve_submitted_requests_once(self):
+        users, server, trainer = self.client("users"), self.client("server"), self.client("trainer")
+        server.schedule_plan(max_batch=2, slo_ms=1000)
+        before = users.schedule_status()
+        ids = [users.submit() for _ in range(3)]
+        served = []
+        for n in range(2):  # batches of two, then one, oldest first
+            with server.turn("infer", 800 + n) as t:
+                self.assertEqual(t["kind"], "infer")
+                served += t["requests"]
+            self.assertIn("fetch_ms", t["minibatch"])
+        self.assertEqual(served, ids)
+        with trainer.turn("train", 800) as t:
+            self.assertEqual(t["requests"], [])
+        self.assertGreater(t["minibatch"]["energy_j"], 0.0)
+        events = [e["served"] for e in users.events(timeout=1.0) if "served" in e]
+        self.assertEqual(sorted(e["request"] for e in events), ids)
+        self.assertEqual(sorted(e["batch"] for e in events), [1, 2, 2])
+        after = users.schedule_status()
+        self.assertEqual(after["served"] - before["served"], 3)
+        self.assertEqual(after["infer"]["ended"] - before["infer"]["ended"], 2)
+        self.assertEqual(after["train"]["ended"] - before["train"]["ended"], 1)
+        self.assertEqual(after["waiting"], 0)
+
     # -- budget ---------------------------------------------------------------------------
 
     def test_budget(self):
@@ -629,6 +693,14 @@ class EncodingTests(unittest.TestCase):
         hello = encode_bincode({"id": 1, "body": {"hello": {"version": 2, "client": "me"}}})
         self.assertEqual(hello.hex(), "0100000000000000" "00000000" "02000000"
                          "0200000000000000" "6d65")
+        plan = {"id": 3, "body": {"schedule_plan": {
+            "max_batch": 4, "slo_ms": 100.0, "rate_per_s": None, "phase_modes": {
+                "train_gpu_hz": 1, "train_emc_hz": 2, "infer_gpu_hz": 3, "infer_emc_hz": 4}}}}
+        self.assertEqual(decode_bincode(encode_bincode(plan, REQUEST), REQUEST), plan)
+        gate = encode_bincode({"id": 1, "body": {"schedule_gate": {"kind": "infer"}}})
+        self.assertEqual(gate.hex(), "0100000000000000" "10000000" "01000000")
+        turn = {"id": 1, "body": {"turn": {"kind": "infer", "turn": 9, "requests": [4, 5]}}}
+        self.assertEqual(decode_bincode(encode_bincode(turn, REPLY), REPLY), turn)
         with self.assertRaises(ValueError):
             encode_bincode({"id": 1, "body": "nope"}, REQUEST)
         with self.assertRaises(ValueError):

@@ -52,7 +52,12 @@ impl Agent {
         }
     }
 
-    fn client(&self, enc: Encoding) -> Client {
+    /// The agent's socket.
+    pub(crate) fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    pub(crate) fn client(&self, enc: Encoding) -> Client {
         Client::connect(&self.socket, enc, "test").unwrap().0
     }
 

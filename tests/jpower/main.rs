@@ -15,6 +15,7 @@ mod packaging;
 mod pagoda;
 mod protocol_doc;
 mod ring_layout;
+mod schedule;
 mod switching;
 mod telemetry;
 mod util;

@@ -130,3 +130,16 @@ fn the_protocol_doc_agrees_with_the_types() {
     ));
     assert_eq!(error.len() - 4, stated_length(&doc, "frame length: 69"));
 }
+
+#[test]
+fn the_protocol_doc_shows_the_python_examples_verbatim() {
+    let doc = doc();
+    for name in ["fulcrum_train.py", "fulcrum_infer.py"] {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/python/examples/");
+        let source = std::fs::read_to_string(format!("{path}{name}")).unwrap();
+        assert!(
+            doc.contains(&format!("```python\n{source}```")),
+            "docs/protocol.md does not show python/examples/{name} as it is"
+        );
+    }
+}

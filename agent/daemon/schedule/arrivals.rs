@@ -1,0 +1,85 @@
+//! A declared arrival rate as requests: Poisson arrivals (exponential gaps from a fixed
+//! seed, as `predict::fulcrum::interleave` draws them), each due at its own instant, for
+//! clients that declare a rate instead of submitting requests.
+
+use crate::support::rng::SplitMix64;
+use crate::telemetry::ring::monotonic_ns;
+use crossbeam_channel::{at, never, Receiver};
+use std::time::{Duration, Instant};
+
+/// The seed of the gaps.
+const SEED: u64 = 0xF01C_A7E5;
+
+/// The declared rate and its next arrival.
+#[derive(Debug)]
+pub struct Arrivals {
+    rate_per_s: Option<f64>,
+    next: Option<Instant>,
+    /// Fires at `next` (never without a rate): made once per arrival, not per wait.
+    timer: Receiver<Instant>,
+    gaps: SplitMix64,
+}
+
+impl Default for Arrivals {
+    fn default() -> Arrivals {
+        Arrivals {
+            rate_per_s: None,
+            next: None,
+            timer: never(),
+            gaps: SplitMix64::new(SEED),
+        }
+    }
+}
+
+impl Arrivals {
+    fn gap(&mut self, rate: f64) -> Duration {
+        Duration::from_secs_f64(-(1.0 - self.gaps.unit()).ln() / rate)
+    }
+
+    /// Declares `rate_per_s` (`None`: no arrivals of the agent's own); a changed rate
+    /// draws its first gap from now.
+    pub fn set_rate(&mut self, rate_per_s: Option<f64>) {
+        if rate_per_s == self.rate_per_s {
+            return;
+        }
+        self.rate_per_s = rate_per_s;
+        self.next = rate_per_s.map(|r| Instant::now() + self.gap(r));
+        self.timer = self.next.map_or_else(never, at);
+    }
+
+    /// A channel that fires when the next arrival is due (never without a rate).
+    pub fn timer(&self) -> &Receiver<Instant> {
+        &self.timer
+    }
+
+    /// The due arrival happened: its time (`CLOCK_MONOTONIC` ns, when it was due even if
+    /// the thread saw it late), and the next one drawn.
+    pub fn arrived(&mut self) -> u64 {
+        let now = Instant::now();
+        let due = self.next.unwrap_or(now);
+        let at_ns =
+            monotonic_ns().saturating_sub(now.saturating_duration_since(due).as_nanos() as u64);
+        if let Some(r) = self.rate_per_s {
+            self.next = Some(due + self.gap(r));
+        }
+        self.timer = self.next.map_or_else(never, at);
+        at_ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_declared_rate_fires_and_no_rate_never_does() {
+        let mut a = Arrivals::default();
+        assert!(a.timer().recv_timeout(Duration::from_millis(20)).is_err());
+        a.set_rate(Some(1000.0));
+        assert!(a.timer().recv_timeout(Duration::from_secs(5)).is_ok());
+        let first = a.arrived();
+        assert!(first <= monotonic_ns());
+        a.set_rate(None);
+        assert!(a.timer().recv_timeout(Duration::from_millis(20)).is_err());
+    }
+}

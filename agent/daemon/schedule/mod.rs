@@ -1,0 +1,412 @@
+//! The real-time scheduler (protocol version 6): training and inference clients share
+//! the GPU in turns, under a plan (inference batch size, latency target, declared arrival
+//! rate, per-phase modes) a client sets and may change online.
+//!
+//! ```text
+//!  connection threads ──Msg (control channel)──▶ scheduler thread ──TurnReply──▶ gate
+//!  schedule_submit ───Request (inbox, bounded)──▶   (turns::Turns)     (a channel of one
+//!  declared rate: the thread's own Poisson timer ─┘   │                 per connection)
+//!                                                     └─ phase modes: Core::switch_phase
+//!                                                        under the planner's session lease
+//! ```
+//!
+//! Every queue and gate is a crossbeam channel: the control channel and the request inbox
+//! into the one thread that owns the policy's state ([`turns`]), and each connection's
+//! channel of one for its turns out of it; nothing here shares a lock with a connection. A turn ends
+//! at its holder's `minibatch_end` of the turn's kind (the connection tells the thread);
+//! a connection that closes leaves its gate and aborts its turn, and the others carry on.
+
+mod arrivals;
+pub mod turns;
+
+use super::core::{Core, Peer};
+use crate::ipc::protocol::{Kind, PhaseModes, ReplyBody, SchedulePlan, ScheduleReply, TurnReply};
+use crate::telemetry::ring::monotonic_ns;
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use turns::{Gate, Request, Turns};
+
+/// The most requests queued or in a batch, not yet served: beyond, `schedule_submit` is
+/// refused `busy` and a declared rate adds none. The inbox holds as many.
+pub const MAX_UNSERVED: usize = 4096;
+
+/// What connections and the thread both count: request numbers, and requests not yet
+/// served (the queue's bound: the thread's queue is fed from the inbox as fast as
+/// requests arrive, so the inbox's own bound alone would not hold it).
+#[derive(Debug, Default)]
+struct Tally {
+    last_request: AtomicU64,
+    unserved: AtomicUsize,
+}
+
+impl Tally {
+    /// The number of a new request, unless [`MAX_UNSERVED`] are unserved already.
+    fn admit(&self) -> Option<u64> {
+        // Relaxed throughout: a count and a bound, not a synchronisation; the request
+        // itself travels over a channel.
+        if self.unserved.fetch_add(1, Ordering::Relaxed) >= MAX_UNSERVED {
+            self.unserved.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(self.last_request.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// `n` requests were served.
+    fn served(&self, n: usize) {
+        self.unserved.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// What connections tell the scheduler's thread.
+#[derive(Debug)]
+enum Msg {
+    /// A client waits for its turn.
+    Gate(Gate),
+    /// A client ended a minibatch of `kind` (which ends its turn if it holds one).
+    Ended {
+        client: u64,
+        kind: Kind,
+        end_ns: u64,
+        duration_ms: f64,
+        energy_j: f64,
+    },
+    /// A plan, and the peer who set it (whose session lease its phase modes switch
+    /// under).
+    Plan {
+        plan: SchedulePlan,
+        planner: Peer,
+        reply: Sender<ScheduleReply>,
+    },
+    /// A connection closed.
+    Leave(u64),
+    /// The plan and the accounting, please.
+    Report(Sender<ScheduleReply>),
+    /// The agent is stopping.
+    Stop,
+}
+
+/// The largest inference batch a plan may ask for.
+pub const MAX_BATCH: u32 = 1024;
+/// The fastest declared arrival rate, requests per second.
+pub const MAX_RATE: f64 = 10_000.0;
+
+/// Why `plan` cannot be taken, if it cannot: a batch size of 1 to [`MAX_BATCH`], a
+/// positive latency target, a rate above 0 and at most [`MAX_RATE`].
+pub fn check(plan: &SchedulePlan) -> Result<(), String> {
+    if !(1..=MAX_BATCH).contains(&plan.max_batch) {
+        return Err(format!(
+            "max_batch {}: a batch holds 1 to {MAX_BATCH} requests",
+            plan.max_batch
+        ));
+    }
+    if !(plan.slo_ms > 0.0 && plan.slo_ms.is_finite()) {
+        return Err("slo_ms is a positive number of milliseconds".into());
+    }
+    if plan.rate_per_s.is_some_and(|r| !(r > 0.0 && r <= MAX_RATE)) {
+        return Err(format!(
+            "rate_per_s is above 0 and at most {MAX_RATE} requests per second (null: none)"
+        ));
+    }
+    Ok(())
+}
+
+/// Why a request to the scheduler was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    /// Too many requests are unserved.
+    #[error(
+        "{MAX_UNSERVED} requests are waiting already: the inference servers are not keeping up"
+    )]
+    Full,
+    /// The scheduler's thread is gone (the agent is stopping).
+    #[error("the scheduler has stopped (the agent is stopping)")]
+    Stopped,
+}
+
+/// The connections' side of the scheduler: cheap to share, never blocks on the thread
+/// except for the replies of `plan` and `report`.
+#[derive(Debug)]
+pub struct Scheduler {
+    control: Sender<Msg>,
+    inbox: Sender<Request>,
+    tally: Arc<Tally>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Scheduler {
+    /// Starts the scheduler's thread; phase modes are switched on `core`.
+    pub fn start(core: Arc<Mutex<Core>>) -> std::io::Result<Scheduler> {
+        let (control, control_rx) = unbounded();
+        let (inbox, inbox_rx) = bounded(MAX_UNSERVED);
+        let tally = Arc::new(Tally::default());
+        let counted = tally.clone();
+        let thread = std::thread::Builder::new()
+            .name("jpower-schedule".into())
+            .spawn(move || run(&control_rx, &inbox_rx, &counted, &core))?;
+        Ok(Scheduler {
+            control,
+            inbox,
+            tally,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    fn send(&self, m: Msg) -> Result<(), ScheduleError> {
+        self.control.send(m).map_err(|_| ScheduleError::Stopped)
+    }
+
+    /// `client` waits for a turn of `kind`: it is sent on `grant` (a channel of one that
+    /// the connection keeps; the turn is aborted should the connection be gone by then).
+    pub fn gate(
+        &self,
+        client: u64,
+        kind: Kind,
+        grant: Sender<TurnReply>,
+    ) -> Result<(), ScheduleError> {
+        self.send(Msg::Gate(Gate {
+            client,
+            kind,
+            grant,
+        }))
+    }
+
+    /// Queues a request whose `served` event goes to `notify`; its number.
+    pub fn submit(&self, notify: std::sync::mpsc::Sender<ReplyBody>) -> Result<u64, ScheduleError> {
+        let id = self.tally.admit().ok_or(ScheduleError::Full)?;
+        let r = Request {
+            id,
+            at_ns: monotonic_ns(),
+            notify: Some(notify),
+        };
+        // The tally bounds the inbox too: only a stopped thread refuses.
+        self.inbox.try_send(r).map_err(|_| {
+            self.tally.served(1);
+            ScheduleError::Stopped
+        })?;
+        Ok(id)
+    }
+
+    /// `client` ended a minibatch of `kind` at `end_ns`.
+    pub fn ended(&self, client: u64, kind: Kind, end_ns: u64, duration_ms: f64, energy_j: f64) {
+        let _ = self.send(Msg::Ended {
+            client,
+            kind,
+            end_ns,
+            duration_ms,
+            energy_j,
+        });
+    }
+
+    /// Sets `plan` for `planner` (its phase modes switched under `planner`'s lease, its
+    /// declared rate in force while `planner` is connected); the report after.
+    pub fn plan(&self, plan: SchedulePlan, planner: Peer) -> Result<ScheduleReply, ScheduleError> {
+        let (reply, rx) = bounded(1);
+        self.send(Msg::Plan {
+            plan,
+            planner,
+            reply,
+        })?;
+        rx.recv().map_err(|_| ScheduleError::Stopped)
+    }
+
+    /// The plan and the accounting.
+    pub fn report(&self) -> Result<ScheduleReply, ScheduleError> {
+        let (reply, rx) = bounded(1);
+        self.send(Msg::Report(reply))?;
+        rx.recv().map_err(|_| ScheduleError::Stopped)
+    }
+
+    /// A connection closed.
+    pub fn leave(&self, client: u64) {
+        let _ = self.send(Msg::Leave(client));
+    }
+
+    /// Stops the thread (waiting gates get nothing: their connections are closing too).
+    pub fn stop(&self) {
+        let _ = self.send(Msg::Stop);
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The scheduler's thread: waits for a message, a request or the declared rate's next
+/// arrival, then grants the next turn if one is due.
+fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: &Mutex<Core>) {
+    let mut state = State {
+        turns: Turns::default(),
+        planner: None,
+        phase: None,
+        rate: arrivals::Arrivals::default(),
+    };
+    loop {
+        let timer = state.rate.timer().clone();
+        select! {
+            recv(control) -> m => match m {
+                Ok(Msg::Stop) | Err(_) => return,
+                Ok(m) => state.on(m, core, tally),
+            },
+            recv(inbox) -> r => {
+                if let Ok(r) = r {
+                    state.turns.queue(r);
+                }
+            }
+            recv(timer) -> _ => {
+                let at_ns = state.rate.arrived();
+                // A declared rate adds nothing to a full queue: it is a load, not a backlog.
+                if let Some(id) = tally.admit() {
+                    state.turns.queue(Request {
+                        id,
+                        at_ns,
+                        notify: None,
+                    });
+                }
+            }
+        }
+        state.dispatch(core);
+    }
+}
+
+/// What the thread keeps beside the policy: who set the plan (its phase modes switch
+/// under that client's lease; its declared rate lasts while it is connected), the phase
+/// whose mode is set, and the declared rate's arrivals.
+struct State {
+    turns: Turns,
+    planner: Option<Peer>,
+    phase: Option<Kind>,
+    rate: arrivals::Arrivals,
+}
+
+impl State {
+    /// Handles a connection's message (not `Stop`, which ends the thread).
+    fn on(&mut self, m: Msg, core: &Mutex<Core>, tally: &Tally) {
+        match m {
+            Msg::Gate(g) => self.turns.wait(g),
+            Msg::Ended {
+                client,
+                kind,
+                end_ns,
+                duration_ms,
+                energy_j,
+            } => {
+                if let Some(served) = self.turns.end(client, kind, end_ns, duration_ms, energy_j) {
+                    tally.served(served);
+                }
+            }
+            Msg::Leave(client) => {
+                self.turns.leave(client);
+                if self.planner.as_ref().is_some_and(|o| o.client == client) {
+                    self.rate.set_rate(None);
+                    self.drop_phase_modes();
+                }
+            }
+            Msg::Plan {
+                plan,
+                planner,
+                reply,
+            } => {
+                self.rate.set_rate(plan.rate_per_s);
+                self.planner = Some(planner);
+                self.turns.set_plan(plan);
+                // Taken at once when no turn runs, so the reply says so.
+                self.dispatch(core);
+                let _ = reply.send(self.turns.report());
+            }
+            Msg::Report(reply) => {
+                let _ = reply.send(self.turns.report());
+            }
+            Msg::Stop => {}
+        }
+    }
+
+    fn drop_phase_modes(&mut self) {
+        self.phase = None;
+        self.turns.hold_one_mode();
+    }
+
+    /// Grants the next turn if one is due, switching the phase's mode first where the
+    /// plan has phase modes.
+    fn dispatch(&mut self, core: &Mutex<Core>) {
+        while let Some(next) = self.turns.due() {
+            let kind = next.gate.kind;
+            if let (Some(modes), Some(planner)) = (self.turns.plan().phase_modes, &self.planner) {
+                if self.phase != Some(kind) {
+                    let (gpu_hz, emc_hz) = phase_knobs(&modes, kind);
+                    let switched = core
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .switch_phase(planner, gpu_hz, emc_hz, false);
+                    match switched {
+                        Ok(()) => {
+                            self.phase = Some(kind);
+                            self.turns.switched();
+                        }
+                        Err((_, why)) => {
+                            log::warn!("schedule: holding one mode from now on: {why}");
+                            self.drop_phase_modes();
+                        }
+                    }
+                }
+            }
+            self.turns.grant(next);
+        }
+    }
+}
+
+/// The GPU and EMC clocks of `kind`'s phase.
+fn phase_knobs(m: &PhaseModes, kind: Kind) -> (u64, u64) {
+    match kind {
+        Kind::Train => (m.train_gpu_hz, m.train_emc_hz),
+        Kind::Infer => (m.infer_gpu_hz, m.infer_emc_hz),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_numbered_from_one_and_bounded_until_served() {
+        let tally = Tally::default();
+        let ids: Vec<u64> = (0..MAX_UNSERVED).map(|_| tally.admit().unwrap()).collect();
+        assert_eq!((ids[0], ids[MAX_UNSERVED - 1]), (1, MAX_UNSERVED as u64));
+        assert_eq!(tally.admit(), None, "a flood is refused, not queued");
+        tally.served(2);
+        assert_eq!(tally.admit(), Some(MAX_UNSERVED as u64 + 1));
+    }
+
+    #[test]
+    fn a_plan_is_checked_field_by_field() {
+        let ok = SchedulePlan {
+            max_batch: 4,
+            slo_ms: 100.0,
+            rate_per_s: Some(30.0),
+            phase_modes: None,
+        };
+        assert!(check(&ok).is_ok());
+        for bad in [
+            SchedulePlan { max_batch: 0, ..ok },
+            SchedulePlan {
+                max_batch: MAX_BATCH + 1,
+                ..ok
+            },
+            SchedulePlan { slo_ms: 0.0, ..ok },
+            SchedulePlan {
+                slo_ms: f64::NAN,
+                ..ok
+            },
+            SchedulePlan {
+                rate_per_s: Some(0.0),
+                ..ok
+            },
+            SchedulePlan {
+                rate_per_s: Some(MAX_RATE * 2.0),
+                ..ok
+            },
+        ] {
+            assert!(check(&bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""An inference server and its users, scheduled by the jpower agent's real-time scheduler
+(protocol version 6).
+
+Two connections in two threads. The users submit --requests requests, Poisson at --rate
+per second, and wait for each one's `served` event. The server waits at the gate for
+inference turns; each turn names the requests of one batch (the scheduler chose its
+size), which the server runs between the trainer's minibatches, marking the batch as an
+inference minibatch; its end serves the batch. The server stops once it has served
+--requests requests. Prints one JSON line: what was submitted, each `served` event, the
+batches the server ran and their energy.
+
+    jpower --runtime-dir /tmp/fulcrum --sim orin-agx agent &
+    export JPOWER_SOCKET=/tmp/fulcrum/jpower.sock
+    python3 python/examples/fulcrum_train.py --steps 50 &
+    python3 python/examples/fulcrum_infer.py --requests 100 --rate 40
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from jpower_client import Client  # noqa: E402
+
+
+def run_batch(requests, batch_ms, per_request_ms):
+    """Stands in for one forward pass over the batch's inputs."""
+    time.sleep((batch_ms + per_request_ms * len(requests)) / 1000.0)
+
+
+def serve(args, result):
+    """The inference server: one turn per batch until --requests are served."""
+    with Client(encoding=args.encoding, name="infer-server") as c:
+        batches = []
+        while sum(len(b["requests"]) for b in batches) < args.requests:
+            with c.turn("infer", len(batches)) as turn:
+                run_batch(turn["requests"], args.batch_ms, args.per_request_ms)
+            batches.append(
+                {
+                    "turn": turn["turn"],
+                    "requests": turn["requests"],
+                    "energy_j": turn["minibatch"]["energy_j"],
+                    "duration_ms": turn["minibatch"]["duration_ms"],
+                }
+            )
+        result["batches"] = batches
+
+
+def use(args, result):
+    """The users: submit at a Poisson rate, then wait for every `served` event."""
+    gaps = random.Random(args.seed)
+    with Client(encoding=args.encoding, name="users") as c:
+        submitted = []
+        for _ in range(args.requests):
+            submitted.append(c.submit())
+            time.sleep(gaps.expovariate(args.rate))
+        served = []
+        for event in c.events(timeout=args.timeout):
+            if "served" in event:
+                served.append(event["served"])
+                if {s["request"] for s in served} >= set(submitted):
+                    break
+        served += [e["served"] for e in c.events(timeout=0.2) if "served" in e]
+        result["submitted"], result["served"] = submitted, served
+
+
+def main():
+    ap = argparse.ArgumentParser(description="An inference server under jpower's scheduler.")
+    ap.add_argument("--requests", type=int, default=100, help="requests to submit and serve")
+    ap.add_argument("--rate", type=float, default=40.0, help="mean arrivals per second")
+    ap.add_argument("--batch-ms", type=float, default=4.0, help="fixed time of a batch")
+    ap.add_argument("--per-request-ms", type=float, default=1.0, help="time per request")
+    ap.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for an event")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--encoding", choices=["json", "bincode"], default="json")
+    args = ap.parse_args()
+
+    result = {"role": "infer"}
+    threads = [threading.Thread(target=f, args=(args, result)) for f in (serve, use)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    latencies = sorted(s["latency_ms"] for s in result.get("served", []))
+    result["latency_ms"] = {
+        "p50": latencies[len(latencies) // 2] if latencies else None,
+        "max": latencies[-1] if latencies else None,
+    }
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,359 @@
+//! The real-time scheduler end to end: an agent on a simulated Orin AGX, the two Python
+//! clients of `docs/protocol.md` (`python/examples/fulcrum_train.py` and
+//! `fulcrum_infer.py`) run against it at once, and the accounting checked on both sides:
+//! every request served exactly once, every turn granted once, every minibatch and its
+//! energy in the agent's totals. No latency is asserted (the machine may be loaded).
+
+use crate::agent::Agent;
+use crate::util::json;
+use jpower::ipc::client::Client;
+use jpower::ipc::codec::Encoding;
+use jpower::ipc::protocol::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+const STEPS: usize = 25;
+const REQUESTS: usize = 30;
+const MAX_BATCH: usize = 3;
+
+/// Starts an example of `python/examples` against `socket`.
+fn example(socket: &Path, name: &str, args: &[&str]) -> Child {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("python/examples")
+        .join(name);
+    Command::new("python3")
+        .arg(script)
+        .args(args)
+        .env("JPOWER_SOCKET", socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3")
+}
+
+/// Waits for an example and parses its JSON line.
+fn finish(child: Child) -> serde_json::Value {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&String::from_utf8(out.stdout).unwrap())
+}
+
+fn schedule(agent: &Agent) -> ScheduleReply {
+    match agent
+        .client(Encoding::Bincode)
+        .request(RequestBody::ScheduleStatus)
+        .unwrap()
+    {
+        ReplyBody::Schedule(s) => s,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn u64s(v: &serde_json::Value) -> Vec<u64> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(1.0)
+}
+
+#[test]
+fn the_documented_python_clients_share_the_gpu_and_every_request_and_minibatch_is_accounted() {
+    let agent = Agent::start("orin-agx", "");
+    let socket = agent.socket();
+    // The trainer plans (per-phase modes of the board's tables) and speaks bincode; the
+    // inference server and its users speak JSON.
+    let steps = STEPS.to_string();
+    let batch = MAX_BATCH.to_string();
+    let train = example(
+        socket,
+        "fulcrum_train.py",
+        &[
+            "--steps",
+            &steps,
+            "--step-ms",
+            "15",
+            "--max-batch",
+            &batch,
+            "--phase-modes",
+            "1300500000,3199000000,624750000,2133000000",
+            "--encoding",
+            "bincode",
+        ],
+    );
+    // The plan is in force before the first request: every batch keeps to it.
+    let start = std::time::Instant::now();
+    while schedule(&agent).plan.is_none() {
+        assert!(start.elapsed().as_secs() < 20, "the trainer never planned");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let requests = REQUESTS.to_string();
+    let infer = example(
+        socket,
+        "fulcrum_infer.py",
+        &["--requests", &requests, "--rate", "60", "--timeout", "20"],
+    );
+    let (train, infer) = (finish(train), finish(infer));
+
+    // The users: every request submitted once and served exactly once.
+    let submitted = u64s(&infer["submitted"]);
+    assert_eq!(submitted.len(), REQUESTS, "{infer}");
+    let mut served: BTreeMap<u64, usize> = BTreeMap::new();
+    for s in infer["served"].as_array().unwrap() {
+        *served.entry(s["request"].as_u64().unwrap()).or_default() += 1;
+        let batch = s["batch"].as_u64().unwrap() as usize;
+        assert!((1..=MAX_BATCH).contains(&batch), "{s}");
+    }
+    let mut expected: Vec<u64> = submitted.clone();
+    expected.sort_unstable();
+    assert_eq!(
+        served.keys().copied().collect::<Vec<_>>(),
+        expected,
+        "{infer}"
+    );
+    assert!(served.values().all(|&n| n == 1), "served twice: {served:?}");
+
+    // The server: its batches hold each request once, oldest first.
+    let batches = infer["batches"].as_array().unwrap();
+    let in_batches: Vec<u64> = batches.iter().flat_map(|b| u64s(&b["requests"])).collect();
+    assert_eq!(in_batches, expected, "served in arrival order, each once");
+    for b in batches {
+        assert!(b["energy_j"].as_f64().unwrap() > 0.0, "{b}");
+    }
+
+    // The trainer: every step had its turn and its minibatch with its energy.
+    let minibatches = train["minibatches"].as_array().unwrap();
+    assert_eq!(minibatches.len(), STEPS);
+    for m in minibatches {
+        assert!(m["energy_j"].as_f64().unwrap() > 0.0, "{m}");
+        assert!(m["compute_ms"].as_f64().unwrap() >= 15.0, "{m}");
+    }
+
+    // Turns: each granted once, numbered 1.. over both kinds, no gaps.
+    let mut turns = u64s(&train["turns"]);
+    turns.extend(batches.iter().map(|b| b["turn"].as_u64().unwrap()));
+    turns.sort_unstable();
+    assert_eq!(turns, (1..=turns.len() as u64).collect::<Vec<_>>());
+
+    // The agent's accounting agrees with what the clients were told.
+    let s = schedule(&agent);
+    assert_eq!(
+        (s.queued, s.served, s.waiting),
+        (REQUESTS as u64, REQUESTS as u64, 0)
+    );
+    assert_eq!(
+        (s.train.granted, s.train.ended, s.train.aborted),
+        (STEPS as u64, STEPS as u64, 0)
+    );
+    let n = batches.len() as u64;
+    assert_eq!((s.infer.granted, s.infer.ended, s.infer.aborted), (n, n, 0));
+    let sum =
+        |v: &[serde_json::Value], k: &str| v.iter().map(|x| x[k].as_f64().unwrap()).sum::<f64>();
+    assert!(
+        close(s.train.energy_j, sum(minibatches, "energy_j")),
+        "{s:?}"
+    );
+    assert!(close(s.infer.energy_j, sum(batches, "energy_j")), "{s:?}");
+    assert!(
+        close(s.train.duration_ms, sum(minibatches, "duration_ms")),
+        "{s:?}"
+    );
+    assert!(s.mode_switches >= 1, "the phase modes were switched: {s:?}");
+    let plan = s.plan.expect("the trainer's plan");
+    assert_eq!(plan.max_batch, MAX_BATCH as u32);
+    assert!(
+        plan.phase_modes.is_none(),
+        "dropped when the trainer left: {plan:?}"
+    );
+    // The served requests' latencies add up to what the users were told.
+    assert!(close(
+        s.latency_sum_ms,
+        sum(infer["served"].as_array().unwrap(), "latency_ms")
+    ));
+    match agent
+        .client(Encoding::Json)
+        .request(RequestBody::MinibatchTotals)
+        .unwrap()
+    {
+        ReplyBody::MinibatchTotals(t) => {
+            assert_eq!(t.train.minibatches, STEPS as u64);
+            assert_eq!(t.infer.minibatches, n);
+            assert!(close(
+                t.train.energy_j + t.infer.energy_j,
+                s.train.energy_j + s.infer.energy_j
+            ));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The trainer's session lease ended with it: the board is nobody's.
+    assert!(agent.status().holder.is_none());
+}
+
+fn request(c: &mut Client, body: RequestBody) -> ReplyBody {
+    c.request(body).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn turn(c: &mut Client, kind: Kind) -> TurnReply {
+    match request(c, RequestBody::ScheduleGate { kind }) {
+        ReplyBody::Turn(t) => t,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_gate_holder_that_dies_mid_batch_gives_its_requests_to_the_next_server_once() {
+    let agent = Agent::start("orin-agx", "");
+    let mut users = agent.client(Encoding::Json);
+    let submitted: Vec<u64> = (0..3)
+        .map(|_| match request(&mut users, RequestBody::ScheduleSubmit) {
+            ReplyBody::Submitted { request } => request,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // The first server takes the batch, begins it and dies (its connection closes).
+    let mut doomed = agent.client(Encoding::Bincode);
+    assert_eq!(turn(&mut doomed, Kind::Infer).requests, submitted);
+    request(
+        &mut doomed,
+        RequestBody::MinibatchBegin {
+            kind: Kind::Infer,
+            id: 1,
+        },
+    );
+    drop(doomed);
+    // A training client carries on meanwhile; the next server gets the same batch.
+    let mut trainer = agent.client(Encoding::Json);
+    let t = turn(&mut trainer, Kind::Train);
+    assert!(t.requests.is_empty());
+    request(
+        &mut trainer,
+        RequestBody::MinibatchBegin {
+            kind: Kind::Train,
+            id: 1,
+        },
+    );
+    request(
+        &mut trainer,
+        RequestBody::MinibatchEnd {
+            kind: Kind::Train,
+            id: 1,
+        },
+    );
+    let mut server = agent.client(Encoding::Json);
+    assert_eq!(turn(&mut server, Kind::Infer).requests, submitted);
+    request(
+        &mut server,
+        RequestBody::MinibatchBegin {
+            kind: Kind::Infer,
+            id: 1,
+        },
+    );
+    request(
+        &mut server,
+        RequestBody::MinibatchEnd {
+            kind: Kind::Infer,
+            id: 1,
+        },
+    );
+    // Each request is served once, to the users' connection.
+    let mut served = Vec::new();
+    while served.len() < submitted.len() {
+        let event = users
+            .events
+            .pop()
+            .unwrap_or_else(|| users.read().unwrap().body);
+        if let ReplyBody::Served { request, batch, .. } = event {
+            assert_eq!(batch, 3);
+            served.push(request);
+        }
+    }
+    served.sort_unstable();
+    assert_eq!(served, submitted);
+    let s = schedule(&agent);
+    assert_eq!(
+        (s.served, s.waiting, s.infer.aborted, s.infer.ended),
+        (3, 0, 1, 1)
+    );
+    assert_eq!((s.train.granted, s.train.ended), (1, 1));
+    // A second turn without ending the first is refused, the connection kept.
+    let t = turn(&mut trainer, Kind::Train);
+    assert!(t.requests.is_empty());
+    match trainer.request(RequestBody::ScheduleGate { kind: Kind::Train }) {
+        Err(jpower::ipc::client::ClientError::Agent { code, .. }) => {
+            assert_eq!(code, ErrorCode::Conflict)
+        }
+        other => panic!("{other:?}"),
+    }
+    request(
+        &mut trainer,
+        RequestBody::MinibatchBegin {
+            kind: Kind::Train,
+            id: 2,
+        },
+    );
+    request(
+        &mut trainer,
+        RequestBody::MinibatchEnd {
+            kind: Kind::Train,
+            id: 2,
+        },
+    );
+    // A server that hangs up while it waits at the gate is never served a batch for good:
+    // the next request goes to a live server (whether or not the dead one was granted it
+    // in the instant before its hang-up was noticed).
+    {
+        use std::io::Write;
+        let mut raw = std::os::unix::net::UnixStream::connect(agent.socket()).unwrap();
+        raw.write_all(b"{\"id\":1,\"body\":{\"schedule_gate\":{\"kind\":\"infer\"}}}\n")
+            .unwrap();
+    }
+    let ReplyBody::Submitted { request: late } = request(&mut users, RequestBody::ScheduleSubmit)
+    else {
+        panic!("no submitted reply");
+    };
+    let mut live = agent.client(Encoding::Bincode);
+    assert_eq!(turn(&mut live, Kind::Infer).requests, vec![late]);
+}
+
+#[test]
+fn schedule_live_runs_the_choice_through_the_agent_and_gives_the_board_back() {
+    let agent = Agent::start("orin-agx", "");
+    let rt = agent.rt.path();
+    let v = json(&crate::util::ok(crate::util::jpower(rt).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "schedule",
+        "--live",
+        "--seconds",
+        "1",
+        "--train",
+        "resnet18",
+        "--infer",
+        "mobilenetv3",
+        "--budget",
+        "30",
+        "--slo-ms",
+        "150",
+        "--rate",
+        "20",
+    ])));
+    let live = &v["live"];
+    assert_eq!(live["requests"], 20, "{v}");
+    assert_eq!(live["served"], live["requests"], "{v}");
+    assert!(live["minibatches"].as_u64().unwrap() > 0, "{v}");
+    assert!(live["train_energy_j"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(live["mean_power_w"].as_f64().unwrap() > 0.0, "{v}");
+    // The lease, the budget and the load are the board's own again.
+    let st = agent.status();
+    assert!(st.holder.is_none() && st.budget_w.is_none(), "{st:?}");
+}
