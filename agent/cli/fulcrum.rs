@@ -147,25 +147,31 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
     let started = Instant::now();
     let choice = search::choose(strategy, &mut board, &p, a.seed);
     let search_s = started.elapsed().as_secs_f64();
+    // What both runs report: the problem, the choice and its search.
+    let mut value = json!({
+        "board": spec.id(),
+        "simulated": true,
+        "train": a.train,
+        "infer": a.infer,
+        "strategy": strategy.name(),
+        "problem": p,
+        "chosen": chosen(&board, &choice.setting),
+        "per_phase": choice.setting.per_phase(),
+        "modes_profiled": choice.modes_profiled,
+        "search_s": search_s,
+    });
+    let mut add = |more: serde_json::Value| {
+        if let (Some(v), serde_json::Value::Object(more)) = (value.as_object_mut(), more) {
+            v.extend(more);
+        }
+    };
     if a.live {
         if !(a.seconds > 0.0 && a.seconds.is_finite()) {
             bail!("--seconds must be a positive number");
         }
         let live =
             super::fulcrum_live::run(target, &board, &choice.setting, &p, a.seconds, a.seed)?;
-        let value = json!({
-            "board": spec.id(),
-            "simulated": true,
-            "live": live,
-            "train": a.train,
-            "infer": a.infer,
-            "strategy": strategy.name(),
-            "problem": p,
-            "chosen": chosen(&board, &choice.setting),
-            "per_phase": choice.setting.per_phase(),
-            "modes_profiled": choice.modes_profiled,
-            "search_s": search_s,
-        });
+        add(json!({ "live": live }));
         return out.print(&value, || live_text(&value));
     }
     let o = board.run(&choice.setting, &p, false);
@@ -180,15 +186,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
             .throughput_per_s
             .total_cmp(&y.outcome.throughput_per_s)
     });
-    let value = json!({
-        "board": spec.id(),
-        "simulated": true,
-        "train": a.train,
-        "infer": a.infer,
-        "strategy": strategy.name(),
-        "problem": p,
-        "chosen": chosen(&board, &choice.setting),
-        "per_phase": choice.setting.per_phase(),
+    add(json!({
         "met": o.met(&p),
         "throughput_per_s": o.throughput_per_s,
         "latency_p50_ms": o.p50_ms,
@@ -203,8 +201,6 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
             "latency_at_percentile_ms": choice.planned.outcome.slo_pct_ms,
             "guard_power_w": choice.planned.outcome.guard_w,
         },
-        "modes_profiled": choice.modes_profiled,
-        "search_s": search_s,
         "oracle": {
             "throughput_per_s": best.map_or(0.0, |b| b.outcome.throughput_per_s),
             "feasible": best.is_some(),
@@ -212,7 +208,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
             "settings_run": fixed.runs,
             "seconds": oracle_s,
         },
-    });
+    }));
     out.print(&value, || {
         schedule_text(&board, &value, &choice.setting, best.map(|b| b.setting))
     })
