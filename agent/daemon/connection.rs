@@ -295,12 +295,17 @@ impl Shared {
         }
         if let Some(m) = plan.phase_modes {
             let mut core = self.lock();
-            for (gpu_hz, emc_hz) in [
-                (m.infer_gpu_hz, m.infer_emc_hz),
-                (m.train_gpu_hz, m.train_emc_hz),
+            let held = core.holds(peer);
+            for (phase, gpu_hz, emc_hz) in [
+                ("inference", m.infer_gpu_hz, m.infer_emc_hz),
+                ("training", m.train_gpu_hz, m.train_emc_hz),
             ] {
                 if let Err((code, message)) = core.switch_phase(peer, gpu_hz, emc_hz, true) {
-                    return error(code, message);
+                    // A client that held no lease holds none after a refused plan.
+                    if !held {
+                        core.end_own_lease(peer, "its schedule_plan was refused");
+                    }
+                    return error(code, format!("phase_modes, {phase} phase: {message}"));
                 }
             }
         }

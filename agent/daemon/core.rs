@@ -73,6 +73,9 @@ fn lease_name(kind: LeaseKind) -> &'static str {
     }
 }
 
+/// What a mode error outside the table advises where the request has a `snap` field.
+const SNAP_ADVICE: &str = "; send \"snap\":true to take the nearest";
+
 /// A mode error in the protocol's words: the field the client sent and its unit
 /// (`cpu_khz` in kHz), the nearest values as plain numbers it can send back, and `snap`
 /// rather than the CLI's `--snap`.
@@ -90,7 +93,7 @@ fn socket_wording(e: &ModeError) -> String {
             };
             let nearest: Vec<String> = nearest.iter().map(|f| (f / scale).to_string()).collect();
             format!(
-                "{field} {} is not in this board's {domain} table; nearest: {} ({unit}); send \"snap\":true to take the nearest",
+                "{field} {} is not in this board's {domain} table; nearest: {} ({unit}){SNAP_ADVICE}",
                 requested_hz / scale,
                 nearest.join(", ")
             )
@@ -460,6 +463,18 @@ impl Core {
         Ok(sw)
     }
 
+    /// Whether `peer` holds the board's lease.
+    pub fn holds(&self, peer: &Peer) -> bool {
+        self.lease.as_ref().is_some_and(|l| l.client == peer.client)
+    }
+
+    /// Ends `peer`'s own lease (restoring the board) for `why`; nothing if it holds none.
+    pub fn end_own_lease(&mut self, peer: &Peer, why: &str) {
+        if self.holds(peer) {
+            self.end_lease(why);
+        }
+    }
+
     /// `release`: the caller's own lease, or (with control permission) someone else's
     /// persistent lease, whose holder is told. Someone else's session lease is `busy`
     /// whoever asks (only its holder's end ends it); someone else's persistent lease
@@ -576,7 +591,8 @@ impl Core {
         };
         match self.set_mode(peer, &knobs, kind, None, level) {
             ReplyBody::ModeSet { .. } => Ok(()),
-            ReplyBody::Error { code, message } => Err((code, message)),
+            // Phase modes have no `snap`: they name exact table values.
+            ReplyBody::Error { code, message } => Err((code, message.replace(SNAP_ADVICE, ""))),
             other => Err((ErrorCode::Failed, format!("unexpected reply {other:?}"))),
         }
     }

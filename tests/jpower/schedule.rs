@@ -357,3 +357,67 @@ fn schedule_live_runs_the_choice_through_the_agent_and_gives_the_board_back() {
     let st = agent.status();
     assert!(st.holder.is_none() && st.budget_w.is_none(), "{st:?}");
 }
+
+/// Found by a client written from `docs/protocol.md` alone: a plan refused for its
+/// training clock left its caller holding the board, with advice (`snap`) that
+/// `phase_modes` has no field for; and `schedule_status` kept a departed planner's rate.
+#[test]
+fn a_refused_plan_leaves_no_lease_and_a_departed_planners_rate_is_gone() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    let bad = SchedulePlan {
+        max_batch: 4,
+        slo_ms: 100.0,
+        rate_per_s: None,
+        phase_modes: Some(PhaseModes {
+            train_gpu_hz: 600_000_000,
+            train_emc_hz: 3_199_000_000,
+            infer_gpu_hz: 624_750_000,
+            infer_emc_hz: 2_133_000_000,
+        }),
+    };
+    match c.request(RequestBody::SchedulePlan(bad)) {
+        Err(jpower::ipc::client::ClientError::Agent { code, message }) => {
+            assert_eq!(code, ErrorCode::InvalidMode);
+            let want = "phase_modes, training phase: gpu_hz 600000000 is not in";
+            assert!(message.starts_with(want), "{message}");
+            assert!(!message.contains("snap"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        agent.status().holder.is_none(),
+        "the refused planner holds the board"
+    );
+    assert!(
+        schedule(&agent).plan.is_none(),
+        "the refused plan was taken"
+    );
+
+    let mut planner = agent.client(Encoding::Json);
+    let plan = SchedulePlan {
+        max_batch: 4,
+        slo_ms: 100.0,
+        rate_per_s: Some(20.0),
+        phase_modes: None,
+    };
+    assert!(matches!(
+        request(&mut planner, RequestBody::SchedulePlan(plan)),
+        ReplyBody::Schedule(_)
+    ));
+    assert_eq!(schedule(&agent).plan.unwrap().rate_per_s, Some(20.0));
+    drop(planner);
+    let start = std::time::Instant::now();
+    loop {
+        let p = schedule(&agent).plan.unwrap();
+        if p.rate_per_s.is_none() {
+            assert_eq!((p.max_batch, p.phase_modes), (4, None), "{p:?}");
+            break;
+        }
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the departed planner's rate stays"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

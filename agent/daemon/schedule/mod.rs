@@ -299,7 +299,8 @@ impl State {
                 self.turns.leave(client);
                 if self.planner.as_ref().is_some_and(|o| o.client == client) {
                     self.rate.set_rate(None);
-                    self.drop_phase_modes();
+                    self.phase = None;
+                    self.turns.planner_left();
                 }
             }
             Msg::Plan {

@@ -123,11 +123,21 @@ impl Turns {
         self.next_plan = Some(plan);
     }
 
-    /// Drops the plan's phase modes (their lease's holder left): one mode from now on.
+    /// Drops the plan's phase modes (a switch failed): one mode from now on.
     pub fn hold_one_mode(&mut self) {
         self.plan.phase_modes = None;
         if let Some(p) = &mut self.next_plan {
             p.phase_modes = None;
+        }
+    }
+
+    /// The planner left: its declared rate and its phase modes end with it (the batch size
+    /// and the target stay).
+    pub fn planner_left(&mut self) {
+        self.hold_one_mode();
+        self.plan.rate_per_s = None;
+        if let Some(p) = &mut self.next_plan {
+            p.rate_per_s = None;
         }
     }
 
