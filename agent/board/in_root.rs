@@ -3,7 +3,9 @@
 //! taken relative to the root and `..` unable to climb above it. On older kernels (L4T
 //! 32 runs 4.9) the same resolution is done component by component in user space and
 //! the result opened with `O_NOFOLLOW`; a tree changed while it is being resolved can
-//! race that fallback, which the kernel's own resolution does not.
+//! race that fallback, which the kernel's own resolution does not. The kernel's may
+//! answer `EAGAIN` when a rename anywhere in the system races a `..`: it is retried, then
+//! left to the fallback, so a busy system never makes a file seem missing.
 //!
 //! On a Jetson the root is `/` and this is ordinary resolution; under `--root DIR` and on
 //! simulated boards it keeps a crafted or broken tree from making jpower read or write
@@ -27,6 +29,11 @@ struct OpenHow {
 /// Links followed before giving up, as the kernel does (`MAXSYMLINKS`).
 const MAX_LINKS: usize = 40;
 
+/// `openat2` tries before resolving in user space: with `RESOLVE_IN_ROOT` the kernel
+/// answers `EAGAIN` when a rename or mount anywhere in the system raced the resolution of
+/// a `..` (hwmon and devfreq links climb with `..`), and asks the caller to retry.
+const OPENAT2_TRIES: usize = 8;
+
 /// Opens `rel` (a path as on the board) under `root`, for reading or reading and writing.
 /// Never creates and never truncates.
 pub fn open(root: &Path, rel: &Path, writable: bool) -> io::Result<File> {
@@ -35,9 +42,22 @@ pub fn open(root: &Path, rel: &Path, writable: bool) -> io::Result<File> {
     } else {
         libc::O_RDONLY
     } | libc::O_CLOEXEC;
-    match openat2(root, rel, flags) {
-        // No openat2 (before 5.6), or a seccomp filter that forbids it.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
+    let mut result = openat2(root, rel, flags);
+    for _ in 1..OPENAT2_TRIES {
+        match &result {
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => result = openat2(root, rel, flags),
+            _ => break,
+        }
+    }
+    match result {
+        // No openat2 (before 5.6), a seccomp filter that forbids it, or renames elsewhere
+        // that kept racing it.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::EAGAIN)
+            ) =>
+        {
             use std::os::unix::fs::OpenOptionsExt;
             std::fs::OpenOptions::new()
                 .read(true)
@@ -165,6 +185,39 @@ mod tests {
             "line one\nline two\n"
         );
         assert!(open(&tree, Path::new("/sys/kernel/real"), true).is_ok());
+    }
+
+    /// Renames elsewhere in the system make the kernel's `..` resolution answer `EAGAIN`
+    /// now and then; an open through a climbing link (as hwmon's are) must never fail for
+    /// it (a chip missed at discovery changed the board's knobs between two commands).
+    #[test]
+    fn renames_elsewhere_never_make_a_file_behind_a_climbing_link_seem_missing() {
+        let top = tempfile::tempdir().unwrap();
+        let tree = top.path().join("tree");
+        std::fs::create_dir_all(tree.join("sys/devices/chip/hwmon")).unwrap();
+        std::fs::write(tree.join("sys/devices/chip/hwmon/name"), "ina3221\n").unwrap();
+        std::fs::create_dir_all(tree.join("sys/class/hwmon")).unwrap();
+        symlink(
+            "../../devices/chip/hwmon",
+            tree.join("sys/class/hwmon/hwmon0"),
+        )
+        .unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let (a, b) = (top.path().join("a"), top.path().join("b"));
+                std::fs::write(&a, "x").unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::fs::rename(&a, &b).unwrap();
+                    std::fs::rename(&b, &a).unwrap();
+                }
+            });
+            let failed = (0..20_000)
+                .filter(|_| open(&tree, Path::new("/sys/class/hwmon/hwmon0/name"), false).is_err())
+                .count();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(failed, 0, "opens failed while renames ran elsewhere");
+        });
     }
 
     #[test]
