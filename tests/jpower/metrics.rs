@@ -8,6 +8,7 @@
 //! `JPOWER_REQUIRE_PROMETHEUS` is set (as `.ci/run` sets it).
 
 use crate::agent::Agent;
+use jpower::daemon::metrics::http::HEAD_DEADLINE;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -246,13 +247,20 @@ fn bad_requests_close_only_their_connection_and_the_agent_keeps_sampling() {
     // A slowloris trickling a header line at a time, and idle connections up to the cap:
     // the next connection is refused with 503, a scrape gets through once they are cut
     // off at the head deadline, and the slowloris is closed by the agent.
+    let opened = Instant::now();
     let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
     slow.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
     let idle: Vec<TcpStream> = (0..7)
         .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
         .collect();
     let (code, text) = exchange(port, b"GET /metrics HTTP/1.1\r\n\r\n");
-    assert_eq!(code, 503, "{text}");
+    // The cap holds only while the eight are inside their head deadline: a machine that
+    // stalled this test past it has rightly cut some off already.
+    if opened.elapsed() < HEAD_DEADLINE.mul_f64(0.8) {
+        assert_eq!(code, 503, "{text}");
+    } else {
+        eprintln!("notice: this test stalled past the head deadline; the 503 went unchecked");
+    }
     let trickle = std::thread::spawn(move || {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(30) {
