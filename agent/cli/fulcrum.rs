@@ -54,6 +54,10 @@ pub struct ScheduleArgs {
     /// How long a live run submits requests, seconds.
     #[arg(long, value_name = "S", default_value_t = 5.0, requires = "live")]
     pub seconds: f64,
+    /// In a live run, the users change to RATE requests per second S seconds in; the
+    /// planner re-plans when it measures the drift.
+    #[arg(long, value_name = "RATE@S", requires = "live")]
+    pub rate_change: Option<super::fulcrum_live::RateChange>,
 }
 
 /// Arguments of `jpower fulcrum eval`.
@@ -97,7 +101,7 @@ fn knobs_text(m: &PinnedMode) -> String {
 }
 
 /// The `chosen` object of a setting.
-fn chosen(board: &ConcurrentBoard, s: &Setting) -> serde_json::Value {
+pub(super) fn chosen(board: &ConcurrentBoard, s: &Setting) -> serde_json::Value {
     let mode = |i| board.space().get(i).expect("a mode of the space");
     let mut v = if s.per_phase() {
         json!({"train": knobs(&mode(s.train)), "infer": knobs(&mode(s.infer))})
@@ -169,8 +173,19 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
         if !(a.seconds > 0.0 && a.seconds.is_finite()) {
             bail!("--seconds must be a positive number");
         }
-        let live =
-            super::fulcrum_live::run(target, &board, &choice.setting, &p, a.seconds, a.seed)?;
+        let replanner = super::fulcrum_live::Replanner {
+            strategy,
+            board: &mut board,
+            seed: a.seed,
+        };
+        let live = super::fulcrum_live::run(
+            target,
+            replanner,
+            &choice.setting,
+            &p,
+            a.seconds,
+            a.rate_change,
+        )?;
         add(json!({ "live": live }));
         return out.print(&value, || live_text(&value));
     }
@@ -217,12 +232,24 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
 fn live_text(v: &serde_json::Value) -> String {
     let l = &v["live"];
     let f = |k: &str| l[k].as_f64().unwrap_or(f64::NAN);
+    let mut replans = String::new();
+    for r in l["replans"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            replans,
+            "  re-planned  at {:.2} s for the {} ({:.1} requests/s, {} W): {}",
+            r["at_s"].as_f64().unwrap_or(f64::NAN),
+            r["why"].as_str().unwrap_or(""),
+            r["rate_per_s"].as_f64().unwrap_or(f64::NAN),
+            r["budget_w"],
+            r["chosen"],
+        );
+    }
     format!(
         "schedule on simulated {} (SIMULATED board, real time through the agent): train {}, infer {}\n  \
          chosen      {}\n  \
          training    {:.1} samples/s ({} minibatches in {:.2} s)\n  \
          requests    {} served of {}, {} late; latency p50 {:.1} ms, p99 {:.1} ms (target {} ms)\n  \
-         power       mean {:.2} W; energy train {:.2} J, infer {:.2} J; {} phase-mode switches\n",
+         power       mean {:.2} W; energy train {:.2} J, infer {:.2} J; {} phase-mode switches\n{replans}",
         v["board"].as_str().unwrap_or(""),
         v["train"].as_str().unwrap_or(""),
         v["infer"].as_str().unwrap_or(""),

@@ -10,6 +10,11 @@
 //! (the budget from before comes back after); the board runs the training load while
 //! the schedule runs. The phase times are the workloads' noise-free times on the board
 //! ([`Board::truth`]): real time passes, the work itself is simulated.
+//!
+//! The planner re-plans online, as a planner beside a real robot would: it measures the
+//! arrival rate from the agent's count of queued requests and searches again when the
+//! rate drifts (`--rate-change` makes the users change it) or when someone changes the
+//! guard's budget; the agent takes the new plan over at the next turn boundary.
 
 use super::Target;
 use crate::control::mode::PinnedMode;
@@ -20,6 +25,7 @@ use crate::ipc::protocol::{
     ScheduleReply,
 };
 use crate::predict::fulcrum::interleave::TRAIN_SAMPLES;
+use crate::predict::fulcrum::search::{self, Strategy};
 use crate::predict::fulcrum::{Board, Problem, Setting, BATCHES};
 use crate::sim::concurrent::ConcurrentBoard;
 use crate::sim::kernel::LoadState;
@@ -28,6 +34,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// What the clients of one live run measured.
@@ -90,30 +97,88 @@ fn percentile(v: &[f64], q: f64) -> f64 {
     v.get(i).copied().unwrap_or(f64::NAN)
 }
 
-/// Runs `s` under `p` for about `seconds` through the agent that serves `target`'s
-/// socket: the JSON object of what it measured.
-pub fn run(
-    target: &Target,
-    board: &ConcurrentBoard,
-    s: &Setting,
-    p: &Problem,
-    seconds: f64,
-    seed: u64,
-) -> Result<serde_json::Value> {
-    let mut planner = target.agent()?.context(
-        "no agent serves the socket: start one on the same board (jpower --sim BOARD agent)",
-    )?;
-    let socket = target.agent_socket()?;
+/// A change of the users' arrival rate during a live run (`--rate-change RATE@S`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateChange {
+    /// The new rate, requests per second.
+    pub rate_per_s: f64,
+    /// When the users change to it, seconds into the run.
+    pub at_s: f64,
+}
+
+impl std::str::FromStr for RateChange {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<RateChange, String> {
+        let (rate, at) = text
+            .split_once('@')
+            .ok_or("RATE@SECONDS, for example 60@2")?;
+        let number = |v: &str, what: &str| {
+            v.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or(format!("{what} {v:?} is not a number of at least 0"))
+        };
+        let change = RateChange {
+            rate_per_s: number(rate, "the rate")?,
+            at_s: number(at, "the time")?,
+        };
+        if change.rate_per_s == 0.0 {
+            return Err("the new rate is above 0 requests per second".into());
+        }
+        Ok(change)
+    }
+}
+
+/// How often the planner reads the agent's counts.
+const POLL: Duration = Duration::from_millis(200);
+/// The window the planner measures the arrival rate over.
+const RATE_WINDOW: Duration = Duration::from_secs(2);
+/// A measured rate is a drift when it is this far from the planned one, relatively...
+const DRIFT_SHARE: f64 = 0.25;
+/// ...and this many standard deviations of a Poisson count at the planned rate, so that
+/// the noise of a few dozen arrivals is not taken for a change.
+const DRIFT_SIGMAS: f64 = 3.0;
+
+/// The phase times of the setting in force (a re-plan changes them): what the trainer
+/// and the server compute for.
+#[derive(Debug, Clone, Copy)]
+struct Times {
+    train_ms: f64,
+    infer_ms: [f64; BATCHES.len()],
+}
+
+impl Times {
+    fn of(board: &ConcurrentBoard, s: &Setting) -> Times {
+        Times {
+            train_ms: board.truth(s.train).train_ms,
+            infer_ms: board.truth(s.infer).infer_ms,
+        }
+    }
+
+    /// The time of the smallest engine batch that holds `n` requests.
+    fn infer(&self, n: usize) -> f64 {
+        let k = BATCHES.iter().position(|&b| b as usize >= n).unwrap_or(0);
+        self.infer_ms[k]
+    }
+}
+
+/// What the planner needs to plan again: the search, the board's profiles, the problem
+/// in force and how the arrival rate and the budget are watched.
+pub struct Replanner<'a> {
+    /// The search that chose the first setting.
+    pub strategy: Strategy,
+    /// The board it profiles.
+    pub board: &'a mut ConcurrentBoard,
+    /// Seed of the search.
+    pub seed: u64,
+}
+
+/// The plan of `s` under `p`.
+fn plan_of(board: &ConcurrentBoard, s: &Setting, p: &Problem) -> (PinnedMode, SchedulePlan) {
     let mode = |i| board.space().get(i).expect("a mode of the space");
     let (train, infer) = (mode(s.train), mode(s.infer));
-    request(
-        &mut planner,
-        RequestBody::SetMode {
-            mode: knobs(&train),
-            lease: LeaseKind::Session,
-            timeout_ms: None,
-        },
-    )?;
     let plan = SchedulePlan {
         max_batch: BATCHES[s.batch],
         slo_ms: p.slo_ms,
@@ -125,39 +190,78 @@ pub fn run(
             infer_emc_hz: infer.emc_hz,
         }),
     };
-    let before = match request(&mut planner, RequestBody::SchedulePlan(plan))? {
-        ReplyBody::Schedule(r) => r,
+    (train, plan)
+}
+
+/// Sets the training mode under the planner's session lease, then the plan; the report.
+fn apply(planner: &mut Client, train: &PinnedMode, plan: SchedulePlan) -> Result<ScheduleReply> {
+    request(
+        planner,
+        RequestBody::SetMode {
+            mode: knobs(train),
+            lease: LeaseKind::Session,
+            timeout_ms: None,
+        },
+    )?;
+    match request(planner, RequestBody::SchedulePlan(plan))? {
+        ReplyBody::Schedule(r) => Ok(r),
         other => bail!("unexpected reply to schedule_plan: {other:?}"),
-    };
-    // The problem's budget is the guard's while the schedule runs; the one before comes
-    // back after.
-    let prior_budget = match request(&mut planner, RequestBody::Status)? {
-        ReplyBody::Status(st) => st.budget_w,
+    }
+}
+
+fn budget(c: &mut Client) -> Result<Option<f64>> {
+    match request(c, RequestBody::Status)? {
+        ReplyBody::Status(st) => Ok(st.budget_w),
         other => bail!("unexpected reply to status: {other:?}"),
-    };
+    }
+}
+
+/// Runs `s` under `p` for about `seconds` through the agent that serves `target`'s
+/// socket, the users changing their rate as `change` says, and re-plans online: the
+/// planner measures the arrival rate from the agent's count of queued requests over
+/// [`RATE_WINDOW`] and plans again when it drifts from the planned rate, or when the
+/// guard's budget is changed by someone else. The JSON object of what it measured.
+pub fn run(
+    target: &Target,
+    re: Replanner<'_>,
+    s: &Setting,
+    p: &Problem,
+    seconds: f64,
+    change: Option<RateChange>,
+) -> Result<serde_json::Value> {
+    let mut planner = target.agent()?.context(
+        "no agent serves the socket: start one on the same board (jpower --sim BOARD agent)",
+    )?;
+    let socket = target.agent_socket()?;
+    let (train, plan) = plan_of(re.board, s, p);
+    let before = apply(&mut planner, &train, plan)?;
+    // The problem's budget is the guard's while the schedule runs; the one before comes
+    // back after, unless someone set another meanwhile (the planner followed it).
+    let prior_budget = budget(&mut planner)?;
     set_budget(&mut planner, Some(p.budget_w))?;
-    let (train_t, infer_t) = (board.truth(s.train), board.truth(s.infer));
-    let requests = ((p.rate_per_s * seconds).round() as usize).max(1);
+    let times = Mutex::new(Times::of(re.board, s));
+    let segments = arrival_segments(p.rate_per_s, seconds, change);
+    let requests = segments.iter().map(|(n, _)| n).sum::<usize>();
     let sim = target.root()?.1;
     if let Some(sim) = &sim {
         sim.set_load(LoadState::TRAINING)?;
     }
-    let measured = run_clients(
-        &socket,
-        requests,
-        p.rate_per_s,
-        seed,
-        train_t.train_ms,
-        |n| {
-            let k = BATCHES.iter().position(|&b| b as usize >= n).unwrap_or(0);
-            infer_t.infer_ms[k]
-        },
-    );
+    let seed = re.seed;
+    let done = AtomicBool::new(false);
+    let measured = std::thread::scope(|scope| {
+        let planning = scope.spawn(|| watch(&mut planner, re, *p, &times, &done));
+        let measured = run_clients(&socket, &segments, seed, &times);
+        done.store(true, Ordering::Relaxed);
+        let replans = planning.join().expect("the planner thread");
+        measured.and_then(|m| Ok((m, replans?)))
+    });
     if let Some(sim) = &sim {
         sim.set_load(LoadState::default())?;
     }
-    set_budget(&mut planner, prior_budget)?;
-    let m = measured?;
+    let (m, replans) = measured?;
+    if budget(&mut planner)? == Some(p.budget_w) {
+        set_budget(&mut planner, prior_budget)?;
+    }
     let after = status(&mut planner)?;
     let mean_w = match request(
         &mut planner,
@@ -181,18 +285,94 @@ pub fn run(
         "mode_switches": after.mode_switches - before.mode_switches,
         "train_energy_j": after.train.energy_j - before.train.energy_j,
         "infer_energy_j": after.infer.energy_j - before.infer.energy_j,
+        "rate_change": change.map(|c| json!({"rate_per_s": c.rate_per_s, "at_s": c.at_s})),
+        "replans": replans,
     }))
 }
 
+/// The users' arrivals: `(count, rate)` per segment, before and after the change, the
+/// counts those rates give over the run's time.
+fn arrival_segments(rate: f64, seconds: f64, change: Option<RateChange>) -> Vec<(usize, f64)> {
+    let count = |r: f64, s: f64| (r * s).round() as usize;
+    match change {
+        Some(c) if c.at_s < seconds => vec![
+            (count(rate, c.at_s), rate),
+            (count(c.rate_per_s, seconds - c.at_s), c.rate_per_s),
+        ],
+        _ => vec![(count(rate, seconds).max(1), rate)],
+    }
+}
+
+/// The planner's loop until `done`: every [`POLL`] the agent's count of queued requests
+/// and the guard's budget; a drift of the measured rate or a new budget re-plans (the
+/// agent takes the plan over at the next turn boundary, nothing queued is dropped). The
+/// re-plans.
+fn watch(
+    planner: &mut Client,
+    re: Replanner<'_>,
+    mut p: Problem,
+    times: &Mutex<Times>,
+    done: &AtomicBool,
+) -> Result<Vec<serde_json::Value>> {
+    let started = Instant::now();
+    let mut window: std::collections::VecDeque<(Instant, u64)> = Default::default();
+    let mut replans = Vec::new();
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(POLL);
+        let now = Instant::now();
+        window.push_back((now, status(planner)?.queued));
+        while window
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > RATE_WINDOW)
+        {
+            window.pop_front();
+        }
+        let measured = match (window.front(), window.back()) {
+            (Some((t0, q0)), Some((t1, q1))) if t1.duration_since(*t0) >= RATE_WINDOW * 3 / 4 => {
+                let span = t1.duration_since(*t0).as_secs_f64();
+                let (count, expected) = ((q1 - q0) as f64, p.rate_per_s * span);
+                let drift = (count - expected).abs();
+                (drift > DRIFT_SHARE * expected && drift > DRIFT_SIGMAS * expected.sqrt())
+                    .then_some(count / span)
+            }
+            _ => None,
+        };
+        let budget_now = budget(planner)?.filter(|b| *b != p.budget_w);
+        if measured.is_none() && budget_now.is_none() {
+            continue;
+        }
+        let why = match (measured, budget_now) {
+            (Some(_), Some(_)) => "measured rate and budget",
+            (Some(_), None) => "measured rate",
+            _ => "budget",
+        };
+        p.rate_per_s = measured.unwrap_or(p.rate_per_s).max(1e-3);
+        p.budget_w = budget_now.unwrap_or(p.budget_w);
+        let choice = search::choose(re.strategy, re.board, &p, re.seed);
+        let (train, plan) = plan_of(re.board, &choice.setting, &p);
+        apply(planner, &train, plan)?;
+        *times.lock().unwrap_or_else(|e| e.into_inner()) = Times::of(re.board, &choice.setting);
+        replans.push(json!({
+            "at_s": started.elapsed().as_secs_f64(),
+            "why": why,
+            "rate_per_s": p.rate_per_s,
+            "budget_w": p.budget_w,
+            "chosen": super::fulcrum::chosen(re.board, &choice.setting),
+            "modes_profiled": choice.modes_profiled,
+        }));
+        // The rate is measured afresh under the new plan.
+        window.clear();
+    }
+    Ok(replans)
+}
+
 /// The trainer, the server and the users on their own connections until the users'
-/// `requests` are served.
+/// requests are served.
 fn run_clients(
     socket: &Path,
-    requests: usize,
-    rate_per_s: f64,
+    segments: &[(usize, f64)],
     seed: u64,
-    train_ms: f64,
-    infer_ms: impl Fn(usize) -> f64 + Sync,
+    times: &Mutex<Times>,
 ) -> Result<Measured> {
     let connect =
         |name| -> Result<Client> { Ok(Client::connect(socket, Encoding::Bincode, name)?.0) };
@@ -201,13 +381,15 @@ fn run_clients(
         connect("infer-server")?,
         connect("users")?,
     );
+    let now = || *times.lock().unwrap_or_else(|e| e.into_inner());
+    let requests = segments.iter().map(|(n, _)| n).sum::<usize>();
     let done = AtomicBool::new(false);
     let started = Instant::now();
     let (minibatches, latencies) = std::thread::scope(|scope| {
         let training = scope.spawn(|| -> Result<u64> {
             let mut n = 0;
             while !done.load(Ordering::Relaxed) {
-                turn(&mut trainer, Kind::Train, n, |_| train_ms)?;
+                turn(&mut trainer, Kind::Train, n, |_| now().train_ms)?;
                 n += 1;
             }
             Ok(n)
@@ -215,12 +397,12 @@ fn run_clients(
         let serving = scope.spawn(|| -> Result<()> {
             let (mut served, mut id) = (0, 0);
             while served < requests {
-                served += turn(&mut server, Kind::Infer, id, &infer_ms)?;
+                served += turn(&mut server, Kind::Infer, id, |n| now().infer(n))?;
                 id += 1;
             }
             Ok(())
         });
-        let latencies = submit_and_wait(&mut users, requests, rate_per_s, seed);
+        let latencies = submit_and_wait(&mut users, segments, seed);
         done.store(true, Ordering::Relaxed);
         let minibatches = training.join().expect("the trainer thread");
         serving.join().expect("the server thread")?;
@@ -235,19 +417,18 @@ fn run_clients(
     })
 }
 
-/// Submits `requests` at `rate_per_s` (Poisson) and waits for each one's `served`
-/// event: their latencies, ms.
-fn submit_and_wait(
-    users: &mut Client,
-    requests: usize,
-    rate_per_s: f64,
-    seed: u64,
-) -> Result<Vec<f64>> {
+/// Submits each segment's requests at its rate (Poisson) and waits for each one's
+/// `served` event: their latencies, ms.
+fn submit_and_wait(users: &mut Client, segments: &[(usize, f64)], seed: u64) -> Result<Vec<f64>> {
     let mut gaps = SplitMix64::new(seed);
-    for _ in 0..requests {
-        request(users, RequestBody::ScheduleSubmit)?;
-        let gap = -(1.0 - gaps.unit()).ln() / rate_per_s;
-        std::thread::sleep(Duration::from_secs_f64(gap));
+    let mut requests = 0;
+    for &(n, rate_per_s) in segments {
+        for _ in 0..n {
+            request(users, RequestBody::ScheduleSubmit)?;
+            let gap = -(1.0 - gaps.unit()).ln() / rate_per_s;
+            std::thread::sleep(Duration::from_secs_f64(gap));
+        }
+        requests += n;
     }
     let mut latencies = Vec::with_capacity(requests);
     let mut events = std::mem::take(&mut users.events).into_iter();

@@ -358,6 +358,69 @@ fn schedule_live_runs_the_choice_through_the_agent_and_gives_the_board_back() {
     assert!(st.holder.is_none() && st.budget_w.is_none(), "{st:?}");
 }
 
+/// The planner re-plans online: when the users' rate changes mid-run it measures the
+/// drift from the agent's count of queued requests and searches again, and it follows a
+/// budget another client sets (which stays after the run); no request is dropped.
+#[test]
+fn schedule_live_re_plans_when_the_rate_drifts_or_the_budget_changes() {
+    let agent = Agent::start("orin-agx", "");
+    let rt = agent.rt.path();
+    let mut other = agent.client(Encoding::Json);
+    let budget_at = std::time::Duration::from_millis(4500);
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(budget_at);
+        other
+            .request(RequestBody::SetBudget { watts: Some(25.0) })
+            .unwrap();
+        other
+    });
+    let v = json(&crate::util::ok(crate::util::jpower(rt).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "schedule",
+        "--live",
+        "--seconds",
+        "7",
+        "--train",
+        "resnet18",
+        "--infer",
+        "mobilenetv3",
+        "--budget",
+        "30",
+        "--slo-ms",
+        "150",
+        "--rate",
+        "10",
+        "--rate-change",
+        "40@2",
+    ])));
+    let _other = setter.join().unwrap();
+    let live = &v["live"];
+    assert_eq!(live["requests"], 10 * 2 + 40 * 5, "{v}");
+    assert_eq!(live["served"], live["requests"], "{v}");
+    let replans = live["replans"].as_array().unwrap();
+    assert!(
+        replans
+            .iter()
+            .any(|r| r["why"].as_str().unwrap().starts_with("measured rate")
+                && r["at_s"].as_f64().unwrap() > 2.0
+                && r["rate_per_s"].as_f64().unwrap() > 20.0),
+        "the rate's change is measured and re-planned for: {v}"
+    );
+    assert!(
+        replans.iter().any(|r| r["budget_w"] == 25.0),
+        "the new budget is planned for: {v}"
+    );
+    let st = agent.status();
+    assert!(st.holder.is_none(), "{st:?}");
+    assert_eq!(
+        st.budget_w,
+        Some(25.0),
+        "the budget another client set stays"
+    );
+}
+
 /// Found by a client written from `docs/protocol.md` alone: a plan refused for its
 /// training clock left its caller holding the board, with advice (`snap`) that
 /// `phase_modes` has no field for; and `schedule_status` kept a departed planner's rate.
