@@ -196,6 +196,14 @@ pub struct PlanArgs {
     /// plan over the board's whole mode space.
     #[arg(long)]
     pub calibrate: bool,
+    /// Measure the calibration and verification runs through the running agent from the
+    /// minibatch markers (kind infer) of your inference program, which runs meanwhile:
+    /// how --calibrate works on a Jetson.
+    #[arg(long, requires = "calibrate")]
+    pub markers: bool,
+    /// With --markers, how long to wait for your program to end a minibatch, seconds.
+    #[arg(long, value_name = "S", default_value_t = 30.0, requires = "markers")]
+    pub marker_timeout: f64,
     /// Run the planned mode and the top mode and report predicted against measured.
     #[arg(long, requires = "calibrate")]
     pub verify: bool,
@@ -228,6 +236,16 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
             slowdown: a.slowdown,
             verify: a.verify,
             truth: a.truth.as_deref(),
+            markers: if a.markers {
+                let timeout = std::time::Duration::try_from_secs_f64(a.marker_timeout).ok();
+                Some(
+                    timeout
+                        .filter(|d| !d.is_zero())
+                        .context("--marker-timeout must be a positive number of seconds")?,
+                )
+            } else {
+                None
+            },
         };
         return super::pagoda_plan::plan(target, &flags, &report, &rooflines, out);
     }

@@ -1,5 +1,8 @@
 //! `jpower plan-inference --calibrate`: the model itself measured on five modes of a
-//! simulated board ([`crate::predict::pagoda::calibrate`]), its latency and energy
+//! simulated board by its inference model, or of any board through the agent from the
+//! minibatch markers of the user's inference program (`--markers`;
+//! [`crate::predict::live::MarkerSource`]) ([`crate::predict::pagoda::calibrate`]), its
+//! latency and energy
 //! predicted on every mode of the board from rooflines interpolated over the clocks, the
 //! mode of least predicted energy within the bound; `--verify` runs the planned mode and
 //! the top mode and reports predicted against measured; `--truth FILE.csv` scores the
@@ -8,6 +11,8 @@
 use super::{Output, Target};
 use crate::board::Board;
 use crate::control::mode::{ModeSpace, PinnedMode};
+use crate::ipc::protocol::Kind;
+use crate::predict::live::MarkerSource;
 use crate::predict::pagoda::calibrate::{calibrate, mean_run, top, Calibrated, KnobRooflines};
 use crate::predict::pagoda::plan::Rooflines;
 use crate::predict::pagoda::Report;
@@ -33,6 +38,9 @@ pub struct CalibrateFlags<'a> {
     pub verify: bool,
     /// `--truth`: a recorded profile to score the predictions against.
     pub truth: Option<&'a std::path::Path>,
+    /// `--markers`: measure through the agent from the markers of the user's program,
+    /// waiting at most this long for each minibatch.
+    pub markers: Option<std::time::Duration>,
 }
 
 /// `jpower plan-inference --calibrate`, on `rooflines` (measured at pinned clocks).
@@ -43,15 +51,33 @@ pub fn plan(
     rooflines: &Rooflines,
     out: &Output,
 ) -> Result<()> {
-    let Some(board) = &target.sim else {
-        bail!("--calibrate runs the model on the board: on a simulated board (--sim BOARD) by its inference model; on a Jetson, record a profile of the model and pass it with --truth FILE.csv");
+    let spec = match &target.sim {
+        Some(board) => {
+            Some(spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))?)
+        }
+        None if a.markers.is_some() => None,
+        None => bail!("--calibrate runs the model on the board: on a simulated board (--sim BOARD) by its inference model; on a Jetson with --markers, from the minibatch markers of your inference program through the agent; or record a profile of the model and pass it with --truth FILE.csv"),
     };
-    let spec = spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))?;
     let (root, _) = target.root()?;
-    let space = ModeSpace::of(&Board::discover(root)?);
-    let mut source = InferenceSource::new(spec, report, 1);
+    let board = Board::discover(root)?;
+    let space = ModeSpace::of(&board);
+    let mut source = match (spec, a.markers) {
+        (Some(spec), None) => Measure::Simulated(InferenceSource::new(spec, report, 1)),
+        (_, timeout) => {
+            let client = target.agent()?.context(
+                "--markers measures through the agent: start it (jpower agent) on this board",
+            )?;
+            Measure::Markers(MarkerSource::new(
+                client,
+                Kind::Infer,
+                space.clone(),
+                timeout.unwrap_or_default(),
+            ))
+        }
+    };
     let fit = KnobRooflines::fit(rooflines)?;
-    let (model, runs) = calibrate(report, &mut source, &space, fit, RUNS);
+    let (model, runs) = calibrate(report, source.get(), &space, fit, RUNS);
+    source.check()?;
     let reference = top(&space);
     let predicted = model.predict(&reference);
     let bound_s = match a.latency_ms {
@@ -89,8 +115,9 @@ pub fn plan(
     let mut value = serde_json::json!({
         "model": report.model,
         "batch": report.batch,
-        "board": spec.id(),
-        "simulated": true,
+        "board": spec.map_or(board.identity.model.clone(), |s| s.id()),
+        "simulated": spec.is_some(),
+        "measured_by": match source { Measure::Simulated(_) => "simulated inference model", Measure::Markers(_) => "minibatch markers through the agent" },
         "modes": space.len(),
         "bound_ms": bound_s * 1e3,
         "calibration": runs.iter().map(|(m, s, w)| serde_json::json!({"mode": m, "latency_ms": s * 1e3, "power_w": w})).collect::<Vec<_>>(),
@@ -100,8 +127,8 @@ pub fn plan(
         "alternatives": feasible.iter().skip(1).take(3).map(|(m, s, j)| mode_json(m, *s, *j)).collect::<Vec<_>>(),
     });
     if a.verify {
-        let verify = |m: &PinnedMode, source: &mut InferenceSource| {
-            let (s, w) = mean_run(source, m, RUNS);
+        let verify = |m: &PinnedMode, source: &mut Measure| {
+            let (s, w) = mean_run(source.get(), m, RUNS);
             let p = model.predict(m);
             serde_json::json!({
                 "mode": m, "measured_ms": s * 1e3, "predicted_ms": p.latency_s * 1e3,
@@ -112,6 +139,7 @@ pub fn plan(
             verify(&chosen, &mut source),
             verify(&reference, &mut source),
         );
+        source.check()?;
         let j = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
         value["verify"] = serde_json::json!({
             "chosen": c, "reference": r,
@@ -119,12 +147,40 @@ pub fn plan(
             "measured_latency_change": j(&c, "measured_ms") / j(&r, "measured_ms") - 1.0,
         });
     }
+    if let Measure::Markers(m) = source {
+        m.release().map_err(anyhow::Error::msg)?;
+    }
     if let Some(path) = &a.truth {
         let text = crate::support::file_error::read_text(path)?;
         let rows = profile::parse_csv_with(&text, path, TRUTH_HEADER)?;
         value["truth"] = score(&model, &rows, bound_s);
     }
     out.print(&value, || text(&value))
+}
+
+/// Where the model's runs are measured.
+enum Measure {
+    /// The simulated board's inference model, in simulated time.
+    Simulated(InferenceSource),
+    /// The user's program, through the agent, from its minibatch markers.
+    Markers(MarkerSource),
+}
+
+impl Measure {
+    fn get(&mut self) -> &mut dyn profile::Source {
+        match self {
+            Measure::Simulated(s) => s,
+            Measure::Markers(m) => m,
+        }
+    }
+
+    /// The first failure of a measurement, as the error it is.
+    fn check(&self) -> Result<()> {
+        match self {
+            Measure::Markers(MarkerSource { error: Some(e), .. }) => bail!("{e}"),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The predictions against a recorded profile: MAPE of latency and energy over its modes,
@@ -172,13 +228,15 @@ fn text(v: &serde_json::Value) -> String {
     let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
     let (c, r) = (&v["chosen"], &v["reference"]);
     let mut t = format!(
-        "{} at batch {} on SIMULATED {} ({} modes), calibrated on {} modes x {} runs\nbound: {:.3} ms\n",
+        "{} at batch {} on {}{} ({} modes), calibrated on {} modes x {} runs ({})\nbound: {:.3} ms\n",
         v["model"].as_str().unwrap_or(""),
         v["batch"],
+        if v["simulated"] == true { "SIMULATED " } else { "" },
         v["board"].as_str().unwrap_or(""),
         v["modes"],
         v["calibration"].as_array().map_or(0, Vec::len),
         v["calibration_runs_per_mode"],
+        v["measured_by"].as_str().unwrap_or(""),
         f(&v["bound_ms"])
     );
     for (name, m) in [("reference", r), ("plan", c)] {

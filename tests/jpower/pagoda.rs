@@ -379,3 +379,112 @@ fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
         "{err}"
     );
 }
+
+/// `plan-inference --calibrate --markers`: the calibration and verification runs measured
+/// through the agent from the minibatch markers of another program (here a thread that
+/// runs the simulated board's inference model at whatever mode the agent has set), as on a
+/// Jetson; the lease ends with the plan, and a program that marks nothing is one line.
+#[test]
+fn plan_inference_calibrates_from_another_programs_minibatch_markers() {
+    use jpower::control::mode::PinnedMode;
+    use jpower::ipc::codec::Encoding;
+    use jpower::ipc::protocol::{Kind, ReplyBody, RequestBody};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let agent = crate::agent::Agent::start("orin-agx", "");
+    let rt = agent.rt.path();
+    let spec = jpower::sim::spec::find("orin-agx").unwrap();
+    let report = jpower::predict::pagoda::zoo::get("resnet50")
+        .unwrap()
+        .count(4, jpower::gpu::roofline::Precision::F32, false);
+    let model = jpower::sim::sources::InferenceSource::new(spec, &report, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let rooflines = dir.path().join("r.json");
+    let roofline = |gpu: f64, emc: f64| {
+        serde_json::json!({"mode": format!("GPU {gpu}"), "gpu_hz": gpu, "emc_hz": emc,
+            "time": {"peak_f32_flops": 4096.0 * gpu * 0.96, "peak_f16_flops": 8192.0 * gpu * 0.94,
+                     "peak_bytes_per_s": 64.0 * emc * 0.88},
+            "energy": {"eps_flop_j": 2e-12 + 4e-12 * (gpu / 1.3e9).powi(2), "eps_flop_f16_j": null,
+                       "eps_byte_j": 3e-11 + 2e-11 * 3.2e9 / emc, "pi0_w": 9.0 + 10.0 * gpu / 1.3e9 + emc / 1e9}})
+    };
+    let file = serde_json::json!({"device": "hand-made", "simulated": true, "modes": [
+        roofline(114.75e6, 204e6), roofline(522.75e6, 665.6e6), roofline(930.75e6, 2133e6), roofline(1300.5e6, 3199e6)]});
+    std::fs::write(&rooflines, file.to_string()).unwrap();
+    let plan = |timeout: &str| {
+        run(jpower(rt)
+            .args(["--sim", "orin-agx", "--json", "plan-inference", "resnet50"])
+            .args(["--batch", "4", "--calibrate", "--markers", "--verify"])
+            .args(["--marker-timeout", timeout, "--rooflines"])
+            .arg(&rooflines))
+    };
+    // Nobody marks minibatches: one line, and the board is given back.
+    let out = plan("0.5");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("no minibatch of kind infer ended"), "{err}");
+    assert!(agent.status().holder.is_none());
+
+    // The inference program: each forward pass as long as the model takes at the mode the
+    // agent has set now.
+    let stop = AtomicBool::new(false);
+    let mut program = agent.client(Encoding::Bincode);
+    let v = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut id = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let ReplyBody::Status(st) = program.request(RequestBody::Status).unwrap() else {
+                    panic!("status")
+                };
+                let mode = PinnedMode {
+                    cores: st.online_cpus.len() as u32,
+                    cpu_hz: st.cpu_khz[0][2] * 1000,
+                    gpu_hz: st.gpu_hz.unwrap()[2],
+                    emc_hz: st.emc_cap_hz.unwrap_or(3_199_000_000),
+                };
+                let kind = Kind::Infer;
+                program
+                    .request(RequestBody::MinibatchBegin { kind, id })
+                    .unwrap();
+                std::thread::sleep(std::time::Duration::from_secs_f64(
+                    model.truth_s(&mode).latency_s,
+                ));
+                program
+                    .request(RequestBody::MinibatchEnd { kind, id })
+                    .unwrap();
+                id += 1;
+            }
+        });
+        let out = plan("30");
+        stop.store(true, Ordering::Relaxed);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&String::from_utf8_lossy(&out.stdout))
+    });
+    assert_eq!(
+        v["measured_by"], "minibatch markers through the agent",
+        "{v}"
+    );
+    let f = |x: &serde_json::Value| x.as_f64().unwrap();
+    let runs = v["calibration"].as_array().unwrap();
+    assert_eq!(runs.len(), 5, "{v}");
+    for r in runs {
+        let m: PinnedMode = serde_json::from_value(r["mode"].clone()).unwrap();
+        let truth = model.truth_s(&m).latency_s * 1e3;
+        // The markers' time is the pass's plus a round trip and a loaded host's sleep.
+        let ratio = f(&r["latency_ms"]) / truth;
+        assert!((0.98..1.25).contains(&ratio), "{r}: truth {truth} ms");
+        assert!(f(&r["power_w"]) > 0.0, "{r}");
+    }
+    let reference = &v["verify"]["reference"];
+    let m: PinnedMode = serde_json::from_value(reference["mode"].clone()).unwrap();
+    let ratio = f(&reference["measured_ms"]) / (model.truth_s(&m).latency_s * 1e3);
+    assert!((0.98..1.25).contains(&ratio), "{reference}");
+    assert!(f(&v["chosen"]["latency_ms"]) <= f(&v["bound_ms"]) + 1e-9);
+    assert!(
+        agent.status().holder.is_none(),
+        "the lease ended with the plan"
+    );
+}
