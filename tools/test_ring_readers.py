@@ -352,10 +352,16 @@ class CReaderTest(RingTest):
     def test_agrees_with_a_live_writer(self):
         self.start_writer("--slot-count", "4", "--rate", "2000", "--wobble", "--duration", "5")
         model = fake.FakeRing(self.path(), fake.DEFAULT_RAILS, wobble=True)
+        # "published" comes before the first sample: on a loaded host the reader could
+        # rightly find none yet, so it starts once the writer has written one.
+        ring = self.open_ring()
+        deadline = time.monotonic() + 10
+        while ring.write_seq() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         out = self.run_reader("3")
         self.assertEqual(out.returncode, 0, out.stderr)
         pairs = re.findall(r"^sample n=(\d+) .*?^module_w=(\S+)$", out.stdout, re.M | re.S)
-        self.assertEqual(len(pairs), 3)
+        self.assertEqual(len(pairs), 3, out.stdout)
         for n, watts in pairs:
             self.assertEqual(round(float(watts) * 1e6), model.expected(int(n))[0])
 
