@@ -53,28 +53,6 @@ impl<W: Workload> AgentSource<W> {
         }
     }
 
-    fn measure(&mut self, mode: &PinnedMode) -> Result<(f64, f64), String> {
-        if self.current != Some(*mode) {
-            set_mode(&mut self.client, mode)?;
-            self.current = Some(*mode);
-        }
-        let id = self.next_id;
-        self.next_id += 1;
-        let kind = Kind::Train;
-        self.client
-            .request(RequestBody::MinibatchBegin { kind, id })
-            .map_err(|e| e.to_string())?;
-        self.workload.minibatch()?;
-        match self
-            .client
-            .request(RequestBody::MinibatchEnd { kind, id })
-            .map_err(|e| e.to_string())?
-        {
-            ReplyBody::Minibatch(m) => Ok((m.duration_ms, m.mean_w)),
-            other => Err(format!("unexpected reply to minibatch_end: {other:?}")),
-        }
-    }
-
     /// Times one minibatch of the workload, outside any marker, milliseconds.
     pub fn time_minibatch(&mut self) -> Result<f64, String> {
         let start = std::time::Instant::now();
@@ -99,16 +77,6 @@ fn release(client: &mut Client) -> Result<(), String> {
         .request(RequestBody::Release)
         .map(|_| ())
         .map_err(|e| e.to_string())
-}
-
-/// A measurement as the profiler takes it: the value, or `None` with the first failure
-/// kept in `error`.
-fn kept(error: &mut Option<String>, measured: Result<(f64, f64), String>) -> Option<(f64, f64)> {
-    measured
-        .map_err(|e| {
-            error.get_or_insert(e);
-        })
-        .ok()
 }
 
 /// Sets `mode` under a session lease without expiry: it ends when this process exits or
@@ -207,6 +175,13 @@ impl MarkerSource {
         }
     }
 
+    /// Ends the lease: the agent puts back what was there before it.
+    pub fn release(mut self) -> Result<(), String> {
+        release(&mut self.client)
+    }
+}
+
+impl Measurer for MarkerSource {
     fn measure(&mut self, mode: &PinnedMode) -> Result<(f64, f64), String> {
         if self.current != Some(*mode) {
             set_mode(&mut self.client, mode)?;
@@ -224,20 +199,70 @@ impl MarkerSource {
         Ok((ms / n, (to.energy_j - from.energy_j) / (ms / 1e3)))
     }
 
-    /// Ends the lease: the agent puts back what was there before it.
-    pub fn release(mut self) -> Result<(), String> {
-        release(&mut self.client)
+    fn error(&mut self) -> &mut Option<String> {
+        &mut self.error
+    }
+
+    fn space(&self) -> &ModeSpace {
+        &self.space
     }
 }
 
-impl Source for MarkerSource {
+impl<W: Workload> Measurer for AgentSource<W> {
+    fn measure(&mut self, mode: &PinnedMode) -> Result<(f64, f64), String> {
+        if self.current != Some(*mode) {
+            set_mode(&mut self.client, mode)?;
+            self.current = Some(*mode);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let kind = Kind::Train;
+        self.client
+            .request(RequestBody::MinibatchBegin { kind, id })
+            .map_err(|e| e.to_string())?;
+        self.workload.minibatch()?;
+        match self
+            .client
+            .request(RequestBody::MinibatchEnd { kind, id })
+            .map_err(|e| e.to_string())?
+        {
+            ReplyBody::Minibatch(m) => Ok((m.duration_ms, m.mean_w)),
+            other => Err(format!("unexpected reply to minibatch_end: {other:?}")),
+        }
+    }
+
+    fn error(&mut self) -> &mut Option<String> {
+        &mut self.error
+    }
+
+    fn space(&self) -> &ModeSpace {
+        &self.space
+    }
+}
+
+/// A source that measures minibatches through the agent, one at a time; [`Source`]
+/// follows: the first failure is kept, and every later measurement fails at once.
+pub trait Measurer {
+    /// One minibatch at `mode`: milliseconds and watts.
+    fn measure(&mut self, mode: &PinnedMode) -> Result<(f64, f64), String>;
+    /// Where the first failure is kept.
+    fn error(&mut self) -> &mut Option<String>;
+    /// The modes it measures.
+    fn space(&self) -> &ModeSpace;
+}
+
+impl<T: Measurer> Source for T {
     fn minibatch(&mut self, mode: &PinnedMode, _since_switch: u32) -> Option<(f64, f64)> {
-        // After a failure (the program stopped marking), every later run fails at once.
-        if self.error.is_some() {
+        if self.error().is_some() {
             return None;
         }
-        let measured = self.measure(mode);
-        kept(&mut self.error, measured)
+        match self.measure(mode) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                self.error().get_or_insert(e);
+                None
+            }
+        }
     }
 
     fn truth(&self, _mode: &PinnedMode) -> Option<(f64, f64)> {
@@ -245,21 +270,6 @@ impl Source for MarkerSource {
     }
 
     fn modes(&self) -> Vec<PinnedMode> {
-        self.space.iter().collect()
-    }
-}
-
-impl<W: Workload> Source for AgentSource<W> {
-    fn minibatch(&mut self, mode: &PinnedMode, _since_switch: u32) -> Option<(f64, f64)> {
-        let measured = self.measure(mode);
-        kept(&mut self.error, measured)
-    }
-
-    fn truth(&self, _mode: &PinnedMode) -> Option<(f64, f64)> {
-        None
-    }
-
-    fn modes(&self) -> Vec<PinnedMode> {
-        self.space.iter().collect()
+        self.space().iter().collect()
     }
 }

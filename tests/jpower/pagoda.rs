@@ -296,15 +296,9 @@ fn pagoda_eval_quick_meets_its_targets_on_the_simulated_orin() {
     one_line_error(&["pagoda", "eval", "--quick"], "name one with --sim BOARD");
 }
 
-/// `plan-inference --calibrate` on a simulated board: five calibration runs, the plan over
-/// the board's whole mode space, `--verify` measuring the plan and the top mode, and
-/// `--truth` scoring the predictions against a recorded profile.
-#[test]
-fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
-    let rt = util::runtime();
-    let dir = tempfile::tempdir().unwrap();
-    // Rooflines at pinned clocks, as `jpower roofline --sample 4 --json` writes them: peaks
-    // proportional to the clocks.
+/// Rooflines at four pinned clocks of Orin AGX, as `jpower roofline --sample 4 --json`
+/// writes them (peaks proportional to the clocks), saved in `dir`: the file.
+fn hand_made_rooflines(dir: &std::path::Path) -> std::path::PathBuf {
     let mode = |gpu: f64, emc: f64| {
         serde_json::json!({"mode": format!("GPU {gpu}"), "gpu_hz": gpu, "emc_hz": emc,
             "time": {"peak_f32_flops": 4096.0 * gpu * 0.96, "peak_f16_flops": 8192.0 * gpu * 0.94,
@@ -312,10 +306,21 @@ fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
             "energy": {"eps_flop_j": 2e-12 + 4e-12 * (gpu / 1.3e9).powi(2), "eps_flop_f16_j": null,
                        "eps_byte_j": 3e-11 + 2e-11 * 3.2e9 / emc, "pi0_w": 9.0 + 10.0 * gpu / 1.3e9 + emc / 1e9}})
     };
-    let rooflines = dir.path().join("r.json");
+    let path = dir.join("r.json");
     let file = serde_json::json!({"device": "hand-made", "simulated": true, "modes": [
         mode(114.75e6, 204e6), mode(522.75e6, 665.6e6), mode(930.75e6, 2133e6), mode(1300.5e6, 3199e6)]});
-    std::fs::write(&rooflines, file.to_string()).unwrap();
+    std::fs::write(&path, file.to_string()).unwrap();
+    path
+}
+
+/// `plan-inference --calibrate` on a simulated board: five calibration runs, the plan over
+/// the board's whole mode space, `--verify` measuring the plan and the top mode, and
+/// `--truth` scoring the predictions against a recorded profile.
+#[test]
+fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let rooflines = hand_made_rooflines(dir.path());
     let truth = dir.path().join("t.csv");
     std::fs::write(
         &truth,
@@ -398,17 +403,7 @@ fn plan_inference_calibrates_from_another_programs_minibatch_markers() {
         .count(4, jpower::gpu::roofline::Precision::F32, false);
     let model = jpower::sim::sources::InferenceSource::new(spec, &report, 1);
     let dir = tempfile::tempdir().unwrap();
-    let rooflines = dir.path().join("r.json");
-    let roofline = |gpu: f64, emc: f64| {
-        serde_json::json!({"mode": format!("GPU {gpu}"), "gpu_hz": gpu, "emc_hz": emc,
-            "time": {"peak_f32_flops": 4096.0 * gpu * 0.96, "peak_f16_flops": 8192.0 * gpu * 0.94,
-                     "peak_bytes_per_s": 64.0 * emc * 0.88},
-            "energy": {"eps_flop_j": 2e-12 + 4e-12 * (gpu / 1.3e9).powi(2), "eps_flop_f16_j": null,
-                       "eps_byte_j": 3e-11 + 2e-11 * 3.2e9 / emc, "pi0_w": 9.0 + 10.0 * gpu / 1.3e9 + emc / 1e9}})
-    };
-    let file = serde_json::json!({"device": "hand-made", "simulated": true, "modes": [
-        roofline(114.75e6, 204e6), roofline(522.75e6, 665.6e6), roofline(930.75e6, 2133e6), roofline(1300.5e6, 3199e6)]});
-    std::fs::write(&rooflines, file.to_string()).unwrap();
+    let rooflines = hand_made_rooflines(dir.path());
     let plan = |timeout: &str| {
         run(jpower(rt)
             .args(["--sim", "orin-agx", "--json", "plan-inference", "resnet50"])

@@ -324,29 +324,24 @@ fn a_gate_holder_that_dies_mid_batch_gives_its_requests_to_the_next_server_once(
     assert_eq!(turn(&mut live, Kind::Infer).requests, vec![late]);
 }
 
+/// `jpower schedule --live` of ResNet-18 training and MobileNetV3 inference under 30 W and
+/// a 150 ms target on the agent's simulated Orin AGX, with `extra` (the run's length and
+/// rates): its JSON.
+fn schedule_live(rt: &Path, extra: &[&str]) -> serde_json::Value {
+    json(&crate::util::ok(
+        crate::util::jpower(rt)
+            .args(["--sim", "orin-agx", "--json", "schedule", "--live"])
+            .args(["--train", "resnet18", "--infer", "mobilenetv3"])
+            .args(["--budget", "30", "--slo-ms", "150"])
+            .args(extra),
+    ))
+}
+
 #[test]
 fn schedule_live_runs_the_choice_through_the_agent_and_gives_the_board_back() {
     let agent = Agent::start("orin-agx", "");
     let rt = agent.rt.path();
-    let v = json(&crate::util::ok(crate::util::jpower(rt).args([
-        "--sim",
-        "orin-agx",
-        "--json",
-        "schedule",
-        "--live",
-        "--seconds",
-        "1",
-        "--train",
-        "resnet18",
-        "--infer",
-        "mobilenetv3",
-        "--budget",
-        "30",
-        "--slo-ms",
-        "150",
-        "--rate",
-        "20",
-    ])));
+    let v = schedule_live(rt, &["--seconds", "1", "--rate", "20"]);
     let live = &v["live"];
     assert_eq!(live["requests"], 20, "{v}");
     assert_eq!(live["served"], live["requests"], "{v}");
@@ -374,27 +369,10 @@ fn schedule_live_re_plans_when_the_rate_drifts_or_the_budget_changes() {
             .unwrap();
         other
     });
-    let v = json(&crate::util::ok(crate::util::jpower(rt).args([
-        "--sim",
-        "orin-agx",
-        "--json",
-        "schedule",
-        "--live",
-        "--seconds",
-        "7",
-        "--train",
-        "resnet18",
-        "--infer",
-        "mobilenetv3",
-        "--budget",
-        "30",
-        "--slo-ms",
-        "150",
-        "--rate",
-        "10",
-        "--rate-change",
-        "40@2",
-    ])));
+    let v = schedule_live(
+        rt,
+        &["--seconds", "7", "--rate", "10", "--rate-change", "40@2"],
+    );
     let _other = setter.join().unwrap();
     let live = &v["live"];
     assert_eq!(live["requests"], 10 * 2 + 40 * 5, "{v}");
