@@ -86,10 +86,6 @@ fn board_spec(target: &Target, what: &str) -> Result<&'static BoardSpec> {
     spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))
 }
 
-fn knobs(m: &PinnedMode) -> serde_json::Value {
-    json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz})
-}
-
 fn knobs_text(m: &PinnedMode) -> String {
     format!(
         "{} cores, CPU {} MHz, GPU {:.2} MHz, EMC {:.1} MHz",
@@ -98,18 +94,6 @@ fn knobs_text(m: &PinnedMode) -> String {
         m.gpu_hz as f64 / 1e6,
         m.emc_hz as f64 / 1e6
     )
-}
-
-/// The `chosen` object of a setting.
-pub(super) fn chosen(board: &ConcurrentBoard, s: &Setting) -> serde_json::Value {
-    let mode = |i| board.space().get(i).expect("a mode of the space");
-    let mut v = if s.per_phase() {
-        json!({"train": knobs(&mode(s.train)), "infer": knobs(&mode(s.infer))})
-    } else {
-        knobs(&mode(s.train))
-    };
-    v["infer_batch"] = json!(BATCHES[s.batch]);
-    v
 }
 
 /// `jpower schedule`.
@@ -159,7 +143,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
         "infer": a.infer,
         "strategy": strategy.name(),
         "problem": p,
-        "chosen": chosen(&board, &choice.setting),
+        "chosen": super::fulcrum_live::chosen(&board, &choice.setting),
         "per_phase": choice.setting.per_phase(),
         "modes_profiled": choice.modes_profiled,
         "search_s": search_s,
@@ -219,7 +203,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
         "oracle": {
             "throughput_per_s": best.map_or(0.0, |b| b.outcome.throughput_per_s),
             "feasible": best.is_some(),
-            "chosen": best.map(|b| chosen(&board, &b.setting)),
+            "chosen": best.map(|b| super::fulcrum_live::chosen(&board, &b.setting)),
             "settings_run": fixed.runs,
             "seconds": oracle_s,
         },

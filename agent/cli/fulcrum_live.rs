@@ -79,6 +79,22 @@ fn knobs(m: &PinnedMode) -> ModeRequest {
     }
 }
 
+fn knobs_json(m: &PinnedMode) -> serde_json::Value {
+    json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz})
+}
+
+/// The `chosen` object of a setting.
+pub(super) fn chosen(board: &ConcurrentBoard, s: &Setting) -> serde_json::Value {
+    let mode = |i| board.space().get(i).expect("a mode of the space");
+    let mut v = if s.per_phase() {
+        json!({"train": knobs_json(&mode(s.train)), "infer": knobs_json(&mode(s.infer))})
+    } else {
+        knobs_json(&mode(s.train))
+    };
+    v["infer_batch"] = json!(BATCHES[s.batch]);
+    v
+}
+
 fn set_budget(c: &mut Client, watts: Option<f64>) -> Result<()> {
     request(c, RequestBody::SetBudget { watts })?;
     Ok(())
@@ -357,7 +373,7 @@ fn watch(
             "why": why,
             "rate_per_s": p.rate_per_s,
             "budget_w": p.budget_w,
-            "chosen": super::fulcrum::chosen(re.board, &choice.setting),
+            "chosen": chosen(re.board, &choice.setting),
             "modes_profiled": choice.modes_profiled,
         }));
         // The rate is measured afresh under the new plan.
