@@ -15,6 +15,7 @@
 //! A strategy sees a board only through [`Board::profile`] (measurements with noise); the
 //! oracle and the scoring use [`Board::truth`] and [`Board::run`].
 
+pub mod descent;
 pub mod eval;
 pub mod interleave;
 pub mod oracle;

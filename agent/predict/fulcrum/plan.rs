@@ -49,22 +49,21 @@ impl Planned {
     }
 }
 
-/// The best batch size for training at `train`'s table and inference at `infer`'s, with
-/// `switch_ms` per phase change (0 for a fixed mode).
-pub fn best_batch(
+/// The plan of every batch size of [`BATCHES`] for training at `train`'s table and
+/// inference at `infer`'s, with `switch_ms` per phase change (0 for a fixed mode).
+pub fn each_batch(
     engine: &mut Engine,
     train: &PhaseTable,
     infer: &PhaseTable,
     switch_ms: f64,
     p: &Problem,
-) -> Planned {
+) -> [Planned; BATCHES.len()] {
     let noise = Noise {
         train: train.train_spread.max(0.01),
         infer: 0.02,
         power: 0.015,
     };
-    let mut best: Option<Planned> = None;
-    for batch in 0..BATCHES.len() {
+    std::array::from_fn(|batch| {
         let phases = Phases {
             train,
             infer,
@@ -74,16 +73,23 @@ pub fn best_batch(
         let outcome = engine.run(&phases, p, &noise, PLAN_SEED, PLAN_SEED ^ 1, false);
         let violation = (outcome.slo_pct_ms / (p.slo_ms * (1.0 - SLO_MARGIN)))
             .max(outcome.guard_w / (p.budget_w * (1.0 - POWER_MARGIN)));
-        let planned = Planned {
+        Planned {
             batch,
             outcome,
             violation,
-        };
-        if best.as_ref().is_none_or(|b| planned.better(b)) {
-            best = Some(planned);
+        }
+    })
+}
+
+/// The best of the plans of [`each_batch`] ([`Planned::better`]; the smaller batch on a tie).
+pub fn best_of(plans: &[Planned; BATCHES.len()]) -> Planned {
+    let mut best = plans[0];
+    for p in &plans[1..] {
+        if p.better(&best) {
+            best = *p;
         }
     }
-    best.expect("at least one batch size")
+    best
 }
 
 #[cfg(test)]
@@ -109,14 +115,14 @@ mod tests {
             switch_ms: 0.0,
         };
         let mut e = Engine::default();
-        let plan = best_batch(&mut e, &t, &t, 0.0, &p);
+        let plan = best_of(&each_batch(&mut e, &t, &t, 0.0, &p));
         assert!(plan.feasible() && plan.batch >= 2, "{plan:?}");
         // A budget under both phases' power cannot be met at any batch size.
         let low = Problem {
             budget_w: 15.0,
             ..p
         };
-        let plan = best_batch(&mut e, &t, &t, 0.0, &low);
+        let plan = best_of(&each_batch(&mut e, &t, &t, 0.0, &low));
         assert!(!plan.feasible() && plan.violation > 1.3, "{plan:?}");
     }
 }

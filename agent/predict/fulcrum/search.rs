@@ -1,6 +1,7 @@
 //! Strategies that choose a schedule from few profiled modes. Each sees the board only
 //! through [`Board::profile`] (a mode's training minibatches and inference batches,
-//! measured with noise) and plans every profiled mode with [`plan::best_batch`].
+//! measured with noise) and plans every profiled mode at every batch size with
+//! [`plan::each_batch`], keeping the best ([`plan::best_of`]).
 //!
 //! - `gmd` (Fulcrum's gradient-based multi-dimensional search, in jpower's form): profile
 //!   the top mode; if its plan misses the budget, probe each knob half-way down its table
@@ -25,7 +26,8 @@
 //! [`Problem::switch_ms`] per phase change, beats the fixed mode's.
 
 use super::interleave::Engine;
-use super::plan::{best_batch, Planned};
+use super::plan::{best_of, each_batch, Planned};
+use super::BATCHES;
 use super::{coords, dims, index, Board, PhaseTable, Problem, Setting};
 use crate::support::rng::SplitMix64;
 use std::collections::HashMap;
@@ -34,8 +36,6 @@ use std::collections::HashMap;
 pub const GMD_MODES: usize = 9;
 /// Modes `random` profiles.
 pub const RANDOM_MODES: usize = 10;
-/// A walk's step: this share of a knob's table, at least one entry.
-const STEP: usize = 8;
 
 /// A search strategy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,16 +91,17 @@ pub struct Choice {
 }
 
 /// Profiles modes once each and plans them.
-struct Profiler<'a, B: Board> {
-    board: &'a mut B,
-    p: Problem,
+pub(super) struct Profiler<'a, B: Board> {
+    pub(super) board: &'a mut B,
+    pub(super) p: Problem,
     engine: Engine,
-    tables: HashMap<usize, PhaseTable>,
-    plans: HashMap<(usize, usize), Planned>,
+    pub(super) tables: HashMap<usize, PhaseTable>,
+    /// The plans of every batch size, per (training mode, inference mode).
+    plans: HashMap<(usize, usize), [Planned; BATCHES.len()]>,
 }
 
 impl<B: Board> Profiler<'_, B> {
-    fn table(&mut self, mode: usize) -> PhaseTable {
+    pub(super) fn table(&mut self, mode: usize) -> PhaseTable {
         let board = &mut *self.board;
         *self
             .tables
@@ -108,8 +109,13 @@ impl<B: Board> Profiler<'_, B> {
             .or_insert_with(|| board.profile(mode))
     }
 
-    /// The plan of training at `train` and inference at `infer`.
-    fn plan(&mut self, train: usize, infer: usize) -> Planned {
+    /// The best plan of training at `train` and inference at `infer`.
+    pub(super) fn plan(&mut self, train: usize, infer: usize) -> Planned {
+        best_of(&self.batches(train, infer))
+    }
+
+    /// The plans of every batch size of training at `train` and inference at `infer`.
+    pub(super) fn batches(&mut self, train: usize, infer: usize) -> [Planned; BATCHES.len()] {
         if let Some(p) = self.plans.get(&(train, infer)) {
             return *p;
         }
@@ -119,17 +125,30 @@ impl<B: Board> Profiler<'_, B> {
         } else {
             self.p.switch_ms
         };
-        let planned = best_batch(&mut self.engine, &t, &i, switch, &self.p);
+        let planned = each_batch(&mut self.engine, &t, &i, switch, &self.p);
         self.plans.insert((train, infer), planned);
         planned
+    }
+
+    /// The modes planned as fixed modes so far, in index order.
+    pub(super) fn fixed_modes(&self) -> Vec<usize> {
+        let mut modes: Vec<usize> = self
+            .plans
+            .keys()
+            .filter(|(t, i)| t == i)
+            .map(|k| k.0)
+            .collect();
+        modes.sort_unstable();
+        modes
     }
 
     /// The best fixed mode planned so far.
     fn best_fixed(&self) -> (usize, Planned) {
         let mut best: Option<(usize, Planned)> = None;
-        for (&(t, i), p) in &self.plans {
-            if t == i && best.is_none_or(|(m, b)| p.better(&b) || (*p == b && t < m)) {
-                best = Some((t, *p));
+        for (&(t, i), plans) in &self.plans {
+            let p = best_of(plans);
+            if t == i && best.is_none_or(|(m, b)| p.better(&b) || (p == b && t < m)) {
+                best = Some((t, p));
             }
         }
         best.expect("a mode was planned")
@@ -214,99 +233,10 @@ pub fn choose(strategy: Strategy, board: &mut impl Board, p: &Problem, seed: u64
                 prof.plan(m, m);
             }
         }
-        Strategy::Gmd => gmd(&mut prof, top),
+        Strategy::Gmd => super::descent::gmd(&mut prof, top),
         Strategy::Als => als(&mut prof, top, seed),
     }
     prof.choose()
-}
-
-/// Measured training power and minibatches per second of a mode's table.
-fn power_rate(t: &PhaseTable) -> (f64, f64) {
-    (t.train_w, 1000.0 / t.train_ms)
-}
-
-/// The GMD walk of the module docs.
-fn gmd<B: Board>(prof: &mut Profiler<'_, B>, top: usize) {
-    let space = prof.board.space().clone();
-    let d = dims(&space);
-    let start = prof.plan(top, top);
-    // Over the latency target at the top mode: slower modes only lengthen the minibatch.
-    let budget = prof.p.budget_w;
-    if start.feasible() || start.outcome.guard_w <= budget {
-        return;
-    }
-    let x0 = coords(&space, top);
-    let (p0, t0) = power_rate(&prof.table(top));
-    // Training watts saved and minibatch rate lost per table step of each knob, from the
-    // measured tables (a plan's batch size may differ between modes).
-    let mut slope = [(0.0f64, 0.0f64); 4];
-    for k in 0..4 {
-        if x0[k] == 0 {
-            continue;
-        }
-        let mut y = x0;
-        y[k] = x0[k] / 2;
-        let m = index(&space, y);
-        prof.plan(m, m);
-        let (p, t) = power_rate(&prof.table(m));
-        let steps = (x0[k] - y[k]) as f64;
-        slope[k] = ((p0 - p) / steps, (t0 - t).max(1e-9) / steps);
-    }
-    let mut order: Vec<usize> = (0..4).filter(|&k| slope[k].0 > 0.0).collect();
-    order.sort_by(|&a, &b| (slope[b].0 / slope[b].1).total_cmp(&(slope[a].0 / slope[a].1)));
-    let target = budget * (1.0 - super::plan::POWER_MARGIN);
-    let mut excess = start.outcome.guard_w - target;
-    let mut jump = x0;
-    for &k in &order {
-        if excess <= 0.0 {
-            break;
-        }
-        // No further than the probe: below it the knob may bind (a trust region).
-        let steps = ((excess / slope[k].0).ceil() as usize).min(x0[k] - x0[k] / 2);
-        jump[k] -= steps;
-        excess -= steps as f64 * slope[k].0;
-    }
-    // The line from the top to the jump, `a` in 0..=1 of the way.
-    let line = |a: f64| -> [usize; 4] {
-        let mut y = x0;
-        for k in 0..4 {
-            y[k] = x0[k] - (a * (x0[k] - jump[k]) as f64).round() as usize;
-        }
-        y
-    };
-    let at = |prof: &mut Profiler<'_, B>, y: [usize; 4]| {
-        let m = index(&space, y);
-        prof.plan(m, m).outcome.guard_w
-    };
-    let (mut lo, mut p_lo, mut hi) = (0.0, p0, 1.0);
-    let mut p_hi = at(prof, jump);
-    if p_hi > target {
-        // Still over: keep shedding watts, the cheapest knob first.
-        let mut x = jump;
-        while prof.tables.len() < GMD_MODES && at(prof, x) > target {
-            let Some(k) = order.iter().copied().find(|&k| x[k] > 0) else {
-                break;
-            };
-            x[k] = x[k].saturating_sub((d[k] / STEP).max(1));
-        }
-        return;
-    }
-    // Regula falsi on the planned power between the top (over) and the jump (under).
-    while prof.tables.len() < GMD_MODES {
-        let width = hi - lo;
-        let a = (lo + (p_lo - target) / (p_lo - p_hi).max(1e-9) * width)
-            .clamp(lo + 0.1 * width, hi - 0.1 * width);
-        let y = line(a);
-        if prof.tables.contains_key(&index(&space, y)) {
-            break;
-        }
-        let p = at(prof, y);
-        if p > target {
-            (lo, p_lo) = (a, p);
-        } else {
-            (hi, p_hi) = (a, p);
-        }
-    }
 }
 
 /// Knob features of a mode for the ALS surrogate: 1, the log clocks and log cores.
