@@ -2,8 +2,9 @@
 //! modes, model the plans of the rest from them, and profile next where the model says
 //! the fastest plan that meets the targets lies.
 //!
-//! - **Probes.** The top mode; if its plan misses, each knob half-way down its table
-//!   (one mode each, the others at the top), and a second probe on the knob that sheds
+//! - **Probes.** The top mode, each knob half-way down its table (one mode each, the
+//!   others at the top: even where the top meets the targets, a lower clock may train
+//!   faster beside the inference it must serve), and a second probe on the knob that sheds
 //!   the most training power, half-way between the top and its first probe: power is
 //!   convex in a clock (about `f V²`), so a secant from the top to the half-way probe
 //!   overstates what the first steps down shed, and the second probe finds the bend.
@@ -18,9 +19,10 @@
 //!   the model predicts to be the fastest to meet the planner's tightened targets and to
 //!   beat the best plan met so far, within a trust region (no knob more than [`REACH`]
 //!   table steps below the lowest position profiled on it); stop when none is predicted
-//!   to beat it. While nothing is met, profile the mode predicted to miss least; the last
-//!   try with nothing met keeps the room of the model's worst miss so far (targets
-//!   tightened by the largest ratio of measured to predicted power and latency).
+//!   to beat it. While nothing is met, profile the mode predicted to miss least. Every
+//!   pick keeps the room of the model's worst miss so far: the targets are tightened by
+//!   the largest ratio of measured to predicted power and latency among the walk's picks
+//!   (a model that put one pick just over the budget by noise puts the next just under).
 
 use super::plan::{Planned, POWER_MARGIN, SLO_MARGIN};
 use super::search::{Profiler, GMD_MODES};
@@ -172,9 +174,7 @@ pub(super) fn gmd<B: Board>(prof: &mut Profiler<'_, B>, top: usize) {
     let space = prof.board.space().clone();
     let d = dims(&space);
     let x0 = coords(&space, top);
-    if prof.plan(top, top).feasible() {
-        return;
-    }
+    prof.plan(top, top);
     // The probes: each knob half-way down, then the bend of the knob that sheds most.
     let train_w = |prof: &mut Profiler<'_, B>, x: [usize; 4]| {
         let m = index(&space, x);
@@ -218,12 +218,8 @@ pub(super) fn gmd<B: Board>(prof: &mut Profiler<'_, B>, top: usize) {
             .map(|p| p.outcome.throughput_per_s)
             .fold(None, |b: Option<f64>, t| Some(b.map_or(t, |b| b.max(t))));
         let model = Model::new(d, x0, &profiled);
-        // The last try with nothing met keeps the room of the worst miss so far.
-        let (w_max, lat_max) = if best_met.is_none() && prof.tables.len() + 1 == GMD_MODES {
-            (budget / miss_w, slo - miss_lat)
-        } else {
-            (budget, slo)
-        };
+        // Every pick keeps the room of the model's worst miss so far.
+        let (w_max, lat_max) = (budget / miss_w, slo - miss_lat);
         let low = model.lowest();
         let mut fastest: Option<(usize, f64, Figures)> = None;
         let mut least: Option<(usize, f64, Figures)> = None;

@@ -13,9 +13,9 @@ use super::interleave::{Engine, Noise, Outcome, Phases};
 use super::{PhaseTable, Problem, BATCHES};
 
 /// Share of the latency target left unused by a plan.
-pub const SLO_MARGIN: f64 = 0.08;
+pub const SLO_MARGIN: f64 = 0.04;
 /// Share of the power budget left unused by a plan.
-pub const POWER_MARGIN: f64 = 0.03;
+pub const POWER_MARGIN: f64 = 0.015;
 /// The planner's arrival and scatter seeds (apart from any board's).
 const PLAN_SEED: u64 = 0x0F01_C0DE;
 
