@@ -36,8 +36,9 @@ pub struct Search {
 }
 
 /// The bound of the module docs, in samples per second; `None` where the setting cannot
-/// meet the budget or the latency target whatever the run.
-fn bound(
+/// meet the budget or the latency target whatever the run. It bounds the planner's runs
+/// too ([`super::plan::best_pair`]): their scatter is no wider.
+pub fn bound(
     train: &PhaseTable,
     infer: &PhaseTable,
     batch: usize,

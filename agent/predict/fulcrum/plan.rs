@@ -10,7 +10,7 @@
 //! and for the measurement error of the phase tables (2 % time, 1.5 % power per run).
 
 use super::interleave::{Engine, Noise, Outcome, Phases};
-use super::{PhaseTable, Problem, BATCHES};
+use super::{oracle, PhaseTable, Problem, BATCHES};
 
 /// Share of the latency target left unused by a plan.
 pub const SLO_MARGIN: f64 = 0.04;
@@ -49,8 +49,48 @@ impl Planned {
     }
 }
 
-/// The plan of every batch size of [`BATCHES`] for training at `train`'s table and
-/// inference at `infer`'s, with `switch_ms` per phase change (0 for a fixed mode).
+/// The targets a plan must meet: `p`'s, tightened by the margins.
+pub fn tightened(p: &Problem) -> Problem {
+    Problem {
+        budget_w: p.budget_w * (1.0 - POWER_MARGIN),
+        slo_ms: p.slo_ms * (1.0 - SLO_MARGIN),
+        ..*p
+    }
+}
+
+/// The plan of batch size `batch` (an index into [`BATCHES`]) for training at `train`'s
+/// table and inference at `infer`'s, with `switch_ms` per phase change (0 for a fixed
+/// mode). With `stop_early`, a plan stops at its first sure miss (then infeasible).
+pub fn one_batch(
+    engine: &mut Engine,
+    (train, infer): (&PhaseTable, &PhaseTable),
+    batch: usize,
+    switch_ms: f64,
+    p: &Problem,
+    stop_early: bool,
+) -> Planned {
+    let noise = Noise {
+        train: train.train_spread.max(0.01),
+        infer: 0.02,
+        power: 0.015,
+    };
+    let phases = Phases {
+        train,
+        infer,
+        batch,
+        switch_ms,
+    };
+    let q = tightened(p);
+    let outcome = engine.run(&phases, &q, &noise, PLAN_SEED, PLAN_SEED ^ 1, stop_early);
+    let violation = (outcome.slo_pct_ms / q.slo_ms).max(outcome.guard_w / q.budget_w);
+    Planned {
+        batch,
+        outcome,
+        violation,
+    }
+}
+
+/// The plan of every batch size of [`BATCHES`] ([`one_batch`], run to the end).
 pub fn each_batch(
     engine: &mut Engine,
     train: &PhaseTable,
@@ -58,27 +98,47 @@ pub fn each_batch(
     switch_ms: f64,
     p: &Problem,
 ) -> [Planned; BATCHES.len()] {
-    let noise = Noise {
-        train: train.train_spread.max(0.01),
-        infer: 0.02,
-        power: 0.015,
-    };
-    std::array::from_fn(|batch| {
-        let phases = Phases {
-            train,
-            infer,
-            batch,
-            switch_ms,
-        };
-        let outcome = engine.run(&phases, p, &noise, PLAN_SEED, PLAN_SEED ^ 1, false);
-        let violation = (outcome.slo_pct_ms / (p.slo_ms * (1.0 - SLO_MARGIN)))
-            .max(outcome.guard_w / (p.budget_w * (1.0 - POWER_MARGIN)));
-        Planned {
-            batch,
-            outcome,
-            violation,
+    std::array::from_fn(|batch| one_batch(engine, (train, infer), batch, switch_ms, p, false))
+}
+
+/// The best per-phase pair of `tables` (modes and their phase tables): the feasible plan
+/// of the highest throughput over every ordered pair of two of them and every batch
+/// size, at `p.switch_ms` per phase change, where one beats `floor` samples/s. Pruned as
+/// the oracle is: candidates in decreasing order of [`oracle::bound`] (of the tightened
+/// targets), each plan stopped at its first sure miss, the search ended when the next
+/// bound is no higher than the best found.
+pub fn best_pair(
+    engine: &mut Engine,
+    tables: &[(usize, PhaseTable)],
+    p: &Problem,
+    floor: f64,
+) -> Option<(usize, usize, Planned)> {
+    let q = tightened(p);
+    let mut candidates = Vec::new();
+    for (a, (_, train)) in tables.iter().enumerate() {
+        for (b, (_, infer)) in tables.iter().enumerate().filter(|&(b, _)| b != a) {
+            for batch in 0..BATCHES.len() {
+                match oracle::bound(train, infer, batch, p.switch_ms, &q) {
+                    Some(bound) if bound > floor => candidates.push((bound, a, b, batch)),
+                    _ => {}
+                }
+            }
         }
-    })
+    }
+    candidates.sort_by(|x, y| y.0.total_cmp(&x.0));
+    let mut best: Option<(usize, usize, Planned)> = None;
+    for (bound, a, b, batch) in candidates {
+        let beat = best.map_or(floor, |(.., p)| p.outcome.throughput_per_s);
+        if bound <= beat {
+            break;
+        }
+        let pair = (&tables[a].1, &tables[b].1);
+        let planned = one_batch(engine, pair, batch, p.switch_ms, p, true);
+        if planned.feasible() && planned.outcome.throughput_per_s > beat {
+            best = Some((tables[a].0, tables[b].0, planned));
+        }
+    }
+    best
 }
 
 /// The best of the plans of [`each_batch`] ([`Planned::better`]; the smaller batch on a tie).

@@ -3,15 +3,11 @@
 //! measured with noise) and plans every profiled mode at every batch size with
 //! [`plan::each_batch`], keeping the best ([`plan::best_of`]).
 //!
-//! - `gmd` (Fulcrum's gradient-based multi-dimensional search, in jpower's form): profile
-//!   the top mode; if its plan misses the budget, probe each knob half-way down its table
-//!   (one mode each: the finite-difference gradient of the measured training power and
-//!   minibatch rate per table step), jump to the mode that sheds the excess power where it costs least
-//!   throughput (knobs taken greedily in order of watts saved per throughput lost), then
-//!   search the line from the top to that mode for the budget's edge (regula falsi on
-//!   the planned power) until [`GMD_MODES`] are profiled (a knob goes no further than
-//!   its probe in the jump: the slopes are secants, and a knob may bind below it); where the jump is still over
-//!   the budget, keep lowering the cheapest knob one `STEP`-th of its table at a time;
+//! - `gmd` (Fulcrum's gradient-based multi-dimensional search, in jpower's form): probes,
+//!   a model of every mode's plan from them, and a walk to the fastest plan the model
+//!   predicts to meet the targets, [`GMD_MODES`] modes at most; then a per-phase step
+//!   that models the phase tables and profiles the best pair they predict
+//!   ([`super::descent`]);
 //! - `als` (active learning): after the top mode and a stratified handful, fits a
 //!   surrogate of planned throughput and power over the knobs to every mode profiled
 //!   (least squares on log clocks, with its leave-one-out error as the uncertainty) and
@@ -20,20 +16,23 @@
 //! - `maxn`: the top mode; `presets`: the board's nvpmodel presets; `random`: N random
 //!   modes.
 //!
-//! Every strategy then tries per-phase pairs: its best mode with the inference phase at
-//! the GPU and EMC clocks of the other profiled modes of the same cores and CPU clock, and
-//! at the top GPU and EMC (one more mode), keeping a pair only where its plan, which pays
-//! [`Problem::switch_ms`] per phase change, beats the fixed mode's.
+//! Every strategy then tries per-phase pairs: the top GPU and EMC at its best fixed
+//! mode's cores and CPU clock is profiled (one more mode, within [`MAX_MODES`]), and every
+//! ordered pair of the profiled modes at those cores and CPU clock is planned, each phase
+//! on its mode's measured table ([`plan::best_pair`]), keeping a pair only where its plan,
+//! which pays [`Problem::switch_ms`] per phase change, beats the fixed mode's.
 
 use super::interleave::Engine;
-use super::plan::{best_of, each_batch, Planned};
+use super::plan::{self, best_of, each_batch, Planned};
 use super::BATCHES;
 use super::{coords, dims, index, Board, PhaseTable, Problem, Setting};
 use crate::support::rng::SplitMix64;
 use std::collections::HashMap;
 
-/// Modes GMD and ALS profile at most (before the per-phase mode).
-pub const GMD_MODES: usize = 9;
+/// Modes GMD and ALS profile at most before their per-phase pairs.
+pub const GMD_MODES: usize = 8;
+/// Modes a strategy profiles at most, its per-phase pairs' included.
+pub const MAX_MODES: usize = 10;
 /// Modes `random` profiles.
 pub const RANDOM_MODES: usize = 10;
 
@@ -96,8 +95,8 @@ pub(super) struct Profiler<'a, B: Board> {
     pub(super) p: Problem,
     engine: Engine,
     pub(super) tables: HashMap<usize, PhaseTable>,
-    /// The plans of every batch size, per (training mode, inference mode).
-    plans: HashMap<(usize, usize), [Planned; BATCHES.len()]>,
+    /// The plans of every batch size of the modes planned as fixed modes.
+    plans: HashMap<usize, [Planned; BATCHES.len()]>,
 }
 
 impl<B: Board> Profiler<'_, B> {
@@ -109,88 +108,89 @@ impl<B: Board> Profiler<'_, B> {
             .or_insert_with(|| board.profile(mode))
     }
 
-    /// The best plan of training at `train` and inference at `infer`.
-    pub(super) fn plan(&mut self, train: usize, infer: usize) -> Planned {
-        best_of(&self.batches(train, infer))
+    /// The best plan of `mode` as a fixed mode.
+    pub(super) fn plan(&mut self, mode: usize) -> Planned {
+        best_of(&self.batches(mode))
     }
 
-    /// The plans of every batch size of training at `train` and inference at `infer`.
-    pub(super) fn batches(&mut self, train: usize, infer: usize) -> [Planned; BATCHES.len()] {
-        if let Some(p) = self.plans.get(&(train, infer)) {
+    /// The plans of every batch size of `mode` as a fixed mode.
+    pub(super) fn batches(&mut self, mode: usize) -> [Planned; BATCHES.len()] {
+        if let Some(p) = self.plans.get(&mode) {
             return *p;
         }
-        let (t, i) = (self.table(train), self.table(infer));
-        let switch = if train == infer {
-            0.0
-        } else {
-            self.p.switch_ms
-        };
-        let planned = each_batch(&mut self.engine, &t, &i, switch, &self.p);
-        self.plans.insert((train, infer), planned);
+        let t = self.table(mode);
+        let planned = each_batch(&mut self.engine, &t, &t, 0.0, &self.p);
+        self.plans.insert(mode, planned);
         planned
     }
 
     /// The modes planned as fixed modes so far, in index order.
     pub(super) fn fixed_modes(&self) -> Vec<usize> {
-        let mut modes: Vec<usize> = self
-            .plans
-            .keys()
-            .filter(|(t, i)| t == i)
-            .map(|k| k.0)
-            .collect();
+        let mut modes: Vec<usize> = self.plans.keys().copied().collect();
         modes.sort_unstable();
         modes
     }
 
     /// The best fixed mode planned so far.
-    fn best_fixed(&self) -> (usize, Planned) {
+    pub(super) fn best_fixed(&self) -> (usize, Planned) {
         let mut best: Option<(usize, Planned)> = None;
-        for (&(t, i), plans) in &self.plans {
-            let p = best_of(plans);
-            if t == i && best.is_none_or(|(m, b)| p.better(&b) || (p == b && t < m)) {
-                best = Some((t, p));
+        for m in self.fixed_modes() {
+            let p = best_of(&self.plans[&m]);
+            if best.is_none_or(|(_, b)| p.better(&b)) {
+                best = Some((m, p));
             }
         }
         best.expect("a mode was planned")
     }
 
-    /// The best of the fixed mode and its per-phase pairs (module docs).
+    /// The best per-phase pair of `tables` that beats `floor` ([`plan::best_pair`]).
+    pub(super) fn best_pair(
+        &mut self,
+        tables: &[(usize, PhaseTable)],
+        floor: f64,
+    ) -> Option<(usize, usize, Planned)> {
+        plan::best_pair(&mut self.engine, tables, &self.p, floor)
+    }
+
+    /// The best of the fixed mode and the per-phase pairs (module docs).
     fn choose(mut self) -> Choice {
         let (mode, fixed) = self.best_fixed();
         let space = self.board.space();
         let (at, d) = (coords(space, mode), dims(space));
         let top = index(space, [at[0], at[1], d[2] - 1, d[3] - 1]);
-        let mut infer_modes: Vec<usize> = self
+        if self.tables.len() < MAX_MODES {
+            self.table(top);
+        }
+        let mut same: Vec<(usize, PhaseTable)> = self
             .tables
-            .keys()
-            .copied()
-            .filter(|&m| m != mode && coords(space, m)[..2] == at[..2])
+            .iter()
+            .filter(|(&m, _)| coords(self.board.space(), m)[..2] == at[..2])
+            .map(|(&m, t)| (m, *t))
             .collect();
-        infer_modes.sort_unstable();
-        if top != mode && !infer_modes.contains(&top) {
-            infer_modes.push(top);
-        }
-        let (mut setting, mut planned) = (
-            Setting {
-                train: mode,
-                infer: mode,
-                batch: fixed.batch,
-            },
-            fixed,
-        );
-        for infer in infer_modes {
-            let pair = self.plan(mode, infer);
-            if pair.feasible() && pair.better(&planned) {
-                (setting, planned) = (
-                    Setting {
-                        train: mode,
-                        infer,
-                        batch: pair.batch,
-                    },
-                    pair,
-                );
-            }
-        }
+        same.sort_unstable_by_key(|(m, _)| *m);
+        let floor = if fixed.feasible() {
+            fixed.outcome.throughput_per_s
+        } else {
+            0.0
+        };
+        let (setting, planned) = match self.best_pair(&same, floor) {
+            Some((train, infer, pair)) => (
+                Setting {
+                    train,
+                    infer,
+                    batch: pair.batch,
+                },
+                pair,
+            ),
+            None => (
+                Setting {
+                    train: mode,
+                    infer: mode,
+                    batch: fixed.batch,
+                },
+                fixed,
+            ),
+        };
         Choice {
             setting,
             planned,
@@ -213,16 +213,16 @@ pub fn choose(strategy: Strategy, board: &mut impl Board, p: &Problem, seed: u64
     let top = index(&space, d.map(|n| n - 1));
     match strategy {
         Strategy::Maxn => {
-            prof.plan(top, top);
+            prof.plan(top);
         }
         Strategy::Presets => {
             for m in prof.board.presets() {
                 if let Some(i) = (0..space.len()).find(|&i| space.get(i) == Some(m)) {
-                    prof.plan(i, i);
+                    prof.plan(i);
                 }
             }
             if prof.plans.is_empty() {
-                prof.plan(top, top);
+                prof.plan(top);
             }
         }
         Strategy::Random => {
@@ -230,7 +230,7 @@ pub fn choose(strategy: Strategy, board: &mut impl Board, p: &Problem, seed: u64
             let mut all: Vec<usize> = (0..space.len()).collect();
             rng.shuffle(&mut all);
             for &m in all.iter().take(RANDOM_MODES) {
-                prof.plan(m, m);
+                prof.plan(m);
             }
         }
         Strategy::Gmd => super::descent::gmd(&mut prof, top),
@@ -312,7 +312,7 @@ fn surrogate(rows: &[[f64; 5]], y: &[f64]) -> ([f64; 5], f64) {
 /// The ALS loop of the module docs.
 fn als<B: Board>(prof: &mut Profiler<'_, B>, top: usize, seed: u64) {
     let space = prof.board.space().clone();
-    if prof.plan(top, top).feasible() {
+    if prof.plan(top).feasible() {
         return;
     }
     let mut rng = SplitMix64::new(seed);
@@ -321,13 +321,13 @@ fn als<B: Board>(prof: &mut Profiler<'_, B>, top: usize, seed: u64) {
     for s in 0..3 {
         let x = d.map(|n| ((s * n + rng.below(n.div_ceil(3))) / 3).min(n - 1));
         let m = index(&space, x);
-        prof.plan(m, m);
+        prof.plan(m);
     }
     let feats: Vec<[f64; 5]> = (0..space.len()).map(|m| knob_features(&space, m)).collect();
     while prof.tables.len() < GMD_MODES {
         let modes: Vec<usize> = prof.tables.keys().copied().collect();
         let rows: Vec<[f64; 5]> = modes.iter().map(|&m| feats[m]).collect();
-        let plans: Vec<Planned> = modes.iter().map(|&m| prof.plan(m, m)).collect();
+        let plans: Vec<Planned> = modes.iter().map(|&m| prof.plan(m)).collect();
         let (pw, pe) = surrogate(
             &rows,
             &plans
@@ -348,7 +348,7 @@ fn als<B: Board>(prof: &mut Profiler<'_, B>, top: usize, seed: u64) {
             .max_by(|&a, &b| (dot(&tw, &feats[a]) + te).total_cmp(&(dot(&tw, &feats[b]) + te)));
         match pick {
             Some(m) => {
-                prof.plan(m, m);
+                prof.plan(m);
             }
             None => break,
         }
