@@ -57,7 +57,11 @@ pub struct ScheduleArgs {
     /// In a live run, the users change to RATE requests per second S seconds in; the
     /// planner re-plans when it measures the drift.
     #[arg(long, value_name = "RATE@S", requires = "live")]
-    pub rate_change: Option<super::fulcrum_live::RateChange>,
+    pub rate_change: Option<super::fulcrum_live::Change>,
+    /// In a live run, the trainer's minibatches take FACTOR times as long from S seconds
+    /// in (the planner is not told: it measures the drift and re-plans).
+    #[arg(long, value_name = "FACTOR@S", requires = "live")]
+    pub slowdown: Option<super::fulcrum_live::Change>,
 }
 
 /// Arguments of `jpower fulcrum eval`.
@@ -168,7 +172,10 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
             &choice.setting,
             &p,
             a.seconds,
-            a.rate_change,
+            super::fulcrum_live::Changes {
+                rate: a.rate_change,
+                slowdown: a.slowdown,
+            },
         )?;
         add(json!({ "live": live }));
         return out.print(&value, || live_text(&value));

@@ -12,9 +12,13 @@
 //! ([`Board::truth`]): real time passes, the work itself is simulated.
 //!
 //! The planner re-plans online, as a planner beside a real robot would: it measures the
-//! arrival rate from the agent's count of queued requests and searches again when the
-//! rate drifts (`--rate-change` makes the users change it) or when someone changes the
-//! guard's budget; the agent takes the new plan over at the next turn boundary.
+//! arrival rate from the agent's count of queued requests and the training minibatch's
+//! time from the agent's minibatch totals (from the `compute` marker to the end, not the
+//! wait at the gate), and searches again when the rate drifts (`--rate-change` makes the
+//! users change it), when the minibatches slow down or speed up (`--slowdown` makes the
+//! trainer slower: its model of the board's training is scaled by what it measured), or
+//! when someone changes the guard's budget; the agent takes the new plan over at the next
+//! turn boundary.
 
 use super::Target;
 use crate::control::mode::PinnedMode;
@@ -113,22 +117,23 @@ fn percentile(v: &[f64], q: f64) -> f64 {
     v.get(i).copied().unwrap_or(f64::NAN)
 }
 
-/// A change of the users' arrival rate during a live run (`--rate-change RATE@S`).
+/// A change during a live run, `VALUE@SECONDS`: the users' arrival rate
+/// (`--rate-change RATE@S`) or the training minibatch's slowdown (`--slowdown FACTOR@S`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateChange {
-    /// The new rate, requests per second.
-    pub rate_per_s: f64,
-    /// When the users change to it, seconds into the run.
+pub struct Change {
+    /// The new value: requests per second, or the factor of the minibatch's time.
+    pub value: f64,
+    /// When it changes, seconds into the run.
     pub at_s: f64,
 }
 
-impl std::str::FromStr for RateChange {
+impl std::str::FromStr for Change {
     type Err = String;
 
-    fn from_str(text: &str) -> std::result::Result<RateChange, String> {
-        let (rate, at) = text
+    fn from_str(text: &str) -> std::result::Result<Change, String> {
+        let (value, at) = text
             .split_once('@')
-            .ok_or("RATE@SECONDS, for example 60@2")?;
+            .ok_or("VALUE@SECONDS, for example 60@2")?;
         let number = |v: &str, what: &str| {
             v.trim()
                 .parse::<f64>()
@@ -136,15 +141,25 @@ impl std::str::FromStr for RateChange {
                 .filter(|x| x.is_finite() && *x >= 0.0)
                 .ok_or(format!("{what} {v:?} is not a number of at least 0"))
         };
-        let change = RateChange {
-            rate_per_s: number(rate, "the rate")?,
+        let change = Change {
+            value: number(value, "the value")?,
             at_s: number(at, "the time")?,
         };
-        if change.rate_per_s == 0.0 {
-            return Err("the new rate is above 0 requests per second".into());
+        if change.value == 0.0 {
+            return Err("the new value is above 0".into());
         }
         Ok(change)
     }
+}
+
+/// What changes during a live run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Changes {
+    /// The users' new arrival rate (`--rate-change`).
+    pub rate: Option<Change>,
+    /// The training minibatch's slowdown (`--slowdown`): the trainer computes this many
+    /// times as long from then on, which the planner does not know but measures.
+    pub slowdown: Option<Change>,
 }
 
 /// How often the planner reads the agent's counts.
@@ -156,6 +171,12 @@ const DRIFT_SHARE: f64 = 0.25;
 /// ...and this many standard deviations of a Poisson count at the planned rate, so that
 /// the noise of a few dozen arrivals is not taken for a change.
 const DRIFT_SIGMAS: f64 = 3.0;
+/// A measured training minibatch time is a drift when it is this far from the planned
+/// one, relatively, and [`DRIFT_SIGMAS`] standard errors of the profiled spread over at
+/// least [`DRIFT_MINIBATCHES`] minibatches of the window.
+const PHASE_DRIFT_SHARE: f64 = 0.2;
+/// The fewest minibatches a phase-time drift is measured over.
+const DRIFT_MINIBATCHES: u64 = 5;
 
 /// The phase times of the setting in force (a re-plan changes them): what the trainer
 /// and the server compute for.
@@ -233,17 +254,18 @@ fn budget(c: &mut Client) -> Result<Option<f64>> {
 }
 
 /// Runs `s` under `p` for about `seconds` through the agent that serves `target`'s
-/// socket, the users changing their rate as `change` says, and re-plans online: the
-/// planner measures the arrival rate from the agent's count of queued requests over
-/// [`RATE_WINDOW`] and plans again when it drifts from the planned rate, or when the
-/// guard's budget is changed by someone else. The JSON object of what it measured.
+/// socket, the users' rate and the trainer's minibatches changing as `changes` says, and
+/// re-plans online: the planner measures the arrival rate from the agent's count of
+/// queued requests and the training minibatch's time from its minibatch totals over
+/// [`RATE_WINDOW`], and plans again when either drifts from what it planned for, or when
+/// the guard's budget is changed by someone else. The JSON object of what it measured.
 pub fn run(
     target: &Target,
     re: Replanner<'_>,
     s: &Setting,
     p: &Problem,
     seconds: f64,
-    change: Option<RateChange>,
+    changes: Changes,
 ) -> Result<serde_json::Value> {
     let mut planner = target.agent()?.context(
         "no agent serves the socket: start one on the same board (jpower --sim BOARD agent)",
@@ -255,8 +277,11 @@ pub fn run(
     // back after, unless someone set another meanwhile (the planner followed it).
     let prior_budget = budget(&mut planner)?;
     set_budget(&mut planner, Some(p.budget_w))?;
-    let times = Mutex::new(Times::of(re.board, s));
-    let segments = arrival_segments(p.rate_per_s, seconds, change);
+    // The phase times the clients compute for: the board's own, whatever the planner
+    // comes to believe of it.
+    let world = re.board.clone();
+    let times = Mutex::new(Times::of(&world, s));
+    let segments = arrival_segments(p.rate_per_s, seconds, changes.rate);
     let requests = segments.iter().map(|(n, _)| n).sum::<usize>();
     let sim = target.root()?.1;
     if let Some(sim) = &sim {
@@ -265,8 +290,14 @@ pub fn run(
     let seed = re.seed;
     let done = AtomicBool::new(false);
     let measured = std::thread::scope(|scope| {
-        let planning = scope.spawn(|| watch(&mut planner, re, *p, &times, &done));
-        let measured = run_clients(&socket, &segments, seed, &times);
+        let watched = Watched {
+            problem: *p,
+            setting: *s,
+            world: &world,
+            times: &times,
+        };
+        let planning = scope.spawn(|| watch(&mut planner, re, watched, &done));
+        let measured = run_clients(&socket, &segments, seed, &times, changes.slowdown);
         done.store(true, Ordering::Relaxed);
         let replans = planning.join().expect("the planner thread");
         measured.and_then(|m| Ok((m, replans?)))
@@ -301,83 +332,134 @@ pub fn run(
         "mode_switches": after.mode_switches - before.mode_switches,
         "train_energy_j": after.train.energy_j - before.train.energy_j,
         "infer_energy_j": after.infer.energy_j - before.infer.energy_j,
-        "rate_change": change.map(|c| json!({"rate_per_s": c.rate_per_s, "at_s": c.at_s})),
+        "rate_change": changes.rate.map(|c| json!({"rate_per_s": c.value, "at_s": c.at_s})),
+        "slowdown": changes.slowdown.map(|c| json!({"factor": c.value, "at_s": c.at_s})),
         "replans": replans,
     }))
 }
 
 /// The users' arrivals: `(count, rate)` per segment, before and after the change, the
 /// counts those rates give over the run's time.
-fn arrival_segments(rate: f64, seconds: f64, change: Option<RateChange>) -> Vec<(usize, f64)> {
+fn arrival_segments(rate: f64, seconds: f64, change: Option<Change>) -> Vec<(usize, f64)> {
     let count = |r: f64, s: f64| (r * s).round() as usize;
     match change {
         Some(c) if c.at_s < seconds => vec![
             (count(rate, c.at_s), rate),
-            (count(c.rate_per_s, seconds - c.at_s), c.rate_per_s),
+            (count(c.value, seconds - c.at_s), c.value),
         ],
         _ => vec![(count(rate, seconds).max(1), rate)],
     }
 }
 
-/// The planner's loop until `done`: every [`POLL`] the agent's count of queued requests
-/// and the guard's budget; a drift of the measured rate or a new budget re-plans (the
-/// agent takes the plan over at the next turn boundary, nothing queued is dropped). The
-/// re-plans.
+/// What the planner watches: the problem and setting in force, the board as it is (its
+/// phase times for the clients) and the times the clients compute for.
+struct Watched<'a> {
+    problem: Problem,
+    setting: Setting,
+    world: &'a ConcurrentBoard,
+    times: &'a Mutex<Times>,
+}
+
+/// A count's growth over the last [`RATE_WINDOW`] of readings.
+#[derive(Default)]
+struct Window(std::collections::VecDeque<(Instant, [f64; 2])>);
+
+impl Window {
+    /// Adds a reading; the growth over the window and its span once the window is at
+    /// least three quarters full.
+    fn push(&mut self, now: Instant, reading: [f64; 2]) -> Option<([f64; 2], f64)> {
+        self.0.push_back((now, reading));
+        while self
+            .0
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > RATE_WINDOW)
+        {
+            self.0.pop_front();
+        }
+        let ((t0, a), (t1, b)) = (self.0.front()?, self.0.back()?);
+        let span = t1.duration_since(*t0);
+        (span >= RATE_WINDOW * 3 / 4).then(|| ([b[0] - a[0], b[1] - a[1]], span.as_secs_f64()))
+    }
+}
+
+fn totals(c: &mut Client) -> Result<[f64; 2]> {
+    match request(c, RequestBody::MinibatchTotals)? {
+        ReplyBody::MinibatchTotals(t) => Ok([t.train.phased as f64, t.train.compute_ms]),
+        other => bail!("unexpected reply to minibatch_totals: {other:?}"),
+    }
+}
+
+/// The planner's loop until `done`: every [`POLL`] the agent's count of queued requests,
+/// its training minibatch totals and the guard's budget; a drift of the measured rate or
+/// minibatch time, or a new budget, re-plans (the agent takes the plan over at the next
+/// turn boundary, nothing queued is dropped). A minibatch time that drifted scales the
+/// planner's model of the board's training ([`ConcurrentBoard::set_training_scale`])
+/// before it searches. The re-plans.
 fn watch(
     planner: &mut Client,
     re: Replanner<'_>,
-    mut p: Problem,
-    times: &Mutex<Times>,
+    mut w: Watched<'_>,
     done: &AtomicBool,
 ) -> Result<Vec<serde_json::Value>> {
     let started = Instant::now();
-    let mut window: std::collections::VecDeque<(Instant, u64)> = Default::default();
+    let (mut arrivals, mut minibatches) = (Window::default(), Window::default());
     let mut replans = Vec::new();
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(POLL);
         let now = Instant::now();
-        window.push_back((now, status(planner)?.queued));
-        while window
-            .front()
-            .is_some_and(|(t, _)| now.duration_since(*t) > RATE_WINDOW)
-        {
-            window.pop_front();
-        }
-        let measured = match (window.front(), window.back()) {
-            (Some((t0, q0)), Some((t1, q1))) if t1.duration_since(*t0) >= RATE_WINDOW * 3 / 4 => {
-                let span = t1.duration_since(*t0).as_secs_f64();
-                let (count, expected) = ((q1 - q0) as f64, p.rate_per_s * span);
+        let p = &mut w.problem;
+        let rate = arrivals
+            .push(now, [status(planner)?.queued as f64, 0.0])
+            .and_then(|([count, _], span)| {
+                let expected = p.rate_per_s * span;
                 let drift = (count - expected).abs();
                 (drift > DRIFT_SHARE * expected && drift > DRIFT_SIGMAS * expected.sqrt())
                     .then_some(count / span)
-            }
-            _ => None,
-        };
+            });
+        let planned = re.board.truth(w.setting.train);
+        let slower = minibatches
+            .push(now, totals(planner)?)
+            .filter(|([n, _], _)| *n >= DRIFT_MINIBATCHES as f64)
+            .and_then(|([n, ms], _)| {
+                let ratio = ms / n / planned.train_ms;
+                let error = DRIFT_SIGMAS * planned.train_spread.max(0.02) / n.sqrt();
+                let drift = (ratio - 1.0).abs();
+                (drift > PHASE_DRIFT_SHARE && drift > error).then_some(ratio)
+            });
         let budget_now = budget(planner)?.filter(|b| *b != p.budget_w);
-        if measured.is_none() && budget_now.is_none() {
+        let why: Vec<&str> = [
+            (rate.is_some(), "measured rate"),
+            (slower.is_some(), "measured minibatch time"),
+            (budget_now.is_some(), "budget"),
+        ]
+        .into_iter()
+        .filter_map(|(drifted, why)| drifted.then_some(why))
+        .collect();
+        if why.is_empty() {
             continue;
         }
-        let why = match (measured, budget_now) {
-            (Some(_), Some(_)) => "measured rate and budget",
-            (Some(_), None) => "measured rate",
-            _ => "budget",
-        };
-        p.rate_per_s = measured.unwrap_or(p.rate_per_s).max(1e-3);
+        p.rate_per_s = rate.unwrap_or(p.rate_per_s).max(1e-3);
         p.budget_w = budget_now.unwrap_or(p.budget_w);
-        let choice = search::choose(re.strategy, re.board, &p, re.seed);
-        let (train, plan) = plan_of(re.board, &choice.setting, &p);
+        if let Some(ratio) = slower {
+            re.board
+                .set_training_scale(re.board.training_scale() * ratio);
+        }
+        let choice = search::choose(re.strategy, re.board, p, re.seed);
+        let (train, plan) = plan_of(re.board, &choice.setting, p);
         apply(planner, &train, plan)?;
-        *times.lock().unwrap_or_else(|e| e.into_inner()) = Times::of(re.board, &choice.setting);
+        w.setting = choice.setting;
+        *w.times.lock().unwrap_or_else(|e| e.into_inner()) = Times::of(w.world, &w.setting);
         replans.push(json!({
             "at_s": started.elapsed().as_secs_f64(),
-            "why": why,
+            "why": why.join(" and "),
             "rate_per_s": p.rate_per_s,
             "budget_w": p.budget_w,
+            "training_scale": re.board.training_scale(),
             "chosen": chosen(re.board, &choice.setting),
             "modes_profiled": choice.modes_profiled,
         }));
-        // The rate is measured afresh under the new plan.
-        window.clear();
+        // The rate and the minibatch time are measured afresh under the new plan.
+        (arrivals, minibatches) = (Window::default(), Window::default());
     }
     Ok(replans)
 }
@@ -389,6 +471,7 @@ fn run_clients(
     segments: &[(usize, f64)],
     seed: u64,
     times: &Mutex<Times>,
+    slowdown: Option<Change>,
 ) -> Result<Measured> {
     let connect =
         |name| -> Result<Client> { Ok(Client::connect(socket, Encoding::Bincode, name)?.0) };
@@ -401,11 +484,15 @@ fn run_clients(
     let requests = segments.iter().map(|(n, _)| n).sum::<usize>();
     let done = AtomicBool::new(false);
     let started = Instant::now();
+    let slow = || match slowdown {
+        Some(c) if started.elapsed().as_secs_f64() >= c.at_s => c.value,
+        _ => 1.0,
+    };
     let (minibatches, latencies) = std::thread::scope(|scope| {
         let training = scope.spawn(|| -> Result<u64> {
             let mut n = 0;
             while !done.load(Ordering::Relaxed) {
-                turn(&mut trainer, Kind::Train, n, |_| now().train_ms)?;
+                turn(&mut trainer, Kind::Train, n, |_| now().train_ms * slow())?;
                 n += 1;
             }
             Ok(n)

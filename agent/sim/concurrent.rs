@@ -131,6 +131,8 @@ pub struct ConcurrentBoard {
     profiles: u64,
     engine: Engine,
     kept: HashMap<RunKey, Outcome>,
+    /// What the training minibatch's time is multiplied by ([`ConcurrentBoard::set_training_scale`]).
+    training_scale: f64,
 }
 
 /// What a completed run's outcome depends on (module docs): the setting, and the bits of
@@ -196,7 +198,24 @@ impl ConcurrentBoard {
             profiles: 0,
             engine: Engine::default(),
             kept: HashMap::new(),
+            training_scale: 1.0,
         })
+    }
+
+    /// Makes the training minibatch `scale` times as long as the board's model says, in
+    /// profiles, truths and runs alike: a planner that measured its trainer slow down
+    /// scales its model of the board so (`jpower schedule --live`). Runs kept
+    /// at another scale are forgotten.
+    pub fn set_training_scale(&mut self, scale: f64) {
+        if scale != self.training_scale {
+            self.training_scale = scale;
+            self.kept.clear();
+        }
+    }
+
+    /// The scale of [`ConcurrentBoard::set_training_scale`] (1 until set).
+    pub fn training_scale(&self) -> f64 {
+        self.training_scale
     }
 
     /// The board's silicon.
@@ -259,7 +278,7 @@ impl fulcrum::Board for ConcurrentBoard {
         let mean_t = sum_t / n;
         let var = ((sum_t2 - n * mean_t * mean_t) / (n - 1.0)).max(0.0);
         let mut table = PhaseTable {
-            train_ms: mean_t,
+            train_ms: mean_t * self.training_scale,
             train_spread: var.sqrt() / mean_t,
             train_w: sum_w / n,
             ..PhaseTable::default()
@@ -277,7 +296,9 @@ impl fulcrum::Board for ConcurrentBoard {
     }
 
     fn truth(&self, mode: usize) -> PhaseTable {
-        self.truths[mode]
+        let mut t = self.truths[mode];
+        t.train_ms *= self.training_scale;
+        t
     }
 
     fn run(&mut self, s: &Setting, p: &Problem, stop_early: bool) -> Outcome {
@@ -285,9 +306,10 @@ impl fulcrum::Board for ConcurrentBoard {
             self.space.get(s.train).expect("a mode"),
             self.space.get(s.infer).expect("a mode"),
         );
+        let (train, infer) = (self.truth(s.train), self.truth(s.infer));
         let phases = Phases {
-            train: &self.truths[s.train],
-            infer: &self.truths[s.infer],
+            train: &train,
+            infer: &infer,
             batch: s.batch,
             switch_ms: self.switch.between(&a, &b),
         };

@@ -399,6 +399,37 @@ fn schedule_live_re_plans_when_the_rate_drifts_or_the_budget_changes() {
     );
 }
 
+/// The planner measures the training minibatch's time from the agent's minibatch totals:
+/// when the trainer slows down mid-run (unknown to the planner), it scales its model of
+/// the board's training by what it measured and re-plans; no request is dropped.
+#[test]
+fn schedule_live_re_plans_when_the_minibatches_slow_down() {
+    let agent = Agent::start("orin-agx", "");
+    let rt = agent.rt.path();
+    let v = schedule_live(
+        rt,
+        &["--seconds", "5", "--rate", "20", "--slowdown", "1.6@1.5"],
+    );
+    let live = &v["live"];
+    assert_eq!(live["requests"], 100, "{v}");
+    assert_eq!(live["served"], live["requests"], "{v}");
+    let replans = live["replans"].as_array().unwrap();
+    let slower: Vec<&serde_json::Value> = replans
+        .iter()
+        .filter(|r| r["why"].as_str().unwrap().contains("minibatch time"))
+        .collect();
+    let last = slower
+        .last()
+        .unwrap_or_else(|| panic!("the slowdown is measured and re-planned for: {v}"));
+    assert!(last["at_s"].as_f64().unwrap() > 1.5, "{v}");
+    // What the planner believes of the training at the end: the slowdown, measured
+    // (with a loaded host's sleeps and two round trips a minibatch on top).
+    let scale = last["training_scale"].as_f64().unwrap();
+    assert!((1.3..=2.0).contains(&scale), "{scale}: {v}");
+    let st = agent.status();
+    assert!(st.holder.is_none() && st.budget_w.is_none(), "{st:?}");
+}
+
 /// Found by a client written from `docs/protocol.md` alone: a plan refused for its
 /// training clock left its caller holding the board, with advice (`snap`) that
 /// `phase_modes` has no field for; and `schedule_status` kept a departed planner's rate.
