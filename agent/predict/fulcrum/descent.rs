@@ -29,7 +29,7 @@
 //!   [`MAX_MODES`] are, so that the choice plans the pair on measured tables.
 
 use super::plan::{Planned, POWER_MARGIN, SLO_MARGIN};
-use super::search::{Profiler, GMD_MODES, MAX_MODES};
+use super::profiler::{Profiler, GMD_MODES, MAX_MODES};
 use super::{coords, dims, index, Board, PhaseTable, BATCHES};
 
 /// How far below the lowest profiled position of a knob the walk may go, table steps.
@@ -391,36 +391,5 @@ mod tests {
                 "{x:?}"
             );
         }
-    }
-
-    /// GMD on the toy board, scored as the sweep scores it: every problem the oracle can
-    /// meet is met on the board's own run, within [`MAX_MODES`], near the oracle.
-    #[test]
-    fn gmd_meets_the_toy_boards_problems_near_the_oracle() {
-        use super::super::oracle::{self, toy::Toy};
-        use super::super::search::{choose, Strategy};
-        let mut board = Toy::new();
-        let (mut ratios, mut most_modes) = (Vec::new(), 0);
-        for p in oracle::toy::problems() {
-            let Some(fixed) = oracle::fixed(&mut board, &p).best else {
-                continue;
-            };
-            let best = oracle::per_phase(&mut board, &p, fixed)
-                .best
-                .unwrap_or(fixed);
-            let c = choose(Strategy::Gmd, &mut board, &p, 7);
-            let o = board.run(&c.setting, &p, false);
-            most_modes = most_modes.max(c.modes_profiled);
-            assert!(o.met(&p), "{p:?}: {o:?}");
-            ratios.push(o.throughput_per_s / best.outcome.throughput_per_s);
-        }
-        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
-        println!(
-            "{} feasible, mean {mean:.3} of the oracle, {most_modes} modes at most",
-            ratios.len()
-        );
-        assert!(ratios.len() >= 4 && most_modes <= MAX_MODES);
-        // 0.902 when this was written (GMD of 8 modes and its pair step).
-        assert!(mean >= 0.88, "{ratios:?}");
     }
 }

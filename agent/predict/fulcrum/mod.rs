@@ -7,6 +7,9 @@
 //!   powers (queueing, batching, switches, the sensor's and the guard's view of power);
 //! - [`plan`]: the best batch size of a mode or a mode pair, from measured phase tables,
 //!   with room for the measured spread of minibatch times;
+//! - [`profiler`]: what a strategy sees the board through (profiles, their plans, the
+//!   choice of a fixed mode or a per-phase pair);
+//! - [`descent`]: GMD's model of the plans over the mode lattice and its walk;
 //! - [`search`]: the strategies that choose what to profile (GMD-style descent, ALS-style
 //!   active learning, MAXN, the nvpmodel presets, random-N);
 //! - [`oracle`]: the exhaustive optimum of a board's truth, fixed modes and per-phase pairs;
@@ -20,6 +23,7 @@ pub mod eval;
 pub mod interleave;
 pub mod oracle;
 pub mod plan;
+pub mod profiler;
 pub mod search;
 
 use crate::control::mode::{ModeSpace, PinnedMode};
