@@ -74,6 +74,10 @@ pub struct EvalArgs {
     /// integration test's setting).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Seed of the boards' noise and arrivals (0, the default, is the figures the README
+    /// quotes; others repeat the sweep on other draws).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
 }
 
 /// `jpower fulcrum ...`.
@@ -427,7 +431,8 @@ pub fn eval(target: &Target, c: &Command, out: &Output) -> Result<()> {
                 .filter(|k| (first + k) % stride == 0)
                 .collect();
             if !keep.is_empty() {
-                wanted.push((*s, *pair, (i * 16 + j) as u64 + 1, keep));
+                let seed = (i * 16 + j) as u64 + 1 + (a.seed << 16);
+                wanted.push((*s, *pair, seed, keep));
             }
         }
     }
@@ -455,6 +460,7 @@ pub fn eval(target: &Target, c: &Command, out: &Output) -> Result<()> {
         "boards": boards.iter().map(|b| b.id()).collect::<Vec<_>>(),
         "simulated": true,
         "quick": a.quick,
+        "seed": a.seed,
         "pairs": pairs,
         "setup_s": setup_s,
         "total_s": started.elapsed().as_secs_f64(),
