@@ -198,17 +198,18 @@ pub(super) fn gmd<B: Board>(prof: &mut Profiler<'_, B>, top: usize) {
     let x0 = coords(&space, top);
     prof.plan(top);
     // The probes: each knob half-way down, then the bend of the knob that sheds most.
-    let train_w = |prof: &mut Profiler<'_, B>, x: [usize; 4]| {
+    // A probe is planned; its measured training power says what the knob sheds.
+    let probe = |prof: &mut Profiler<'_, B>, x: [usize; 4]| {
         let m = index(&space, x);
         prof.plan(m);
         prof.table(m).train_w
     };
-    let top_w = train_w(prof, x0);
+    let top_w = probe(prof, x0);
     let mut shed = None;
     for k in (0..4).filter(|&k| x0[k] > 0) {
         let mut y = x0;
         y[k] = x0[k] / 2;
-        let saved = top_w - train_w(prof, y);
+        let saved = top_w - probe(prof, y);
         if shed.is_none_or(|(_, s)| saved > s) {
             shed = Some((k, saved));
         }
@@ -217,7 +218,7 @@ pub(super) fn gmd<B: Board>(prof: &mut Profiler<'_, B>, top: usize) {
         let mut y = x0;
         y[k] = (x0[k] + x0[k] / 2).div_ceil(2);
         if y[k] != x0[k] && y[k] != x0[k] / 2 {
-            train_w(prof, y);
+            probe(prof, y);
         }
     }
     let (budget, slo) = (
@@ -247,12 +248,12 @@ pub(super) fn gmd<B: Board>(prof: &mut Profiler<'_, B>, top: usize) {
         // the least predicted miss.
         let mut fastest: Option<(usize, usize, &[f64])> = None;
         let mut least: Option<(usize, usize, &[f64], f64)> = None;
-        let predicted: Vec<(usize, PlanFigures)> = (0..space.len())
+        let candidates: Vec<(usize, PlanFigures)> = (0..space.len())
             .map(|m| (m, coords(&space, m)))
             .filter(|(m, x)| (0..4).all(|k| x[k] + REACH >= low[k]) && !prof.tables.contains_key(m))
             .map(|(m, x)| (m, model.predict(x)))
             .collect();
-        for (m, figures) in &predicted {
+        for (m, figures) in &candidates {
             for (batch, f) in figures.chunks_exact(3).enumerate() {
                 let violation = (f[0] / w_max).max((f[2] - lat_max).exp());
                 if violation <= 1.0 {
