@@ -8,7 +8,8 @@ use crate::control::mode::PinnedMode;
 use crate::predict::fulcrum::eval::{self, Report};
 use crate::predict::fulcrum::search::{self, Strategy};
 use crate::predict::fulcrum::{oracle, Board, Problem, Setting, BATCHES};
-use crate::sim::concurrent::{ConcurrentBoard, SwitchTimes};
+use crate::sim::concurrent::ConcurrentBoard;
+use crate::sim::settle::SwitchTimes;
 use crate::sim::spec::{self, BoardSpec};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
@@ -40,7 +41,8 @@ pub struct ScheduleArgs {
     #[arg(long, default_value = "gmd")]
     pub strategy: String,
     /// Time of one switch of the GPU and EMC clocks between phases, ms [default: the
-    /// assumed EMC settle time, 1 ms].
+    /// board's measured cost (`jpower switch-cost`), else the assumed EMC settle time,
+    /// 1 ms].
     #[arg(long, value_name = "MS")]
     pub switch_ms: Option<f64>,
     /// Seed of the arrivals and the measurement noise.
@@ -125,7 +127,16 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
     if !(a.percentile > 0.0 && a.percentile < 100.0) {
         bail!("--percentile must lie between 0 and 100");
     }
-    let switch_ms = a.switch_ms.unwrap_or(SwitchTimes::DEFAULT.emc_ms);
+    let (switch_ms, switch_from) = match a.switch_ms {
+        Some(ms) => (ms, "--switch-ms".to_string()),
+        None => super::switch_cost::measured_fast_switch(target)?.map_or_else(
+            || (SwitchTimes::DEFAULT.emc_ms, "assumed".to_string()),
+            |(ms, path)| (ms, format!("measured ({path})")),
+        ),
+    };
+    if !(switch_ms >= 0.0 && switch_ms.is_finite()) {
+        bail!("--switch-ms must be a number of milliseconds, 0 or more");
+    }
     let mut board = ConcurrentBoard::new(
         spec,
         &a.train,
@@ -153,6 +164,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
         "problem": p,
         "chosen": super::fulcrum_live::chosen(&board, &choice.setting),
         "per_phase": choice.setting.per_phase(),
+        "switch_ms_from": switch_from,
         "modes_profiled": choice.modes_profiled,
         "search_s": search_s,
     });

@@ -25,6 +25,7 @@ mod roofline;
 mod set;
 mod sim_tools;
 mod status;
+mod switch_cost;
 mod telemetry;
 mod train_modes;
 
@@ -105,6 +106,9 @@ pub enum Command {
     Set(set::Args),
     /// Restore the settings saved before jpower's first write to the board.
     Restore(RestoreArgs),
+    /// Measure what a switch of each knob costs (time to the clock settled, energy) and
+    /// keep it in the board's profile, for `jpower schedule`.
+    SwitchCost(switch_cost::Args),
     /// The tour: discover a (simulated) board, list presets, switch modes, watch the rails.
     Demo(demo::Args),
     /// Live per-rail power (V, A, W, fresh values per second, age), or --csv rows.
@@ -464,6 +468,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Status => status::run(&cli.target, out),
         Command::Modes(a) => modes::run(&cli.target, a, out),
         Command::Set(a) => set::run(&cli.target, a, out),
+        Command::SwitchCost(a) => switch_cost::run(&cli.target, a, out),
         Command::Restore(a) => set::restore(&cli.target, a.if_crashed, out),
         Command::Demo(a) => demo::run(&cli.target, a, out),
         Command::Bench(c) => bench::run(c, out),

@@ -17,6 +17,7 @@ pub mod lock;
 pub mod mode;
 pub mod plan;
 pub mod preset;
+pub mod settle;
 pub mod state;
 
 use crate::board::sysfs::SysfsError;

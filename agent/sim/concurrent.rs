@@ -5,20 +5,14 @@
 //! ([`crate::predict::fulcrum::interleave`]), so that an inference batch between training
 //! minibatches delays the next minibatch and each phase draws its own power.
 //!
-//! # Switching knobs (assumptions; no switch time is published for Jetson boards)
+//! # Switching knobs
 //!
 //! A switch between the phases' modes costs the settle time of the slowest knob it
-//! changes ([`SwitchTimes`]; the knobs are written together, so they settle in parallel),
-//! and during it the board draws the mean of the two phases' power (the GPU drains while
-//! the clocks move), which the sensor averages in with the phases around it. Defaults:
-//! - GPU clock 0.1 ms: devfreq writes the rate through the BPMP, which relocks the GPC
-//!   PLL in tens of microseconds (the NAFLL of Orin's GPU, assumed);
-//! - EMC 1 ms: the cap is followed by the memory controller's own DVFS, which retrains the
-//!   DRAM interface at its next evaluation (assumed);
-//! - CPU clock 0.5 ms: cpufreq's `cpuinfo_transition_latency` on Tegra is in the hundreds
-//!   of microseconds (assumed from the driver's order of magnitude);
-//! - core hotplug 30 ms: bringing a core online in Linux takes milliseconds to tens of
-//!   milliseconds (assumed), so per-phase pairs never change the cores.
+//! changes ([`SwitchTimes`], the assumptions the simulated kernel settles by too; the
+//! knobs are written together, so they settle in parallel), and during it the board draws
+//! the mean of the two phases' power (the GPU drains while the clocks move), which the
+//! sensor averages in with the phases around it. Core hotplug is the slowest, so per-phase
+//! pairs never change the cores.
 //!
 //! # Noise
 //!
@@ -37,6 +31,7 @@
 //! the kept one. The problems of a sweep share most of the oracle's runs.
 
 use super::power::{Operating, Silicon};
+use super::settle::SwitchTimes;
 use super::sources::InferenceSource;
 use super::spec::BoardSpec;
 use super::workload::{self, Workload};
@@ -61,51 +56,6 @@ const NOISE: Noise = Noise {
     infer: 0.02,
     power: 0.015,
 };
-
-/// Settle time of each knob after a write, ms (module docs).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SwitchTimes {
-    /// Online cores.
-    pub cores_ms: f64,
-    /// CPU clock.
-    pub cpu_ms: f64,
-    /// GPU clock.
-    pub gpu_ms: f64,
-    /// EMC cap.
-    pub emc_ms: f64,
-}
-
-impl SwitchTimes {
-    /// The assumed defaults of the module docs.
-    pub const DEFAULT: SwitchTimes = SwitchTimes {
-        cores_ms: 30.0,
-        cpu_ms: 0.5,
-        gpu_ms: 0.1,
-        emc_ms: 1.0,
-    };
-
-    /// The defaults with both fast knobs (GPU and EMC) settling in `ms`.
-    pub fn fast(ms: f64) -> SwitchTimes {
-        SwitchTimes {
-            gpu_ms: ms,
-            emc_ms: ms,
-            ..SwitchTimes::DEFAULT
-        }
-    }
-
-    /// The time of a switch from `a` to `b`.
-    pub fn between(&self, a: &PinnedMode, b: &PinnedMode) -> f64 {
-        [
-            (a.cores != b.cores, self.cores_ms),
-            (a.cpu_hz != b.cpu_hz, self.cpu_ms),
-            (a.gpu_hz != b.gpu_hz, self.gpu_ms),
-            (a.emc_hz != b.emc_hz, self.emc_ms),
-        ]
-        .into_iter()
-        .filter(|c| c.0)
-        .fold(0.0, |m, c| m.max(c.1))
-    }
-}
 
 /// Why a concurrent board cannot be built.
 #[derive(Debug, thiserror::Error)]

@@ -10,6 +10,7 @@
 //! data path in [`datapath`]) and [`inference`] its
 //! DNN inference (both made profiling sources in [`sources`]) and [`gpu`] its GPU's
 //! performance on the roofline kernels;
+//! [`settle`] how long its knobs take to settle after a write;
 //! [`concurrent`] trains and serves inference at once on one GPU (Fulcrum's problem);
 //! [`characterize`] sweeps the SIGMETRICS'23 study's configurations over its data path;
 //! [`truth`] writes profiles of boards modelled unlike all of this, to test predictors on.
@@ -22,6 +23,7 @@ pub mod inference;
 pub mod kernel;
 pub mod nvpconf;
 pub mod power;
+pub mod settle;
 pub mod sources;
 pub mod spec;
 pub mod tree;

@@ -4,7 +4,8 @@
 //! The runtime directory holds the state files, the simulated boards and (later) the
 //! socket and telemetry ring. It is `--runtime-dir DIR`, else `JPOWER_RUNTIME_DIR`, else
 //! `/run/jpower` when that is writable (the agent's home on a board), else
-//! `$XDG_RUNTIME_DIR/jpower` for an unprivileged user on a laptop.
+//! `$XDG_RUNTIME_DIR/jpower` for an unprivileged user on a laptop. What must outlive a
+//! reboot (a board's measured profile) goes to the state directory ([`state_dir`]).
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,30 @@ fn writable(dir: &Path) -> bool {
         dir.parent().unwrap_or(dir)
     };
     nix::unistd::access(probe, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+/// The system-wide state directory on a board (what survives a reboot: board profiles).
+pub const SYSTEM_STATE_DIR: &str = "/var/lib/jpower";
+
+/// Picks the state directory, where measured board profiles are kept:
+/// `JPOWER_STATE_DIR`, else `/var/lib/jpower` when writable or already there, else
+/// `$XDG_STATE_HOME/jpower`, else `~/.local/state/jpower`.
+pub fn state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("JPOWER_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let system = Path::new(SYSTEM_STATE_DIR);
+    if system.is_dir() || writable(system) {
+        return system.to_path_buf();
+    }
+    let nonempty = |v: &str| std::env::var_os(v).filter(|s| !s.is_empty());
+    match (nonempty("XDG_STATE_HOME"), nonempty("HOME")) {
+        (Some(xdg), _) => PathBuf::from(xdg).join("jpower"),
+        (None, Some(home)) => PathBuf::from(home).join(".local/state/jpower"),
+        (None, None) => {
+            std::env::temp_dir().join(format!("jpower-state-{}", nix::unistd::getuid()))
+        }
+    }
 }
 
 /// The host's boot id; empty if the kernel does not provide one.

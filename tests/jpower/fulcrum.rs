@@ -4,6 +4,84 @@
 
 use crate::util::{self, jpower, json, ok};
 
+/// `jpower schedule --strategy maxn` of ResNet-18 training and MobileNetV3 inference on the
+/// simulated Orin AGX in `rt`, with `extra`: the command.
+fn schedule_maxn(rt: &std::path::Path, extra: &[&str]) -> std::process::Command {
+    let mut c = jpower(rt);
+    c.args([
+        "--json",
+        "--sim",
+        "orin-agx",
+        "schedule",
+        "--strategy",
+        "maxn",
+    ])
+    .args(["--train", "resnet18", "--infer", "mobilenetv3"])
+    .args(["--budget", "30", "--slo-ms", "150", "--rate", "30"])
+    .args(extra);
+    c
+}
+
+/// `jpower switch-cost` keeps the board's measured costs in its profile, and `schedule`
+/// plans a per-phase switch at the measured cost of the GPU and EMC clocks unless told
+/// otherwise; a malformed profile is an error that names the file and the line.
+#[test]
+fn the_measured_switch_cost_is_kept_in_the_profile_and_schedule_plans_with_it() {
+    let rt = util::runtime();
+    let assumed = json(&ok(&mut schedule_maxn(rt.path(), &[])));
+    assert_eq!(assumed["switch_ms_from"], "assumed", "{assumed}");
+    assert_eq!(assumed["problem"]["switch_ms"], 1.0);
+
+    let m = json(&ok(jpower(rt.path()).args([
+        "--json",
+        "--sim",
+        "orin-agx",
+        "switch-cost",
+        "--repeats",
+        "3",
+        "--knob",
+        "gpu",
+        "--knob",
+        "emc",
+    ])));
+    let profile = std::path::PathBuf::from(m["profile"].as_str().unwrap());
+    assert!(profile.starts_with(rt.path().join("state")), "{m}");
+    let knobs = m["costs"]["knobs"].as_array().unwrap();
+    assert_eq!(knobs.len(), 2, "{m}");
+    let mut slowest = 0.0f64;
+    for (k, settle_ms) in knobs.iter().zip([0.1, 1.0]) {
+        assert_eq!(k["moves_clock"], true, "{k}");
+        assert_eq!(k["unsettled"], 0, "{k}");
+        assert!(k["energy_j"].as_f64().is_some_and(f64::is_finite), "{k}");
+        assert!(
+            k["energy_resolution_j"].as_f64().is_some_and(|r| r > 0.0),
+            "{k}"
+        );
+        for dir in ["down", "up"] {
+            let t = &k[dir];
+            // From the write to the clock settled: at least the simulated settle time.
+            assert!(t["median_ms"].as_f64().unwrap() >= settle_ms, "{k}");
+            slowest = slowest.max(t["p90_ms"].as_f64().unwrap());
+        }
+    }
+
+    let measured = json(&ok(&mut schedule_maxn(rt.path(), &[])));
+    let from = measured["switch_ms_from"].as_str().unwrap();
+    assert!(
+        from.starts_with("measured") && from.contains(profile.to_str().unwrap()),
+        "{from}"
+    );
+    assert_eq!(measured["problem"]["switch_ms"].as_f64().unwrap(), slowest);
+    let given = json(&ok(&mut schedule_maxn(rt.path(), &["--switch-ms", "0.5"])));
+    assert_eq!(given["problem"]["switch_ms"], 0.5);
+
+    std::fs::write(&profile, "{\n  \"version\": 1,\n  \"board\": 3\n}\n").unwrap();
+    let out = util::run(&mut schedule_maxn(rt.path(), &[]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains(&format!("{}:3:", profile.display())), "{err}");
+}
+
 #[test]
 fn schedule_prints_the_chosen_configuration_and_the_oracle() {
     let rt = util::runtime();

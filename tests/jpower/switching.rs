@@ -108,6 +108,8 @@ fn pinned_clocks_run_at_the_pinned_frequency() {
         let space = ModeSpace::of(c.board());
         let m = space.get(space.len() / 2).unwrap();
         c.apply(&m.to_mode(c.board())).unwrap();
+        // The running clocks reach a new rate their knob's settle time after the write.
+        std::thread::sleep(std::time::Duration::from_millis(5));
         assert_eq!(
             c.board().clusters[0].cur.read_u64().unwrap() * 1000,
             m.cpu_hz,
@@ -120,6 +122,36 @@ fn pinned_clocks_run_at_the_pinned_frequency() {
         );
         c.restore().unwrap();
     }
+}
+
+/// Each knob's switch is timed from the write to its running clock at the new rate: at
+/// least the simulated kernel's settle time, every switch settled; the cores have no
+/// clock, their time is the hotplug writes'.
+#[test]
+fn each_knobs_switch_cost_is_timed_to_its_clock_settled() {
+    use jpower::control::settle::{self, Knob};
+    use jpower::sim::settle::SwitchTimes;
+    let rt = util::runtime();
+    let (_sim, mut c) = open("orin-agx", rt.path());
+    let t = SwitchTimes::DEFAULT;
+    for (knob, assumed_ms) in [
+        (Knob::Gpu, t.gpu_ms),
+        (Knob::Emc, t.emc_ms),
+        (Knob::Cpu, t.cpu_ms),
+        (Knob::Cores, t.cores_ms),
+    ] {
+        assert_eq!(settle::unmeasurable(c.board(), knob), None);
+        let cost = settle::measure(&mut c, knob, 3).unwrap();
+        assert_eq!(cost.unsettled, 0, "{cost:?}");
+        assert_eq!(cost.moves_clock, knob != Knob::Cores, "{cost:?}");
+        assert!(cost.between[1] < cost.between[0], "{cost:?}");
+        for times in [cost.down, cost.up] {
+            let times = times.unwrap();
+            assert!(times.median_ms >= assumed_ms, "{cost:?}");
+            assert!(times.median_ms <= times.p90_ms && times.p90_ms <= times.max_ms);
+        }
+    }
+    c.restore().unwrap();
 }
 
 #[test]

@@ -26,6 +26,8 @@ pub fn jpower(runtime: &Path) -> Command {
     c.arg("--runtime-dir").arg(runtime);
     // Caches (pre-trained reference models) stay in the test's directory.
     c.env("XDG_CACHE_HOME", runtime.join("cache"));
+    // So are the boards' measured profiles.
+    c.env("JPOWER_STATE_DIR", runtime.join("state"));
     c.env_remove("JPOWER_RUNTIME_DIR")
         .env_remove("JPOWER_SIM_FAULT");
     c

@@ -1,11 +1,30 @@
 //! The clock and hotplug drivers: CPU `online`, cpufreq and devfreq min/max with each
 //! release's rules (`EINVAL` on L4T 32, PM-QoS requests on L4T 35/36), the governors'
 //! choice of the running clock, the EMC cap, and the operating point they make.
+//!
+//! A running clock moves to a new rate its knob's settle time after the write
+//! ([`crate::sim::settle`]): until then its file reads, and the rails follow, the rate it
+//! ran at before. A CPU comes online or goes offline before the write to `online` returns,
+//! which takes the hotplug time ([`SimKernel::hotplug_pause`]).
 
+use super::state::Settling;
 use super::{einval, KernelState, SimKernel};
 use crate::board::sysfs::format_cpu_list;
 use crate::sim::power::Operating;
+use crate::sim::settle::SwitchTimes;
 use std::io;
+use std::time::Duration;
+
+/// A running clock, by the knob that sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Clock {
+    /// A CPU cluster's `scaling_cur_freq` (and `cpuinfo_cur_freq`), kHz.
+    Cpu(usize),
+    /// The GPU's devfreq `cur_freq`, Hz.
+    Gpu,
+    /// The EMC's running rate (BPMP debugfs), Hz.
+    Emc,
+}
 
 impl SimKernel {
     pub(super) fn policy(&self, cluster: usize) -> String {
@@ -110,9 +129,9 @@ impl SimKernel {
         };
         self.put(&min_f, &eff_min.to_string())?;
         self.put(&max_f, &eff_max.to_string())?;
-        let cur = pick(table, eff_min, eff_max, true).to_string();
-        self.put(&format!("{p}/scaling_cur_freq"), &cur)?;
-        self.put(&format!("{p}/cpuinfo_cur_freq"), &cur)
+        let cur = pick(table, eff_min, eff_max, true);
+        self.retarget(st, Clock::Cpu(cl), cur, SwitchTimes::DEFAULT.cpu_ms)?;
+        self.put(&format!("{p}/cpuinfo_cur_freq"), &cur.to_string())
     }
 
     pub(super) fn store_gpu_limit(
@@ -145,7 +164,7 @@ impl SimKernel {
     }
 
     /// The devfreq governor's choice: the top of the range under load, else the bottom.
-    pub(super) fn refresh_gpu_clock(&self, st: &KernelState) -> io::Result<()> {
+    pub(super) fn refresh_gpu_clock(&self, st: &mut KernelState) -> io::Result<()> {
         let d = self.devfreq();
         let table = self.spec.gpu.table_hz;
         let hi = match self.read(&format!("{d}/max_freq"))? {
@@ -154,10 +173,10 @@ impl SimKernel {
         };
         let lo = self.read(&format!("{d}/min_freq"))?;
         let cur = pick(table, lo, hi, st.load.gpu > 0.05);
-        self.put(&format!("{d}/cur_freq"), &cur.to_string())
+        self.retarget(st, Clock::Gpu, cur, SwitchTimes::DEFAULT.gpu_ms)
     }
 
-    pub(super) fn store_emc_cap(&self, value: &[u8]) -> io::Result<()> {
+    pub(super) fn store_emc_cap(&self, st: &mut KernelState, value: &[u8]) -> io::Result<()> {
         let text = std::str::from_utf8(value).map_err(|_| einval())?.trim();
         let v: i64 = text.parse().map_err(|_| einval())?;
         let e = &self.spec.emc;
@@ -166,12 +185,63 @@ impl SimKernel {
         self.put(e.cap_file, &shown.to_string())?;
         let cap = if shown == 0 { top } else { shown };
         let rate = pick(e.table_hz, 0, cap, true);
-        self.put(super::EMC_RATE, &rate.to_string())
+        self.retarget(st, Clock::Emc, rate, SwitchTimes::DEFAULT.emc_ms)
     }
 
-    /// Reads the operating point from the tree.
+    /// The board path of a running clock's file.
+    pub(super) fn clock_file(&self, clock: Clock) -> String {
+        match clock {
+            Clock::Cpu(cl) => format!("{}/scaling_cur_freq", self.policy(cl)),
+            Clock::Gpu => format!("{}/cur_freq", self.devfreq()),
+            Clock::Emc => super::EMC_RATE.to_string(),
+        }
+    }
+
+    /// Sends `clock` to `rate`, which it reaches `settle_ms` from now (at once if it
+    /// already runs there).
+    fn retarget(
+        &self,
+        st: &mut KernelState,
+        clock: Clock,
+        rate: u64,
+        settle_ms: f64,
+    ) -> io::Result<()> {
+        let file = self.clock_file(clock);
+        let now = super::sensor::monotonic_us();
+        let from = self.running(st, clock, now)?;
+        if from == rate {
+            st.settling.remove(&file);
+        } else {
+            let until_us = now + (settle_ms * 1e3) as u64;
+            st.settling
+                .insert(file.clone(), Settling { from, until_us });
+        }
+        self.put(&file, &rate.to_string())
+    }
+
+    /// What `clock` runs at at `now_us` (`CLOCK_MONOTONIC`, microseconds).
+    pub(super) fn running(&self, st: &KernelState, clock: Clock, now_us: u64) -> io::Result<u64> {
+        let file = self.clock_file(clock);
+        match st.settling.get(&file) {
+            Some(s) if now_us < s.until_us => Ok(s.from),
+            _ => self.read(&file),
+        }
+    }
+
+    /// How long a write to a CPU's `online` takes when it brings the CPU up or down: the
+    /// hotplug, which the writer waits out (the board is not locked meanwhile).
+    pub(super) fn hotplug_pause(&self) {
+        std::thread::sleep(Duration::from_secs_f64(SwitchTimes::DEFAULT.cores_ms / 1e3));
+    }
+
     /// The running clocks and online cores, as the rails see them.
     pub fn operating(&self) -> io::Result<Operating> {
+        self.operating_in(&self.state()?)
+    }
+
+    /// [`SimKernel::operating`] in state `st`.
+    pub(super) fn operating_in(&self, st: &KernelState) -> io::Result<Operating> {
+        let now = super::sensor::monotonic_us();
         let mut cores = 0u32;
         let mut cpu_khz_sum = 0u64;
         for cl in 0..self.spec.clusters.len() {
@@ -180,16 +250,15 @@ impl SimKernel {
                 on += u32::from(self.online(c)?);
             }
             if on > 0 {
-                cpu_khz_sum +=
-                    u64::from(on) * self.read(&format!("{}/scaling_cur_freq", self.policy(cl)))?;
+                cpu_khz_sum += u64::from(on) * self.running(st, Clock::Cpu(cl), now)?;
             }
             cores += on;
         }
         Ok(Operating {
             online_cores: cores,
             cpu_hz: cpu_khz_sum as f64 * 1000.0 / f64::from(cores.max(1)),
-            gpu_hz: self.read(&format!("{}/cur_freq", self.devfreq()))? as f64,
-            emc_hz: self.read(super::EMC_RATE)? as f64,
+            gpu_hz: self.running(st, Clock::Gpu, now)? as f64,
+            emc_hz: self.running(st, Clock::Emc, now)? as f64,
         })
     }
 }
@@ -219,5 +288,45 @@ mod tests {
         assert_eq!(pick(&t, 150, 350, true), 300);
         assert_eq!(pick(&t, 150, 350, false), 200);
         assert_eq!(pick(&t, 250, 260, true), 200);
+    }
+
+    #[test]
+    fn a_running_clock_reads_its_old_rate_until_it_settles_and_hotplug_takes_its_time() {
+        use crate::board::Board;
+        use crate::sim::kernel::sensor::monotonic_us;
+        let dir = tempfile::tempdir().unwrap();
+        let sim = crate::sim::SimBoard::open("orin-agx", dir.path()).unwrap();
+        let (k, board) = (&sim.kernel, Board::discover(sim.root()).unwrap());
+        let rate = board.emc.as_ref().unwrap().rate.as_ref().unwrap();
+        let top = rate.read_u64().unwrap();
+        let low = k.spec.emc.table_hz[0];
+        let cap = board.root.open(k.spec.emc.cap_file, true).unwrap();
+        let written = monotonic_us();
+        cap.write_u64(low).unwrap();
+        let returned = monotonic_us();
+        let st = k.state().unwrap();
+        let s = st.settling[&k.clock_file(Clock::Emc)];
+        let settle_us = (SwitchTimes::DEFAULT.emc_ms * 1e3) as u64;
+        assert!(
+            (written + settle_us..=returned + settle_us).contains(&s.until_us),
+            "{s:?}"
+        );
+        assert_eq!(k.running(&st, Clock::Emc, s.until_us - 1).unwrap(), top);
+        assert_eq!(k.running(&st, Clock::Emc, s.until_us).unwrap(), low);
+        std::thread::sleep(Duration::from_micros(settle_us));
+        assert_eq!(rate.read_u64().unwrap(), low);
+
+        let online = board
+            .root
+            .open("/sys/devices/system/cpu/cpu11/online", true)
+            .unwrap();
+        let started = std::time::Instant::now();
+        online.write_u64(0).unwrap();
+        let took = started.elapsed().as_secs_f64() * 1e3;
+        assert!(took >= SwitchTimes::DEFAULT.cores_ms, "{took} ms");
+        // Writing what it already is hotplugs nothing.
+        let started = std::time::Instant::now();
+        online.write_u64(0).unwrap();
+        assert!(started.elapsed().as_secs_f64() * 1e3 < SwitchTimes::DEFAULT.cores_ms);
     }
 }

@@ -1,6 +1,7 @@
 //! The file layer's [`Driver`]: which model attribute each attached file is, writes
 //! dispatched to the drivers' rules, and reads of the sensor, thermal and `/proc` files.
 
+use super::clocks::Clock;
 use super::sensor::{rail_file, Quantity, T_BASE_MC, T_PER_W_MC};
 use super::{einval, KernelState, SimKernel};
 use crate::board::sysfs::{parse_u64, Driver};
@@ -16,6 +17,7 @@ pub(super) enum Attr {
     CpuLimit { cluster: usize, max: bool },
     GpuLimit { max: bool },
     EmcCap,
+    Running(Clock),
     Rail { ina: usize, ch: usize, q: Quantity },
     InaSamples(usize),
     InaInterval(usize),
@@ -34,16 +36,29 @@ impl SimKernel {
             Attr::Online(cpu) => self.store_online(cpu, number()?),
             Attr::CpuLimit { cluster, max } => self.store_cpu_limit(st, cluster, max, number()?),
             Attr::GpuLimit { max } => self.store_gpu_limit(st, max, number()?),
-            Attr::EmcCap => self.store_emc_cap(value),
+            Attr::EmcCap => self.store_emc_cap(st, value),
             Attr::InaSamples(chip) => self.store_samples(st, chip, number()?),
             Attr::InaInterval(chip) => self.store_interval(st, chip, number()?),
             Attr::Rail { .. }
+            | Attr::Running(_)
             | Attr::GpuLoad
             | Attr::Thermal(_)
             | Attr::ProcStat
             | Attr::MemInfo
             | Attr::EmcActivity => Err(io::Error::from_raw_os_error(libc::EACCES)),
         }
+    }
+}
+
+impl SimKernel {
+    /// A running clock's file now, into `buf`; the bytes written.
+    fn show_running(&self, clock: Clock, buf: &mut [u8]) -> io::Result<usize> {
+        let st = self.state()?;
+        let rate = self.running(&st, clock, super::sensor::monotonic_us())?;
+        let mut tmp = [0u8; 24];
+        let n = crate::board::sysfs::format_u64(rate, &mut tmp).min(buf.len());
+        buf[..n].copy_from_slice(&tmp[..n]);
+        Ok(n)
     }
 }
 
@@ -67,12 +82,17 @@ impl Driver for SimKernel {
                     max: false,
                 },
                 "scaling_max_freq" => Attr::CpuLimit { cluster, max: true },
+                "scaling_cur_freq" | "cpuinfo_cur_freq" => Attr::Running(Clock::Cpu(cluster)),
                 _ => return None,
             }
         } else if p == format!("{}/min_freq", self.devfreq()) {
             Attr::GpuLimit { max: false }
         } else if p == format!("{}/max_freq", self.devfreq()) {
             Attr::GpuLimit { max: true }
+        } else if p == format!("{}/cur_freq", self.devfreq()) {
+            Attr::Running(Clock::Gpu)
+        } else if p == super::EMC_RATE {
+            Attr::Running(Clock::Emc)
         } else if p == format!("{}/load", spec.gpu.dir) {
             Attr::GpuLoad
         } else if p == spec.emc.cap_file {
@@ -120,11 +140,16 @@ impl Driver for SimKernel {
             .ok_or_else(einval)?;
         self.count_write(false)?;
         self.before_change();
+        let hotplug;
         {
             let _guard = self.exclusive()?;
             let mut st = self.state()?;
             // What another process wrote straight into the tree reaches the kernel first.
             self.reconcile(&mut st)?;
+            hotplug = match attr {
+                Attr::Online(cpu) => Some(self.online(cpu)?),
+                _ => None,
+            };
             // A refused write leaves the kernel's state as it was.
             let mut after = st.clone();
             let result = self.apply(&mut after, attr, value);
@@ -134,6 +159,11 @@ impl Driver for SimKernel {
             result?;
         }
         self.invalidate();
+        if let (Some(was), Attr::Online(cpu)) = (hotplug, attr) {
+            if self.online(cpu)? != was {
+                self.hotplug_pause();
+            }
+        }
         self.count_write(true)
     }
 
@@ -143,6 +173,7 @@ impl Driver for SimKernel {
             Attr::ProcStat => return Some(self.proc_stat(buf)),
             Attr::MemInfo => return Some(self.meminfo(buf)),
             Attr::EmcActivity => return Some(self.emc_activity(buf)),
+            Attr::Running(clock) => return Some(self.show_running(clock, buf)),
             _ => {}
         }
         if !matches!(attr, Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_)) {

@@ -43,8 +43,10 @@ impl SimKernel {
 
     /// actmon's `mc_all` now, into `buf`; the bytes written.
     pub(super) fn emc_activity(&self, buf: &mut [u8]) -> io::Result<usize> {
-        let busy = self.state()?.load.emc.clamp(0.0, 1.0);
-        let khz = self.read(super::EMC_RATE)? / 1000;
+        let st = self.state()?;
+        let busy = st.load.emc.clamp(0.0, 1.0);
+        let now = super::sensor::monotonic_us();
+        let khz = self.running(&st, super::clocks::Clock::Emc, now)? / 1000;
         let mut out = io::Cursor::new(buf);
         writeln!(out, "{}", (busy * khz as f64) as u64)?;
         Ok(out.position() as usize)

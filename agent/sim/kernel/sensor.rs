@@ -188,7 +188,7 @@ impl SimKernel {
         }
         let st = self.state()?;
         let load = st.load;
-        let op = self.operating()?;
+        let op = self.operating_in(&st)?;
         let d = power::domain_power(
             self.spec.silicon,
             &op,

@@ -26,6 +26,19 @@ pub struct KernelState {
     /// The CPU time the load has kept busy (`/proc/stat`).
     #[serde(default)]
     pub cpu_busy: CpuBusy,
+    /// Running clocks still moving to the rate last written, by the board path of their
+    /// running-rate file ([`crate::sim::settle`]).
+    #[serde(default)]
+    pub settling: BTreeMap<String, Settling>,
+}
+
+/// A running clock on its way to a new rate: it reads `from` until `until_us`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settling {
+    /// The rate it ran at when the write came, Hz or kHz as its file says.
+    pub from: u64,
+    /// `CLOCK_MONOTONIC` when it reaches the new rate, microseconds.
+    pub until_us: u64,
 }
 
 /// Utilisation of each domain, 0..=1.
@@ -76,8 +89,8 @@ impl SimKernel {
         let now = super::sensor::monotonic_us();
         st.cpu_busy.advance(&st.load, now);
         st.load = load;
+        self.refresh_gpu_clock(&mut st)?;
         self.save(&st)?;
-        self.refresh_gpu_clock(&st)?;
         self.invalidate();
         Ok(())
     }

@@ -1,0 +1,252 @@
+//! `jpower switch-cost`: measures what a switch of each knob costs on the board, in time
+//! ([`crate::control::settle`]) and in energy, and keeps it in the board's profile, where
+//! `jpower schedule` finds the cost of a per-phase switch.
+//!
+//! Energy: the rails are sampled at 1 kHz (the INA3221 averaging lowered, as `jpower demo`
+//! does) while the board holds the knob's top end for [`ENERGY_WINDOW`], then its lower
+//! end as long, then switches between the two every [`ENERGY_PERIOD`] as long. What the
+//! switching window draws beyond what each end draws held, over its switches, is one
+//! switch's energy; the sensor's error bound over the windows, over the switches, is its
+//! resolution. A sensor that refreshes slower (an IIO board's fixed averaging) lengthens
+//! the windows to two refreshes at least, and the switching window runs on until the
+//! sensor has caught up, so that what its lag shifts stays inside.
+
+use super::{Output, Target};
+use crate::board::ina3221;
+use crate::control::settle::{self, Knob, SwitchCosts};
+use crate::control::Controller;
+use crate::sim::kernel::LoadState;
+use crate::telemetry::ring::{monotonic_ns, RingReader};
+use crate::telemetry::sampler::SamplerConfig;
+use crate::telemetry::Telemetry;
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long each of the three energy windows lasts.
+pub const ENERGY_WINDOW: Duration = Duration::from_millis(600);
+/// How long each end is held while switching for the energy window.
+pub const ENERGY_PERIOD: Duration = Duration::from_millis(20);
+
+/// Arguments of `jpower switch-cost`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Switches timed each way per knob.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeats: u32,
+    /// Measure only these knobs (gpu, emc, cpu, cores) [default: every one the board lets
+    /// jpower set].
+    #[arg(long = "knob", value_name = "KNOB")]
+    pub knobs: Vec<String>,
+    /// Print the costs without keeping them in the board's profile.
+    #[arg(long)]
+    pub no_save: bool,
+}
+
+/// `jpower switch-cost`.
+pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
+    let knobs: Vec<Knob> = if a.knobs.is_empty() {
+        Knob::ALL.to_vec()
+    } else {
+        a.knobs
+            .iter()
+            .map(|n| {
+                Knob::from_name(n)
+                    .with_context(|| format!("unknown knob {n:?} (gpu, emc, cpu, cores)"))
+            })
+            .collect::<Result<_>>()?
+    };
+    if target.agent()?.is_some() {
+        bail!("an agent serves this board: stop it first (systemctl stop jpower), since a switch timed through its socket would time the socket too");
+    }
+    let (mut c, sim) = target.open()?;
+    // The load a schedule switches under (on a board, whatever runs now).
+    if let Some(sim) = &sim {
+        sim.set_load(LoadState::TRAINING)?;
+    }
+    let result = measure_all(target, &mut c, &knobs, a.repeats);
+    c.restore()?;
+    if let Some(sim) = &sim {
+        sim.set_load(LoadState::default())?;
+    }
+    let (costs, skipped) = result?;
+    let path = SwitchCosts::path(c.board());
+    if !a.no_save {
+        costs
+            .save(&path)
+            .with_context(|| format!("keeping the profile in {}", path.display()))?;
+    }
+    let saved = (!a.no_save).then(|| path.display().to_string());
+    out.print(
+        &json!({"costs": costs, "skipped": skipped, "profile": saved}),
+        || text(&costs, &skipped, saved.as_deref()),
+    )
+}
+
+/// Every knob's cost, and the knobs skipped with why.
+fn measure_all(
+    target: &Target,
+    c: &mut Controller,
+    knobs: &[Knob],
+    repeats: u32,
+) -> Result<(SwitchCosts, Vec<(Knob, &'static str)>)> {
+    let fast = ina3221::averaging_target(c.board(), c.current(), 1000);
+    c.apply_values(&fast)?;
+    let telemetry = Telemetry::start(
+        c.board(),
+        c.current(),
+        &crate::telemetry::ring_path(&target.runtime_dir(), &c.board().key()),
+        &SamplerConfig {
+            rate_hz: Some(1000.0),
+            ..SamplerConfig::default()
+        },
+    )?;
+    let ring = RingReader::open(&telemetry.path)?;
+    let mut measured = Vec::new();
+    let mut skipped = Vec::new();
+    for &knob in knobs {
+        if let Some(why) = settle::unmeasurable(c.board(), knob) {
+            skipped.push((knob, why));
+            continue;
+        }
+        eprintln!("switch-cost: {} ...", knob.name());
+        let mut cost = settle::measure(c, knob, repeats)?;
+        let (energy, resolution) = switch_energy(c, &ring, knob)?;
+        (cost.energy_j, cost.energy_resolution_j) = (Some(energy), Some(resolution));
+        measured.push(cost);
+    }
+    drop(telemetry);
+    let costs = SwitchCosts {
+        version: settle::VERSION,
+        board: c.board().identity.model.clone(),
+        measured_unix_s: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        repeats,
+        knobs: measured,
+    };
+    Ok((costs, skipped))
+}
+
+/// One switch's energy and the resolution of that figure, joules (module docs).
+fn switch_energy(c: &mut Controller, ring: &RingReader, knob: Knob) -> Result<(f64, f64)> {
+    let modes = settle::ends(c.board(), knob).map(|m| m.to_mode(c.board()));
+    // The sensor shows a change within a conversion under way and the next one.
+    let refresh_us = (0..c.board().ina.len())
+        .map(|chip| ina3221::refresh_us(c.board(), chip, c.current()))
+        .max()
+        .unwrap_or(0);
+    let lag = Duration::from_micros(2 * u64::from(refresh_us));
+    let window = ENERGY_WINDOW.max(2 * lag);
+    let mut hold = |i: usize| -> Result<crate::telemetry::energy::Energy> {
+        c.apply(&modes[i])?;
+        std::thread::sleep(settle::HOLD.max(lag));
+        let t0 = monotonic_ns();
+        std::thread::sleep(window);
+        Ok(ring.energy(t0, monotonic_ns()))
+    };
+    let held = [hold(0)?, hold(1)?];
+    let held_w = held.each_ref().map(|e| e.mean_module_w);
+    // From the lower end held: each period holds the other end, top first, and is charged
+    // at what that end draws held; the last returns to the lower end, and the window runs
+    // on while the sensor catches up, so what its lag shifts stays inside.
+    let t0 = monotonic_ns();
+    let (mut switches, mut expected_j, mut at) = (0u32, 0.0, t0);
+    while at - t0 < window.as_nanos() as u64 || switches % 2 == 1 {
+        let end = (switches % 2) as usize;
+        c.apply(&modes[end])?;
+        std::thread::sleep(ENERGY_PERIOD);
+        let next = monotonic_ns();
+        expected_j += held_w[end] * (next - at) as f64 * 1e-9;
+        (switches, at) = (switches + 1, next);
+    }
+    std::thread::sleep(lag);
+    let end = monotonic_ns();
+    expected_j += held_w[1] * (end - at) as f64 * 1e-9;
+    let drawn = ring.energy(t0, end);
+    let held_bound = held
+        .iter()
+        .map(|e| e.error_bound_j / e.duration_s.max(1e-9))
+        .sum::<f64>()
+        / 2.0
+        * drawn.duration_s;
+    let n = f64::from(switches);
+    Ok((
+        (drawn.module_j - expected_j) / n,
+        (drawn.error_bound_j + held_bound) / n,
+    ))
+}
+
+fn ms(t: Option<settle::Times>) -> String {
+    t.map_or("-".into(), |t| {
+        format!("{:.3}/{:.3}", t.median_ms, t.p90_ms)
+    })
+}
+
+fn text(costs: &SwitchCosts, skipped: &[(Knob, &str)], saved: Option<&str>) -> String {
+    let mut t = format!(
+        "switch costs of {} ({} switches each way per knob; ms from the write to the clock settled, median/p90)\n",
+        costs.board, costs.repeats
+    );
+    let _ = writeln!(
+        t,
+        "  {:<6} {:>24} {:>16} {:>16} {:>10} {:>16}",
+        "knob", "between", "down ms", "up ms", "unsettled", "energy mJ"
+    );
+    for k in &costs.knobs {
+        let between = match k.knob {
+            Knob::Cores => format!("{} - {} cores", k.between[1], k.between[0]),
+            _ => format!(
+                "{:.0} - {:.0} MHz",
+                k.between[1] as f64 / 1e6,
+                k.between[0] as f64 / 1e6
+            ),
+        };
+        let _ = writeln!(
+            t,
+            "  {:<6} {:>24} {:>16} {:>16} {:>10} {:>16}{}",
+            k.knob.name(),
+            between,
+            ms(k.down),
+            ms(k.up),
+            k.unsettled,
+            match (k.energy_j, k.energy_resolution_j) {
+                (Some(e), Some(r)) => format!("{:.1} +- {:.1}", e * 1e3, r * 1e3),
+                _ => "-".into(),
+            },
+            if k.moves_clock || k.knob == Knob::Cores {
+                ""
+            } else {
+                "  (its running clock did not move: the writes' time only)"
+            }
+        );
+    }
+    for (k, why) in skipped {
+        let _ = writeln!(t, "  {:<6} not measured: {why}", k.name());
+    }
+    if let Some(ms) = costs.fast_switch_ms() {
+        let _ = writeln!(
+            t,
+            "a per-phase switch of the GPU and EMC clocks costs {ms:.3} ms (p90; `jpower schedule` uses it)"
+        );
+    }
+    match saved {
+        Some(p) => {
+            let _ = writeln!(t, "kept in the board's profile: {p}");
+        }
+        None => t.push_str("not kept (--no-save)\n"),
+    }
+    t
+}
+
+/// The board's profile for `jpower schedule`: the fast switch time measured on the board
+/// `target` names, with where it was read, if `jpower switch-cost` kept one.
+pub fn measured_fast_switch(target: &Target) -> Result<Option<(f64, String)>> {
+    let (root, _sim) = target.root()?;
+    let board = crate::board::Board::discover(root)?;
+    let path = SwitchCosts::path(&board);
+    Ok(SwitchCosts::load(&path)?
+        .and_then(|c| c.fast_switch_ms())
+        .map(|ms| (ms, path.display().to_string())))
+}
