@@ -7,9 +7,10 @@
 //! users that submit requests at the problem's rate (Poisson, from the seed) and take
 //! each one's latency from its `served` event. The plan (batch size, target, the mode or
 //! the per-phase pair) goes to the agent first, and the problem's budget to its guard
-//! (the budget from before comes back after); the board runs the training load while
-//! the schedule runs. The phase times are the workloads' noise-free times on the board
-//! ([`Board::truth`]): real time passes, the work itself is simulated.
+//! (the budget from before comes back after). The phase times are the workloads'
+//! noise-free times on the board ([`Board::truth`]), and each turn loads a simulated
+//! board's rails with its phase's utilisations ([`ConcurrentBoard::phase_loads`]): real
+//! time passes, the work itself is simulated.
 //!
 //! The planner re-plans online, as a planner beside a real robot would: it measures the
 //! arrival rate from the agent's count of queued requests and the training minibatch's
@@ -31,8 +32,9 @@ use crate::ipc::protocol::{
 use crate::predict::fulcrum::interleave::TRAIN_SAMPLES;
 use crate::predict::fulcrum::search::{self, Strategy};
 use crate::predict::fulcrum::{Board, Problem, Setting, BATCHES};
-use crate::sim::concurrent::ConcurrentBoard;
+use crate::sim::concurrent::{ConcurrentBoard, PhaseLoads};
 use crate::sim::kernel::LoadState;
+use crate::sim::SimBoard;
 use crate::support::rng::SplitMix64;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
@@ -53,9 +55,16 @@ fn request(c: &mut Client, body: RequestBody) -> Result<ReplyBody> {
     Ok(c.request(body)?)
 }
 
-/// Runs one minibatch of `kind` in a turn: begin, gate, compute for `ms(turn's requests)`,
-/// end. The turn's request count.
-fn turn(c: &mut Client, kind: Kind, id: u64, ms: impl Fn(usize) -> f64) -> Result<usize> {
+/// Runs one minibatch of `kind` in a turn: begin, gate, compute for `work(turn's
+/// requests)`'s milliseconds with the simulated board (if any) under its load, end. The
+/// turn's request count.
+fn turn(
+    c: &mut Client,
+    kind: Kind,
+    id: u64,
+    sim: Option<&SimBoard>,
+    work: impl Fn(usize) -> (f64, LoadState),
+) -> Result<usize> {
     request(c, RequestBody::MinibatchBegin { kind, id })?;
     let ReplyBody::Turn(t) = request(c, RequestBody::ScheduleGate { kind })? else {
         bail!("the agent answered schedule_gate with something else than a turn");
@@ -68,7 +77,13 @@ fn turn(c: &mut Client, kind: Kind, id: u64, ms: impl Fn(usize) -> f64) -> Resul
             phase: Phase::Compute,
         },
     )?;
-    std::thread::sleep(Duration::from_secs_f64(ms(t.requests.len()) / 1000.0));
+    let started = Instant::now();
+    let (ms, load) = work(t.requests.len());
+    if let Some(sim) = sim {
+        sim.set_load(load)?;
+    }
+    let rest = Duration::from_secs_f64(ms / 1000.0).saturating_sub(started.elapsed());
+    std::thread::sleep(rest);
     request(c, RequestBody::MinibatchEnd { kind, id })?;
     Ok(t.requests.len())
 }
@@ -184,6 +199,7 @@ const DRIFT_MINIBATCHES: u64 = 5;
 struct Times {
     train_ms: f64,
     infer_ms: [f64; BATCHES.len()],
+    loads: PhaseLoads,
 }
 
 impl Times {
@@ -191,13 +207,14 @@ impl Times {
         Times {
             train_ms: board.truth(s.train).train_ms,
             infer_ms: board.truth(s.infer).infer_ms,
+            loads: board.phase_loads(s),
         }
     }
 
-    /// The time of the smallest engine batch that holds `n` requests.
-    fn infer(&self, n: usize) -> f64 {
+    /// The time and load of the smallest engine batch that holds `n` requests.
+    fn infer(&self, n: usize) -> (f64, LoadState) {
         let k = BATCHES.iter().position(|&b| b as usize >= n).unwrap_or(0);
-        self.infer_ms[k]
+        (self.infer_ms[k], self.loads.infer[k])
     }
 }
 
@@ -284,9 +301,6 @@ pub fn run(
     let segments = arrival_segments(p.rate_per_s, seconds, changes.rate);
     let requests = segments.iter().map(|(n, _)| n).sum::<usize>();
     let sim = target.root()?.1;
-    if let Some(sim) = &sim {
-        sim.set_load(LoadState::TRAINING)?;
-    }
     let seed = re.seed;
     let done = AtomicBool::new(false);
     let measured = std::thread::scope(|scope| {
@@ -297,7 +311,13 @@ pub fn run(
             times: &times,
         };
         let planning = scope.spawn(|| watch(&mut planner, re, watched, &done));
-        let measured = run_clients(&socket, &segments, seed, &times, changes.slowdown);
+        let measured = run_clients(
+            &socket,
+            &segments,
+            seed,
+            (&times, sim.as_ref()),
+            changes.slowdown,
+        );
         done.store(true, Ordering::Relaxed);
         let replans = planning.join().expect("the planner thread");
         measured.and_then(|m| Ok((m, replans?)))
@@ -470,7 +490,7 @@ fn run_clients(
     socket: &Path,
     segments: &[(usize, f64)],
     seed: u64,
-    times: &Mutex<Times>,
+    (times, sim): (&Mutex<Times>, Option<&SimBoard>),
     slowdown: Option<Change>,
 ) -> Result<Measured> {
     let connect =
@@ -492,7 +512,10 @@ fn run_clients(
         let training = scope.spawn(|| -> Result<u64> {
             let mut n = 0;
             while !done.load(Ordering::Relaxed) {
-                turn(&mut trainer, Kind::Train, n, |_| now().train_ms * slow())?;
+                turn(&mut trainer, Kind::Train, n, sim, |_| {
+                    let t = now();
+                    (t.train_ms * slow(), t.loads.train)
+                })?;
                 n += 1;
             }
             Ok(n)
@@ -500,7 +523,7 @@ fn run_clients(
         let serving = scope.spawn(|| -> Result<()> {
             let (mut served, mut id) = (0, 0);
             while served < requests {
-                served += turn(&mut server, Kind::Infer, id, |n| now().infer(n))?;
+                served += turn(&mut server, Kind::Infer, id, sim, |n| now().infer(n))?;
                 id += 1;
             }
             Ok(())

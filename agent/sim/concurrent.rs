@@ -30,6 +30,7 @@
 //! runs by those (up to [`KEPT_RUNS`]), and answers a repeat, early stop or not, with
 //! the kept one. The problems of a sweep share most of the oracle's runs.
 
+use super::kernel::LoadState;
 use super::power::{Operating, Silicon};
 use super::settle::SwitchTimes;
 use super::sources::InferenceSource;
@@ -172,6 +173,31 @@ impl ConcurrentBoard {
     pub fn silicon(&self) -> Silicon {
         self.spec.silicon
     }
+
+    /// What each phase of `s` keeps the board busy with: a training minibatch at the
+    /// training mode, and an inference batch of each size at the inference mode (what a
+    /// live run loads the simulated board's rails with, phase by phase).
+    pub fn phase_loads(&self, s: &Setting) -> PhaseLoads {
+        let mode = |i| self.space.get(i).expect("a mode of the space");
+        let (train, infer) = (mode(s.train), mode(s.infer));
+        let op = Operating::from(&train);
+        PhaseLoads {
+            train: workload::truth(self.spec.silicon, self.train, &op)
+                .load
+                .into(),
+            infer: std::array::from_fn(|k| self.infer[k].truth_s(&infer).load.into()),
+        }
+    }
+}
+
+/// The utilisations each phase of a setting keeps the board busy at
+/// ([`ConcurrentBoard::phase_loads`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseLoads {
+    /// A training minibatch.
+    pub train: LoadState,
+    /// An inference batch of each of [`BATCHES`]' sizes.
+    pub infer: [LoadState; BATCHES.len()],
 }
 
 impl fulcrum::eval::SweepBoard for ConcurrentBoard {
@@ -285,5 +311,50 @@ impl fulcrum::Board for ConcurrentBoard {
             self.kept.insert(key, o);
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each phase loads the board as its own workload does at its own mode: a live run's
+    /// rails follow the phase, not one load for both.
+    #[test]
+    fn each_phase_loads_the_board_as_its_workload_does_at_its_mode() {
+        let spec = crate::sim::spec::find("orin-agx").unwrap();
+        let board =
+            ConcurrentBoard::new(spec, "resnet18", "mobilenetv3", SwitchTimes::DEFAULT, 1).unwrap();
+        let space = spec.mode_space();
+        let top = space.len() - 1;
+        let low_gpu = space
+            .iter()
+            .position(|m| {
+                let t = space.get(top).unwrap();
+                m.cores == t.cores && m.cpu_hz == t.cpu_hz && m.emc_hz == t.emc_hz
+            })
+            .unwrap();
+        let s = Setting {
+            train: top,
+            infer: low_gpu,
+            batch: 2,
+        };
+        let loads = board.phase_loads(&s);
+        let want: LoadState = workload::truth(
+            spec.silicon,
+            Workload::from_name("resnet18").unwrap(),
+            &Operating::from(&space.get(top).unwrap()),
+        )
+        .load
+        .into();
+        assert_eq!(loads.train, want);
+        for (k, l) in loads.infer.iter().enumerate() {
+            assert_ne!(*l, loads.train, "batch {}", BATCHES[k]);
+            assert!((0.0..=1.0).contains(&l.gpu) && l.gpu > 0.0, "{l:?}");
+        }
+        assert!(
+            loads.infer[0] != loads.infer[BATCHES.len() - 1],
+            "{loads:?}"
+        );
     }
 }

@@ -52,6 +52,16 @@ pub struct LoadState {
     pub emc: f64,
 }
 
+impl From<crate::sim::power::Load> for LoadState {
+    fn from(l: crate::sim::power::Load) -> LoadState {
+        LoadState {
+            cpu: l.cpu,
+            gpu: l.gpu,
+            emc: l.emc,
+        }
+    }
+}
+
 impl LoadState {
     /// Training a network on the GPU: the GPU busy, the CPU half busy feeding it, memory
     /// traffic in between (the demo's load, and `train --sim`'s).
