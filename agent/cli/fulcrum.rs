@@ -251,6 +251,25 @@ fn live_text(v: &serde_json::Value) -> String {
             r["chosen"],
         );
     }
+    let sensor = &l["sensor"];
+    let sensed = match sensor["refresh_ms"].as_f64() {
+        Some(r) => format!(
+            "the INA3221s averaged {} conversion(s), a refresh every {r:.2} ms",
+            sensor["samples"]
+        ),
+        None => format!(
+            "the sensors' averaging could not be lowered ({})",
+            sensor["not_lowered"].as_str().unwrap_or("")
+        ),
+    };
+    let _ = write!(
+        replans,
+        "  sensors     {sensed}; the shortest phase {:.1} ms, a period {:.1} ms; the guard judges {} ms means (about {:.0} periods)\n",
+        sensor["shortest_phase_ms"].as_f64().unwrap_or(f64::NAN),
+        sensor["period_ms"].as_f64().unwrap_or(f64::NAN),
+        sensor["guard_window_ms"],
+        sensor["periods_per_guard_window"].as_f64().unwrap_or(f64::NAN),
+    );
     format!(
         "schedule on simulated {} (SIMULATED board, real time through the agent): train {}, infer {}\n  \
          chosen      {}\n  \

@@ -22,8 +22,9 @@
 //! turn boundary.
 
 use super::Target;
+use crate::board::ina3221;
 use crate::control::mode::PinnedMode;
-use crate::ipc::client::Client;
+use crate::ipc::client::{Client, ClientError};
 use crate::ipc::codec::Encoding;
 use crate::ipc::protocol::{
     Kind, LeaseKind, ModeRequest, Phase, PhaseModes, ReplyBody, RequestBody, SchedulePlan,
@@ -297,7 +298,9 @@ pub fn run(
     // The phase times the clients compute for: the board's own, whatever the planner
     // comes to believe of it.
     let world = re.board.clone();
-    let times = Mutex::new(Times::of(&world, s));
+    let phases = Times::of(&world, s);
+    let sensor = resolve_phases(&mut planner, &phases, s.batch)?;
+    let times = Mutex::new(phases);
     let segments = arrival_segments(p.rate_per_s, seconds, changes.rate);
     let requests = segments.iter().map(|(n, _)| n).sum::<usize>();
     let sim = target.root()?.1;
@@ -352,9 +355,43 @@ pub fn run(
         "mode_switches": after.mode_switches - before.mode_switches,
         "train_energy_j": after.train.energy_j - before.train.energy_j,
         "infer_energy_j": after.infer.energy_j - before.infer.energy_j,
+        "sensor": sensor,
         "rate_change": changes.rate.map(|c| json!({"rate_per_s": c.value, "at_s": c.at_s})),
         "slowdown": changes.slowdown.map(|c| json!({"factor": c.value, "at_s": c.at_s})),
         "replans": replans,
+    }))
+}
+
+/// Lowers the agent's INA3221 averaging under the planner's session lease (it comes back
+/// when the lease ends) until the sensors refresh within a quarter of the shortest phase
+/// of `t` (an inference batch of one, or a training minibatch), so that each phase's
+/// power shows in its own readings; where the board's refresh is fixed (an IIO driver),
+/// says so and goes on. What it got, with the phases and the guard's window it judges
+/// the budget over (the configuration's `budget_window_ms`), as the `sensor` object.
+fn resolve_phases(planner: &mut Client, t: &Times, batch: usize) -> Result<serde_json::Value> {
+    let shortest_ms = t.infer_ms[0].min(t.train_ms);
+    let period_ms = t.train_ms + t.infer_ms[batch];
+    let guard_window_ms = crate::daemon::Config::load(None).map_or(1000, |c| c.budget_window_ms);
+    // Three channels: the most an INA3221 converts, so every chip refreshes in time.
+    let samples = ina3221::averaging_for((shortest_ms * 250.0) as u32, 3);
+    let (samples, refresh_ms, note) = match planner.request(RequestBody::SetAveraging { samples }) {
+        Ok(ReplyBody::Averaging {
+            samples,
+            refresh_us,
+            ..
+        }) => (Some(samples), Some(f64::from(refresh_us) / 1000.0), None),
+        Ok(other) => bail!("unexpected reply to set_averaging: {other:?}"),
+        Err(ClientError::Agent { message, .. }) => (None, None, Some(message)),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(json!({
+        "samples": samples,
+        "refresh_ms": refresh_ms,
+        "not_lowered": note,
+        "shortest_phase_ms": shortest_ms,
+        "period_ms": period_ms,
+        "guard_window_ms": guard_window_ms,
+        "periods_per_guard_window": guard_window_ms as f64 / period_ms,
     }))
 }
 

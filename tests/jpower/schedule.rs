@@ -348,6 +348,16 @@ fn schedule_live_runs_the_choice_through_the_agent_and_gives_the_board_back() {
     assert!(live["minibatches"].as_u64().unwrap() > 0, "{v}");
     assert!(live["train_energy_j"].as_f64().unwrap() > 0.0, "{v}");
     assert!(live["mean_power_w"].as_f64().unwrap() > 0.0, "{v}");
+    // The sensors refreshed within a quarter of the shortest phase while it ran, and the
+    // guard's window is stated against the phases.
+    let sensor = &live["sensor"];
+    let shortest = sensor["shortest_phase_ms"].as_f64().unwrap();
+    assert!(
+        sensor["refresh_ms"].as_f64().unwrap() <= shortest / 4.0,
+        "{sensor}"
+    );
+    assert_eq!(sensor["guard_window_ms"], 1000, "{sensor}");
+    assert!(sensor["period_ms"].as_f64().unwrap() > shortest, "{sensor}");
     // The lease, the budget and the load are the board's own again.
     let st = agent.status();
     assert!(st.holder.is_none() && st.budget_w.is_none(), "{st:?}");
