@@ -262,9 +262,9 @@ fn live_text(v: &serde_json::Value) -> String {
             sensor["not_lowered"].as_str().unwrap_or("")
         ),
     };
-    let _ = write!(
+    let _ = writeln!(
         replans,
-        "  sensors     {sensed}; the shortest phase {:.1} ms, a period {:.1} ms; the guard judges {} ms means (about {:.0} periods)\n",
+        "  sensors     {sensed}; the shortest phase {:.1} ms, a period {:.1} ms; the guard judges {} ms means (about {:.0} periods)",
         sensor["shortest_phase_ms"].as_f64().unwrap_or(f64::NAN),
         sensor["period_ms"].as_f64().unwrap_or(f64::NAN),
         sensor["guard_window_ms"],
