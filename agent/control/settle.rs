@@ -219,8 +219,9 @@ impl SwitchCosts {
     }
 
     /// The time a switch of the GPU and EMC clocks together costs, ms: the slower of the
-    /// two knobs' 90th percentiles (they are written together and settle in parallel).
-    /// `None` unless both were measured (or the board lacks one).
+    /// two knobs' 90th percentiles (they are written together and settle in parallel),
+    /// the GPU's alone where the EMC was not measured (its running rate unreadable: then
+    /// an EMC switch's settling is not in the figure). `None` without the GPU's.
     pub fn fast_switch_ms(&self) -> Option<f64> {
         let gpu = self.knob(Knob::Gpu)?;
         Some(
@@ -376,4 +377,55 @@ pub fn measure(ctl: &mut Controller, knob: Knob, repeats: u32) -> Result<KnobCos
         energy_j: None,
         energy_resolution_j: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cost(knob: Knob, p90_ms: [f64; 2]) -> KnobCost {
+        let t = |p90_ms| {
+            Some(Times {
+                median_ms: p90_ms / 2.0,
+                p90_ms,
+                max_ms: p90_ms * 2.0,
+            })
+        };
+        KnobCost {
+            knob,
+            between: [2, 1],
+            moves_clock: true,
+            down: t(p90_ms[0]),
+            up: t(p90_ms[1]),
+            unsettled: 0,
+            energy_j: None,
+            energy_resolution_j: None,
+        }
+    }
+
+    #[test]
+    fn a_per_phase_switch_costs_the_slower_fast_knob_and_the_profile_round_trips() {
+        let mut costs = SwitchCosts {
+            version: VERSION,
+            board: "b".into(),
+            measured_unix_s: 1,
+            repeats: 3,
+            knobs: vec![cost(Knob::Emc, [1.5, 1.2]), cost(Knob::Cores, [40.0, 50.0])],
+        };
+        // The GPU is what a per-phase switch always moves: without it, no figure.
+        assert_eq!(costs.fast_switch_ms(), None);
+        costs.knobs.push(cost(Knob::Gpu, [0.2, 0.3]));
+        assert_eq!(costs.fast_switch_ms(), Some(1.5));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b/switch-costs.json");
+        assert_eq!(SwitchCosts::load(&path).unwrap(), None);
+        costs.save(&path).unwrap();
+        assert_eq!(SwitchCosts::load(&path).unwrap(), Some(costs.clone()));
+        // Another layout version is refused by name, with the file and line.
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace("\"version\": 1", "\"version\": 9")).unwrap();
+        let err = SwitchCosts::load(&path).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}:1:", path.display())), "{err}");
+        assert!(err.contains("version 9"), "{err}");
+    }
 }

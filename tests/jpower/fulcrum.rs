@@ -45,7 +45,7 @@ fn the_measured_switch_cost_is_kept_in_the_profile_and_schedule_plans_with_it() 
         "emc",
     ])));
     let profile = std::path::PathBuf::from(m["profile"].as_str().unwrap());
-    assert!(profile.starts_with(rt.path().join("state")), "{m}");
+    assert!(profile.starts_with(rt.path().join("var-lib")), "{m}");
     let knobs = m["costs"]["knobs"].as_array().unwrap();
     assert_eq!(knobs.len(), 2, "{m}");
     let mut slowest = 0.0f64;
@@ -156,4 +156,16 @@ fn a_small_sweep_holds_the_default_strategys_measured_figures() {
     assert!(f("met_pct") >= MET_PCT, "{gmd}");
     assert!(f("mean_ratio_to_oracle") >= MEAN_RATIO, "{gmd}");
     assert!(f("mean_modes_profiled") <= 10.0, "{gmd}");
+}
+
+/// A switch timed through an agent's socket would time the socket too: `switch-cost`
+/// refuses while an agent serves the board, and changes nothing.
+#[test]
+fn switch_cost_refuses_while_an_agent_serves_the_board() {
+    let agent = crate::agent::Agent::start("orin-agx", "");
+    let out = util::run(jpower(agent.rt.path()).args(["--sim", "orin-agx", "switch-cost"]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("an agent serves this board"), "{err}");
+    assert!(!agent.rt.path().join("var-lib").exists());
 }

@@ -112,7 +112,7 @@ fn the_maintainer_scripts_follow_debhelper() {
     let postrm = script("postrm");
     let purge = postrm.find("\"purge\" ]").expect("postrm handles purge");
     let removed = &postrm[purge..];
-    for dir in ["/run/jpower", "/etc/jpower"] {
+    for dir in ["/run/jpower", "/var/lib/jpower", "/etc/jpower"] {
         assert!(removed.contains(dir), "purge leaves {dir}:\n{postrm}");
     }
 

@@ -27,7 +27,7 @@ pub fn jpower(runtime: &Path) -> Command {
     // Caches (pre-trained reference models) stay in the test's directory.
     c.env("XDG_CACHE_HOME", runtime.join("cache"));
     // So are the boards' measured profiles.
-    c.env("JPOWER_STATE_DIR", runtime.join("state"));
+    c.env("JPOWER_STATE_DIR", runtime.join("var-lib"));
     c.env_remove("JPOWER_RUNTIME_DIR")
         .env_remove("JPOWER_SIM_FAULT");
     c
