@@ -225,11 +225,16 @@ fn text(costs: &SwitchCosts, skipped: &[(Knob, &str)], saved: Option<&str>) -> S
     for (k, why) in skipped {
         let _ = writeln!(t, "  {:<6} not measured: {why}", k.name());
     }
-    if let Some(ms) = costs.fast_switch_ms() {
-        let _ = writeln!(
-            t,
-            "a per-phase switch of the GPU and EMC clocks costs {ms:.3} ms (p90; `jpower schedule` uses it)"
-        );
+    match costs.fast_switch_ms() {
+        Some(ms) => {
+            let _ = writeln!(
+                t,
+                "a per-phase switch of the GPU and EMC clocks costs {ms:.3} ms (p90; `jpower schedule` uses it)"
+            );
+        }
+        None => t.push_str(
+            "no per-phase switch cost: the GPU's running clock was not seen to move (`jpower schedule` keeps its assumption)\n",
+        ),
     }
     match saved {
         Some(p) => {

@@ -221,11 +221,14 @@ impl SwitchCosts {
     /// The time a switch of the GPU and EMC clocks together costs, ms: the slower of the
     /// two knobs' 90th percentiles (they are written together and settle in parallel),
     /// the GPU's alone where the EMC was not measured (its running rate unreadable: then
-    /// an EMC switch's settling is not in the figure). `None` without the GPU's.
+    /// an EMC switch's settling is not in the figure). `None` without the GPU's, or where
+    /// its running clock did not move (a tree whose clocks are plain files): then nothing
+    /// settled, and the writes' time is no switch cost.
     pub fn fast_switch_ms(&self) -> Option<f64> {
-        let gpu = self.knob(Knob::Gpu)?;
+        let moved = |k| self.knob(k).filter(|c| c.moves_clock);
+        let gpu = moved(Knob::Gpu)?;
         Some(
-            self.knob(Knob::Emc)
+            moved(Knob::Emc)
                 .map_or(0.0, KnobCost::p90_ms)
                 .max(gpu.p90_ms()),
         )
@@ -414,7 +417,12 @@ mod tests {
         };
         // The GPU is what a per-phase switch always moves: without it, no figure.
         assert_eq!(costs.fast_switch_ms(), None);
-        costs.knobs.push(cost(Knob::Gpu, [0.2, 0.3]));
+        costs.knobs.push(KnobCost {
+            moves_clock: false,
+            ..cost(Knob::Gpu, [0.2, 0.3])
+        });
+        assert_eq!(costs.fast_switch_ms(), None);
+        costs.knobs[2].moves_clock = true;
         assert_eq!(costs.fast_switch_ms(), Some(1.5));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b/switch-costs.json");
