@@ -357,8 +357,10 @@ fn schedule_text(
     );
     let _ = writeln!(
         t,
-        "  switching   {:.2} % of the time; {} modes profiled in {:.2} s",
+        "  switching   {:.2} % of the time, {:.3} ms a switch ({}); {} modes profiled in {:.2} s",
         100.0 * f("switch_share"),
+        v["problem"]["switch_ms"].as_f64().unwrap_or(f64::NAN),
+        v["switch_ms_from"].as_str().unwrap_or(""),
         v["modes_profiled"],
         f("search_s")
     );
