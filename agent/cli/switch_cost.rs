@@ -7,9 +7,10 @@
 //! end as long, then switches between the two every [`ENERGY_PERIOD`] as long. What the
 //! switching window draws beyond what each end draws held, over its switches, is one
 //! switch's energy; the sensor's error bound over the windows, over the switches, is its
-//! resolution. A sensor that refreshes slower (an IIO board's fixed averaging) lengthens
-//! the windows to two refreshes at least, and the switching window runs on until the
-//! sensor has caught up, so that what its lag shifts stays inside.
+//! resolution; the switching window runs on until the sensor has caught up, so that what
+//! its lag shifts stays inside. Where the sensors refresh slower than the switching (an
+//! IIO board's fixed averaging), their readings sample the switching instead of averaging
+//! it, and the energy is not measured (the output says why).
 
 use super::{Output, Target};
 use crate::board::ina3221;
@@ -70,7 +71,11 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     if let Some(sim) = &sim {
         sim.set_load(LoadState::default())?;
     }
-    let (costs, skipped) = result?;
+    let Measurement {
+        costs,
+        skipped,
+        energy_note,
+    } = result?;
     let path = SwitchCosts::path(c.board());
     if !a.no_save {
         costs
@@ -79,20 +84,43 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     }
     let saved = (!a.no_save).then(|| path.display().to_string());
     out.print(
-        &json!({"costs": costs, "skipped": skipped, "profile": saved}),
-        || text(&costs, &skipped, saved.as_deref()),
+        &json!({"costs": costs, "skipped": skipped, "energy_note": energy_note, "profile": saved}),
+        || text(&costs, &skipped, energy_note.as_deref(), saved.as_deref()),
     )
 }
 
-/// Every knob's cost, and the knobs skipped with why.
+/// What one `switch-cost` measured.
+struct Measurement {
+    costs: SwitchCosts,
+    /// The knobs not measured, with why.
+    skipped: Vec<(Knob, &'static str)>,
+    /// Why no energy was measured, where it was not.
+    energy_note: Option<String>,
+}
+
+/// Every knob's cost.
 fn measure_all(
     target: &Target,
     c: &mut Controller,
     knobs: &[Knob],
     repeats: u32,
-) -> Result<(SwitchCosts, Vec<(Knob, &'static str)>)> {
+) -> Result<Measurement> {
     let fast = ina3221::averaging_target(c.board(), c.current(), 1000);
     c.apply_values(&fast)?;
+    // A reading shows a change within the conversion under way and the next one.
+    let refresh = Duration::from_micros(
+        (0..c.board().ina.len())
+            .map(|chip| u64::from(ina3221::refresh_us(c.board(), chip, c.current())))
+            .max()
+            .unwrap_or(0),
+    );
+    let energy_note = (refresh > ENERGY_PERIOD).then(|| {
+        format!(
+            "energy not measured: the sensors refresh every {:.0} ms, slower than the {} ms between switches, so their readings sample the switching rather than average it",
+            refresh.as_secs_f64() * 1e3,
+            ENERGY_PERIOD.as_millis()
+        )
+    });
     let telemetry = Telemetry::start(
         c.board(),
         c.current(),
@@ -112,8 +140,10 @@ fn measure_all(
         }
         eprintln!("switch-cost: {} ...", knob.name());
         let mut cost = settle::measure(c, knob, repeats)?;
-        let (energy, resolution) = switch_energy(c, &ring, knob)?;
-        (cost.energy_j, cost.energy_resolution_j) = (Some(energy), Some(resolution));
+        if energy_note.is_none() {
+            let (energy, resolution) = switch_energy(c, &ring, knob, 2 * refresh)?;
+            (cost.energy_j, cost.energy_resolution_j) = (Some(energy), Some(resolution));
+        }
         measured.push(cost);
     }
     drop(telemetry);
@@ -126,24 +156,27 @@ fn measure_all(
         repeats,
         knobs: measured,
     };
-    Ok((costs, skipped))
+    Ok(Measurement {
+        costs,
+        skipped,
+        energy_note,
+    })
 }
 
-/// One switch's energy and the resolution of that figure, joules (module docs).
-fn switch_energy(c: &mut Controller, ring: &RingReader, knob: Knob) -> Result<(f64, f64)> {
+/// One switch's energy and the resolution of that figure, joules (module docs); `lag`
+/// is how long the sensors take to show a change.
+fn switch_energy(
+    c: &mut Controller,
+    ring: &RingReader,
+    knob: Knob,
+    lag: Duration,
+) -> Result<(f64, f64)> {
     let modes = settle::ends(c.board(), knob).map(|m| m.to_mode(c.board()));
-    // The sensor shows a change within a conversion under way and the next one.
-    let refresh_us = (0..c.board().ina.len())
-        .map(|chip| ina3221::refresh_us(c.board(), chip, c.current()))
-        .max()
-        .unwrap_or(0);
-    let lag = Duration::from_micros(2 * u64::from(refresh_us));
-    let window = ENERGY_WINDOW.max(2 * lag);
     let mut hold = |i: usize| -> Result<crate::telemetry::energy::Energy> {
         c.apply(&modes[i])?;
         std::thread::sleep(settle::HOLD.max(lag));
         let t0 = monotonic_ns();
-        std::thread::sleep(window);
+        std::thread::sleep(ENERGY_WINDOW);
         Ok(ring.energy(t0, monotonic_ns()))
     };
     let held = [hold(0)?, hold(1)?];
@@ -153,7 +186,7 @@ fn switch_energy(c: &mut Controller, ring: &RingReader, knob: Knob) -> Result<(f
     // on while the sensor catches up, so what its lag shifts stays inside.
     let t0 = monotonic_ns();
     let (mut switches, mut expected_j, mut at) = (0u32, 0.0, t0);
-    while at - t0 < window.as_nanos() as u64 || switches % 2 == 1 {
+    while at - t0 < ENERGY_WINDOW.as_nanos() as u64 || switches % 2 == 1 {
         let end = (switches % 2) as usize;
         c.apply(&modes[end])?;
         std::thread::sleep(ENERGY_PERIOD);
@@ -184,7 +217,12 @@ fn ms(t: Option<settle::Times>) -> String {
     })
 }
 
-fn text(costs: &SwitchCosts, skipped: &[(Knob, &str)], saved: Option<&str>) -> String {
+fn text(
+    costs: &SwitchCosts,
+    skipped: &[(Knob, &str)],
+    energy_note: Option<&str>,
+    saved: Option<&str>,
+) -> String {
     let mut t = format!(
         "switch costs of {} ({} switches each way per knob; ms from the write to the clock settled, median/p90)\n",
         costs.board, costs.repeats
@@ -224,6 +262,9 @@ fn text(costs: &SwitchCosts, skipped: &[(Knob, &str)], saved: Option<&str>) -> S
     }
     for (k, why) in skipped {
         let _ = writeln!(t, "  {:<6} not measured: {why}", k.name());
+    }
+    if let Some(note) = energy_note {
+        let _ = writeln!(t, "{note}");
     }
     match costs.fast_switch_ms() {
         Some(ms) => {
