@@ -352,9 +352,14 @@ fn measure_board(
             session
                 .change(&values)
                 .with_context(|| format!("switching to {name}"))?;
-            if !device.simulated() {
-                std::thread::sleep(Duration::from_secs_f64(a.settle));
-            }
+            // A simulated board's clocks reach their rates within its knobs' settle times
+            // and it has no caches or temperature to settle; a board's take `--settle`.
+            let settle = if device.simulated() {
+                crate::sim::settle::SwitchTimes::DEFAULT.clocks_ms() / 1e3
+            } else {
+                a.settle
+            };
+            std::thread::sleep(Duration::from_secs_f64(settle));
             let emc_hz = emc_hz(board_of(session));
             let peaks = Some(peaks);
             let sweep = Sweep {

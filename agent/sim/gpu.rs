@@ -131,12 +131,16 @@ impl Device for SimGpu {
     }
 
     fn run(&mut self, point: &Point, min_s: f64) -> Result<Run, GpuError> {
-        // Busy first, so the devfreq governor has picked its clock under load.
+        // Busy first, so the devfreq governor has picked its clock under load and the
+        // clock has reached it.
         let busy = LoadState {
             gpu: 1.0,
             ..LoadState::default()
         };
         self.board.set_load(busy).map_err(sim_error)?;
+        std::thread::sleep(std::time::Duration::from_secs_f64(
+            super::settle::SwitchTimes::DEFAULT.gpu_ms / 1e3,
+        ));
         let l = self.launch(point)?;
         self.board.set_load(l.load).map_err(sim_error)?;
         let rails = self.board.true_rail_watts().map_err(sim_error)?;

@@ -46,6 +46,11 @@ impl SwitchTimes {
         }
     }
 
+    /// The longest a running clock (CPU, GPU or EMC) takes to reach a new rate, ms.
+    pub fn clocks_ms(&self) -> f64 {
+        self.cpu_ms.max(self.gpu_ms).max(self.emc_ms)
+    }
+
     /// The time of a switch from `a` to `b`.
     pub fn between(&self, a: &PinnedMode, b: &PinnedMode) -> f64 {
         [
