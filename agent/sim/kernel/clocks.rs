@@ -216,13 +216,25 @@ impl SimKernel {
             st.settling
                 .insert(file.clone(), Settling { from, until_us });
         }
+        // Readers see the clock settling before its file holds the new rate.
+        self.save_settling(st)?;
         self.put(&file, &rate.to_string())
     }
 
-    /// What `clock` runs at at `now_us` (`CLOCK_MONOTONIC`, microseconds).
+    /// What `clock` runs at at `now_us` (`CLOCK_MONOTONIC`, microseconds) in state `st`.
     pub(super) fn running(&self, st: &KernelState, clock: Clock, now_us: u64) -> io::Result<u64> {
+        self.running_in(&st.settling, clock, now_us)
+    }
+
+    /// What `clock` runs at at `now_us`, with `settling` the clocks settling.
+    pub(super) fn running_in(
+        &self,
+        settling: &std::collections::BTreeMap<String, Settling>,
+        clock: Clock,
+        now_us: u64,
+    ) -> io::Result<u64> {
         let file = self.clock_file(clock);
-        match st.settling.get(&file) {
+        match settling.get(&file) {
             Some(s) if now_us < s.until_us => Ok(s.from),
             _ => self.read(&file),
         }

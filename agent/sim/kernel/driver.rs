@@ -51,14 +51,23 @@ impl SimKernel {
 }
 
 impl SimKernel {
-    /// A running clock's file now, into `buf`; the bytes written.
-    fn show_running(&self, clock: Clock, buf: &mut [u8]) -> io::Result<usize> {
-        let st = self.state()?;
-        let rate = self.running(&st, clock, super::sensor::monotonic_us())?;
+    /// A running clock's file now, into `buf` while it settles (the bytes written); `None`
+    /// once it has settled, and the file layer reads the rate written into its file.
+    /// Only the clocks settling are loaded, not the whole state: `status` reads every
+    /// clock.
+    fn show_running(&self, clock: Clock, buf: &mut [u8]) -> Option<io::Result<usize>> {
+        let settling = match self.settling() {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        let now = super::sensor::monotonic_us();
+        let s = settling
+            .get(&self.clock_file(clock))
+            .filter(|s| now < s.until_us)?;
         let mut tmp = [0u8; 24];
-        let n = crate::board::sysfs::format_u64(rate, &mut tmp).min(buf.len());
+        let n = crate::board::sysfs::format_u64(s.from, &mut tmp).min(buf.len());
         buf[..n].copy_from_slice(&tmp[..n]);
-        Ok(n)
+        Some(Ok(n))
     }
 }
 
@@ -173,7 +182,7 @@ impl Driver for SimKernel {
             Attr::ProcStat => return Some(self.proc_stat(buf)),
             Attr::MemInfo => return Some(self.meminfo(buf)),
             Attr::EmcActivity => return Some(self.emc_activity(buf)),
-            Attr::Running(clock) => return Some(self.show_running(clock, buf)),
+            Attr::Running(clock) => return self.show_running(clock, buf),
             _ => {}
         }
         if !matches!(attr, Attr::Rail { .. } | Attr::GpuLoad | Attr::Thermal(_)) {

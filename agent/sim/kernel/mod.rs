@@ -27,7 +27,8 @@
 //! - thermal zones heat with module power (30 °C + 0.6 °C/W, per-zone offsets).
 //!
 //! The board's state lives in its files and in `kernel.json` beside the tree (QoS
-//! requests, load), under an exclusive `flock` for every write, so separate jpower
+//! requests, load; the clocks still settling also in `settling.json`, which a read of a
+//! running clock loads alone), under an exclusive `flock` for every write, so separate jpower
 //! processes see one board. A file another process writes straight into the tree
 //! (`echo`) is noticed at the model's next access and goes through the same rules as a
 //! write through the model (`outside.rs`).

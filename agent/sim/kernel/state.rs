@@ -88,7 +88,46 @@ impl SimKernel {
             &tmp,
             serde_json::to_vec_pretty(st).map_err(io::Error::other)?,
         )?;
-        std::fs::rename(tmp, &self.state_path)
+        std::fs::rename(tmp, &self.state_path)?;
+        self.save_settling(st)
+    }
+
+    /// Where the clocks still settling are kept apart from the rest of the state, so that
+    /// a read of a running clock loads only them ([`SimKernel::settling`]).
+    fn settling_path(&self) -> std::path::PathBuf {
+        self.state_path.with_file_name("settling.json")
+    }
+
+    /// Writes the clocks of `st` still settling now, or removes the file when none is.
+    pub(super) fn save_settling(&self, st: &KernelState) -> io::Result<()> {
+        let now = super::sensor::monotonic_us();
+        let settling: BTreeMap<&String, &Settling> = st
+            .settling
+            .iter()
+            .filter(|(_, s)| s.until_us > now)
+            .collect();
+        let path = self.settling_path();
+        if settling.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            };
+        }
+        let tmp = path.with_extension("tmp");
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec(&settling).map_err(io::Error::other)?,
+        )?;
+        std::fs::rename(tmp, path)
+    }
+
+    /// The clocks settling as the last write left them (none: no file).
+    pub(super) fn settling(&self) -> io::Result<BTreeMap<String, Settling>> {
+        match std::fs::read(self.settling_path()) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(io::Error::other),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Sets the load the rails follow (and the GPU's `load` attribute shows).
