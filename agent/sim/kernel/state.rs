@@ -88,8 +88,7 @@ impl SimKernel {
             &tmp,
             serde_json::to_vec_pretty(st).map_err(io::Error::other)?,
         )?;
-        std::fs::rename(tmp, &self.state_path)?;
-        self.save_settling(st)
+        std::fs::rename(tmp, &self.state_path)
     }
 
     /// Where the clocks still settling are kept apart from the rest of the state, so that
@@ -98,7 +97,8 @@ impl SimKernel {
         self.state_path.with_file_name("settling.json")
     }
 
-    /// Writes the clocks of `st` still settling now, or removes the file when none is.
+    /// Writes the clocks of `st` still settling now, or removes the file when none is;
+    /// called where a clock is sent to a new rate, the only change to them.
     pub(super) fn save_settling(&self, st: &KernelState) -> io::Result<()> {
         let now = super::sensor::monotonic_us();
         let settling: BTreeMap<&String, &Settling> = st
