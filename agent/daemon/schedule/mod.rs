@@ -26,6 +26,7 @@ use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 use turns::{Gate, Request, Turns};
 
 /// The most requests queued or in a batch, not yet served: beyond, `schedule_submit` is
@@ -243,6 +244,10 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: 
     };
     loop {
         let timer = state.rate.timer().clone();
+        // A turn kept for an inference server on its way back: look again when it lapses.
+        let hold = state.turns.held_until().map_or(Duration::MAX, |until| {
+            Duration::from_nanos(until.saturating_sub(monotonic_ns()))
+        });
         select! {
             recv(control) -> m => match m {
                 Ok(Msg::Stop) | Err(_) => return,
@@ -264,6 +269,7 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: 
                     });
                 }
             }
+            default(hold) => {}
         }
         state.dispatch(core);
     }
@@ -330,7 +336,7 @@ impl State {
     /// Grants the next turn if one is due, switching the phase's mode first where the
     /// plan has phase modes.
     fn dispatch(&mut self, core: &Mutex<Core>) {
-        while let Some(next) = self.turns.due() {
+        while let Some(next) = self.turns.due(monotonic_ns()) {
             let kind = next.gate.kind;
             if let (Some(modes), Some(planner)) = (self.turns.plan().phase_modes, &self.planner) {
                 if self.phase != Some(kind) {

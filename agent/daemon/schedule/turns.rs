@@ -6,8 +6,12 @@
 //! at its gate make the next turn an inference batch of at most the plan's `max_batch`
 //! requests, oldest first (requests that arrive while a batch runs join the next one);
 //! so when a training minibatch ends with requests waiting, the queue is served in
-//! batches until it is empty, then training resumes. Otherwise a training client at its
-//! gate gets the turn. Without an inference server at its gate, queued requests wait and
+//! batches until it is empty, then training resumes. An inference batch that ends with
+//! requests waiting keeps the next turn for its server for up to [`HOLD_NS`] (its way back
+//! to the gate: the end marker's reply, `minibatch_begin`, `schedule_gate`), so requests
+//! that arrived during a batch do not wait for a whole training minibatch because the
+//! server's round trips lost a race with the trainer's gate. Otherwise a training client
+//! at its gate gets the turn. Without an inference server at its gate, queued requests wait and
 //! training has the whole GPU; without a training client, inference runs whenever
 //! requests wait. A new plan takes over at the next boundary, the queue untouched.
 //!
@@ -17,6 +21,11 @@
 use crate::ipc::protocol::{Kind, ReplyBody, SchedulePlan, ScheduleReply, TurnReply, TurnTotals};
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
+
+/// How long an inference batch that ends with requests waiting keeps the next turn for
+/// its server, ns: a few of its round trips on a loaded board; training waits no longer
+/// for a server that does not come back.
+pub const HOLD_NS: u64 = 5_000_000;
 
 /// The plan before any client sets one: every waiting request in one batch (up to 32),
 /// no latency target to count against, one mode. Reported as no plan (`null`).
@@ -76,6 +85,9 @@ pub struct Turns {
     gates: VecDeque<Gate>,
     queue: VecDeque<Request>,
     active: Option<Active>,
+    /// The inference server that ended a batch with requests waiting, and until when
+    /// (`CLOCK_MONOTONIC` ns) the next turn waits for it.
+    held_for: Option<(u64, u64)>,
     totals: ScheduleReply,
 }
 
@@ -87,6 +99,7 @@ impl Default for Turns {
             gates: VecDeque::new(),
             queue: VecDeque::new(),
             active: None,
+            held_for: None,
             totals: ScheduleReply {
                 plan: None,
                 replan_pending: false,
@@ -162,11 +175,24 @@ impl Turns {
         self.totals.mode_switches += 1;
     }
 
-    /// The next turn, if one is due: none while a turn runs or nobody suitable waits. A
-    /// plan set since the last boundary takes over first.
-    pub fn due(&mut self) -> Option<Next> {
+    /// Until when (`CLOCK_MONOTONIC` ns) the next turn is kept for an inference server on
+    /// its way back to its gate, if it is: [`Turns::due`] is worth asking again then.
+    pub fn held_until(&self) -> Option<u64> {
+        self.held_for.map(|(_, until)| until)
+    }
+
+    /// The next turn at `now_ns`, if one is due: none while a turn runs, nobody suitable
+    /// waits, or training would take a turn kept for an inference server (see the module
+    /// docs). A plan set since the last boundary takes over first.
+    pub fn due(&mut self, now_ns: u64) -> Option<Next> {
         if self.active.is_some() {
             return None;
+        }
+        if self
+            .held_for
+            .is_some_and(|(_, until)| now_ns >= until || self.queue.is_empty())
+        {
+            self.held_for = None;
         }
         if let Some(p) = self.next_plan.take() {
             self.plan = p;
@@ -179,9 +205,11 @@ impl Turns {
             waiting(Kind::Train),
         ) {
             (false, Some(i), _) => (i, Kind::Infer),
+            (_, _, Some(_)) if self.held_for.is_some() => return None,
             (_, _, Some(t)) => (t, Kind::Train),
             _ => return None,
         };
+        self.held_for = None;
         let gate = self.gates.remove(at)?;
         let requests = match kind {
             Kind::Infer => {
@@ -247,6 +275,9 @@ impl Turns {
         t.duration_ms += duration_ms;
         t.energy_j += energy_j;
         let served = active.requests.len();
+        if kind == Kind::Infer && !self.queue.is_empty() {
+            self.held_for = Some((client, end_ns.saturating_add(HOLD_NS)));
+        }
         let batch = served as u32;
         for r in active.requests {
             let latency_ms = end_ns.saturating_sub(r.at_ns) as f64 / 1e6;
@@ -270,6 +301,9 @@ impl Turns {
     /// (an inference batch's requests go back to the head of the queue).
     pub fn leave(&mut self, client: u64) {
         self.gates.retain(|g| g.client != client);
+        if self.held_for.is_some_and(|(held, _)| held == client) {
+            self.held_for = None;
+        }
         if self.active.as_ref().is_some_and(|a| a.client == client) {
             if let Some(a) = self.active.take() {
                 totals_of(&mut self.totals, a.kind).aborted += 1;
@@ -313,7 +347,12 @@ mod tests {
     }
 
     fn run_next(t: &mut Turns) -> Option<Kind> {
-        let n = t.due()?;
+        run_at(t, u64::MAX)
+    }
+
+    /// Grants the turn due at `now_ns`, if one is.
+    fn run_at(t: &mut Turns, now_ns: u64) -> Option<Kind> {
+        let n = t.due(now_ns)?;
         let kind = n.gate.kind;
         t.grant(n);
         Some(kind)
@@ -336,7 +375,7 @@ mod tests {
         }
         let infer = gate(&mut t, 2, Kind::Infer);
         let _train = gate(&mut t, 1, Kind::Train);
-        assert!(t.due().is_none(), "a running turn is not preempted");
+        assert!(t.due(0).is_none(), "a running turn is not preempted");
         assert!(t.end(1, Kind::Train, 50_000_000, 50.0, 1.0).is_some());
         // The queue goes first, in batches of at most two, oldest first.
         assert_eq!(run_next(&mut t), Some(Kind::Infer));
@@ -354,6 +393,47 @@ mod tests {
         assert_eq!((r.train.granted, r.train.ended, r.infer.ended), (2, 1, 2));
         assert!((r.infer.energy_j - 0.4).abs() < 1e-12);
         assert_eq!(r.replans, 1);
+    }
+
+    #[test]
+    fn a_batch_that_ends_with_requests_waiting_keeps_the_next_turn_for_its_server_a_while() {
+        let mut t = Turns::default();
+        let ms = 1_000_000;
+        t.queue(request(1, 0));
+        let _infer = gate(&mut t, 2, Kind::Infer);
+        assert_eq!(run_at(&mut t, 0), Some(Kind::Infer));
+        // A request arrives during the batch; the trainer waits at its gate.
+        t.queue(request(2, ms));
+        let _train = gate(&mut t, 1, Kind::Train);
+        assert_eq!(t.end(2, Kind::Infer, 10 * ms, 10.0, 0.1), Some(1));
+        assert_eq!(t.held_until(), Some(10 * ms + HOLD_NS));
+        assert!(t.due(11 * ms).is_none(), "kept for the server");
+        let infer = gate(&mut t, 2, Kind::Infer);
+        assert_eq!(run_at(&mut t, 11 * ms), Some(Kind::Infer));
+        assert_eq!(infer.try_recv().unwrap().requests, vec![2]);
+        assert_eq!(t.held_until(), None);
+        // A server that does not come back holds training up no longer than the hold.
+        t.queue(request(3, 12 * ms));
+        assert!(t.end(2, Kind::Infer, 20 * ms, 9.0, 0.1).is_some());
+        assert!(t.due(20 * ms + HOLD_NS - 1).is_none());
+        assert_eq!(run_at(&mut t, 20 * ms + HOLD_NS), Some(Kind::Train));
+        assert_eq!(t.held_until(), None);
+        // Nor one that hung up, nor an empty queue.
+        assert!(t.end(1, Kind::Train, 90 * ms, 60.0, 1.0).is_some());
+        let _infer = gate(&mut t, 2, Kind::Infer);
+        assert_eq!(run_at(&mut t, 90 * ms), Some(Kind::Infer));
+        t.queue(request(4, 91 * ms));
+        let _train = gate(&mut t, 1, Kind::Train);
+        assert!(t.end(2, Kind::Infer, 95 * ms, 5.0, 0.1).is_some());
+        t.leave(2);
+        assert_eq!(run_at(&mut t, 95 * ms), Some(Kind::Train));
+        let _infer = gate(&mut t, 3, Kind::Infer);
+        assert!(t.end(1, Kind::Train, 150 * ms, 55.0, 1.0).is_some());
+        assert_eq!(run_at(&mut t, 150 * ms), Some(Kind::Infer));
+        let _train = gate(&mut t, 1, Kind::Train);
+        assert_eq!(t.end(3, Kind::Infer, 160 * ms, 10.0, 0.1), Some(1));
+        assert_eq!(t.held_until(), None, "nothing waits");
+        assert_eq!(run_at(&mut t, 160 * ms), Some(Kind::Train));
     }
 
     #[test]
@@ -395,7 +475,7 @@ mod tests {
         let mut t = Turns::default();
         t.queue(request(1, 0));
         drop(gate(&mut t, 3, Kind::Infer));
-        let n = t.due().unwrap();
+        let n = t.due(0).unwrap();
         t.grant(n);
         assert_eq!(t.report().waiting, 1);
         assert_eq!(t.report().infer.granted, 0);
