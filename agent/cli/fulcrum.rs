@@ -64,6 +64,10 @@ pub struct ScheduleArgs {
     /// in (the planner is not told: it measures the drift and re-plans).
     #[arg(long, value_name = "FACTOR@S", requires = "live")]
     pub slowdown: Option<super::fulcrum_live::Change>,
+    /// In a live run, the inference server's batches take FACTOR times as long from S
+    /// seconds in (the planner measures the drift and re-plans).
+    #[arg(long, value_name = "FACTOR@S", requires = "live")]
+    pub infer_slowdown: Option<super::fulcrum_live::Change>,
 }
 
 /// Arguments of `jpower fulcrum eval`.
@@ -191,6 +195,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
             super::fulcrum_live::Changes {
                 rate: a.rate_change,
                 slowdown: a.slowdown,
+                infer_slowdown: a.infer_slowdown,
             },
         )?;
         add(json!({ "live": live }));
@@ -243,11 +248,13 @@ fn live_text(v: &serde_json::Value) -> String {
     for r in l["replans"].as_array().into_iter().flatten() {
         let _ = writeln!(
             replans,
-            "  re-planned  at {:.2} s for the {} ({:.1} requests/s, {} W): {}",
+            "  re-planned  at {:.2} s for the {} ({:.1} requests/s, {} W, phase times x{:.2} training, x{:.2} inference): {}",
             r["at_s"].as_f64().unwrap_or(f64::NAN),
             r["why"].as_str().unwrap_or(""),
             r["rate_per_s"].as_f64().unwrap_or(f64::NAN),
             r["budget_w"],
+            r["training_scale"].as_f64().unwrap_or(f64::NAN),
+            r["inference_scale"].as_f64().unwrap_or(f64::NAN),
             r["chosen"],
         );
     }

@@ -13,13 +13,13 @@
 //! time passes, the work itself is simulated.
 //!
 //! The planner re-plans online, as a planner beside a real robot would: it measures the
-//! arrival rate from the agent's count of queued requests and the training minibatch's
-//! time from the agent's minibatch totals (from the `compute` marker to the end, not the
-//! wait at the gate), and searches again when the rate drifts (`--rate-change` makes the
-//! users change it), when the minibatches slow down or speed up (`--slowdown` makes the
-//! trainer slower: its model of the board's training is scaled by what it measured), or
-//! when someone changes the guard's budget; the agent takes the new plan over at the next
-//! turn boundary.
+//! arrival rate from the agent's count of queued requests and each phase's time from the
+//! agent's minibatch totals (from the `compute` marker to the end, not the wait at the
+//! gate), and searches again when the rate drifts (`--rate-change` makes the users change
+//! it), when the training minibatches or the inference batches slow down or speed up
+//! (`--slowdown` makes the trainer slower, `--infer-slowdown` the server: its model of the
+//! board's phase is scaled by what it measured), or when someone changes the guard's
+//! budget; the agent takes the new plan over at the next turn boundary.
 
 use super::Target;
 use crate::board::ina3221;
@@ -33,7 +33,7 @@ use crate::ipc::protocol::{
 use crate::predict::fulcrum::interleave::TRAIN_SAMPLES;
 use crate::predict::fulcrum::search::{self, Strategy};
 use crate::predict::fulcrum::{Board, Problem, Setting, BATCHES};
-use crate::sim::concurrent::{ConcurrentBoard, PhaseLoads};
+use crate::sim::concurrent::{ConcurrentBoard, PhaseLoads, PhaseScales};
 use crate::sim::kernel::LoadState;
 use crate::sim::SimBoard;
 use crate::support::rng::SplitMix64;
@@ -134,7 +134,8 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 }
 
 /// A change during a live run, `VALUE@SECONDS`: the users' arrival rate
-/// (`--rate-change RATE@S`) or the training minibatch's slowdown (`--slowdown FACTOR@S`).
+/// (`--rate-change RATE@S`) or a phase's slowdown (`--slowdown FACTOR@S`,
+/// `--infer-slowdown FACTOR@S`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Change {
     /// The new value: requests per second, or the factor of the minibatch's time.
@@ -176,6 +177,8 @@ pub struct Changes {
     /// The training minibatch's slowdown (`--slowdown`): the trainer computes this many
     /// times as long from then on, which the planner does not know but measures.
     pub slowdown: Option<Change>,
+    /// The inference batch's slowdown (`--infer-slowdown`), likewise for the server.
+    pub infer_slowdown: Option<Change>,
 }
 
 /// How often the planner reads the agent's counts.
@@ -187,12 +190,27 @@ const DRIFT_SHARE: f64 = 0.25;
 /// ...and this many standard deviations of a Poisson count at the planned rate, so that
 /// the noise of a few dozen arrivals is not taken for a change.
 const DRIFT_SIGMAS: f64 = 3.0;
-/// A measured training minibatch time is a drift when it is this far from the planned
-/// one, relatively, and [`DRIFT_SIGMAS`] standard errors of the profiled spread over at
-/// least [`DRIFT_MINIBATCHES`] minibatches of the window.
+/// A measured phase time is a drift when it is this far from the planned one,
+/// relatively, and [`DRIFT_SIGMAS`] standard errors of the phase's spread over at least
+/// [`DRIFT_MINIBATCHES`] minibatches of the window.
 const PHASE_DRIFT_SHARE: f64 = 0.2;
 /// The fewest minibatches a phase-time drift is measured over.
 const DRIFT_MINIBATCHES: u64 = 5;
+/// The least relative spread of a phase's time assumed (an inference batch's is not
+/// profiled).
+const MIN_SPREAD: f64 = 0.02;
+
+/// The measured over the planned time of a phase, if it drifted: `n` minibatches took
+/// `ms` where `planned_ms` was planned, each with a relative spread `spread`.
+fn phase_drift(n: f64, ms: f64, planned_ms: f64, spread: f64) -> Option<f64> {
+    if n < DRIFT_MINIBATCHES as f64 || planned_ms <= 0.0 {
+        return None;
+    }
+    let ratio = ms / planned_ms;
+    let error = DRIFT_SIGMAS * spread.max(MIN_SPREAD) / n.sqrt();
+    let drift = (ratio - 1.0).abs();
+    (drift > PHASE_DRIFT_SHARE && drift > error).then_some(ratio)
+}
 
 /// The phase times of the setting in force (a re-plan changes them): what the trainer
 /// and the server compute for.
@@ -214,9 +232,33 @@ impl Times {
 
     /// The time and load of the smallest engine batch that holds `n` requests.
     fn infer(&self, n: usize) -> (f64, LoadState) {
-        let k = BATCHES.iter().position(|&b| b as usize >= n).unwrap_or(0);
+        let k = engine(n);
         (self.infer_ms[k], self.loads.infer[k])
     }
+}
+
+/// The index in [`BATCHES`] of the smallest engine batch that holds `n` requests.
+fn engine(n: usize) -> usize {
+    BATCHES.iter().position(|&b| b as usize >= n).unwrap_or(0)
+}
+
+/// The inference time `infer_ms` (per engine batch) of batches of 1 to `max_batch`
+/// requests as `a + b n` (least squares over every size), `(a, b)`: the planned time of
+/// `k` batches serving `r` requests is then `a k + b r`, whatever their sizes were.
+fn per_batch_and_request(infer_ms: &[f64; BATCHES.len()], max_batch: u32) -> (f64, f64) {
+    let sizes = 1..=max_batch.max(1) as usize;
+    let n = sizes.clone().count() as f64;
+    let (sx, sy, sxx, sxy) = sizes.fold((0.0, 0.0, 0.0, 0.0), |(sx, sy, sxx, sxy), x| {
+        let y = infer_ms[engine(x)];
+        let x = x as f64;
+        (sx + x, sy + y, sxx + x * x, sxy + x * y)
+    });
+    let det = n * sxx - sx * sx;
+    if det <= 0.0 {
+        return (sy / n, 0.0);
+    }
+    let b = (n * sxy - sx * sy) / det;
+    ((sy - b * sx) / n, b)
 }
 
 /// What the planner needs to plan again: the search, the board's profiles, the problem
@@ -314,13 +356,7 @@ pub fn run(
             times: &times,
         };
         let planning = scope.spawn(|| watch(&mut planner, re, watched, &done));
-        let measured = run_clients(
-            &socket,
-            &segments,
-            seed,
-            (&times, sim.as_ref()),
-            changes.slowdown,
-        );
+        let measured = run_clients(&socket, &segments, seed, (&times, sim.as_ref()), changes);
         done.store(true, Ordering::Relaxed);
         let replans = planning.join().expect("the planner thread");
         measured.and_then(|m| Ok((m, replans?)))
@@ -358,6 +394,7 @@ pub fn run(
         "sensor": sensor,
         "rate_change": changes.rate.map(|c| json!({"rate_per_s": c.value, "at_s": c.at_s})),
         "slowdown": changes.slowdown.map(|c| json!({"factor": c.value, "at_s": c.at_s})),
+        "infer_slowdown": changes.infer_slowdown.map(|c| json!({"factor": c.value, "at_s": c.at_s})),
         "replans": replans,
     }))
 }
@@ -417,14 +454,19 @@ struct Watched<'a> {
     times: &'a Mutex<Times>,
 }
 
-/// A count's growth over the last [`RATE_WINDOW`] of readings.
-#[derive(Default)]
-struct Window(std::collections::VecDeque<(Instant, [f64; 2])>);
+/// Counts' growth over the last [`RATE_WINDOW`] of readings.
+struct Window<const N: usize>(std::collections::VecDeque<(Instant, [f64; N])>);
 
-impl Window {
+impl<const N: usize> Default for Window<N> {
+    fn default() -> Window<N> {
+        Window(std::collections::VecDeque::new())
+    }
+}
+
+impl<const N: usize> Window<N> {
     /// Adds a reading; the growth over the window and its span once the window is at
     /// least three quarters full.
-    fn push(&mut self, now: Instant, reading: [f64; 2]) -> Option<([f64; 2], f64)> {
+    fn push(&mut self, now: Instant, reading: [f64; N]) -> Option<([f64; N], f64)> {
         self.0.push_back((now, reading));
         while self
             .0
@@ -435,23 +477,32 @@ impl Window {
         }
         let ((t0, a), (t1, b)) = (self.0.front()?, self.0.back()?);
         let span = t1.duration_since(*t0);
-        (span >= RATE_WINDOW * 3 / 4).then(|| ([b[0] - a[0], b[1] - a[1]], span.as_secs_f64()))
+        (span >= RATE_WINDOW * 3 / 4)
+            .then(|| (std::array::from_fn(|i| b[i] - a[i]), span.as_secs_f64()))
     }
 }
 
-fn totals(c: &mut Client) -> Result<[f64; 2]> {
+/// The phases' counts: training minibatches timed and their compute ms, inference
+/// batches timed and theirs, requests served.
+fn phase_counts(c: &mut Client, served: u64) -> Result<[f64; 5]> {
     match request(c, RequestBody::MinibatchTotals)? {
-        ReplyBody::MinibatchTotals(t) => Ok([t.train.phased as f64, t.train.compute_ms]),
+        ReplyBody::MinibatchTotals(t) => Ok([
+            t.train.phased as f64,
+            t.train.compute_ms,
+            t.infer.phased as f64,
+            t.infer.compute_ms,
+            served as f64,
+        ]),
         other => bail!("unexpected reply to minibatch_totals: {other:?}"),
     }
 }
 
 /// The planner's loop until `done`: every [`POLL`] the agent's count of queued requests,
-/// its training minibatch totals and the guard's budget; a drift of the measured rate or
-/// minibatch time, or a new budget, re-plans (the agent takes the plan over at the next
-/// turn boundary, nothing queued is dropped). A minibatch time that drifted scales the
-/// planner's model of the board's training ([`ConcurrentBoard::set_training_scale`])
-/// before it searches. The re-plans.
+/// its minibatch totals and the guard's budget; a drift of the measured rate, training
+/// minibatch time or inference batch time, or a new budget, re-plans (the agent takes the
+/// plan over at the next turn boundary, nothing queued is dropped). A phase time that
+/// drifted scales the planner's model of the board's phase
+/// ([`ConcurrentBoard::set_phase_scales`]) before it searches. The re-plans.
 fn watch(
     planner: &mut Client,
     re: Replanner<'_>,
@@ -459,34 +510,39 @@ fn watch(
     done: &AtomicBool,
 ) -> Result<Vec<serde_json::Value>> {
     let started = Instant::now();
-    let (mut arrivals, mut minibatches) = (Window::default(), Window::default());
+    let (mut arrivals, mut phases) = (Window::<1>::default(), Window::<5>::default());
     let mut replans = Vec::new();
     while !done.load(Ordering::Relaxed) {
         std::thread::sleep(POLL);
         let now = Instant::now();
         let p = &mut w.problem;
+        let counts = status(planner)?;
         let rate = arrivals
-            .push(now, [status(planner)?.queued as f64, 0.0])
-            .and_then(|([count, _], span)| {
+            .push(now, [counts.queued as f64])
+            .and_then(|([count], span)| {
                 let expected = p.rate_per_s * span;
                 let drift = (count - expected).abs();
                 (drift > DRIFT_SHARE * expected && drift > DRIFT_SIGMAS * expected.sqrt())
                     .then_some(count / span)
             });
-        let planned = re.board.truth(w.setting.train);
-        let slower = minibatches
-            .push(now, totals(planner)?)
-            .filter(|([n, _], _)| *n >= DRIFT_MINIBATCHES as f64)
-            .and_then(|([n, ms], _)| {
-                let ratio = ms / n / planned.train_ms;
-                let error = DRIFT_SIGMAS * planned.train_spread.max(0.02) / n.sqrt();
-                let drift = (ratio - 1.0).abs();
-                (drift > PHASE_DRIFT_SHARE && drift > error).then_some(ratio)
-            });
+        let (train, infer) = (
+            re.board.truth(w.setting.train),
+            re.board.truth(w.setting.infer),
+        );
+        let (per_batch, per_request) =
+            per_batch_and_request(&infer.infer_ms, BATCHES[w.setting.batch]);
+        let grown = phases.push(now, phase_counts(planner, counts.served)?);
+        let (slower, slower_infer) = grown.map_or((None, None), |([n, ms, k, infer_ms, r], _)| {
+            (
+                phase_drift(n, ms, n * train.train_ms, train.train_spread),
+                phase_drift(k, infer_ms, per_batch * k + per_request * r, MIN_SPREAD),
+            )
+        });
         let budget_now = budget(planner)?.filter(|b| *b != p.budget_w);
         let why: Vec<&str> = [
             (rate.is_some(), "measured rate"),
             (slower.is_some(), "measured minibatch time"),
+            (slower_infer.is_some(), "measured inference batch time"),
             (budget_now.is_some(), "budget"),
         ]
         .into_iter()
@@ -497,10 +553,11 @@ fn watch(
         }
         p.rate_per_s = rate.unwrap_or(p.rate_per_s).max(1e-3);
         p.budget_w = budget_now.unwrap_or(p.budget_w);
-        if let Some(ratio) = slower {
-            re.board
-                .set_training_scale(re.board.training_scale() * ratio);
-        }
+        let scales = re.board.phase_scales();
+        re.board.set_phase_scales(PhaseScales {
+            train: scales.train * slower.unwrap_or(1.0),
+            infer: scales.infer * slower_infer.unwrap_or(1.0),
+        });
         let choice = search::choose(re.strategy, re.board, p, re.seed);
         let (train, plan) = plan_of(re.board, &choice.setting, p);
         apply(planner, &train, plan)?;
@@ -511,12 +568,13 @@ fn watch(
             "why": why.join(" and "),
             "rate_per_s": p.rate_per_s,
             "budget_w": p.budget_w,
-            "training_scale": re.board.training_scale(),
+            "training_scale": re.board.phase_scales().train,
+            "inference_scale": re.board.phase_scales().infer,
             "chosen": chosen(re.board, &choice.setting),
             "modes_profiled": choice.modes_profiled,
         }));
-        // The rate and the minibatch time are measured afresh under the new plan.
-        (arrivals, minibatches) = (Window::default(), Window::default());
+        // The rate and the phase times are measured afresh under the new plan.
+        (arrivals, phases) = (Window::default(), Window::default());
     }
     Ok(replans)
 }
@@ -528,7 +586,7 @@ fn run_clients(
     segments: &[(usize, f64)],
     seed: u64,
     (times, sim): (&Mutex<Times>, Option<&SimBoard>),
-    slowdown: Option<Change>,
+    changes: Changes,
 ) -> Result<Measured> {
     let connect =
         |name| -> Result<Client> { Ok(Client::connect(socket, Encoding::Bincode, name)?.0) };
@@ -541,7 +599,7 @@ fn run_clients(
     let requests = segments.iter().map(|(n, _)| n).sum::<usize>();
     let done = AtomicBool::new(false);
     let started = Instant::now();
-    let slow = || match slowdown {
+    let slow = |slowdown: Option<Change>| match slowdown {
         Some(c) if started.elapsed().as_secs_f64() >= c.at_s => c.value,
         _ => 1.0,
     };
@@ -551,7 +609,7 @@ fn run_clients(
             while !done.load(Ordering::Relaxed) {
                 turn(&mut trainer, Kind::Train, n, sim, |_| {
                     let t = now();
-                    (t.train_ms * slow(), t.loads.train)
+                    (t.train_ms * slow(changes.slowdown), t.loads.train)
                 })?;
                 n += 1;
             }
@@ -560,7 +618,10 @@ fn run_clients(
         let serving = scope.spawn(|| -> Result<()> {
             let (mut served, mut id) = (0, 0);
             while served < requests {
-                served += turn(&mut server, Kind::Infer, id, sim, |n| now().infer(n))?;
+                served += turn(&mut server, Kind::Infer, id, sim, |n| {
+                    let (ms, load) = now().infer(n);
+                    (ms * slow(changes.infer_slowdown), load)
+                })?;
                 id += 1;
             }
             Ok(())
@@ -605,4 +666,32 @@ fn submit_and_wait(users: &mut Client, segments: &[(usize, f64)], seed: u64) -> 
         }
     }
     Ok(latencies)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_drifts_when_it_is_far_off_and_beyond_its_noise() {
+        assert_eq!(phase_drift(10.0, 1600.0, 1000.0, 0.02), Some(1.6));
+        assert_eq!(phase_drift(10.0, 700.0, 1000.0, 0.02), Some(0.7));
+        assert_eq!(phase_drift(10.0, 1100.0, 1000.0, 0.02), None, "within 20%");
+        assert_eq!(phase_drift(4.0, 1600.0, 1000.0, 0.02), None, "too few");
+        assert_eq!(phase_drift(5.0, 1500.0, 1000.0, 1.0), None, "noisy");
+        assert_eq!(phase_drift(5.0, 1.0, 0.0, 0.02), None, "nothing planned");
+    }
+
+    #[test]
+    fn the_planned_time_of_batches_of_every_size_is_their_sum() {
+        let infer_ms = [3.0, 4.0, 6.0, 9.5, 17.0, 33.0];
+        for max_batch in [1, 3, 4, 16] {
+            let (a, b) = per_batch_and_request(&infer_ms, max_batch);
+            let sizes = 1..=max_batch as usize;
+            let exact: f64 = sizes.clone().map(|n| infer_ms[engine(n)]).sum();
+            let (k, r) = (sizes.clone().count() as f64, sizes.sum::<usize>() as f64);
+            assert!((a * k + b * r - exact).abs() < 1e-9, "{max_batch}: {a} {b}");
+        }
+        assert_eq!(per_batch_and_request(&[5.0; 6], 8), (5.0, 0.0));
+    }
 }

@@ -82,8 +82,27 @@ pub struct ConcurrentBoard {
     profiles: u64,
     engine: Engine,
     kept: HashMap<RunKey, Outcome>,
-    /// What the training minibatch's time is multiplied by ([`ConcurrentBoard::set_training_scale`]).
-    training_scale: f64,
+    /// What each phase's time is multiplied by ([`ConcurrentBoard::set_phase_scales`]).
+    scales: PhaseScales,
+}
+
+/// What a planner measured of each phase's time against the board's model: the training
+/// minibatch's and the inference batch's (every size) are multiplied by these.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PhaseScales {
+    /// The training minibatch's.
+    pub train: f64,
+    /// The inference batches'.
+    pub infer: f64,
+}
+
+impl Default for PhaseScales {
+    fn default() -> PhaseScales {
+        PhaseScales {
+            train: 1.0,
+            infer: 1.0,
+        }
+    }
 }
 
 /// What a completed run's outcome depends on (module docs): the setting, and the bits of
@@ -149,24 +168,33 @@ impl ConcurrentBoard {
             profiles: 0,
             engine: Engine::default(),
             kept: HashMap::new(),
-            training_scale: 1.0,
+            scales: PhaseScales::default(),
         })
     }
 
-    /// Makes the training minibatch `scale` times as long as the board's model says, in
-    /// profiles, truths and runs alike: a planner that measured its trainer slow down
-    /// scales its model of the board so (`jpower schedule --live`). Runs kept
-    /// at another scale are forgotten.
-    pub fn set_training_scale(&mut self, scale: f64) {
-        if scale != self.training_scale {
-            self.training_scale = scale;
+    /// Makes each phase `scales` times as long as the board's model says, in profiles,
+    /// truths and runs alike: a planner that measured its trainer or its inference server
+    /// slow down scales its model of the board so (`jpower schedule --live`). Runs kept at
+    /// other scales are forgotten.
+    pub fn set_phase_scales(&mut self, scales: PhaseScales) {
+        if scales != self.scales {
+            self.scales = scales;
             self.kept.clear();
         }
     }
 
-    /// The scale of [`ConcurrentBoard::set_training_scale`] (1 until set).
-    pub fn training_scale(&self) -> f64 {
-        self.training_scale
+    /// The scales of [`ConcurrentBoard::set_phase_scales`] (1 until set).
+    pub fn phase_scales(&self) -> PhaseScales {
+        self.scales
+    }
+
+    /// `table` with the phase scales applied.
+    fn scaled(&self, mut table: PhaseTable) -> PhaseTable {
+        table.train_ms *= self.scales.train;
+        for ms in &mut table.infer_ms {
+            *ms *= self.scales.infer;
+        }
+        table
     }
 
     /// The board's silicon.
@@ -254,7 +282,7 @@ impl fulcrum::Board for ConcurrentBoard {
         let mean_t = sum_t / n;
         let var = ((sum_t2 - n * mean_t * mean_t) / (n - 1.0)).max(0.0);
         let mut table = PhaseTable {
-            train_ms: mean_t * self.training_scale,
+            train_ms: mean_t,
             train_spread: var.sqrt() / mean_t,
             train_w: sum_w / n,
             ..PhaseTable::default()
@@ -268,13 +296,11 @@ impl fulcrum::Board for ConcurrentBoard {
             let runs = f64::from(PROFILE_RUNS);
             (table.infer_ms[k], table.infer_w[k]) = (ms / runs, w / runs);
         }
-        table
+        self.scaled(table)
     }
 
     fn truth(&self, mode: usize) -> PhaseTable {
-        let mut t = self.truths[mode];
-        t.train_ms *= self.training_scale;
-        t
+        self.scaled(self.truths[mode])
     }
 
     fn run(&mut self, s: &Setting, p: &Problem, stop_early: bool) -> Outcome {

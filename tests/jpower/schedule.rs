@@ -440,6 +440,43 @@ fn schedule_live_re_plans_when_the_minibatches_slow_down() {
     assert!(st.holder.is_none() && st.budget_w.is_none(), "{st:?}");
 }
 
+/// Likewise the inference batches: when the server's batches slow down mid-run, the
+/// planner measures them against its model's time for the batches and requests served,
+/// scales its model of the board's inference and re-plans.
+#[test]
+fn schedule_live_re_plans_when_the_inference_batches_slow_down() {
+    let agent = Agent::start("orin-agx", "");
+    let rt = agent.rt.path();
+    let v = schedule_live(
+        rt,
+        &[
+            "--seconds",
+            "5",
+            "--rate",
+            "20",
+            "--infer-slowdown",
+            "2@1.5",
+        ],
+    );
+    let live = &v["live"];
+    assert_eq!(live["served"], live["requests"], "{v}");
+    let replans = live["replans"].as_array().unwrap();
+    assert!(
+        replans
+            .iter()
+            .all(|r| !r["why"].as_str().unwrap().contains("minibatch time")),
+        "the trainer did not slow down: {v}"
+    );
+    let last = replans
+        .iter()
+        .rfind(|r| r["why"].as_str().unwrap().contains("inference batch time"))
+        .unwrap_or_else(|| panic!("the slowdown is measured and re-planned for: {v}"));
+    assert!(last["at_s"].as_f64().unwrap() > 1.5, "{v}");
+    let scale = last["inference_scale"].as_f64().unwrap();
+    assert!((1.5..=2.8).contains(&scale), "{scale}: {v}");
+    assert_eq!(last["training_scale"], 1.0, "{v}");
+}
+
 /// Found by a client written from `docs/protocol.md` alone: a plan refused for its
 /// training clock left its caller holding the board, with advice (`snap`) that
 /// `phase_modes` has no field for; and `schedule_status` kept a departed planner's rate.
