@@ -39,6 +39,10 @@ struct Lease {
     expires: Option<Instant>,
 }
 
+/// The connection number of a lease adopted from a mode left before the agent started
+/// ([`Core::adopt_left_mode`]): no connection has it.
+const LEFT_MODE_CLIENT: u64 = u64::MAX;
+
 /// The agent's state.
 pub struct Core {
     pub controller: Controller,
@@ -179,6 +183,47 @@ impl Core {
             );
         }
         Ok(sw)
+    }
+
+    /// Holds the mode a process left before the agent started (`jpower set` without an
+    /// agent, or a stopped agent's persistent lease: a state file owned by `left_by`) as a
+    /// persistent lease named after it, as if that process had set it through the agent:
+    /// it holds after a clean stop again, and its end (`release`, a takeover's release,
+    /// `jpower restore`) brings back the baseline saved before jpower's first write, with
+    /// the agent's `default_mode` applied over it when it has one.
+    pub fn adopt_left_mode(
+        &mut self,
+        left_by: &Owner,
+        default_mode: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let Some(state) = self.controller.state() else {
+            return Ok(());
+        };
+        let (mut prior, _) = state.values(self.controller.board(), self.controller.current());
+        if let Some(name) = default_mode {
+            let presets = self.presets.as_ref().ok_or_else(|| {
+                anyhow::anyhow!("the board has no nvpmodel file to take the preset from")
+            })?;
+            prior = plan::target(self.controller.board(), &presets.find(name)?.mode, &prior)?;
+        }
+        self.lease = Some(Lease {
+            client: LEFT_MODE_CLIENT,
+            holder: Holder {
+                client: left_by.name.clone(),
+                pid: left_by.pid,
+                uid: nix::unistd::getuid().as_raw(),
+                lease: LeaseKind::Persistent,
+            },
+            prior,
+            timeout: None,
+            expires: None,
+        });
+        log::info!(
+            "holding the mode {} (pid {}) left as a persistent lease: it ends with `jpower restore` or `release`",
+            left_by.name,
+            left_by.pid
+        );
+        Ok(())
     }
 
     /// Applies a preset at start, as the agent's own persistent setting.
@@ -777,7 +822,7 @@ impl Core {
 
     /// Clean shutdown: session leases are restored; a persistent lease stays and its
     /// state becomes a CLI-style state that holds until `jpower restore`; with no lease
-    /// the board returns to its baseline.
+    /// the board returns to its baseline. Then the ring is marked closed.
     pub fn shutdown(&mut self) {
         self.stopping = true;
         let persistent = self
@@ -785,18 +830,20 @@ impl Core {
             .as_ref()
             .is_some_and(|l| l.holder.lease == LeaseKind::Persistent);
         if persistent {
+            let holder = self.lease.as_ref().map(|l| l.holder.client.clone());
             self.controller.set_state_owner(Owner {
                 kind: OwnerKind::Cli,
                 pid: std::process::id(),
-                name: "a persistent lease of the stopped agent".into(),
+                name: holder.unwrap_or_default(),
             });
             log::info!("stopping with a persistent lease: its mode holds until `jpower restore`");
-            return;
+        } else {
+            self.end_lease("the agent stopped");
+            match self.controller.restore() {
+                Ok(_) => log::info!("stopped: the board is back at its baseline"),
+                Err(e) => log::error!("stopping: restoring the baseline failed: {e}"),
+            }
         }
-        self.end_lease("the agent stopped");
-        match self.controller.restore() {
-            Ok(_) => log::info!("stopped: the board is back at its baseline"),
-            Err(e) => log::error!("stopping: restoring the baseline failed: {e}"),
-        }
+        self.sensors.close();
     }
 }

@@ -188,13 +188,14 @@ pub fn run(opts: Options) -> Result<()> {
         name: "jpower agent".into(),
     };
     let mut controller = Controller::open(board, &runtime_dir, owner.clone())?;
-    // A state left by a CLI `set` becomes the agent's: if the agent dies, it is restored.
-    if controller
-        .state()
-        .is_some_and(|s| s.owner.kind != OwnerKind::Agent)
-    {
+    // A state left by another process becomes the agent's: if the agent dies, it is
+    // restored. A mode left by `jpower set` (or a stopped agent's persistent lease) is
+    // held as a persistent lease below.
+    let left = controller.state().map(|s| s.owner.clone());
+    if left.as_ref().is_some_and(|o| o.kind != OwnerKind::Agent) {
         controller.set_state_owner(owner);
     }
+    let left_mode = left.filter(|o| o.kind == OwnerKind::Cli);
     if config.budget_total == config::BudgetTotal::Input
         && controller.board().totals.input.is_none()
     {
@@ -253,9 +254,16 @@ pub fn run(opts: Options) -> Result<()> {
     let ring = sensors.ring().clone();
     let ring_path = sensors.path().display().to_string();
     let mut core = core::Core::new(controller, presets, config.clone(), sensors);
-    if let Some(name) = &config.default_mode {
-        core.apply_default(name)
-            .map_err(|e| config.error_at("default_mode", format!("{name:?}: {e:#}")))?;
+    let default_error = |e: anyhow::Error| {
+        let name = config.default_mode.as_deref().unwrap_or_default();
+        config.error_at("default_mode", format!("{name:?}: {e:#}"))
+    };
+    match (&left_mode, &config.default_mode) {
+        (Some(by), default) => core
+            .adopt_left_mode(by, default.as_deref())
+            .map_err(default_error)?,
+        (None, Some(name)) => core.apply_default(name).map_err(default_error)?,
+        (None, None) => {}
     }
     if let Some(v) = averaging {
         // The sensor setting is the agent's own request from now on.

@@ -108,6 +108,12 @@ impl Sensors {
         self.telemetry.sampler.rate_hz
     }
 
+    /// Stops sampling and marks the ring closed (the agent's clean stop: connections
+    /// may still hold the core, so this cannot wait for the drop).
+    pub fn close(&mut self) {
+        self.telemetry.close();
+    }
+
     /// Restarts the sampler if `values` average differently from what it was started
     /// for; returns whether it did.
     pub fn follow(&mut self, board: &Board, values: &Values) -> Result<bool, SensorsError> {

@@ -116,8 +116,8 @@ pub fn ring_info(board: &Board, values: &Values) -> RingInfo {
 pub struct Telemetry {
     /// The sampling thread writing the ring.
     pub sampler: Sampler,
-    _watcher: periodic::Periodic,
-    _activity: Option<periodic::Periodic>,
+    watcher: Option<periodic::Periodic>,
+    activity: Option<periodic::Periodic>,
     /// The ring's path.
     pub path: PathBuf,
 }
@@ -155,9 +155,17 @@ impl Telemetry {
             .map_err(SamplerError::Clone)?;
         Ok(Telemetry {
             sampler,
-            _watcher: watcher,
-            _activity: activity,
+            watcher: Some(watcher),
+            activity,
             path,
         })
+    }
+
+    /// A clean stop before the end: every thread writing the ring stops, then the ring is
+    /// marked closed, whoever still holds `self` (dropping it does the same).
+    pub fn close(&mut self) {
+        drop((self.watcher.take(), self.activity.take()));
+        self.sampler.halt();
+        self.sampler.ring().close();
     }
 }

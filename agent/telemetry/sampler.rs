@@ -219,7 +219,8 @@ impl Sampler {
         self.halt()
     }
 
-    fn halt(&mut self) -> SamplerStats {
+    /// Stops the sampling thread (once; later calls return nothing); what it measured.
+    pub fn halt(&mut self) -> SamplerStats {
         self.stop.store(true, Ordering::Relaxed);
         self.thread
             .take()

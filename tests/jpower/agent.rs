@@ -422,11 +422,21 @@ fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_star
         timeout_ms: None,
     })
     .unwrap();
+    let ring = agent.status().ring_path;
+    // With the holder still connected (its connection's thread outlives the stop).
     let status = agent.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(status.success(), "{status:?}");
     assert!(!agent.socket.exists(), "the socket is removed");
     let rt = std::mem::replace(&mut agent.rt, util::runtime());
     assert_eq!(direct_knobs(rt.path()), baseline);
+    let read = util::json(&util::ok(
+        util::jpower(rt.path()).args(["--json", "ring", "read", &ring]),
+    ));
+    assert_eq!(
+        read["writer"]["state"], "closed",
+        "a clean stop closes the ring: {read}"
+    );
+    drop(c);
 
     let mut agent = Agent::start_in(rt, "orin-agx", "");
     // Through the CLI: a persistent lease.
@@ -454,15 +464,44 @@ fn a_persistent_lease_outlives_a_clean_stop_until_restore() {
     let baseline = direct_knobs(rt.path());
     let mut agent = Agent::start_in(rt, "orin-agx", "");
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_30W"]));
+    let set_by = agent.status().holder.expect("a persistent lease").client;
     assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
     let rt = std::mem::replace(&mut agent.rt, util::runtime());
-    assert_ne!(
-        direct_knobs(rt.path()),
-        baseline,
-        "MODE_30W holds after the agent stops"
+    let held = direct_knobs(rt.path());
+    assert_ne!(held, baseline, "MODE_30W holds after the agent stops");
+    // A restarted agent holds it as the persistent lease it was: a session client is
+    // busy, and the next clean stop keeps it again.
+    let mut agent = Agent::start_in(rt, "orin-agx", "");
+    let holder = agent.status().holder.expect("the left mode is held");
+    assert_eq!(holder.lease, LeaseKind::Persistent, "{holder:?}");
+    assert_eq!(holder.client, set_by, "{holder:?}");
+    let busy = agent.client(Encoding::Json).request(RequestBody::SetMode {
+        mode: knobs(624_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    });
+    assert!(
+        matches!(
+            &busy,
+            Err(ClientError::Agent {
+                code: ErrorCode::Busy,
+                ..
+            })
+        ),
+        "{busy:?}"
     );
-    util::ok(util::jpower(rt.path()).args(["--sim", "orin-agx", "restore"]));
-    assert_eq!(direct_knobs(rt.path()), baseline);
+    assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
+    let rt = std::mem::replace(&mut agent.rt, util::runtime());
+    assert_eq!(
+        direct_knobs(rt.path()),
+        held,
+        "kept through a second clean stop"
+    );
+    // `jpower restore` through a third agent ends it: the baseline comes back.
+    let agent = Agent::start_in(rt, "orin-agx", "");
+    util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "restore"]));
+    assert!(agent.status().holder.is_none());
+    assert_eq!(direct_knobs(agent.rt.path()), baseline);
 }
 
 #[test]

@@ -670,10 +670,11 @@ impl RingWriter {
     }
 }
 
-impl Drop for RingWriter {
+impl RingWriter {
     /// A clean stop: readers learn that no sample will follow (unless a newer ring has
-    /// already replaced this one, which they learn instead).
-    fn drop(&mut self) {
+    /// already replaced this one, which they learn instead). Once is enough; dropping the
+    /// writer does it too.
+    pub fn close(&self) {
         if let Some(w) = self
             .ring
             .writer()
@@ -688,6 +689,12 @@ impl Drop for RingWriter {
                 Ordering::Relaxed,
             );
         }
+    }
+}
+
+impl Drop for RingWriter {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
