@@ -133,11 +133,15 @@ fn sample(ring: &RingReader) -> Option<SampleReply> {
     })
 }
 
-/// The newest sample and, with `window_ms`, the window's statistics.
+/// The newest sample and, with `window_ms`, the window's statistics: over the last
+/// `window_ms`, or the ring's whole history when that is shorter.
 fn telemetry(ring: &RingReader, ring_path: &str, window_ms: Option<u64>) -> TelemetryReply {
     let window = window_ms.map(|ms| {
         let now = monotonic_ns();
-        let e = ring.energy(now.saturating_sub(ms.saturating_mul(1_000_000)), now);
+        let since = now
+            .saturating_sub(ms.saturating_mul(1_000_000))
+            .max(ring.oldest_t_ns().unwrap_or(now).min(now));
+        let e = ring.energy(since, now);
         WindowReply {
             duration_ms: e.duration_s * 1000.0,
             samples: e.samples as u64,
@@ -258,7 +262,12 @@ impl Handler for Shared {
     }
 
     fn event(&self, conn: &mut Connection) -> Option<ReplyBody> {
-        conn.events.try_recv().ok()
+        let event = conn.events.try_recv().ok();
+        if matches!(event, Some(ReplyBody::LeaseEnded { .. })) {
+            // A planner's phase modes switch under its lease: they end with it.
+            self.schedule.lease_ended(conn.peer.client);
+        }
+        event
     }
 
     fn sample(&self, _conn: &mut Connection) -> Option<ReplyBody> {

@@ -172,6 +172,21 @@ fn every_message_in_both_encodings() {
         };
         assert_eq!(t.latest.unwrap().rails.len(), 4);
         assert!(t.ring_path.ends_with(".ring"));
+        // A window longer than the ring's history covers the history, not the time
+        // before it (a client written from the docs alone got hours of held edge value).
+        let ReplyBody::Telemetry(t) = c
+            .request(RequestBody::Telemetry {
+                window_ms: Some(1_000_000_000),
+            })
+            .unwrap()
+        else {
+            panic!()
+        };
+        let w = t.window.unwrap();
+        assert!(
+            w.duration_ms > 0.0 && w.duration_ms < 600_000.0 && w.samples > 0,
+            "{w:?}"
+        );
         c.request(RequestBody::MinibatchBegin {
             kind: Kind::Train,
             id: 9,

@@ -477,6 +477,52 @@ fn schedule_live_re_plans_when_the_inference_batches_slow_down() {
     assert_eq!(last["training_scale"], 1.0, "{v}");
 }
 
+/// Found by a client written from `docs/protocol.md` alone: a planner whose session lease
+/// expired (it did not renew) kept its phase modes in `schedule_status`, though they
+/// switch under that lease. They end with it; the batch size and rate stay while it is
+/// connected.
+#[test]
+fn a_planners_phase_modes_end_with_its_lease() {
+    let agent = Agent::start("orin-agx", "lease_timeout_ms = 300\n");
+    let mut planner = agent.client(Encoding::Json);
+    let modes = PhaseModes {
+        train_gpu_hz: 1_300_500_000,
+        train_emc_hz: 3_199_000_000,
+        infer_gpu_hz: 624_750_000,
+        infer_emc_hz: 3_199_000_000,
+    };
+    let plan = SchedulePlan {
+        max_batch: 4,
+        slo_ms: 100.0,
+        rate_per_s: Some(5.0),
+        phase_modes: Some(modes),
+    };
+    assert!(matches!(
+        request(&mut planner, RequestBody::SchedulePlan(plan)),
+        ReplyBody::Schedule(_)
+    ));
+    assert_eq!(schedule(&agent).plan.unwrap().phase_modes, Some(modes));
+    let ended = planner.read().unwrap();
+    assert!(
+        matches!(ended.body, ReplyBody::LeaseEnded { .. }),
+        "{ended:?}"
+    );
+    let start = std::time::Instant::now();
+    loop {
+        let p = schedule(&agent).plan.unwrap();
+        if p.phase_modes.is_none() {
+            assert_eq!((p.max_batch, p.rate_per_s), (4, Some(5.0)), "{p:?}");
+            break;
+        }
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the phase modes stay: {p:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(agent.status().holder.is_none());
+}
+
 /// Found by a client written from `docs/protocol.md` alone: a plan refused for its
 /// training clock left its caller holding the board, with advice (`snap`) that
 /// `phase_modes` has no field for; and `schedule_status` kept a departed planner's rate.

@@ -82,6 +82,8 @@ enum Msg {
     },
     /// A connection closed.
     Leave(u64),
+    /// A client's lease ended while it stays connected.
+    LeaseEnded(u64),
     /// The plan and the accounting, please.
     Report(Sender<ScheduleReply>),
     /// The agent is stopping.
@@ -224,6 +226,13 @@ impl Scheduler {
         let _ = self.send(Msg::Leave(client));
     }
 
+    /// `client`'s lease ended (expired, taken over, released by another) while it stays
+    /// connected: a plan it set keeps its batch size, target and rate, but its phase
+    /// modes, which switch under that lease, end.
+    pub fn lease_ended(&self, client: u64) {
+        let _ = self.send(Msg::LeaseEnded(client));
+    }
+
     /// Stops the thread (waiting gates get nothing: their connections are closing too).
     pub fn stop(&self) {
         let _ = self.send(Msg::Stop);
@@ -307,6 +316,11 @@ impl State {
                     self.rate.set_rate(None);
                     self.phase = None;
                     self.turns.planner_left();
+                }
+            }
+            Msg::LeaseEnded(client) => {
+                if self.planner.as_ref().is_some_and(|o| o.client == client) {
+                    self.drop_phase_modes();
                 }
             }
             Msg::Plan {

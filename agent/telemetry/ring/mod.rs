@@ -923,6 +923,14 @@ impl RingReader {
         self.ring.header().throttle.load(Ordering::Relaxed)
     }
 
+    /// The time of the oldest sample still in the ring, if any. Allocates nothing.
+    pub fn oldest_t_ns(&self) -> Option<u64> {
+        let w = self.write_seq();
+        // The oldest slots may be overwritten while they are read: the next one then is.
+        (w.saturating_sub(self.ring.slot_count)..w)
+            .find_map(|n| self.sample(n).ok().map(|s| s.t_ns))
+    }
+
     /// Sample number `n`, if it is in the ring and whole. Allocates nothing.
     pub fn sample(&self, n: u64) -> Result<Sample, Missing> {
         let (head, rails) = self.ring.slot(n);
