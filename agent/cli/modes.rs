@@ -26,7 +26,11 @@ pub fn summary(m: &Mode) -> String {
     };
     let mut s = String::new();
     if let Some(on) = &m.online_cpus {
-        let _ = write!(s, "cores {} ", crate::board::sysfs::format_cpu_list(on));
+        let list = crate::board::sysfs::format_cpu_list;
+        let _ = write!(s, "cores {} ", list(on));
+        if let Some(named) = &m.cpus_named {
+            let _ = write!(s, "(of {}; the others as they are) ", list(named));
+        }
     }
     if let Some(Some(c)) = m.cpu.iter().find(|c| c.is_some()) {
         let _ = write!(s, " cpu {} ", r(c));

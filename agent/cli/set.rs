@@ -51,6 +51,7 @@ pub fn describe(board: &Board, sw: &Switch) -> (Vec<Value>, String) {
 fn overlay(mut base: Mode, over: Mode) -> Mode {
     if over.online_cpus.is_some() {
         base.online_cpus = over.online_cpus;
+        base.cpus_named = over.cpus_named;
     }
     if base.cpu.len() < over.cpu.len() {
         base.cpu.resize(over.cpu.len(), None);

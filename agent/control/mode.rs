@@ -46,8 +46,14 @@ pub enum EmcLimit {
 /// What a mode sets; `None` leaves a domain as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mode {
-    /// The CPUs to keep online (cpu0 is always among them); the others go offline.
+    /// The CPUs to keep online (cpu0 is always among them); the others that
+    /// [`Mode::cpus_named`] names go offline.
     pub online_cpus: Option<Vec<usize>>,
+    /// The CPUs whose state `online_cpus` decides; `None`: every CPU. An nvpmodel preset
+    /// decides only the CPUs its file names, as nvpmodel does (Xavier NX's files leave
+    /// cpu6 and cpu7, which the boot scripts take offline, unnamed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_named: Option<Vec<usize>>,
     /// Per cluster, in the board's cluster order (in JSON `min_khz`/`max_khz`, the
     /// protocol's CPU unit).
     #[serde(with = "cpu_khz")]
@@ -122,6 +128,7 @@ impl PinnedMode {
                     .take(self.cores as usize)
                     .collect(),
             ),
+            cpus_named: None,
             cpu: board
                 .clusters
                 .iter()
@@ -367,6 +374,7 @@ mod tests {
     fn a_mode_gives_cpu_clocks_in_khz_and_gpu_clocks_in_hz() {
         let m = Mode {
             online_cpus: None,
+            cpus_named: None,
             cpu: vec![Some(Range::pinned(729_600_000)), None],
             gpu: Some(Range::pinned(306_000_000)),
             emc: Some(EmcLimit::CapHz(2_133_000_000)),

@@ -80,11 +80,12 @@ fn range_values(
 pub fn target(board: &Board, mode: &Mode, current: &Values) -> Result<Values, PlanError> {
     let mut t = current.clone();
     if let Some(online) = &mode.online_cpus {
-        if !online.contains(&0) && board.cpus.iter().any(|c| c.0 == 0) {
+        let decides = |cpu: usize| mode.cpus_named.as_ref().is_none_or(|n| n.contains(&cpu));
+        if !online.contains(&0) && decides(0) && board.cpus.iter().any(|c| c.0 == 0) {
             return Err(PlanError::Cpu0Offline);
         }
         for &(cpu, knob) in &board.cpus {
-            if let Some(k) = knob {
+            if let (Some(k), true) = (knob, decides(cpu)) {
                 t[k] = u64::from(online.contains(&cpu));
             }
         }

@@ -340,21 +340,25 @@ impl<'b> Builder<'b> {
                 max_hz: max,
             })
         };
-        let online_cpus = self.online.as_ref().map(|set| {
-            self.board
-                .cpus
-                .iter()
-                .map(|c| c.0)
-                .filter(|cpu| {
-                    set.iter()
-                        .rev()
-                        .find(|(c, _)| c == cpu)
-                        .is_none_or(|(_, on)| *on)
-                })
-                .collect()
-        });
+        // The last setting of each CPU the file names; the others are left as they are.
+        let named = |on: Option<bool>| -> Option<Vec<usize>> {
+            let set = self.online.as_ref()?;
+            Some(
+                self.board
+                    .cpus
+                    .iter()
+                    .map(|c| c.0)
+                    .filter(|cpu| {
+                        let last = set.iter().rev().find(|(c, _)| c == cpu);
+                        last.is_some_and(|(_, o)| on.is_none_or(|on| *o == on))
+                    })
+                    .collect(),
+            )
+        };
+        let cpus_named = named(None).filter(|n| n.len() < self.board.cpus.len());
         Mode {
-            online_cpus,
+            online_cpus: named(Some(true)),
+            cpus_named,
             cpu: self
                 .cpu
                 .iter()

@@ -28,7 +28,20 @@ fn r35_paths_map_onto_an_r36_layout_by_kind() {
     let p = Presets::load(&fixture("orin-style.conf"), &b).unwrap();
     assert_eq!(p.default_id, 1);
     let fast = p.find("fast").unwrap();
-    assert_eq!(fast.mode.online_cpus.as_ref().unwrap().len(), 12);
+    // FAST names cpu4-7 online and no other: as nvpmodel, it leaves the others alone
+    // (Xavier NX's files never name the cpu6 and cpu7 its boot scripts take offline).
+    assert_eq!(fast.mode.online_cpus, Some(vec![4, 5, 6, 7]));
+    assert_eq!(fast.mode.cpus_named, Some(vec![4, 5, 6, 7]));
+    let mut current = b.read_knobs().unwrap();
+    let online = |v: &jpower::board::Values, cpu: usize| v[b.cpus[cpu].1.unwrap()];
+    current[b.cpus[2].1.unwrap()] = 0;
+    current[b.cpus[5].1.unwrap()] = 0;
+    let t = jpower::control::plan::target(&b, &fast.mode, &current).unwrap();
+    assert_eq!(
+        (online(&t, 2), online(&t, 5), online(&t, 9)),
+        (0, 1, 1),
+        "cpu2 stays offline, cpu5 comes online, cpu9 stays online"
+    );
     assert_eq!(
         fast.mode.gpu,
         Some(Range {
@@ -50,7 +63,8 @@ fn r35_paths_map_onto_an_r36_layout_by_kind() {
     assert!(fast.skipped[0].why.contains("reboot"));
 
     let slow = p.find("1").unwrap();
-    assert_eq!(slow.mode.online_cpus, Some(vec![0]));
+    assert_eq!(slow.mode.online_cpus, Some(vec![]));
+    assert_eq!(slow.mode.cpus_named, Some((1..=11).collect()));
     // 1200000 kHz is no table entry: nvpmodel takes the largest entry below it.
     assert_eq!(
         slow.mode.cpu[0],
