@@ -137,6 +137,13 @@ impl Root {
         self.dir.join(rel.strip_prefix("/").unwrap_or(rel))
     }
 
+    /// The host path of `rel` with every link in it followed inside the root (absolute
+    /// links taken relative to it, `..` unable to climb above it), for files read whole
+    /// by path (nvpmodel's configuration and status): on a Jetson, `rel` itself.
+    pub fn confined(&self, rel: impl AsRef<Path>) -> io::Result<PathBuf> {
+        super::in_root::resolve(&self.dir, rel.as_ref())
+    }
+
     /// The board path (`/sys/...`) of an absolute path under this root.
     pub fn board_path(&self, abs: &Path) -> PathBuf {
         match abs.strip_prefix(&self.dir) {

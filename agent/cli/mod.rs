@@ -311,12 +311,17 @@ impl Target {
         Ok((controller, sim))
     }
 
-    /// The presets for `board`: `--nvpmodel FILE`, else the board's `/etc/nvpmodel.conf`.
+    /// The presets for `board`: `--nvpmodel FILE`, else the board's `/etc/nvpmodel.conf`
+    /// (its links followed inside the board's root: L4T links it to
+    /// `/etc/nvpmodel/nvpmodel_<module>.conf`).
     pub fn presets(&self, board: &Board) -> Result<Option<Presets>> {
         let path = match &self.nvpmodel {
             Some(p) => p.clone(),
             None => {
-                let p = board.root.path(crate::board::paths::NVPMODEL_CONF);
+                let p = board
+                    .root
+                    .confined(crate::board::paths::NVPMODEL_CONF)
+                    .with_context(|| format!("resolving {}", crate::board::paths::NVPMODEL_CONF))?;
                 if !p.exists() {
                     return Ok(None);
                 }
@@ -324,6 +329,15 @@ impl Target {
             }
         };
         Ok(Some(Presets::load(&path, board)?))
+    }
+
+    /// The presets for a command that works without them (`status`, `watch`, `agent`):
+    /// a file that does not parse is a warning naming its line, and none are used.
+    pub fn presets_or_warn(&self, board: &Board) -> Option<Presets> {
+        self.presets(board).unwrap_or_else(|e| {
+            log::warn!("{e:#}: going on without presets (`jpower modes` shows this error)");
+            None
+        })
     }
 }
 
@@ -340,7 +354,7 @@ fn agent(target: &Target, a: &AgentArgs) -> Result<()> {
     // A simulated board's handle lives as long as the agent.
     let (root, _sim) = target.root()?;
     let board = Board::discover(root)?;
-    let presets = target.presets(&board)?;
+    let presets = target.presets_or_warn(&board);
     crate::daemon::run(crate::daemon::Options {
         config,
         board,

@@ -42,8 +42,11 @@ pub fn rails_now(board: &Board) -> (Vec<Value>, u64, Option<u64>) {
 /// The mode nvpmodel last applied, from its status file (`pmode:0002`); `None` without
 /// the file or with one it cannot parse.
 fn nvpmodel_mode(board: &Board) -> Option<u32> {
-    let text =
-        std::fs::read_to_string(board.root.path(crate::board::paths::NVPMODEL_STATUS)).ok()?;
+    let path = board
+        .root
+        .confined(crate::board::paths::NVPMODEL_STATUS)
+        .ok()?;
+    let text = std::fs::read_to_string(path).ok()?;
     text.trim().strip_prefix("pmode:")?.trim().parse().ok()
 }
 
@@ -427,7 +430,7 @@ pub fn collect(target: &Target) -> Result<Value> {
     let (root, _sim) = target.root()?;
     let peek = Peek::read(Board::discover(root)?, &target.runtime_dir())?;
     let activity = activity.or_else(|| agent.is_none().then(|| local_activity(&peek.board)));
-    let presets = target.presets(&peek.board)?;
+    let presets = target.presets_or_warn(&peek.board);
     Ok(snapshot(
         &peek,
         presets.as_ref(),

@@ -485,7 +485,7 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
         // The board's files beside the ring: clocks, loads, memory, fan, the mode's name.
         let (root, _sim) = target.root()?;
         let board = crate::board::Board::discover(root)?;
-        let presets = target.presets(&board)?;
+        let presets = target.presets_or_warn(&board);
         let view = super::dashboard::Feed {
             board: &board,
             presets: presets.as_ref(),

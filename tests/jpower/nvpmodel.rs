@@ -236,3 +236,66 @@ fn nafll_caps_beside_the_emc_cap_are_not_the_emc_cap() {
         m15.skipped
     );
 }
+
+/// Found on board trees unlike the references: L4T links `/etc/nvpmodel.conf` to
+/// `/etc/nvpmodel/nvpmodel_<module>.conf` with an absolute link, which must resolve inside
+/// `--root`, not on the host; and one line the parser refuses must not stop the commands
+/// that work without presets (`status`, the agent), only those that need them.
+#[test]
+fn the_boards_own_file_is_followed_inside_the_root_and_a_bad_one_only_warns() {
+    let (dir, _) = exported("orin-agx@r36");
+    let rt = util::runtime();
+    let etc = dir.path().join("etc");
+    std::fs::create_dir(etc.join("nvpmodel")).unwrap();
+    std::fs::rename(
+        etc.join("nvpmodel.conf"),
+        etc.join("nvpmodel/nvpmodel_p3701_0000.conf"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        "/etc/nvpmodel/nvpmodel_p3701_0000.conf",
+        etc.join("nvpmodel.conf"),
+    )
+    .unwrap();
+    let status = |expect_ok: bool| {
+        let out = util::run(
+            util::jpower(rt.path())
+                .arg("--root")
+                .arg(dir.path())
+                .args(["--json", "status"]),
+        );
+        assert_eq!(out.status.success(), expect_ok, "{out:?}");
+        (
+            util::json(&String::from_utf8_lossy(&out.stdout)),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (j, _) = status(true);
+    let from = j["mode"]["presets_from"].as_str().unwrap().to_string();
+    assert!(
+        from.starts_with(dir.path().to_str().unwrap())
+            && from.ends_with("nvpmodel_p3701_0000.conf"),
+        "{from}"
+    );
+    // One line NVIDIA's parser might take but jpower's refuses.
+    let conf = etc.join("nvpmodel/nvpmodel_p3701_0000.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, format!("{text}\nCPU_ONLINE CORE_1 1 # trailing\n")).unwrap();
+    let (j, err) = status(true);
+    assert_eq!(j["mode"]["presets_from"], serde_json::Value::Null, "{j}");
+    assert!(
+        err.contains("nvpmodel_p3701_0000.conf:") && err.contains("without presets"),
+        "{err}"
+    );
+    let out = util::run(
+        util::jpower(rt.path())
+            .arg("--root")
+            .arg(dir.path())
+            .arg("modes"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nvpmodel_p3701_0000.conf:"),
+        "{out:?}"
+    );
+}
