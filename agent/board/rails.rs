@@ -109,12 +109,12 @@ impl Rail {
 
     /// One reading: one `pread` per file, no allocation unless it fails.
     pub fn read(&self) -> Result<RailValue, SysfsError> {
-        self.value(Attr::read_u64)
+        self.value(Attr::read_reading)
     }
 
     /// One reading for the sampler: `None` on failure, and no allocation either way.
     pub fn sample(&self) -> Option<RailValue> {
-        self.value(|a| a.try_read_u64().ok_or(())).ok()
+        self.value(|a| a.try_read_reading().ok_or(())).ok()
     }
 
     fn value<E>(&self, get: impl Fn(&Attr) -> Result<u64, E>) -> Result<RailValue, E> {
@@ -229,7 +229,7 @@ fn is_rail_label(label: &str) -> bool {
 /// Opens a channel's input and checks it answers (a disabled channel gives `ENODATA`).
 fn open_input(root: &Root, path: &str, warnings: &mut Vec<String>) -> Option<Attr> {
     let attr = root.open(path, false).ok()?;
-    match attr.read_u64() {
+    match attr.read_reading() {
         Ok(_) => Some(attr),
         Err(e) if e.errno() == Some(libc::ENODATA) => None,
         Err(e) => {

@@ -291,6 +291,21 @@ impl Attr {
         parse_u64(&buf[..n])
     }
 
+    /// Reads a sensor's reading ([`parse_reading`]: a negative one is 0).
+    pub fn read_reading(&self) -> Result<u64, SysfsError> {
+        let mut buf = [0u8; VALUE_BUF];
+        let bytes = self.read_into(&mut buf)?;
+        parse_reading(bytes).ok_or_else(|| self.parse_error(bytes))
+    }
+
+    /// [`Attr::read_reading`] for the sampler's hot path: `None` on any failure, no error
+    /// built.
+    pub fn try_read_reading(&self) -> Option<u64> {
+        let mut buf = [0u8; VALUE_BUF];
+        let n = self.read_raw(&mut buf).ok()?;
+        parse_reading(&buf[..n])
+    }
+
     /// One `pread` at offset 0 (or the kernel model's answer).
     fn read_raw(&self, buf: &mut [u8]) -> io::Result<usize> {
         match &self.hook {
@@ -416,6 +431,15 @@ pub fn parse_u64(bytes: &[u8]) -> Option<u64> {
     })
 }
 
+/// A sensor's reading as a non-negative integer: a negative one is 0 (hwmon's INA3221
+/// current is signed, and a rail near idle can read a little below zero).
+pub fn parse_reading(bytes: &[u8]) -> Option<u64> {
+    match first_token(bytes).split_first() {
+        Some((b'-', digits)) => parse_u64(digits).map(|_| 0),
+        _ => parse_u64(bytes),
+    }
+}
+
 /// Writes `value` and a newline into `buf`, returning the length.
 pub fn format_u64(mut value: u64, buf: &mut [u8; 24]) -> usize {
     let mut digits = [0u8; 20];
@@ -501,6 +525,15 @@ mod tests {
         assert_eq!(parse_u64(b"  42 ma\n"), Some(42));
         assert_eq!(parse_u64(b"x"), None);
         assert_eq!(parse_u64(b""), None);
+    }
+
+    #[test]
+    fn a_negative_sensor_reading_is_zero_and_garbage_is_none() {
+        assert_eq!(parse_reading(b"-8\n"), Some(0));
+        assert_eq!(parse_reading(b" 1986\n"), Some(1986));
+        assert_eq!(parse_reading(b"-\n"), None);
+        assert_eq!(parse_reading(b"-x"), None);
+        assert_eq!(parse_u64(b"-8"), None, "a knob's value stays unsigned");
     }
 
     #[test]

@@ -83,6 +83,33 @@ fn missing_parts_are_warnings_not_failures() {
     );
 }
 
+/// Found on board trees unlike the references: hwmon's INA3221 current is signed, and a
+/// rail that read a little below zero was dropped from discovery (its power left out of
+/// the module total for the life of the process). It reads 0 instead.
+#[test]
+fn a_rail_that_reads_below_zero_is_kept_at_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    jpower::sim::export("orin-agx@r36", dir.path()).unwrap();
+    let hwmon = dir
+        .path()
+        .join("sys/devices/platform/bus@0/c240000.i2c/i2c-1/1-0040/hwmon/hwmon3");
+    assert_eq!(
+        std::fs::read_to_string(hwmon.join("in2_label"))
+            .unwrap()
+            .trim(),
+        "VDD_CPU_CV"
+    );
+    std::fs::write(hwmon.join("curr2_input"), "-8\n").unwrap();
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    let rail = b
+        .rails
+        .iter()
+        .find(|r| r.label == "VDD_CPU_CV")
+        .expect("kept");
+    assert_eq!(rail.read_mw().unwrap(), 0);
+    assert_eq!(rail.sample().unwrap().power_uw, 0);
+}
+
 #[test]
 fn device_link_cycles_do_not_loop_discovery() {
     let dir = tempfile::tempdir().unwrap();
