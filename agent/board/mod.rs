@@ -171,12 +171,12 @@ impl Board {
     }
 }
 
-/// A space-separated frequency table, in Hz, sorted.
+/// A space-separated frequency table, in Hz, sorted (an entry that is no number, or no
+/// frequency in Hz that fits 64 bits, is left out).
 fn parse_table(text: &str, unit: FreqUnit) -> Vec<u64> {
     let mut t: Vec<u64> = text
         .split_whitespace()
-        .filter_map(|v| v.parse::<u64>().ok())
-        .map(|v| v * unit.hz())
+        .filter_map(|v| v.parse::<u64>().ok()?.checked_mul(unit.hz()))
         .collect();
     t.sort_unstable();
     t.dedup();
@@ -198,6 +198,11 @@ mod tests {
         assert_eq!(
             parse_table("115200 192000 ", FreqUnit::KHz),
             vec![115_200_000, 192_000_000]
+        );
+        assert_eq!(
+            parse_table("115200 18446744073709552 x", FreqUnit::KHz),
+            vec![115_200_000],
+            "an entry beyond 64 bits in Hz is no entry"
         );
     }
 }

@@ -258,7 +258,8 @@ impl<'b> Builder<'b> {
         if raw == 0 {
             return Some(lo);
         }
-        let hz = raw as u64 * scale;
+        // Beyond 64 bits in Hz is above every table entry.
+        let hz = (raw as u64).saturating_mul(scale);
         let v = table
             .iter()
             .rev()

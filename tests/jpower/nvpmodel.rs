@@ -299,3 +299,28 @@ fn the_boards_own_file_is_followed_inside_the_root_and_a_bad_one_only_warns() {
         "{out:?}"
     );
 }
+
+/// Found by fuzzing nvpmodel files: a limit whose kHz overflow 64 bits in Hz wrapped to a
+/// few hundred Hz (the table's lowest clock). It is above every entry: the top.
+#[test]
+fn a_limit_beyond_64_bits_is_the_top_of_the_table() {
+    let (_d, b) = exported("orin-agx@r36");
+    let text = std::fs::read_to_string(fixture("orin-style.conf"))
+        .unwrap()
+        .replacen(
+            "CPU_A78_0 MAX_FREQ -1",
+            "CPU_A78_0 MAX_FREQ 18446744073709552",
+            1,
+        );
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("huge.conf");
+    std::fs::write(&conf, text).unwrap();
+    let p = Presets::load(&conf, &b).unwrap();
+    assert_eq!(
+        p.find("fast").unwrap().mode.cpu[0],
+        Some(Range {
+            min_hz: 729_600_000,
+            max_hz: 2_201_600_000
+        })
+    );
+}
