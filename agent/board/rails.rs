@@ -214,10 +214,12 @@ pub fn discover(root: &Root, warnings: &mut Vec<String>) -> (Vec<InaChip>, Vec<R
     (chips, rails)
 }
 
+/// The role of a rail by its label, in any case (board vendors' device trees are not
+/// consistent: `VDD_IN`, `vdd_in`).
 fn role_of(label: &str) -> RailRole {
     ROLES
         .iter()
-        .find(|(l, _)| *l == label)
+        .find(|(l, _)| l.eq_ignore_ascii_case(label.trim()))
         .map(|(_, r)| *r)
         .unwrap_or(RailRole::Module)
 }
@@ -312,5 +314,18 @@ impl Totals {
             .iter()
             .map(|&i| rails[i].label.clone())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_names_its_role_in_any_case() {
+        assert_eq!(role_of("VDD_IN"), RailRole::Input);
+        assert_eq!(role_of("vdd_in"), RailRole::Input);
+        assert_eq!(role_of("Vin_Sys_5v0 "), RailRole::Carrier);
+        assert_eq!(role_of("VDD_SOMETHING_NEW"), RailRole::Module);
     }
 }
