@@ -90,6 +90,12 @@ pub enum PresetError {
 
 const TPC_WHY: &str = "TPC power gating: on a real board a change needs a reboot (nvgpu refuses it once the GPU has been used); jpower does not apply it";
 const UNMODELLED_WHY: &str = "not a knob jpower models";
+const NO_CPU_TABLE_WHY: &str =
+    "this CPU cluster lists no frequencies (its scaling_available_frequencies is missing or empty)";
+const NO_GPU_WHY: &str =
+    "the board has no GPU frequency control (no GPU devfreq device, or it lists no available_frequencies)";
+const NO_EMC_WHY: &str = "the board has no EMC cap control (no nvpmodel clock-cap file)";
+const NO_EMC_TABLE_WHY: &str = "the board lists no EMC frequencies to cap at";
 
 impl Presets {
     /// Reads and imports the nvpmodel file at `path` (a real path, not a board path).
@@ -287,6 +293,9 @@ impl<'b> Builder<'b> {
                     None => self.skip(param, arg, value, UNMODELLED_WHY),
                 }
             }
+            (Kind::Cluster(c), Some(_)) if self.board.clusters[c].table_hz.is_empty() => {
+                self.skip(param, arg, value, NO_CPU_TABLE_WHY)
+            }
             (Kind::Cluster(c), Some(v)) => {
                 let table = self.board.clusters[c].table_hz.clone();
                 let hz = self.limit(&what, &table, v, 1000, is_min);
@@ -296,6 +305,15 @@ impl<'b> Builder<'b> {
                 } else {
                     slot.1 = hz
                 }
+            }
+            (Kind::Gpu, Some(_))
+                if self
+                    .board
+                    .gpu
+                    .as_ref()
+                    .is_none_or(|g| g.table_hz.is_empty()) =>
+            {
+                self.skip(param, arg, value, NO_GPU_WHY)
             }
             (Kind::Gpu, Some(v)) => {
                 let table = self
@@ -310,6 +328,19 @@ impl<'b> Builder<'b> {
                 } else {
                     self.gpu.1 = hz
                 }
+            }
+            (Kind::Emc, Some(_)) if self.board.emc.is_none() => {
+                self.skip(param, arg, value, NO_EMC_WHY)
+            }
+            (Kind::Emc, Some(v))
+                if v > 0
+                    && self
+                        .board
+                        .emc
+                        .as_ref()
+                        .is_some_and(|e| e.table_hz.is_empty()) =>
+            {
+                self.skip(param, arg, value, NO_EMC_TABLE_WHY)
             }
             (Kind::Emc, Some(v)) => {
                 let table = self

@@ -324,3 +324,48 @@ fn a_limit_beyond_64_bits_is_the_top_of_the_table() {
         })
     );
 }
+
+/// Found on board trees unlike the references: where the board lacks a knob's table (or
+/// the knob), a preset's setting of it vanished without a word, so `set` dropped it and
+/// `status` still named the preset; and the EMC cap's "no cap" was kept without an EMC
+/// control while a cap was dropped, so `set MAXN` failed where `set MODE_15W` did not.
+/// Each is skipped with its reason, and every preset applies.
+#[test]
+fn settings_the_board_cannot_take_are_skipped_with_the_reason() {
+    let (dir, _) = exported("orin-agx@r36");
+    std::fs::write(
+        dir.path().join(
+            "sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu/available_frequencies",
+        ),
+        "",
+    )
+    .unwrap();
+    std::fs::remove_file(dir.path().join("sys/kernel/nvpmodel_clk_cap/emc")).unwrap();
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    let p = Presets::load(&dir.path().join("etc/nvpmodel.conf"), &b).unwrap();
+    for pr in &p.presets {
+        let why = |param: &str| {
+            pr.skipped
+                .iter()
+                .find(|s| s.param == param)
+                .map(|s| s.why)
+                .unwrap_or_else(|| panic!("{}: {param} not skipped: {:?}", pr.name, pr.skipped))
+        };
+        assert!(
+            why("GPU").contains("no GPU frequency control"),
+            "{}",
+            pr.name
+        );
+        assert!(why("EMC").contains("no EMC cap control"), "{}", pr.name);
+        assert_eq!((pr.mode.gpu, pr.mode.emc), (None, None), "{}", pr.name);
+    }
+    let rt = util::runtime();
+    for preset in ["MAXN", "MODE_15W"] {
+        util::ok(
+            util::jpower(rt.path())
+                .arg("--root")
+                .arg(dir.path())
+                .args(["set", preset]),
+        );
+    }
+}
