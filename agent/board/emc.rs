@@ -75,9 +75,24 @@ impl Board {
                 .find(|(p, _)| m.starts_with(p))
                 .map(|(_, max)| *max)
         });
+        // A cap file that shows the highest rate when uncapped shows at least what the
+        // module reaches: a module maximum assumed lower (a newer L4T raised Orin Nano's
+        // EMC to 3199 MHz) must not make "no cap" a cap.
+        let shown = (cap_file.uncapped == Uncapped::TableMax)
+            .then(|| {
+                self.root
+                    .open(cap_file.path, false)
+                    .and_then(|a| a.read_u64())
+                    .ok()
+            })
+            .flatten()
+            .filter(|v| soc_table.contains(v));
         let (limit, table_source) = match debugfs_max {
             Some(max) => (max, EmcTableSource::SocTableDebugfsLimited),
-            None => (module_max.unwrap_or(u64::MAX), EmcTableSource::SocTable),
+            None => (
+                module_max.map_or(u64::MAX, |m| m.max(shown.unwrap_or(0))),
+                EmcTableSource::SocTable,
+            ),
         };
         let table_hz: Vec<u64> = soc_table.iter().copied().filter(|&f| f <= limit).collect();
         let cap = self.add_knob(KnobKind::EmcCap, cap_file.path, Some(FreqUnit::Hz))?;

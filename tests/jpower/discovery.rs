@@ -110,6 +110,36 @@ fn a_rail_that_reads_below_zero_is_kept_at_zero() {
     assert_eq!(rail.sample().unwrap().power_uw, 0);
 }
 
+/// Found on board trees unlike the references: an Orin Nano whose debugfs jpower cannot
+/// read (the packaged service's user) took its EMC maximum from the module's known 2133
+/// MHz, so "no cap" wrote 2133 MHz into a cap file that showed 3199 MHz (JetPack 6.2's
+/// faster memory). What the uncapped file shows bounds the table from below.
+#[test]
+fn an_uncapped_emc_file_shows_at_least_the_modules_maximum() {
+    for (shown, top) in [
+        (3_199_000_000u64, 3_199_000_000u64),
+        (2_133_000_000, 2_133_000_000),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        jpower::sim::export("orin-agx@r36", dir.path()).unwrap();
+        std::fs::write(
+            dir.path().join("sys/firmware/devicetree/base/compatible"),
+            "nvidia,p3768-0000+p3767-0005\0nvidia,p3767-0005\0nvidia,tegra234\0",
+        )
+        .unwrap();
+        std::fs::remove_dir_all(dir.path().join("sys/kernel/debug")).unwrap();
+        std::fs::write(
+            dir.path().join("sys/kernel/nvpmodel_clk_cap/emc"),
+            format!("{shown}\n"),
+        )
+        .unwrap();
+        let b = Board::discover(Root::host(dir.path())).unwrap();
+        let emc = b.emc.as_ref().unwrap();
+        assert_eq!(emc.table_hz.last(), Some(&top), "{shown}");
+        assert_eq!(emc.uncapped_raw(), top, "{shown}");
+    }
+}
+
 #[test]
 fn device_link_cycles_do_not_loop_discovery() {
     let dir = tempfile::tempdir().unwrap();
