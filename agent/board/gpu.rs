@@ -64,17 +64,28 @@ impl Board {
             .root
             .read_string(format!("{d}/governor"))
             .unwrap_or_default();
+        // Before any knob is added: a GPU given up on leaves no knobs that no plan writes.
+        let cur = match self.root.open(format!("{d}/cur_freq"), false) {
+            Ok(cur) => cur,
+            Err(e) => {
+                self.warnings
+                    .push(format!("GPU: {e}: its clocks are not controlled"));
+                return None;
+            }
+        };
         let min = self.add_knob(
             KnobKind::GpuMin,
             &format!("{d}/min_freq"),
             Some(FreqUnit::Hz),
         )?;
-        let max = self.add_knob(
+        let Some(max) = self.add_knob(
             KnobKind::GpuMax,
             &format!("{d}/max_freq"),
             Some(FreqUnit::Hz),
-        )?;
-        let cur = self.root.open(format!("{d}/cur_freq"), false).ok()?;
+        ) else {
+            self.knobs.truncate(min);
+            return None;
+        };
         let device = dir.to_string_lossy();
         self.add_knob(
             KnobKind::GpuRailgate,

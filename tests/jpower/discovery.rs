@@ -331,3 +331,33 @@ fn activity_counters_on_the_reference_trees() {
         assert!(c.disks.is_empty() && raw.disk_sectors.iter().all(Option::is_none));
     }
 }
+
+/// Found on board trees unlike the references: a GPU without `cur_freq` was given up on
+/// after its clock limits had become knobs, which no plan then wrote (a restore left the
+/// GPU capped and said it was done). A GPU given up on leaves no knob, and says why.
+#[test]
+fn a_gpu_given_up_on_leaves_no_knobs_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    jpower::sim::export("orin-agx@r36", dir.path()).unwrap();
+    std::fs::remove_file(
+        dir.path()
+            .join("sys/devices/platform/bus@0/17000000.gpu/devfreq/17000000.gpu/cur_freq"),
+    )
+    .unwrap();
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    assert!(b.gpu.is_none());
+    assert!(
+        !b.knobs
+            .iter()
+            .any(|k| matches!(k.kind, KnobKind::GpuMin | KnobKind::GpuMax)),
+        "{:?}",
+        b.knobs.iter().map(|k| k.kind).collect::<Vec<_>>()
+    );
+    assert!(
+        b.warnings
+            .iter()
+            .any(|w| w.contains("cur_freq") && w.contains("not controlled")),
+        "{:?}",
+        b.warnings
+    );
+}
