@@ -96,6 +96,7 @@ const NO_GPU_WHY: &str =
     "the board has no GPU frequency control (no GPU devfreq device, or it lists no available_frequencies)";
 const NO_EMC_WHY: &str = "the board has no EMC cap control (no nvpmodel clock-cap file)";
 const NO_EMC_TABLE_WHY: &str = "the board lists no EMC frequencies to cap at";
+const NOT_A_NUMBER_WHY: &str = "its value is not an integer";
 
 impl Presets {
     /// Reads and imports the nvpmodel file at `path` (a real path, not a board path).
@@ -126,7 +127,13 @@ impl Presets {
             .map(|m| {
                 let mut b = Builder::new(board);
                 for s in &m.settings {
-                    b.apply(kind_of(&s.param), &s.param, &s.arg, &s.value);
+                    let path = cfg
+                        .params
+                        .iter()
+                        .find(|p| p.name == s.param)
+                        .and_then(|p| p.args.iter().find(|a| a.name == s.arg))
+                        .map(|a| a.path.as_str());
+                    b.apply(kind_of(&s.param), (&s.param, &s.arg, path), &s.value);
                 }
                 Preset {
                     id: m.id,
@@ -169,9 +176,22 @@ impl Presets {
     }
 }
 
+/// The CPU a path of `/sys/devices/system/cpu/cpuN/...` is about.
 fn cpu_of(path: &str) -> Option<usize> {
     let rest = path.strip_prefix("/sys/devices/system/cpu/cpu")?;
     rest.split('/').next()?.parse().ok()
+}
+
+/// The CPU whose cpufreq policy a path is about: `cpuN/cpufreq/...`, or
+/// `cpufreq/policyN/...` (a policy is named after its first CPU).
+fn cpufreq_cpu_of(path: &str) -> Option<usize> {
+    if !path.contains("scaling_") {
+        return None;
+    }
+    if let Some(rest) = path.strip_prefix("/sys/devices/system/cpu/cpufreq/policy") {
+        return rest.split('/').next()?.parse().ok();
+    }
+    path.contains("/cpufreq/").then(|| cpu_of(path)).flatten()
 }
 
 fn classify(ty: ParamType, paths: &[&str], board: &Board) -> Kind {
@@ -185,10 +205,7 @@ fn classify(ty: ParamType, paths: &[&str], board: &Board) -> Kind {
             Kind::Emc
         }
         ParamType::Clock => {
-            let cpu = paths
-                .iter()
-                .find(|p| p.contains("/cpufreq/scaling_"))
-                .and_then(|p| cpu_of(p));
+            let cpu = paths.iter().find_map(|p| cpufreq_cpu_of(p));
             if let Some(cpu) = cpu {
                 return board
                     .clusters
@@ -278,7 +295,14 @@ impl<'b> Builder<'b> {
         Some(v)
     }
 
-    fn apply(&mut self, kind: Kind, param: &str, arg: &str, value: &SettingValue) {
+    /// One setting: `param`'s argument `arg` (at `path`, as the file declares it) to
+    /// `value`.
+    fn apply(
+        &mut self,
+        kind: Kind,
+        (param, arg, path): (&str, &str, Option<&str>),
+        value: &SettingValue,
+    ) {
         let int = match value {
             SettingValue::Int(v) => Some(*v),
             SettingValue::Text(t) => t.trim().parse().ok(),
@@ -287,7 +311,10 @@ impl<'b> Builder<'b> {
         let what = format!("{param} {arg}");
         match (kind, int) {
             (Kind::Online, Some(v)) => {
-                let cpu = arg.strip_prefix("CORE_").and_then(|n| n.parse().ok());
+                // The CPU its file is about; nvpmodel writes the path, whatever the name.
+                let cpu = path
+                    .and_then(cpu_of)
+                    .or_else(|| arg.strip_prefix("CORE_").and_then(|n| n.parse().ok()));
                 match cpu {
                     Some(cpu) => self.online.get_or_insert_with(Vec::new).push((cpu, v != 0)),
                     None => self.skip(param, arg, value, UNMODELLED_WHY),
@@ -354,6 +381,9 @@ impl<'b> Builder<'b> {
                 } else {
                     self.limit(&what, &table, v, 1, false).map(EmcLimit::CapHz)
                 };
+            }
+            (Kind::Online | Kind::Cluster(_) | Kind::Gpu | Kind::Emc, None) => {
+                self.skip(param, arg, value, NOT_A_NUMBER_WHY)
             }
             _ if param.starts_with("TPC_") => self.skip(param, arg, value, TPC_WHY),
             _ => self.skip(param, arg, value, UNMODELLED_WHY),

@@ -369,3 +369,49 @@ fn settings_the_board_cannot_take_are_skipped_with_the_reason() {
         );
     }
 }
+
+/// Found by fuzzing nvpmodel files: arguments were mapped by their names where nvpmodel
+/// writes their paths. A `CORE_8` argument whose path is cpu1's is cpu1; CPU clocks
+/// addressed through `cpufreq/policyN` are that policy's cluster; a value that is no
+/// integer is skipped as such, not as a knob jpower does not model.
+#[test]
+fn arguments_map_by_their_paths_not_their_names() {
+    let (_d, b) = exported("orin-agx@r36");
+    let text = std::fs::read_to_string(fixture("orin-style.conf")).unwrap();
+    let text = text
+        .replace(
+            "CORE_1 /sys/devices/system/cpu/cpu1/online",
+            "CORE_1 /sys/devices/system/cpu/cpu8/online",
+        )
+        .replace(
+            "CORE_8 /sys/devices/system/cpu/cpu8/online",
+            "CORE_8 /sys/devices/system/cpu/cpu1/online",
+        )
+        .replace(
+            "/sys/devices/system/cpu/cpu4/cpufreq/",
+            "/sys/devices/system/cpu/cpufreq/policy4/",
+        )
+        .replace("CPU_ONLINE CORE_4 1", "CPU_ONLINE CORE_4 on")
+        + "\n< POWER_MODEL ID=2 NAME=ONE >\nCPU_ONLINE CORE_1 0\n";
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("renamed.conf");
+    std::fs::write(&conf, text).unwrap();
+    let p = Presets::load(&conf, &b).unwrap();
+    let one = p.find("ONE").unwrap();
+    assert_eq!(
+        (one.mode.online_cpus.clone(), one.mode.cpus_named.clone()),
+        (Some(vec![]), Some(vec![8])),
+        "CORE_1's file is cpu8's"
+    );
+    let fast = p.find("FAST").unwrap();
+    assert_eq!(
+        fast.mode.cpu[1],
+        Some(Range {
+            min_hz: 729_600_000,
+            max_hz: 2_201_600_000
+        }),
+        "policy4's limits are the second cluster's"
+    );
+    let on = fast.skipped.iter().find(|s| s.arg == "CORE_4").unwrap();
+    assert!(on.why.contains("not an integer"), "{on:?}");
+}
