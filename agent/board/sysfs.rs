@@ -278,32 +278,36 @@ impl Attr {
 
     /// Reads the first whitespace-separated token as an unsigned integer.
     pub fn read_u64(&self) -> Result<u64, SysfsError> {
-        let mut buf = [0u8; VALUE_BUF];
-        let bytes = self.read_into(&mut buf)?;
-        parse_u64(bytes).ok_or_else(|| self.parse_error(bytes))
+        self.read_parsed(parse_u64)
     }
 
     /// Reads the first token as an unsigned integer, or `None` on any failure, without
     /// building an error (the sampler's hot path counts failures instead).
     pub fn try_read_u64(&self) -> Option<u64> {
-        let mut buf = [0u8; VALUE_BUF];
-        let n = self.read_raw(&mut buf).ok()?;
-        parse_u64(&buf[..n])
+        self.try_read_parsed(parse_u64)
     }
 
     /// Reads a sensor's reading ([`parse_reading`]: a negative one is 0).
     pub fn read_reading(&self) -> Result<u64, SysfsError> {
-        let mut buf = [0u8; VALUE_BUF];
-        let bytes = self.read_into(&mut buf)?;
-        parse_reading(bytes).ok_or_else(|| self.parse_error(bytes))
+        self.read_parsed(parse_reading)
     }
 
     /// [`Attr::read_reading`] for the sampler's hot path: `None` on any failure, no error
     /// built.
     pub fn try_read_reading(&self) -> Option<u64> {
+        self.try_read_parsed(parse_reading)
+    }
+
+    fn read_parsed(&self, parse: fn(&[u8]) -> Option<u64>) -> Result<u64, SysfsError> {
+        let mut buf = [0u8; VALUE_BUF];
+        let bytes = self.read_into(&mut buf)?;
+        parse(bytes).ok_or_else(|| self.parse_error(bytes))
+    }
+
+    fn try_read_parsed(&self, parse: fn(&[u8]) -> Option<u64>) -> Option<u64> {
         let mut buf = [0u8; VALUE_BUF];
         let n = self.read_raw(&mut buf).ok()?;
-        parse_reading(&buf[..n])
+        parse(&buf[..n])
     }
 
     /// One `pread` at offset 0 (or the kernel model's answer).
