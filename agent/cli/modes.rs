@@ -72,6 +72,13 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         match &presets {
             Some(p) => {
                 let _ = writeln!(t, "presets from {}:", p.source.display());
+                if !p.unset.is_empty() {
+                    let _ = writeln!(
+                        t,
+                        "  no preset sets {}: a file for another board? they stay as they are",
+                        p.unset.join(", ")
+                    );
+                }
                 for pr in &p.presets {
                     let default = if pr.id == p.default_id {
                         " (default)"

@@ -68,6 +68,10 @@ pub struct Presets {
     pub default_id: u32,
     /// Every mode of the file, in file order.
     pub presets: Vec<Preset>,
+    /// What of the board no preset sets while others of its kind are set (CPUs no
+    /// preset names, clusters whose clock no preset limits): a file written for another
+    /// board leaves them as they are.
+    pub unset: Vec<String>,
 }
 
 /// Import errors.
@@ -121,7 +125,7 @@ impl Presets {
                 .map(|(_, k)| *k)
                 .unwrap_or(Kind::Unmodelled)
         };
-        let presets = cfg
+        let presets: Vec<Preset> = cfg
             .modes
             .iter()
             .map(|m| {
@@ -147,6 +151,7 @@ impl Presets {
         Presets {
             source: cfg.path.clone(),
             default_id: cfg.default_mode,
+            unset: unset(board, &presets),
             presets,
         }
     }
@@ -174,6 +179,61 @@ impl Presets {
                     .join(", "),
             })
     }
+}
+
+/// What of `board` no preset of `presets` sets while others of its kind are set
+/// ([`Presets::unset`]).
+fn unset(board: &Board, presets: &[Preset]) -> Vec<String> {
+    let list = crate::board::sysfs::format_cpu_list;
+    let mut out = Vec::new();
+    let named: Option<Vec<usize>> = presets.iter().try_fold(Vec::new(), |mut all, p| {
+        let m = &p.mode;
+        match (&m.online_cpus, &m.cpus_named) {
+            (None, _) => Some(all),
+            (Some(_), None) => None,
+            (Some(_), Some(n)) => {
+                all.extend(n);
+                Some(all)
+            }
+        }
+    });
+    if presets.iter().any(|p| p.mode.online_cpus.is_some()) {
+        if let Some(named) = named {
+            let never: Vec<usize> = board
+                .cpus
+                .iter()
+                // cpu0 never goes offline: it needs no naming.
+                .filter(|(cpu, knob)| *cpu != 0 && knob.is_some() && !named.contains(cpu))
+                .map(|(cpu, _)| *cpu)
+                .collect();
+            if !never.is_empty() {
+                out.push(format!(
+                    "cpu{} online or offline (no preset names them)",
+                    list(&never)
+                ));
+            }
+        }
+    }
+    let limited = |i: usize| {
+        presets
+            .iter()
+            .any(|p| p.mode.cpu.get(i).is_some_and(Option::is_some))
+    };
+    if (0..board.clusters.len()).any(limited) {
+        let never = board
+            .clusters
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !limited(*i));
+        for c in never.map(|(_, c)| c) {
+            out.push(format!(
+                "policy{} (cpu{}) clocks (no preset limits them)",
+                c.policy,
+                list(&c.cpus)
+            ));
+        }
+    }
+    out
 }
 
 /// The CPU a path of `/sys/devices/system/cpu/cpuN/...` is about.

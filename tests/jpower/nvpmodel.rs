@@ -415,3 +415,19 @@ fn arguments_map_by_their_paths_not_their_names() {
     let on = fast.skipped.iter().find(|s| s.arg == "CORE_4").unwrap();
     assert!(on.why.contains("not an integer"), "{on:?}");
 }
+
+/// Found by running unseen nvpmodel files: Xavier AGX's file (8 CPUs, two-CPU clusters)
+/// on an Orin AGX (12 CPUs) left cpu8-11 and their cluster's clock untouched without a
+/// word. The presets say what no preset of the file sets; the board's own file sets all.
+#[test]
+fn what_no_preset_sets_is_said() {
+    let (dir, b) = exported("orin-agx@r36");
+    let own = Presets::load(&dir.path().join("etc/nvpmodel.conf"), &b).unwrap();
+    assert!(own.unset.is_empty(), "{:?}", own.unset);
+    let p = Presets::load(&fixture("orin-style.conf"), &b).unwrap();
+    assert_eq!(
+        p.unset,
+        ["policy8 (cpu8-11) clocks (no preset limits them)"],
+        "the fixture names every CPU in SLOW but cpu0, and limits two clusters of three"
+    );
+}
