@@ -223,7 +223,11 @@ pub fn text(s: &Value) -> String {
         s["cpus"].as_array().map_or(0, Vec::len)
     );
     for c in s["clusters"].as_array().into_iter().flatten() {
-        let khz = |k: &str| Freq(c[k].as_u64().unwrap_or(0) * 1000).to_string();
+        let khz = |k: &str| {
+            c[k].as_u64().map_or("unreadable".into(), |v| {
+                Freq(v.saturating_mul(1000)).to_string()
+            })
+        };
         let _ = writeln!(
             o,
             "  policy{:<2} min {:>11}  max {:>11}  cur {:>11}",
@@ -234,7 +238,10 @@ pub fn text(s: &Value) -> String {
         );
     }
     if let Some(g) = s["gpu"].as_object() {
-        let hz = |k: &str| Freq(g[k].as_u64().unwrap_or(0)).to_string();
+        let hz = |k: &str| {
+            g[k].as_u64()
+                .map_or("unreadable".into(), |v| Freq(v).to_string())
+        };
         let _ = writeln!(
             o,
             "gpu     min {:>11}  max {:>11}  cur {:>11}  ({})",
