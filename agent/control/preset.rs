@@ -101,6 +101,7 @@ const NO_GPU_WHY: &str =
 const NO_EMC_WHY: &str = "the board has no EMC cap control (no nvpmodel clock-cap file)";
 const NO_EMC_TABLE_WHY: &str = "the board lists no EMC frequencies to cap at";
 const NOT_A_NUMBER_WHY: &str = "its value is not an integer";
+const CPU0_WHY: &str = "cpu0 cannot go offline (the kernel refuses)";
 
 impl Presets {
     /// Reads and imports the nvpmodel file at `path` (a real path, not a board path).
@@ -376,6 +377,7 @@ impl<'b> Builder<'b> {
                     .and_then(cpu_of)
                     .or_else(|| arg.strip_prefix("CORE_").and_then(|n| n.parse().ok()));
                 match cpu {
+                    Some(0) if v == 0 => self.skip(param, arg, value, CPU0_WHY),
                     Some(cpu) => self.online.get_or_insert_with(Vec::new).push((cpu, v != 0)),
                     None => self.skip(param, arg, value, UNMODELLED_WHY),
                 }

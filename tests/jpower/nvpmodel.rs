@@ -392,7 +392,7 @@ fn arguments_map_by_their_paths_not_their_names() {
             "/sys/devices/system/cpu/cpufreq/policy4/",
         )
         .replace("CPU_ONLINE CORE_4 1", "CPU_ONLINE CORE_4 on")
-        + "\n< POWER_MODEL ID=2 NAME=ONE >\nCPU_ONLINE CORE_1 0\n";
+        + "\n< POWER_MODEL ID=2 NAME=ONE >\nCPU_ONLINE CORE_1 0\nCPU_ONLINE CORE_0 0\n";
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("renamed.conf");
     std::fs::write(&conf, text).unwrap();
@@ -402,6 +402,11 @@ fn arguments_map_by_their_paths_not_their_names() {
         (one.mode.online_cpus.clone(), one.mode.cpus_named.clone()),
         (Some(vec![]), Some(vec![8])),
         "CORE_1's file is cpu8's"
+    );
+    assert!(
+        one.skipped[0].why.contains("cpu0 cannot go offline"),
+        "{:?}",
+        one.skipped
     );
     let fast = p.find("FAST").unwrap();
     assert_eq!(
