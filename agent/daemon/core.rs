@@ -206,6 +206,16 @@ impl Core {
             })?;
             prior = plan::target(self.controller.board(), &presets.find(name)?.mode, &prior)?;
         }
+        // The sensors' averaging is the agent's own request, not the left mode's.
+        for (i, k) in self.controller.board().knobs.iter().enumerate() {
+            if matches!(
+                k.kind,
+                crate::board::KnobKind::InaSamples(_)
+                    | crate::board::KnobKind::InaUpdateInterval(_)
+            ) {
+                prior[i] = self.requested[i];
+            }
+        }
         self.lease = Some(Lease {
             client: LEFT_MODE_CLIENT,
             holder: Holder {

@@ -258,12 +258,8 @@ pub fn run(opts: Options) -> Result<()> {
         let name = config.default_mode.as_deref().unwrap_or_default();
         config.error_at("default_mode", format!("{name:?}: {e:#}"))
     };
-    match (&left_mode, &config.default_mode) {
-        (Some(by), default) => core
-            .adopt_left_mode(by, default.as_deref())
-            .map_err(default_error)?,
-        (None, Some(name)) => core.apply_default(name).map_err(default_error)?,
-        (None, None) => {}
+    if let (None, Some(name)) = (&left_mode, &config.default_mode) {
+        core.apply_default(name).map_err(default_error)?;
     }
     if let Some(v) = averaging {
         // The sensor setting is the agent's own request from now on.
@@ -278,6 +274,11 @@ pub fn run(opts: Options) -> Result<()> {
             }
         }
         core.apply_own(requested)?;
+    }
+    // After the agent's own sensor setting, which the left mode's end keeps.
+    if let Some(by) = &left_mode {
+        core.adopt_left_mode(by, config.default_mode.as_deref())
+            .map_err(default_error)?;
     }
     let core = Arc::new(Mutex::new(core));
     let schedule = schedule::Scheduler::start(core.clone())?;
