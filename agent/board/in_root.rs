@@ -35,13 +35,16 @@ const MAX_LINKS: usize = 40;
 const OPENAT2_TRIES: usize = 8;
 
 /// Opens `rel` (a path as on the board) under `root`, for reading or reading and writing.
-/// Never creates and never truncates.
+/// Never creates and never truncates, and never blocks: a FIFO where a board has a file
+/// (a broken `--root` tree) opens at once and reads empty, which parses as an error,
+/// instead of hanging the command (sysfs, debugfs and `/proc` files ignore `O_NONBLOCK`).
 pub fn open(root: &Path, rel: &Path, writable: bool) -> io::Result<File> {
     let flags = if writable {
         libc::O_RDWR
     } else {
         libc::O_RDONLY
-    } | libc::O_CLOEXEC;
+    } | libc::O_CLOEXEC
+        | libc::O_NONBLOCK;
     let mut result = openat2(root, rel, flags);
     for _ in 1..OPENAT2_TRIES {
         match &result {
@@ -62,7 +65,7 @@ pub fn open(root: &Path, rel: &Path, writable: bool) -> io::Result<File> {
             std::fs::OpenOptions::new()
                 .read(true)
                 .write(writable)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
                 .open(resolve(root, rel)?)
         }
         other => other,

@@ -361,3 +361,30 @@ fn a_gpu_given_up_on_leaves_no_knobs_behind() {
         b.warnings
     );
 }
+
+/// Found on board trees unlike the references: a FIFO where the board has a file (here a
+/// rail's label and a CPU's running clock) hung `status` for good. Opens never block: the
+/// FIFO reads empty, and discovery goes on.
+#[test]
+fn a_fifo_in_the_tree_does_not_hang_discovery() {
+    let dir = tempfile::tempdir().unwrap();
+    jpower::sim::export("orin-agx@r36", dir.path()).unwrap();
+    for f in [
+        "sys/devices/platform/bus@0/c240000.i2c/i2c-1/1-0040/hwmon/hwmon3/in1_label",
+        "sys/devices/system/cpu/cpufreq/policy0/scaling_cur_freq",
+    ] {
+        let path = dir.path().join(f);
+        std::fs::remove_file(&path).unwrap();
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let root = dir.path().to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(Board::discover(Root::host(&root)).map(|b| b.rails.len()));
+    });
+    let rails = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("discovery returns")
+        .unwrap();
+    assert!(rails >= 3, "{rails}");
+}
