@@ -27,6 +27,9 @@ pub struct EvalArgs {
     /// Forward passes averaged on each calibration mode.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub runs: u32,
+    /// The simulated measurements' noise: each case draws from its own stream of this seed.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// `jpower pagoda eval`.
@@ -62,7 +65,8 @@ pub fn eval(target: &Target, a: &EvalArgs, out: &Output) -> Result<()> {
                 zoo::get(model)
                     .expect("zoo names are models")
                     .count(batch, Precision::F32, false);
-            let mut source = InferenceSource::new(spec, &report, 1 + cases.len() as u64);
+            let mut source =
+                InferenceSource::new(spec, &report, a.seed * 1000 + cases.len() as u64);
             cases.push(evaluate(
                 &report,
                 &mut source,
