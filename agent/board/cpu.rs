@@ -64,11 +64,9 @@ impl Board {
                 .ok()
                 .and_then(|s| parse_cpu_list(&s))
                 .unwrap_or_else(|| vec![policy]);
-            let table_hz = match self
-                .root
-                .read_string(format!("{dir}/scaling_available_frequencies"))
-            {
-                Ok(s) => parse_table(&s, FreqUnit::KHz),
+            let table = format!("{dir}/scaling_available_frequencies");
+            let table_hz = match self.root.read_string(&table) {
+                Ok(s) => parse_table(&s, FreqUnit::KHz, &table, &mut self.warnings),
                 Err(e) => {
                     self.warnings.push(format!("cluster {name}: {e}"));
                     Vec::new()

@@ -49,8 +49,9 @@ impl Board {
         let devfreq = self.root.resolve(&entry)?;
         let dir = self.root.resolve(format!("{entry}/device"))?;
         let d = devfreq.to_string_lossy().to_string();
-        let table_hz = match self.root.read_string(format!("{d}/available_frequencies")) {
-            Ok(s) => parse_table(&s, FreqUnit::Hz),
+        let table = format!("{d}/available_frequencies");
+        let table_hz = match self.root.read_string(&table) {
+            Ok(s) => parse_table(&s, FreqUnit::Hz, &table, &mut self.warnings),
             Err(e) => {
                 self.warnings.push(format!("GPU: {e}"));
                 Vec::new()

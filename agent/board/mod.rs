@@ -171,13 +171,24 @@ impl Board {
     }
 }
 
-/// A space-separated frequency table, in Hz, sorted (an entry that is no number, or no
-/// frequency in Hz that fits 64 bits, is left out).
-fn parse_table(text: &str, unit: FreqUnit) -> Vec<u64> {
-    let mut t: Vec<u64> = text
-        .split_whitespace()
-        .filter_map(|v| v.parse::<u64>().ok()?.checked_mul(unit.hz()))
-        .collect();
+/// A space-separated frequency table, in Hz, sorted; an entry that is no number, or no
+/// frequency in Hz that fits 64 bits, is left out with a warning naming `file`.
+fn parse_table(text: &str, unit: FreqUnit, file: &str, warnings: &mut Vec<String>) -> Vec<u64> {
+    let mut t = Vec::new();
+    let mut dropped = Vec::new();
+    for v in text.split_whitespace() {
+        match v.parse::<u64>().ok().and_then(|f| f.checked_mul(unit.hz())) {
+            Some(hz) => t.push(hz),
+            None => dropped.push(v),
+        }
+    }
+    if !dropped.is_empty() {
+        warnings.push(format!(
+            "{file}: left out {} entries that are no frequency: {}",
+            dropped.len(),
+            dropped.join(" ")
+        ));
+    }
     t.sort_unstable();
     t.dedup();
     t
@@ -195,14 +206,25 @@ mod tests {
 
     #[test]
     fn tables_parse_with_trailing_space() {
+        let mut warnings = Vec::new();
         assert_eq!(
-            parse_table("115200 192000 ", FreqUnit::KHz),
+            parse_table("115200 192000 ", FreqUnit::KHz, "t", &mut warnings),
             vec![115_200_000, 192_000_000]
         );
+        assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(
-            parse_table("115200 18446744073709552 x", FreqUnit::KHz),
+            parse_table(
+                "115200 18446744073709552 x",
+                FreqUnit::KHz,
+                "t",
+                &mut warnings
+            ),
             vec![115_200_000],
             "an entry beyond 64 bits in Hz is no entry"
+        );
+        assert_eq!(
+            warnings,
+            ["t: left out 2 entries that are no frequency: 18446744073709552 x"]
         );
     }
 }

@@ -308,7 +308,14 @@ impl NvpConfig {
             block: Block::Outside,
         };
         let mut last_line = 1;
-        for (line, body) in text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())) {
+        // Lines end in LF or CRLF (the CR is trimmed with the blanks), or in CR alone where
+        // an editor wrote classic Mac line ends.
+        let lines: Vec<&str> = if text.contains('\n') {
+            text.lines().collect()
+        } else {
+            text.split('\r').collect()
+        };
+        for (line, body) in lines.iter().enumerate().map(|(i, l)| (i + 1, l.trim())) {
             last_line = line;
             if body.is_empty() || body.starts_with('#') {
                 continue;
@@ -615,6 +622,13 @@ GPU MAX_FREQ 306000000
         // CRLF line ends, trailing blanks and a BOM change nothing.
         let crlf = format!("\u{feff}{}", FIXTURE.replace('\n', " \t\r\n"));
         assert_eq!(parse(&crlf), cfg);
+        let cr = FIXTURE.replace('\n', "\r");
+        assert_eq!(parse(&cr), cfg, "CR-only line ends");
+        let bad = NvpConfig::parse(
+            "< PARAM TYPE=CLOCK NAME=GPU >\r< NOPE >\r",
+            Path::new("cr.conf"),
+        );
+        assert!(bad.unwrap_err().to_string().starts_with("cr.conf:2: "));
         let knext = cfg.param("GPU").and_then(|p| p.arg("MAX_FREQ_KNEXT"));
         assert_eq!(knext.map(|a| a.line), Some(10));
         assert_eq!(cfg.mode_by_name("quiet_10w").map(|m| m.id), Some(4));
