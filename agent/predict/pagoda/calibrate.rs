@@ -30,9 +30,10 @@
 //! measured latencies (Nelder-Mead on squared log errors), then `s`, `d`, `c` to the measured powers (non-negative least squares).
 //! The five calibration modes ([`calibration_modes`]): MAXN; the CPU clock at its lowest;
 //! the GPU clock at its lowest; the second-lowest EMC clock (each with the rest at the top);
-//! and two cores at half the CPU clock (the GPU and EMC at the top). The extremes pin each
-//! knob's slope; the two-core mode the crowding of few cores, where the dispatch shows (with
-//! the GPU slowed too, a GPU-bound pass would hide the crowding it is there to measure).
+//! and the fewest cores of at least two (two on a board) at half the CPU clock, the GPU and
+//! EMC at the top. The extremes pin each knob's slope; the few-core mode the crowding of few
+//! cores, where the dispatch shows (with the GPU slowed too, a GPU-bound pass would hide the
+//! crowding it is there to measure).
 
 use super::plan::{EnergyFit, ModeRoofline, Rooflines, TimeFit};
 use super::Report;
@@ -401,7 +402,8 @@ impl Calibrated {
 /// How dispatch and GPU time combine: `T = (C^b + G^b)^(1/b)` with `b` this (see the module
 /// docs). Chosen on the simulated boards' per-kernel queue, not this model's form (`jpower
 /// pagoda eval`, both boards, seeds 1-4, `b` from 1 to 4; README "Evaluation on the
-/// simulator"): 1.25-1.5 kept the bound and came within 2% of the optimum most often.
+/// simulator"): 1 to 1.5 kept the bound and came within 2% of the optimum more often than 2
+/// and above on the full runs, and 1.5 lost less than 1.25 on `--quick`'s thinned grid.
 const BLEND: f64 = 1.5;
 
 /// `T = (C^b + G^b)^(1/b)` with `G = sum max(gamma compute, mu memory)` over the layers'

@@ -1,6 +1,6 @@
 //! Scoring the calibrated plan against a board's truth: the model measured on the five
 //! calibration modes, its latency and energy predicted on every mode, the planned mode
-//! (least predicted energy within a slowdown of the measured top mode) against the
+//! (least predicted energy within a slowdown of the predicted top mode) against the
 //! exhaustive optimum of the truth (least true energy within the same slowdown of the true
 //! top mode). The truth comes from the [`Source`] (a simulated board's own inference model),
 //! never from the planner's model.
