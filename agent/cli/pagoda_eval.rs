@@ -81,7 +81,13 @@ pub fn eval(target: &Target, a: &EvalArgs, out: &Output) -> Result<()> {
         eprintln!();
     }
     let worst = |f: fn(&Outcome) -> f64| cases.iter().map(f).fold(0.0, f64::max);
+    let count = |f: &dyn Fn(&Outcome) -> bool| cases.iter().filter(|c| f(c)).count();
+    let kept = |c: &Outcome| c.latency_change <= a.slowdown;
     let summary = serde_json::json!({
+        "cases": cases.len(),
+        "on_target": count(&|c| kept(c) && c.gap <= GAP_TARGET),
+        "bound_kept": count(&kept),
+        "latency_mape_on_target": count(&|c| c.latency_mape <= LATENCY_MAPE_TARGET),
         "max_gap": worst(|c| c.gap),
         "max_latency_mape": worst(|c| c.latency_mape),
         "max_energy_mape": worst(|c| c.energy_mape),
@@ -103,6 +109,11 @@ pub fn eval(target: &Target, a: &EvalArgs, out: &Output) -> Result<()> {
     });
     out.print(&value, || text(spec, &space, &value, &cases))
 }
+
+/// The targets: the plan's energy within 2% of the exhaustive optimum's, the
+/// latency MAPE over every mode at most 10%.
+const GAP_TARGET: f64 = 0.02;
+const LATENCY_MAPE_TARGET: f64 = 0.10;
 
 /// Every `step`-th value of `values` counted down from the largest (which is kept).
 fn every(values: &[u64], step: usize) -> Vec<u64> {
@@ -262,6 +273,11 @@ fn text(spec: &BoardSpec, space: &ModeSpace, v: &serde_json::Value, cases: &[Out
         );
     }
     let s = &v["summary"];
+    let _ = writeln!(
+        t,
+        "on target: {} of {} plans within 2% of the optimum with the bound kept; {} keep the bound; {} with latency MAPE <= 10%",
+        s["on_target"], s["cases"], s["bound_kept"], s["latency_mape_on_target"]
+    );
     let f = |k: &str| 100.0 * s[k].as_f64().unwrap_or(f64::NAN);
     let _ = writeln!(
         t,

@@ -294,6 +294,8 @@ fn pagoda_eval_quick_meets_its_targets_on_the_simulated_orin() {
         on_target >= 4,
         "{on_target} of 6 plans on target: {cases:?}"
     );
+    assert_eq!(v["summary"]["on_target"], on_target, "{}", v["summary"]);
+    assert_eq!(v["summary"]["cases"], 6);
     let mean_mape = cases.iter().map(|c| f(c, "latency_mape")).sum::<f64>() / 6.0;
     assert!(mean_mape <= 0.10, "mean latency MAPE {mean_mape}");
     // The rooflines interpolated from 6 (GPU, EMC) modes against all 52.
