@@ -10,7 +10,7 @@
 use crate::predict::evaluate::{pretrained, profile_modes, Effort};
 use crate::predict::optimize::{pareto, points};
 use crate::predict::profile::{self, ProfileConfig, Strategy};
-use crate::predict::{self, time_and_power, FitConfig, Method, ModelFile, Quantity};
+use crate::predict::{self, time_and_power, FitConfig, Method, ModelFile};
 use crate::sim::sources::{reference_source, SimSource};
 use crate::sim::workload::Workload;
 use anyhow::{Context, Result};
@@ -46,9 +46,9 @@ pub fn predict(board: &str, quick: bool) -> Result<serde_json::Value> {
     let mut target = SimSource::new(spec.silicon, Workload::MobileNetV3, space.clone(), 2);
     let modes = profile::select(&all, Strategy::Stratified(PROFILED), 1);
     let (rows, _) = profile_modes(&mut target, &modes, &ProfileConfig::default());
-    let fit = |q, r| predict::fit(Method::Physics, &rows, q, Some(r), &effort.fit);
-    let time = fit(Quantity::TimeMs, &ref_time)?;
-    let power = fit(Quantity::PowerW, &ref_power)?;
+    let reference = Some((&ref_time, &ref_power));
+    let (time, power) =
+        predict::fit_time_and_power(Method::Physics, &rows, reference, &effort.fit)?;
     let fit_s = started.elapsed().as_secs_f64();
 
     let reps = if quick { 10 } else { 30 };

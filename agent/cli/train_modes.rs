@@ -11,7 +11,7 @@ use crate::predict::evaluate::{self, margin_w, Effort};
 use crate::predict::live::{AgentSource, Workload};
 use crate::predict::optimize::{self, Measured, TimePower, Verify};
 use crate::predict::profile::{self, ProfileConfig, Replay, Row, Source, Strategy};
-use crate::predict::{self, active, Method, ModelFile, Quantity, MODEL_VERSION};
+use crate::predict::{self, active, Method, ModelFile, MODEL_VERSION};
 use crate::sim::sources::{reference_source, SimSource};
 use crate::sim::spec::BoardSpec;
 use crate::sim::workload::Workload as SimWorkload;
@@ -438,14 +438,9 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
     } else {
         None
     };
-    let (rt, rp) = (
-        reference.as_ref().map(|r| &r.0),
-        reference.as_ref().map(|r| &r.1),
-    );
-    bar.set_message(format!("fitting time on {} profiled modes", rows.len()));
-    let time = predict::fit(method, &rows, Quantity::TimeMs, rt, &fit)?;
-    bar.set_message(format!("fitting power on {} profiled modes", rows.len()));
-    let power = predict::fit(method, &rows, Quantity::PowerW, rp, &fit)?;
+    let reference = reference.as_ref().map(|(t, p)| (t, p));
+    bar.set_message(format!("fitting on {} profiled modes", rows.len()));
+    let (time, power) = predict::fit_time_and_power(method, &rows, reference, &fit)?;
     bar.finish_and_clear();
     let file = ModelFile {
         version: MODEL_VERSION,

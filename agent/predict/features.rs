@@ -3,6 +3,7 @@
 //! device knobs that a set of modes spans ([`Lattice`]), and the energy terms of the
 //! minibatch time that a physics power model also reads ([`energy_terms`]).
 
+use super::optimize::residual::{log_coords, LogCoords};
 use crate::control::mode::PinnedMode;
 
 pub(super) fn ghz(hz: u64) -> f64 {
@@ -104,6 +105,30 @@ pub(super) struct Lattice {
 }
 
 impl Lattice {
+    /// `f` of each grid point and each of the modes `at` (in log knob space), one table per
+    /// grid (rows: its points; columns: `at`), both read along that grid's knobs alone (the
+    /// others set to 0): what splits over the host and the device knobs (a sum of squares,
+    /// a product of factors) is computed once per grid point instead of once per mode.
+    pub fn tables(
+        &self,
+        at: &[LogCoords],
+        f: impl Fn(&LogCoords, &LogCoords) -> f64,
+    ) -> [Vec<f64>; 2] {
+        let f = &f;
+        [0, 1].map(|part| {
+            let keep = move |c: LogCoords| -> LogCoords {
+                std::array::from_fn(|k| if k / 2 == part { c[k] } else { 0.0 })
+            };
+            self.grid[part]
+                .iter()
+                .flat_map(|m| {
+                    let a = keep(log_coords(m));
+                    at.iter().map(move |b| f(&a, &keep(*b)))
+                })
+                .collect()
+        })
+    }
+
     /// The lattice of `modes`.
     pub fn of(modes: &[PinnedMode]) -> Lattice {
         // Few distinct values (Orin AGX: 12 x 29 x 13 x 4), each repeated in runs.

@@ -1,13 +1,16 @@
 //! Fitting the models: pre-training on a reference workload's full profile
-//! ([`pretrain`]), and fitting each method on the target's profiled modes ([`fit`]),
-//! transferred from the reference where the method does.
+//! ([`pretrain`]), and fitting each method's time and power models on the target's
+//! profiled modes ([`fit_time_and_power`]), transferred from the reference where the
+//! method does, a physics transfer then corrected by what it still misses there.
 
 use super::anchor::Anchor;
 use super::basis::KnobBasis;
+use super::correct::Correction;
 use super::features::{energy_terms, features};
 use super::miss::Miss;
 use super::regress::{self, Ensemble, Linear, Mlp, RegressError, Standardizer, TrainConfig};
 use super::{log_positive, KnobRange, Method, Model, Quantity, Regressor};
+use crate::control::mode::PinnedMode;
 use crate::predict::profile::Row;
 
 /// How hard to train.
@@ -115,6 +118,7 @@ pub fn pretrain(
         basis: None,
         miss: None,
         trained_on: KnobRange::of(rows),
+        correction: None,
     })
 }
 
@@ -145,40 +149,79 @@ fn physics_layers(d: usize) -> Vec<usize> {
     vec![d, 64, 32, 1]
 }
 
-/// Fits `method` on the target's profiled `rows`, from `reference` where it transfers.
-/// The fitted networks keep their weights as the f32 values that prediction reads
-/// ([`Mlp::round_to_f32`]: the same predictions to the bit, and half the text in a model
-/// file); pre-trained ones keep f64, since training goes on from them.
-pub fn fit(
+/// Fits `method`'s time and power models on the target's profiled `rows`, from the
+/// `reference`'s (time, power) models where it transfers. The fitted networks keep their
+/// weights as the f32 values that prediction reads ([`Mlp::round_to_f32`]: the same
+/// predictions to the bit, and half the text in a model file); pre-trained ones keep f64,
+/// since training goes on from them. A physics transfer is then corrected by its residuals
+/// at the profiled modes ([`correct`]).
+pub fn fit_time_and_power(
     method: Method,
     rows: &[Row],
-    t: Quantity,
-    reference: Option<&Model>,
+    reference: Option<(&Model, &Model)>,
     cfg: &FitConfig,
-) -> Result<Model, RegressError> {
-    let mut model = fit_f64(method, rows, t, reference, cfg)?;
-    match &mut model.reg {
-        Regressor::Mlp(m) => m.round_to_f32(),
-        Regressor::Ensemble(e) => e.members.iter_mut().for_each(Mlp::round_to_f32),
-        Regressor::Linear(_) => {}
+) -> Result<(Model, Model), RegressError> {
+    let one = |t, reference| -> Result<(Model, Option<Vec<f64>>), RegressError> {
+        let (mut model, left_out) = fit_f64(method, rows, t, reference, cfg)?;
+        match &mut model.reg {
+            Regressor::Mlp(m) => m.round_to_f32(),
+            Regressor::Ensemble(e) => e.members.iter_mut().for_each(Mlp::round_to_f32),
+            Regressor::Linear(_) => {}
+        }
+        Ok((model, left_out))
+    };
+    let (mut time, time_left_out) = one(Quantity::TimeMs, reference.map(|r| r.0))?;
+    let (mut power, power_left_out) = one(Quantity::PowerW, reference.map(|r| r.1))?;
+    if let (Some(t), Some(p)) = (time_left_out, power_left_out) {
+        correct(&mut time, &mut power, rows, [&t, &p]);
     }
-    Ok(model)
+    Ok((time, power))
 }
 
-/// [`fit`], its networks' weights left in f64.
+/// Corrects the time model, then the power model (which reads the corrected times), by
+/// what each still misses at the profiled modes ([`Correction`]), and measures each
+/// one's expected miss ([`Miss`]) anew as the corrected model's: at each profiled mode,
+/// the read-out's leave-one-out residual (`left_out`, time and power) less what the
+/// correction fitted without that mode predicts there.
+fn correct(time: &mut Model, power: &mut Model, rows: &[Row], left_out: [&[f64]; 2]) {
+    let modes: Vec<PinnedMode> = rows.iter().map(|r| r.mode).collect();
+    for (k, q) in [Quantity::TimeMs, Quantity::PowerW].into_iter().enumerate() {
+        let (pt, pp) = super::time_and_power(time, power, &modes);
+        let predicted = if k == 0 { pt } else { pp };
+        let residual: Vec<f64> = rows
+            .iter()
+            .zip(&predicted)
+            .map(|(r, p)| (target_of(r, q) / p.0).ln())
+            .collect();
+        let model = if k == 0 { &mut *time } else { &mut *power };
+        if let Some((c, predicted_left_out)) = Correction::fit(&modes, &residual) {
+            let miss: Vec<f64> = left_out[k]
+                .iter()
+                .zip(&predicted_left_out)
+                .map(|(l, c)| l - c)
+                .collect();
+            model.miss = Miss::fit(&modes, &miss).or(model.miss.take());
+            model.correction = Some(c);
+        }
+    }
+}
+
+/// One model of [`fit_time_and_power`], its networks' weights left in f64, with the
+/// read-out's leave-one-out residual at each profiled mode where it is re-fitted in closed
+/// form (the physics ensemble's).
 fn fit_f64(
     method: Method,
     rows: &[Row],
     t: Quantity,
     reference: Option<&Model>,
     cfg: &FitConfig,
-) -> Result<Model, RegressError> {
+) -> Result<(Model, Option<Vec<f64>>), RegressError> {
     match method {
         Method::Linear => {
             let (x, y) = data(rows, t, false, false);
             let scale = Standardizer::fit(&x)?;
             let reg = Regressor::Linear(Linear::fit(&scaled(&x, &scale), &y, 1e-6)?);
-            Ok(Model {
+            let model = Model {
                 physics: false,
                 log: false,
                 scale,
@@ -189,13 +232,15 @@ fn fit_f64(
                 basis: None,
                 miss: None,
                 trained_on: KnobRange::of(rows),
-            })
+                correction: None,
+            };
+            Ok((model, None))
         }
         Method::MlpScratch => {
             let (x, y) = data(rows, t, false, false);
             let scale = Standardizer::fit(&x)?;
             let m = powertrain_mlp(&scaled(&x, &scale), &y, cfg)?;
-            Ok(Model {
+            let model = Model {
                 physics: false,
                 log: false,
                 scale,
@@ -206,7 +251,9 @@ fn fit_f64(
                 basis: None,
                 miss: None,
                 trained_on: KnobRange::of(rows),
-            })
+                correction: None,
+            };
+            Ok((model, None))
         }
         Method::Powertrain | Method::Physics => {
             let base = reference.ok_or(RegressError::Empty)?;
@@ -262,8 +309,8 @@ fn fit_f64(
                 )?;
                 Ok(n)
             };
-            let (reg, miss) = match &base.reg {
-                Regressor::Mlp(m) => (Regressor::Mlp(tune(m, cfg.seed)?), None),
+            let (reg, miss, left_out) = match &base.reg {
+                Regressor::Mlp(m) => (Regressor::Mlp(tune(m, cfg.seed)?), None, None),
                 Regressor::Ensemble(e) => {
                     let mut errors = Vec::with_capacity(e.members.len());
                     let members = e
@@ -282,12 +329,16 @@ fn fit_f64(
                         .collect();
                     let modes: Vec<_> = rows.iter().map(|r| r.mode).collect();
                     let miss = Miss::fit(&modes, &residual);
-                    (Regressor::Ensemble(Ensemble { members }), miss)
+                    (
+                        Regressor::Ensemble(Ensemble { members }),
+                        miss,
+                        Some(residual),
+                    )
                 }
                 Regressor::Linear(_) => return Err(RegressError::Empty),
             };
             // The target's own range (widened) bounds what transfer may predict.
-            Ok(Model {
+            let model = Model {
                 physics: base.physics,
                 log: base.log,
                 scale: base.scale.clone(),
@@ -298,7 +349,9 @@ fn fit_f64(
                 basis,
                 miss,
                 trained_on: base.trained_on,
-            })
+                correction: None,
+            };
+            Ok((model, left_out))
         }
     }
 }

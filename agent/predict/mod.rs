@@ -26,7 +26,10 @@
 //!   knob where neither the reference nor the anchor does. The ensemble predicts the
 //!   median of its eight members; their spread, with the read-out's expected miss at the
 //!   mode ([`miss`]: its leave-one-out residuals, growing with the distance from the
-//!   profiled modes), is the uncertainty that sets the power-budget margin.
+//!   profiled modes and scaled by how the profiled modes near it missed), is the
+//!   uncertainty that sets the power-budget margin; last, both models are corrected by
+//!   what they still miss at the profiled modes ([`correct`]: a Gaussian-process
+//!   regression of those residuals over knob space).
 //!
 //! Predicting all 18,096 modes of Orin AGX is a few blocked matrix products a block of
 //! modes at a time ([`regress::Batch`]); the first layer's inputs that read only the host
@@ -40,6 +43,7 @@ pub mod active;
 pub mod anchor;
 mod basis;
 pub mod characterize;
+mod correct;
 pub mod evaluate;
 mod features;
 mod fit;
@@ -54,13 +58,14 @@ pub mod profile;
 pub mod regress;
 
 pub use features::features;
-pub use fit::{fit, pretrain, FitConfig};
+pub use fit::{fit_time_and_power, pretrain, FitConfig};
 pub use model_file::{ModelFile, ModelFileError, MODEL_VERSION};
 
 use crate::control::mode::PinnedMode;
 use crate::predict::profile::Row;
 use anchor::Anchor;
 use basis::KnobBasis;
+use correct::Correction;
 use features::{energy_terms, features_into, Lattice, ENERGY_TERMS, MAX_FEATURES, PARTS};
 use miss::Miss;
 use regress::{Batch, Ensemble, Linear, Mlp, Standardizer, BLOCK};
@@ -170,6 +175,11 @@ pub struct Model {
     /// alone there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trained_on: Option<KnobRange>,
+    /// What the model still missed at the profiled modes, carried to every mode and
+    /// applied to each prediction (a physics transfer's; [`correct`]). Its miss is then
+    /// the corrected model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correction: Option<Correction>,
 }
 
 /// A model as a file holds it, before its parts are checked to agree (so that the
@@ -190,6 +200,8 @@ struct ModelData {
     miss: Option<Miss>,
     #[serde(default)]
     trained_on: Option<KnobRange>,
+    #[serde(default)]
+    correction: Option<Correction>,
 }
 
 impl TryFrom<ModelData> for Model {
@@ -207,6 +219,7 @@ impl TryFrom<ModelData> for Model {
             basis: m.basis,
             miss: m.miss,
             trained_on: m.trained_on,
+            correction: m.correction,
         };
         match model.inputs_mismatch() {
             Some(why) => Err(why),
@@ -335,14 +348,7 @@ impl Model {
     /// split over the lattice ([`Batch::with_tables`]: what the inputs that read only the
     /// host knobs, or only the device knobs, contribute is computed once for each of the
     /// lattice's few hundred points).
-    /// `nearest`: another model's [`Miss`] and each mode's distance from its profiled modes.
-    fn predict(
-        &self,
-        lattice: &Lattice,
-        modes: &[PinnedMode],
-        time_ms: &[f64],
-        nearest: Option<(&Miss, &[f64])>,
-    ) -> Vec<(f64, f64)> {
+    fn predict(&self, lattice: &Lattice, modes: &[PinnedMode], time_ms: &[f64]) -> Vec<(f64, f64)> {
         let d = self.width();
         let members: &[Mlp] = match &self.reg {
             Regressor::Linear(_) => &[],
@@ -373,17 +379,8 @@ impl Model {
         let mut outputs = vec![0.0; members.len() * cap];
         let mut column = Vec::with_capacity(members.len());
         let mut out = Vec::with_capacity(modes.len());
-        // Each mode's distance from the profiled modes: the caller's, where it measured it
-        // for a model fitted on the same modes, else measured here.
-        let own;
-        let distances = match (&self.miss, nearest) {
-            (Some(e), Some((other, d))) if e.same_modes(other) => Some(d),
-            (Some(e), _) => {
-                own = e.distances(lattice);
-                Some(own.as_slice())
-            }
-            (None, _) => None,
-        };
+        let misses = self.miss.as_ref().map(|e| e.at_modes(lattice));
+        let corrections = self.correction.as_ref().map(|c| c.log_factors(lattice));
         for (b, block) in modes.chunks(BLOCK).enumerate() {
             let xs = &mut xs[..block.len() * d];
             for (i, (m, row)) in block.iter().zip(xs.chunks_exact_mut(d)).enumerate() {
@@ -412,11 +409,9 @@ impl Model {
                         median_and_spread(&mut column)
                     }
                 };
-                let miss = match (&self.miss, distances) {
-                    (Some(e), Some(d)) => e.at_distance(d[b * BLOCK + i]),
-                    _ => 0.0,
-                };
-                out.push(self.bounded(m, raw, row[d - 1], miss));
+                let miss = misses.as_ref().map_or(0.0, |e| e[b * BLOCK + i]);
+                let correction = corrections.as_ref().map_or(0.0, |c| c[b * BLOCK + i]);
+                out.push(self.bounded(m, raw, row[d - 1], miss, correction));
             }
         }
         out
@@ -424,8 +419,16 @@ impl Model {
 
     /// A mode's prediction `(y, spread)` in the model's space, kept within what the model
     /// has seen (`anchor`: the anchor's column of the mode's row), on the target's scale.
-    /// `miss`: the expected miss at the mode ([`Miss`]; 0 without one).
-    fn bounded(&self, m: &PinnedMode, (y, s): (f64, f64), anchor: f64, miss: f64) -> (f64, f64) {
+    /// `miss`: the expected miss at the mode ([`Miss`]; 0 without one); `correction`: the
+    /// log factor of the model's [`Correction`] there (0 without one).
+    fn bounded(
+        &self,
+        m: &PinnedMode,
+        (y, s): (f64, f64),
+        anchor: f64,
+        miss: f64,
+        correction: f64,
+    ) -> (f64, f64) {
         let (lo, hi) = self.bounds;
         // The read-out's leave-one-out error widens the spread: the members share the
         // target's rows and the anchor, so their disagreement alone would understate how
@@ -444,9 +447,11 @@ impl Model {
         };
         if self.log {
             // The spread of exp(y) for a small spread of y is exp(y) * spread.
-            (y.exp(), y.exp() * s)
+            let y = (y + correction).exp();
+            (y, y * s)
         } else {
-            (y, s)
+            let k = correction.exp();
+            (y * k, s * k)
         }
     }
 }
@@ -465,12 +470,9 @@ pub type Predicted = Vec<(f64, f64)>;
 /// without an anchor to predict there).
 pub fn time_and_power(time: &Model, power: &Model, modes: &[PinnedMode]) -> (Predicted, Predicted) {
     let lattice = Lattice::of(modes);
-    // Both models were fitted on the same profiled modes: their distances are measured once.
-    let distances = time.miss.as_ref().map(|e| (e, e.distances(&lattice)));
-    let nearest = distances.as_ref().map(|(e, d)| (*e, d.as_slice()));
-    let t = time.predict(&lattice, modes, &[], nearest);
+    let t = time.predict(&lattice, modes, &[]);
     let times: Vec<f64> = t.iter().map(|p| p.0).collect();
-    let p = power.predict(&lattice, modes, &times, nearest);
+    let p = power.predict(&lattice, modes, &times);
     (t, p)
 }
 
@@ -540,10 +542,11 @@ pub(crate) mod tests {
         let all: Vec<PinnedMode> = spec.mode_space().iter().collect();
         let chosen = profile::select(&all, Strategy::Stratified(modes), seed);
         let (rows, _) = profile_modes(&mut target, &chosen, &ProfileConfig::default());
-        let fit = |t, reference| fit(Method::Physics, &rows, t, Some(reference), &cfg).unwrap();
+        let reference = Some((&ref_time, &ref_power));
+        let (time, power) = fit_time_and_power(Method::Physics, &rows, reference, &cfg).unwrap();
         Transferred {
-            time: fit(Quantity::TimeMs, &ref_time),
-            power: fit(Quantity::PowerW, &ref_power),
+            time,
+            power,
             target,
             all,
             ref_power,
@@ -566,12 +569,12 @@ pub(crate) mod tests {
         let (pt, pp) = time_and_power(&time, &power, &held);
         let times: Vec<f64> = pt.iter().map(|t| t.0).collect();
         // Measured afresh or handed over by the time model, the distances agree.
-        assert_eq!(power.predict(&Lattice::of(&held), &held, &times, None), pp);
+        assert_eq!(power.predict(&Lattice::of(&held), &held, &times), pp);
         let slower: Vec<f64> = times.iter().map(|t| t * 2.0).collect();
-        let moved = power.predict(&Lattice::of(&held), &held, &slower, None);
+        let moved = power.predict(&Lattice::of(&held), &held, &slower);
         assert!(moved.iter().zip(&pp).all(|(a, b)| a.0 != b.0));
         assert!(power
-            .predict(&Lattice::of(&held[..1]), &held[..1], &[], None)
+            .predict(&Lattice::of(&held[..1]), &held[..1], &[])
             .iter()
             .all(|p| p.0.is_nan()));
         let truth: Vec<(f64, f64)> = held.iter().map(|m| target.truth(m).unwrap()).collect();
@@ -627,12 +630,19 @@ pub(crate) mod tests {
             time.anchor.as_ref().unwrap(),
             power.anchor.as_ref().unwrap(),
         );
+        // (Before the correction by the profiled modes' residuals, which holds there too.)
+        let uncorrected = |m: &Model| Model {
+            correction: None,
+            ..m.clone()
+        };
+        assert!(time.correction.is_some() && power.correction.is_some());
+        let (pt, pp) = time_and_power(&uncorrected(&time), &uncorrected(&power), &one_core);
         for (m, (t, p)) in one_core.iter().zip(pt.iter().zip(&pp)) {
             assert!((t.0 / ta.predict(m, f64::NAN) - 1.0).abs() < 1e-9);
             assert!((p.0 / pa.predict(m, t.0) - 1.0).abs() < 1e-9);
         }
         let two_cores: Vec<PinnedMode> = all.iter().filter(|m| m.cores == 2).copied().collect();
-        let (pt, _) = time_and_power(&time, &power, &two_cores);
+        let (pt, _) = time_and_power(&uncorrected(&time), &uncorrected(&power), &two_cores);
         let blended = two_cores
             .iter()
             .zip(&pt)

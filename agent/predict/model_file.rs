@@ -6,12 +6,15 @@ use crate::control::mode::PinnedMode;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// Version of saved model files. Version 5 writes a fitted network's layers in f32
+/// Version of saved model files. Version 6 keeps a physics transfer's correction by its
+/// residuals at the profiled modes and each profiled mode's share of the expected miss
+/// (`correction`, `miss.local`); version 5 wrote a fitted network's layers in f32
 /// (`"f32": true`, [`crate::predict::regress::Layer`]), and a physics transfer's per-knob
 /// basis and expected miss; version 4 files (every weight in f64, the anchor's left-out
-/// error in place of the miss) still read and predict the same times and powers, their
-/// spreads without the miss (refit them for the budget margin version 5 keeps).
-pub const MODEL_VERSION: u32 = 5;
+/// error in place of the miss) and version 5 files still read and predict as they did
+/// when written (version 4's spreads without the miss): refit them for what version 6
+/// keeps.
+pub const MODEL_VERSION: u32 = 6;
 
 /// The oldest version of model files this jpower reads.
 const OLDEST_READABLE: u32 = 4;
@@ -140,7 +143,7 @@ impl ModelFile {
 mod tests {
     use super::*;
     use crate::predict::profile::Row;
-    use crate::predict::{fit, FitConfig, Quantity};
+    use crate::predict::{fit_time_and_power, FitConfig};
 
     #[test]
     fn model_files_check_version_and_board() {
@@ -160,8 +163,7 @@ mod tests {
             })
             .collect();
         let cfg = FitConfig::default();
-        let time = fit(Method::Linear, &rows, Quantity::TimeMs, None, &cfg).unwrap();
-        let power = fit(Method::Linear, &rows, Quantity::PowerW, None, &cfg).unwrap();
+        let (time, power) = fit_time_and_power(Method::Linear, &rows, None, &cfg).unwrap();
         let f = ModelFile {
             version: MODEL_VERSION,
             board: "orin-agx@r35".into(),
@@ -189,7 +191,7 @@ mod tests {
             let e = ModelFile::load(&p, None).unwrap_err().to_string();
             assert!(
                 e.contains(&format!(
-                    "version {old_or_new}, this jpower reads versions 4 to 5"
+                    "version {old_or_new}, this jpower reads versions 4 to 6"
                 )),
                 "{e}"
             );

@@ -598,20 +598,27 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
 
 /// jpower's physics method on boards modelled unlike the simulator (`jpower sim truth`),
 /// ResNet-18 reference, 50 profiled modes, CI's quick setting: issue #18's prediction
-/// targets (time MAPE <= 8%, power <= 3%) on the truths where today's method meets them, and
-/// its verified choices on each (median time penalty <= 1%, no budget exceeded by more than
-/// 1 W, unverified choices neither). The README's table has every truth, and which miss.
+/// targets (time MAPE <= 8%, power <= 3%) on the truths where today's method meets them in
+/// this setting (all but Orin AGX `contention`, whose time is 8.04% here and 7.97% in the
+/// full setting), and its verified choices on each (median time penalty <= 1%, no budget
+/// exceeded by more than 1 W, unverified choices neither). The README's table has every
+/// truth, and which miss.
 #[test]
 fn physics_meets_the_targets_on_truths_unlike_the_simulator() {
     let rt = util::runtime();
-    for (board, kind) in [
-        ("orin-agx", "throttle"),
-        ("xavier-agx", "contention"),
-        ("xavier-agx", "launch"),
-        ("xavier-agx", "throttle"),
+    for (board, kind, limit) in [
+        ("orin-agx", "launch", None),
+        ("orin-agx", "throttle", None),
+        ("orin-agx", "throttle", Some("25")),
+        ("xavier-agx", "contention", None),
+        ("xavier-agx", "launch", None),
+        ("xavier-agx", "throttle", None),
     ] {
-        let csv = rt.path().join(format!("{board}-{kind}.csv"));
-        let text = ok(jpower(rt.path()).args(["sim", "truth", "--kind", kind, "--board", board]));
+        let csv = rt.path().join(format!("{board}-{kind}-{limit:?}.csv"));
+        let mut truth = jpower(rt.path());
+        truth.args(["sim", "truth", "--kind", kind, "--board", board]);
+        truth.args(limit.map(|w| ["--limit", w]).into_iter().flatten());
+        let text = ok(&mut truth);
         std::fs::write(&csv, text).unwrap();
         let report = json(&ok(jpower(rt.path())
             .args(["--json", "--sim", board, "powertrain", "eval", "--quick"])
@@ -622,8 +629,8 @@ fn physics_meets_the_targets_on_truths_unlike_the_simulator() {
         let (time, power) = (get(physics, "time_mape"), get(physics, "power_mape"));
         let verified = &physics["verified"];
         println!(
-            "{board} {kind}: time MAPE {time:.2}%, power {power:.2}%, verified penalty {:.2}% \
-             in {:.1} runs",
+            "{board} {kind} (limit {limit:?}): time MAPE {time:.2}%, power {power:.2}%, \
+             verified penalty {:.2}% in {:.1} runs",
             get(verified, "median_time_penalty_pct"),
             get(verified, "mean_runs")
         );

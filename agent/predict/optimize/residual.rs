@@ -19,7 +19,7 @@ pub type LogCoords = [f64; 4];
 /// Widths of the kernel along each knob, in log units.
 const WIDTH: LogCoords = [1.0, 0.3, 0.3, 1.0];
 /// The kernel's constant part: the share of a miss that holds for every mode.
-const SHARED: f64 = 0.3;
+pub(crate) const SHARED: f64 = 0.3;
 /// The noise of a run's residual, relative to the kernel's unit variance.
 const NOISE: f64 = 0.02;
 
@@ -44,8 +44,28 @@ pub fn distance(a: &LogCoords, b: &LogCoords) -> f64 {
         .sqrt()
 }
 
+/// The kernel's part that fades with distance (the rest is [`SHARED`]): a product of one
+/// factor per knob, so that it splits over any partition of the knobs.
+pub(crate) fn nearness(a: &LogCoords, b: &LogCoords) -> f64 {
+    (-0.5 * distance(a, b).powi(2)).exp()
+}
+
 fn kernel(a: &LogCoords, b: &LogCoords) -> f64 {
-    (-0.5 * distance(a, b).powi(2)).exp() + SHARED
+    nearness(a, b) + SHARED
+}
+
+/// (K + noise·I)⁻¹ of the modes `at`, row-major; `None` where it cannot be inverted. K is
+/// symmetric positive definite, and the noise keeps it well conditioned however close the
+/// modes.
+pub(crate) fn gram_inverse(at: &[LogCoords]) -> Option<Vec<f64>> {
+    let n = at.len();
+    let mut k: Vec<f64> = (0..n * n)
+        .map(|ij| {
+            let (i, j) = (ij / n, ij % n);
+            kernel(&at[i], &at[j]) + if i == j { NOISE } else { 0.0 }
+        })
+        .collect();
+    spd_inverse(&mut k, n).ok()
 }
 
 /// The runs so far and the regression's weights over them.
@@ -82,17 +102,10 @@ impl Residuals {
         log.map(f64::exp)
     }
 
-    /// (K + noise·I)⁻¹ · miss. K is symmetric positive definite, and the noise keeps it
-    /// well conditioned however close the runs.
+    /// (K + noise·I)⁻¹ · miss.
     fn solve(&self) -> Vec<[f64; 2]> {
         let n = self.at.len();
-        let mut k: Vec<f64> = (0..n * n)
-            .map(|ij| {
-                let (i, j) = (ij / n, ij % n);
-                kernel(&self.at[i], &self.at[j]) + if i == j { NOISE } else { 0.0 }
-            })
-            .collect();
-        let Ok(inv) = spd_inverse(&mut k, n) else {
+        let Some(inv) = gram_inverse(&self.at) else {
             return vec![[0.0; 2]; n];
         };
         inv.chunks(n)
