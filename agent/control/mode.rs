@@ -117,6 +117,17 @@ pub struct PinnedMode {
 }
 
 impl PinnedMode {
+    /// A point from its core count and its clocks in MHz (tests' shorthand).
+    #[cfg(test)]
+    pub(crate) fn mhz(cores: u32, cpu_mhz: u64, gpu_mhz: u64, emc_mhz: u64) -> PinnedMode {
+        PinnedMode {
+            cores,
+            cpu_hz: cpu_mhz * 1_000_000,
+            gpu_hz: gpu_mhz * 1_000_000,
+            emc_hz: emc_mhz * 1_000_000,
+        }
+    }
+
     /// The mode that pins this point on `board`.
     pub fn to_mode(&self, board: &Board) -> Mode {
         Mode {

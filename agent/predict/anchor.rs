@@ -295,22 +295,13 @@ fn nonnegative_least_squares<const K: usize>(a: &[[f64; K]], b: &[f64]) -> [f64;
 mod tests {
     use super::*;
 
-    fn mode(cores: u32, cpu_mhz: u64, gpu_mhz: u64, emc_mhz: u64) -> PinnedMode {
-        PinnedMode {
-            cores,
-            cpu_hz: cpu_mhz * 1_000_000,
-            gpu_hz: gpu_mhz * 1_000_000,
-            emc_hz: emc_mhz * 1_000_000,
-        }
-    }
-
     fn grid() -> Vec<PinnedMode> {
         let mut out = Vec::new();
         for c in [1, 2, 4, 8, 12] {
             for f in [300, 800, 1500, 2200] {
                 for g in [200, 600, 1300] {
                     for e in [665, 3199] {
-                        out.push(mode(c, f, g, e));
+                        out.push(PinnedMode::mhz(c, f, g, e));
                     }
                 }
             }
@@ -342,7 +333,7 @@ mod tests {
         let profiled: Vec<PinnedMode> = grid().into_iter().filter(|m| m.cores >= 4).collect();
         let t: Vec<f64> = profiled.iter().map(|m| truth.predict(m)).collect();
         let fit = Pipeline::fit(&profiled, &t).unwrap();
-        let one = mode(1, 300, 1300, 3199);
+        let one = PinnedMode::mhz(1, 300, 1300, 3199);
         assert!((fit.predict(&one) / truth.predict(&one) - 1.0).abs() < 1e-3);
     }
 

@@ -76,22 +76,13 @@ mod tests {
     use super::*;
     use crate::predict::optimize::residual::Residuals;
 
-    fn mode(cores: u32, cpu_mhz: u64, gpu_mhz: u64, emc_mhz: u64) -> PinnedMode {
-        PinnedMode {
-            cores,
-            cpu_hz: cpu_mhz * 1_000_000,
-            gpu_hz: gpu_mhz * 1_000_000,
-            emc_hz: emc_mhz * 1_000_000,
-        }
-    }
-
     fn modes() -> Vec<PinnedMode> {
         vec![
-            mode(2, 1200, 600, 2133),
-            mode(4, 1500, 900, 3199),
-            mode(8, 2200, 1300, 3199),
-            mode(12, 700, 300, 665),
-            mode(6, 1800, 1100, 2133),
+            PinnedMode::mhz(2, 1200, 600, 2133),
+            PinnedMode::mhz(4, 1500, 900, 3199),
+            PinnedMode::mhz(8, 2200, 1300, 3199),
+            PinnedMode::mhz(12, 700, 300, 665),
+            PinnedMode::mhz(6, 1800, 1100, 2133),
         ]
     }
 
@@ -104,7 +95,10 @@ mod tests {
         for (m, r) in modes.iter().zip(residual) {
             runs.add(log_coords(m), [1.0, 1.0], [r.exp(), 1.0]);
         }
-        let elsewhere = [mode(3, 1000, 500, 2133), mode(10, 2000, 1200, 665)];
+        let elsewhere = [
+            PinnedMode::mhz(3, 1000, 500, 2133),
+            PinnedMode::mhz(10, 2000, 1200, 665),
+        ];
         let mut all = modes.clone();
         all.extend(elsewhere);
         let lattice = Lattice::of(&all);

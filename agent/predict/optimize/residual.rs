@@ -119,12 +119,7 @@ mod tests {
     use super::*;
 
     fn mode(cores: u32, cpu_mhz: u64, gpu_mhz: u64, emc_mhz: u64) -> LogCoords {
-        log_coords(&PinnedMode {
-            cores,
-            cpu_hz: cpu_mhz * 1_000_000,
-            gpu_hz: gpu_mhz * 1_000_000,
-            emc_hz: emc_mhz * 1_000_000,
-        })
+        log_coords(&PinnedMode::mhz(cores, cpu_mhz, gpu_mhz, emc_mhz))
     }
 
     #[test]
