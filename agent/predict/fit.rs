@@ -198,7 +198,7 @@ fn correct(time: &mut Model, power: &mut Model, rows: &[Row], left_out: [&[f64];
             let miss: Vec<f64> = left_out[k]
                 .iter()
                 .zip(&predicted_left_out)
-                .map(|(l, c)| l - c)
+                .map(|(l, g)| l - g)
                 .collect();
             model.miss = Miss::fit(&modes, &miss).or(model.miss.take());
             model.correction = Some(c);
