@@ -14,7 +14,7 @@
 //! residuals over the miss there, with the weight of one mode that misses as on average.
 
 use super::features::Lattice;
-use super::optimize::residual::{distance, log_coords, LogCoords};
+use super::optimize::residual::{distance, log_coords, nearness, LogCoords};
 use crate::control::mode::PinnedMode;
 use serde::{Deserialize, Serialize};
 
@@ -101,27 +101,29 @@ impl Miss {
     /// a few dozen additions and multiplications.
     pub(super) fn at_modes(&self, lattice: &Lattice) -> Vec<f64> {
         let squares = lattice.tables(&self.at, |a, b| distance(a, b).powi(2));
-        let [host_near, device_near] = squares
-            .each_ref()
-            .map(|t| t.iter().map(|s| (-0.5 * s).exp()).collect::<Vec<f64>>());
         let n = self.at.len();
-        let local = (self.local.len() == n).then_some(self.local.as_slice());
+        // The profiled modes' shares, with the kernel's factors along each part (none in a
+        // file written before they were kept).
+        let local = (self.local.len() == n)
+            .then(|| (self.local.as_slice(), lattice.tables(&self.at, nearness)));
         lattice
             .at
             .iter()
             .map(|&[host, device]| {
                 let (hs, ds) = (host * n..(host + 1) * n, device * n..(device + 1) * n);
                 let d = nearest_of(&squares[0][hs.clone()], &squares[1][ds.clone()]);
-                let scale = local.map_or(1.0, |z2| {
-                    let (hn, dn) = (&host_near[hs], &device_near[ds]);
-                    let (mut weighted, mut weight) = (PRIOR, PRIOR);
-                    for j in 0..n {
-                        let k = hn[j] * dn[j];
-                        weighted += k * z2[j];
-                        weight += k;
-                    }
-                    (weighted / weight).sqrt()
-                });
+                let scale = local
+                    .as_ref()
+                    .map_or(1.0, |(z2, [host_near, device_near])| {
+                        let (hn, dn) = (&host_near[hs], &device_near[ds]);
+                        let (mut weighted, mut weight) = (PRIOR, PRIOR);
+                        for j in 0..n {
+                            let k = hn[j] * dn[j];
+                            weighted += k * z2[j];
+                            weight += k;
+                        }
+                        (weighted / weight).sqrt()
+                    });
                 scale * (self.base + self.per_distance * d)
             })
             .collect()
