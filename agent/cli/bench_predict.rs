@@ -13,6 +13,7 @@ use crate::predict::profile::{self, ProfileConfig, Strategy};
 use crate::predict::{self, time_and_power, FitConfig, Method, ModelFile};
 use crate::sim::sources::{reference_source, SimSource};
 use crate::sim::workload::Workload;
+use crate::telemetry::sampler::thread_cpu_ns;
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::time::Instant;
@@ -87,18 +88,6 @@ pub fn predict(board: &str, quick: bool) -> Result<serde_json::Value> {
         "front": front.len(),
         "model_file_bytes": model_bytes,
     }))
-}
-
-/// CPU time of the calling thread, nanoseconds (`CLOCK_THREAD_CPUTIME_ID`: to the
-/// nanosecond, where `getrusage` counts scheduler ticks).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own; this clock always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The least CPU time of this thread over `reps` runs of `f`, seconds (one core, whatever
