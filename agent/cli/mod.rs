@@ -79,8 +79,9 @@ pub struct Target {
     /// A directory laid out like a board's filesystem (`/` on a Jetson, the default).
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Where state files and simulated boards live [default: $JPOWER_RUNTIME_DIR, else
-    /// /run/jpower if writable, else $XDG_RUNTIME_DIR/jpower].
+    /// Where state files and simulated boards live [default: $JPOWER_RUNTIME_DIR, else the
+    /// agent config's runtime_dir, else /run/jpower if writable, else
+    /// $XDG_RUNTIME_DIR/jpower].
     #[arg(long, global = true, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// An nvpmodel configuration to read presets from [default: the board's /etc/nvpmodel.conf].

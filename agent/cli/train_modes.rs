@@ -48,6 +48,8 @@ pub struct ProfileArgs {
     /// Replay a recorded profile instead of simulating (its rows are the modes).
     #[arg(long, value_name = "FILE.csv")]
     pub truth: Option<PathBuf>,
+    /// Seed of the simulated measurements' noise, the random and stratified selections,
+    /// the guide's training and the live trainer's weights.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Write the profile here (CSV that --truth can replay) instead of stdout.
@@ -83,6 +85,7 @@ pub struct PredictArgs {
     /// Save the fitted models here.
     #[arg(long, value_name = "MODEL.json")]
     pub save: PathBuf,
+    /// Seed of the reference's profile and of the models' training.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
