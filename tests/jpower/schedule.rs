@@ -586,3 +586,56 @@ fn a_refused_plan_leaves_no_lease_and_a_departed_planners_rate_is_gone() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// Found by a client written from `docs/protocol.md` alone: a plan sent again between turns
+/// left the board at its training clocks while the scheduler still took it to be at the
+/// inference phase's, so the next inference batch ran at the training clocks.
+#[test]
+fn every_inference_turn_runs_at_its_phase_clocks_after_a_new_plan() {
+    let agent = Agent::start("orin-agx", "");
+    let modes = PhaseModes {
+        train_gpu_hz: 1_300_500_000,
+        train_emc_hz: 3_199_000_000,
+        infer_gpu_hz: 624_750_000,
+        infer_emc_hz: 3_199_000_000,
+    };
+    let plan = SchedulePlan {
+        max_batch: 4,
+        slo_ms: 100.0,
+        rate_per_s: None,
+        phase_modes: Some(modes),
+    };
+    let gpu_cap = || agent.status().gpu_hz.unwrap()[1];
+    let (mut planner, mut users) = (agent.client(Encoding::Json), agent.client(Encoding::Json));
+    let mut server = agent.client(Encoding::Bincode);
+    for id in 1..=2 {
+        assert!(matches!(
+            request(&mut planner, RequestBody::SchedulePlan(plan)),
+            ReplyBody::Schedule(_)
+        ));
+        assert_eq!(
+            gpu_cap(),
+            modes.train_gpu_hz,
+            "plan {id} leaves the training clocks"
+        );
+        request(&mut users, RequestBody::ScheduleSubmit);
+        assert_eq!(turn(&mut server, Kind::Infer).requests.len(), 1);
+        assert_eq!(
+            gpu_cap(),
+            modes.infer_gpu_hz,
+            "inference turn after plan {id}"
+        );
+        for body in [
+            RequestBody::MinibatchBegin {
+                kind: Kind::Infer,
+                id,
+            },
+            RequestBody::MinibatchEnd {
+                kind: Kind::Infer,
+                id,
+            },
+        ] {
+            request(&mut server, body);
+        }
+    }
+}

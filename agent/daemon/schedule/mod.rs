@@ -331,6 +331,10 @@ impl State {
                 self.rate.set_rate(plan.rate_per_s);
                 self.planner = Some(planner);
                 self.turns.set_plan(plan);
+                // The connection applied the plan's phase modes (inference, then
+                // training): whatever phase was switched to before, the next turn sets its
+                // own.
+                self.phase = None;
                 // Taken at once when no turn runs, so the reply says so.
                 self.dispatch(core);
                 let _ = reply.send(self.turns.report());
