@@ -229,9 +229,8 @@ impl Core {
             expires: None,
         });
         log::info!(
-            "holding the mode {} (pid {}) left as a persistent lease: it ends with `jpower restore` or `release`",
-            left_by.name,
-            left_by.pid
+            "holding the mode {} left as a persistent lease: it ends with `jpower restore` or `release`",
+            with_pid(&left_by.name, left_by.pid)
         );
         Ok(())
     }
@@ -840,11 +839,16 @@ impl Core {
             .as_ref()
             .is_some_and(|l| l.holder.lease == LeaseKind::Persistent);
         if persistent {
-            let holder = self.lease.as_ref().map(|l| l.holder.client.clone());
+            // The holder's name and pid, so that the next agent holds it as the same.
+            let (name, pid) = self
+                .lease
+                .as_ref()
+                .map(|l| (l.holder.client.clone(), l.holder.pid))
+                .unwrap_or_default();
             self.controller.set_state_owner(Owner {
                 kind: OwnerKind::Cli,
-                pid: std::process::id(),
-                name: holder.unwrap_or_default(),
+                pid,
+                name,
             });
             log::info!("stopping with a persistent lease: its mode holds until `jpower restore`");
         } else {
@@ -855,5 +859,15 @@ impl Core {
             }
         }
         self.sensors.close();
+    }
+}
+
+/// `name` with `(pid P)` appended, unless a client's name already ends with it.
+fn with_pid(name: &str, pid: u32) -> String {
+    let suffix = format!("(pid {pid})");
+    if name.ends_with(&suffix) {
+        name.to_string()
+    } else {
+        format!("{name} {suffix}")
     }
 }

@@ -479,7 +479,7 @@ fn a_persistent_lease_outlives_a_clean_stop_until_restore() {
     let baseline = direct_knobs(rt.path());
     let mut agent = Agent::start_in(rt, "orin-agx", "");
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_30W"]));
-    let set_by = agent.status().holder.expect("a persistent lease").client;
+    let set_by = agent.status().holder.expect("a persistent lease");
     assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
     let rt = std::mem::replace(&mut agent.rt, util::runtime());
     let held = direct_knobs(rt.path());
@@ -489,7 +489,11 @@ fn a_persistent_lease_outlives_a_clean_stop_until_restore() {
     let mut agent = Agent::start_in(rt, "orin-agx", "");
     let holder = agent.status().holder.expect("the left mode is held");
     assert_eq!(holder.lease, LeaseKind::Persistent, "{holder:?}");
-    assert_eq!(holder.client, set_by, "{holder:?}");
+    assert_eq!(
+        (&holder.client, holder.pid),
+        (&set_by.client, set_by.pid),
+        "the same holder, not the agent that stopped: {holder:?}"
+    );
     let busy = agent.client(Encoding::Json).request(RequestBody::SetMode {
         mode: knobs(624_750_000),
         lease: LeaseKind::Session,
@@ -514,6 +518,8 @@ fn a_persistent_lease_outlives_a_clean_stop_until_restore() {
     );
     // `jpower restore` through a third agent ends it: the baseline comes back.
     let agent = Agent::start_in(rt, "orin-agx", "");
+    let holder = agent.status().holder.expect("held again");
+    assert_eq!((&holder.client, holder.pid), (&set_by.client, set_by.pid));
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "restore"]));
     assert!(agent.status().holder.is_none());
     assert_eq!(direct_knobs(agent.rt.path()), baseline);
