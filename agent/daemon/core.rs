@@ -402,9 +402,7 @@ impl Core {
     /// lease (its own kind if it holds one, else a session lease), so the averaging from
     /// before comes back when the lease ends; the sampler restarts at the new refresh.
     fn set_averaging(&mut self, peer: &Peer, samples: u32) -> ReplyBody {
-        if let Err(e) = ina3221::check_samples(samples) {
-            return err(ErrorCode::InvalidMode, e);
-        }
+        // Permission and the board's holder first, as for `set_mode`, then the value.
         let kind = self
             .lease
             .as_ref()
@@ -412,6 +410,9 @@ impl Core {
             .map_or(LeaseKind::Session, |l| l.holder.lease);
         if let Some(refused) = self.refuse_lease(peer, kind, "changing the sensors' averaging") {
             return refused;
+        }
+        if let Err(e) = ina3221::check_samples(samples) {
+            return err(ErrorCode::InvalidMode, e);
         }
         let averaging_knob =
             |k: &crate::board::Knob| matches!(k.kind, crate::board::KnobKind::InaSamples(_));
