@@ -477,14 +477,9 @@ fn schedule_live_re_plans_when_the_inference_batches_slow_down() {
     assert_eq!(last["training_scale"], 1.0, "{v}");
 }
 
-/// Found by a client written from `docs/protocol.md` alone: a planner whose session lease
-/// expired (it did not renew) kept its phase modes in `schedule_status`, though they
-/// switch under that lease. They end with it; the batch size and rate stay while it is
-/// connected.
-#[test]
-fn a_planners_phase_modes_end_with_its_lease() {
-    let agent = Agent::start("orin-agx", "lease_timeout_ms = 300\n");
-    let mut planner = agent.client(Encoding::Json);
+/// A plan of batches of up to 4 within 100 ms at `rate_per_s`, training at Orin AGX's top
+/// GPU clock and inference at 624.75 MHz (EMC at the top for both), and its phase modes.
+fn plan_with_phases(rate_per_s: Option<f64>) -> (SchedulePlan, PhaseModes) {
     let modes = PhaseModes {
         train_gpu_hz: 1_300_500_000,
         train_emc_hz: 3_199_000_000,
@@ -494,9 +489,21 @@ fn a_planners_phase_modes_end_with_its_lease() {
     let plan = SchedulePlan {
         max_batch: 4,
         slo_ms: 100.0,
-        rate_per_s: Some(5.0),
+        rate_per_s,
         phase_modes: Some(modes),
     };
+    (plan, modes)
+}
+
+/// Found by a client written from `docs/protocol.md` alone: a planner whose session lease
+/// expired (it did not renew) kept its phase modes in `schedule_status`, though they
+/// switch under that lease. They end with it; the batch size and rate stay while it is
+/// connected.
+#[test]
+fn a_planners_phase_modes_end_with_its_lease() {
+    let agent = Agent::start("orin-agx", "lease_timeout_ms = 300\n");
+    let mut planner = agent.client(Encoding::Json);
+    let (plan, modes) = plan_with_phases(Some(5.0));
     assert!(matches!(
         request(&mut planner, RequestBody::SchedulePlan(plan)),
         ReplyBody::Schedule(_)
@@ -593,18 +600,7 @@ fn a_refused_plan_leaves_no_lease_and_a_departed_planners_rate_is_gone() {
 #[test]
 fn every_inference_turn_runs_at_its_phase_clocks_after_a_new_plan() {
     let agent = Agent::start("orin-agx", "");
-    let modes = PhaseModes {
-        train_gpu_hz: 1_300_500_000,
-        train_emc_hz: 3_199_000_000,
-        infer_gpu_hz: 624_750_000,
-        infer_emc_hz: 3_199_000_000,
-    };
-    let plan = SchedulePlan {
-        max_batch: 4,
-        slo_ms: 100.0,
-        rate_per_s: None,
-        phase_modes: Some(modes),
-    };
+    let (plan, modes) = plan_with_phases(None);
     let gpu_cap = || agent.status().gpu_hz.unwrap()[1];
     let (mut planner, mut users) = (agent.client(Encoding::Json), agent.client(Encoding::Json));
     let mut server = agent.client(Encoding::Bincode);
