@@ -594,6 +594,44 @@ fn a_refused_plan_leaves_no_lease_and_a_departed_planners_rate_is_gone() {
     }
 }
 
+/// Found by a C++ client written from `docs/protocol.md` alone: a declared rate so slow
+/// that its first gap overflowed a `Duration` aborted the whole agent. Such rates are
+/// refused as invalid, and the agent, and the client that sent them, go on.
+#[test]
+fn a_rate_too_slow_to_schedule_is_refused_and_the_agent_goes_on() {
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    for rate in [1e-300, 1e-20, 0.0009] {
+        let plan = SchedulePlan {
+            max_batch: 4,
+            slo_ms: 100.0,
+            rate_per_s: Some(rate),
+            phase_modes: None,
+        };
+        match c.request(RequestBody::SchedulePlan(plan)) {
+            Err(jpower::ipc::client::ClientError::Agent { code, message }) => {
+                assert_eq!(code, ErrorCode::InvalidMode, "{rate}: {message}");
+                assert!(
+                    message.contains("rate_per_s is 0.001 to 10000"),
+                    "{message}"
+                );
+            }
+            other => panic!("{rate}: {other:?}"),
+        }
+    }
+    let slowest = SchedulePlan {
+        max_batch: 4,
+        slo_ms: 100.0,
+        rate_per_s: Some(0.001),
+        phase_modes: None,
+    };
+    assert!(matches!(
+        request(&mut c, RequestBody::SchedulePlan(slowest)),
+        ReplyBody::Schedule(_)
+    ));
+    assert_eq!(schedule(&agent).plan.unwrap().rate_per_s, Some(0.001));
+}
+
 /// Found by a client written from `docs/protocol.md` alone: a plan sent again between turns
 /// left the board at its training clocks while the scheduler still took it to be at the
 /// inference phase's, so the next inference batch ran at the training clocks.

@@ -32,8 +32,11 @@ impl Default for Arrivals {
 }
 
 impl Arrivals {
-    fn gap(&mut self, rate: f64) -> Duration {
-        Duration::from_secs_f64(-(1.0 - self.gaps.unit()).ln() / rate)
+    /// The arrival after one at `from`, at `rate` per second: `None` (never) where the
+    /// gap drawn is beyond what an `Instant` holds, so that no rate can panic the agent.
+    fn after(&mut self, from: Instant, rate: f64) -> Option<Instant> {
+        let gap = Duration::try_from_secs_f64(-(1.0 - self.gaps.unit()).ln() / rate).ok()?;
+        from.checked_add(gap)
     }
 
     /// Declares `rate_per_s` (`None`: no arrivals of the agent's own); a changed rate
@@ -43,7 +46,7 @@ impl Arrivals {
             return;
         }
         self.rate_per_s = rate_per_s;
-        self.next = rate_per_s.map(|r| Instant::now() + self.gap(r));
+        self.next = rate_per_s.and_then(|r| self.after(Instant::now(), r));
         self.timer = self.next.map_or_else(never, at);
     }
 
@@ -60,7 +63,7 @@ impl Arrivals {
         let at_ns =
             monotonic_ns().saturating_sub(now.saturating_duration_since(due).as_nanos() as u64);
         if let Some(r) = self.rate_per_s {
-            self.next = Some(due + self.gap(r));
+            self.next = self.after(due, r);
         }
         self.timer = self.next.map_or_else(never, at);
         at_ns
@@ -81,5 +84,16 @@ mod tests {
         assert!(first <= monotonic_ns());
         a.set_rate(None);
         assert!(a.timer().recv_timeout(Duration::from_millis(20)).is_err());
+    }
+
+    /// Rates whose gaps no `Duration` or `Instant` holds never fire instead of panicking
+    /// (the agent aborts on a panic; `check` refuses such rates first).
+    #[test]
+    fn a_rate_too_slow_to_hold_never_fires() {
+        let mut a = Arrivals::default();
+        for rate in [1e-300, 1e-20, f64::MIN_POSITIVE] {
+            a.set_rate(Some(rate));
+            assert!(a.timer().recv_timeout(Duration::from_millis(5)).is_err());
+        }
     }
 }

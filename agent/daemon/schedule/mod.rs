@@ -94,9 +94,11 @@ enum Msg {
 pub const MAX_BATCH: u32 = 1024;
 /// The fastest declared arrival rate, requests per second.
 pub const MAX_RATE: f64 = 10_000.0;
+/// The slowest declared arrival rate, requests per second (one every 1,000 s).
+pub const MIN_RATE: f64 = 0.001;
 
 /// Why `plan` cannot be taken, if it cannot: a batch size of 1 to [`MAX_BATCH`], a
-/// positive latency target, a rate above 0 and at most [`MAX_RATE`].
+/// positive latency target, a rate of [`MIN_RATE`] to [`MAX_RATE`].
 pub fn check(plan: &SchedulePlan) -> Result<(), String> {
     if !(1..=MAX_BATCH).contains(&plan.max_batch) {
         return Err(format!(
@@ -107,9 +109,12 @@ pub fn check(plan: &SchedulePlan) -> Result<(), String> {
     if !(plan.slo_ms > 0.0 && plan.slo_ms.is_finite()) {
         return Err("slo_ms is a positive number of milliseconds".into());
     }
-    if plan.rate_per_s.is_some_and(|r| !(r > 0.0 && r <= MAX_RATE)) {
+    if plan
+        .rate_per_s
+        .is_some_and(|r| !(MIN_RATE..=MAX_RATE).contains(&r))
+    {
         return Err(format!(
-            "rate_per_s is above 0 and at most {MAX_RATE} requests per second (null: none)"
+            "rate_per_s is {MIN_RATE} to {MAX_RATE} requests per second (null: none)"
         ));
     }
     Ok(())
@@ -428,6 +433,10 @@ mod tests {
             },
             SchedulePlan {
                 rate_per_s: Some(MAX_RATE * 2.0),
+                ..ok
+            },
+            SchedulePlan {
+                rate_per_s: Some(1e-300),
                 ..ok
             },
         ] {
