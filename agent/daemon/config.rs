@@ -115,6 +115,16 @@ fn key_of(line: &str) -> Option<&str> {
     Some(key.trim()).filter(|k| !k.is_empty() && !k.starts_with('#'))
 }
 
+/// The line of `text` (from 1) that sets `key`, if one does.
+fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| key_of(l) == Some(key))
+        .map(|i| i + 1)
+}
+
+/// The slowest activity rate, Hz: a record every ten seconds.
+pub const MIN_ACTIVITY_RATE_HZ: f64 = 0.1;
+
 /// Configuration errors, with file and line.
 pub type ConfigError = crate::support::file_error::FileError;
 
@@ -146,11 +156,9 @@ impl Config {
         let Some(path) = &self.file else {
             return anyhow::anyhow!("{key}: {message}");
         };
-        let line = std::fs::read_to_string(path).ok().and_then(|text| {
-            text.lines()
-                .position(|l| key_of(l) == Some(key))
-                .map(|i| i + 1)
-        });
+        let line = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| line_of_key(&text, key));
         match line {
             Some(line) => crate::support::file_error::FileError::Invalid {
                 path: path.clone(),
@@ -172,17 +180,16 @@ impl Config {
                 message: e.message().trim().to_string(),
             })?;
         let bad = |key: &str, message: String| {
-            let line = text
-                .lines()
-                .position(|l| l.trim_start().starts_with(key))
-                .map_or(1, |i| i + 1);
+            let line = line_of_key(text, key).unwrap_or(1);
             crate::support::file_error::FileError::Invalid {
                 path: path.to_path_buf(),
                 line,
                 message: format!("{key}: {message}"),
             }
         };
-        if u32::from_str_radix(&cfg.socket_mode, 8).map_or(true, |m| m > 0o777) {
+        let octal = !cfg.socket_mode.is_empty()
+            && cfg.socket_mode.bytes().all(|b| (b'0'..=b'7').contains(&b));
+        if !octal || u32::from_str_radix(&cfg.socket_mode, 8).map_or(true, |m| m > 0o777) {
             return Err(bad(
                 "socket_mode",
                 format!("{:?} is not an octal file mode", cfg.socket_mode),
@@ -206,11 +213,28 @@ impl Config {
             }
         }
         let a = cfg.activity_rate_hz;
-        if !(0.0..=1000.0).contains(&a) {
+        if !(a == 0.0 || (MIN_ACTIVITY_RATE_HZ..=1000.0).contains(&a)) {
             return Err(bad(
                 "activity_rate_hz",
-                format!("{a} is not in [0, 1000] (0 turns the activity counters off)"),
+                format!("{a} is neither 0 (the activity counters off) nor in [{MIN_ACTIVITY_RATE_HZ}, 1000]"),
             ));
+        }
+        if let Some(p) = cfg.rt_priority {
+            if !(1..=99).contains(&p) {
+                return Err(bad(
+                    "rt_priority",
+                    format!("{p} is not a SCHED_FIFO priority (1 to 99)"),
+                ));
+            }
+        }
+        if let Some(c) = cfg.sampler_cpu {
+            let most = nix::sched::CpuSet::count();
+            if c >= most {
+                return Err(bad(
+                    "sampler_cpu",
+                    format!("{c} is not a CPU number (0 to {})", most - 1),
+                ));
+            }
         }
         if cfg.activity_window_ms == 0 {
             return Err(bad("activity_window_ms", "0 is not a window".into()));
@@ -322,6 +346,32 @@ mod tests {
         assert!(err("\nsocket_mode = \"999\"\n").starts_with("j.toml:2: socket_mode"));
         assert!(err("sensor_averaging = \"3\"\n").starts_with("j.toml:1: sensor_averaging"));
         assert!(err("budget_w = -1.0\n").contains("positive"));
+    }
+
+    /// Found by a review feeding jpower bad input: a key whose name begins another's was
+    /// blamed for the other's line, and these values passed the checks (a tiny activity
+    /// rate aborted the agent at start; `+7` parsed as an octal mode).
+    #[test]
+    fn each_bad_value_names_its_own_line() {
+        let e = err("budget_window_ms = 500\nbudget_w = -1\n");
+        assert!(e.starts_with("j.toml:2: budget_w"), "{e}");
+        for (text, key) in [
+            ("activity_rate_hz = 1e-320\n", "activity_rate_hz"),
+            ("activity_rate_hz = 0.05\n", "activity_rate_hz"),
+            ("activity_rate_hz = 1001.0\n", "activity_rate_hz"),
+            ("rt_priority = 500\n", "rt_priority"),
+            ("rt_priority = 0\n", "rt_priority"),
+            ("sampler_cpu = 99999\n", "sampler_cpu"),
+            ("socket_mode = \"+7\"\n", "socket_mode"),
+            ("socket_mode = \"\"\n", "socket_mode"),
+        ] {
+            let e = err(&format!("\n{text}"));
+            assert!(e.starts_with(&format!("j.toml:2: {key}")), "{text}: {e}");
+        }
+        let ok =
+            "activity_rate_hz = 0.0\nrt_priority = 50\nsampler_cpu = 3\nsocket_mode = \"0600\"\n";
+        assert!(Config::parse(ok, Path::new("x")).is_ok());
+        assert!(Config::parse("activity_rate_hz = 0.1\n", Path::new("x")).is_ok());
     }
 
     #[test]

@@ -51,6 +51,26 @@ pub struct Access {
     own_uid: u32,
 }
 
+/// The default of `read_group` and `control_group`, which a machine without jpower's
+/// package (a laptop running a simulated board) may lack: then nobody but root and the
+/// agent's user is let in, as documented.
+const DEFAULT_GROUP: &str = "jpower";
+
+/// A `read_group` or `control_group` the configuration names but the system lacks is an
+/// error with the file and line: the socket would otherwise stay in root's group and
+/// refuse every client the integrator meant to let in.
+fn check_groups(config: &config::Config) -> anyhow::Result<()> {
+    for (key, group) in [
+        ("read_group", &config.read_group),
+        ("control_group", &config.control_group),
+    ] {
+        if group != DEFAULT_GROUP && matches!(nix::unistd::Group::from_name(group), Ok(None)) {
+            return Err(config.error_at(key, format!("no group {group:?} on this system")));
+        }
+    }
+    Ok(())
+}
+
 impl Access {
     /// Access for `control_group` (a group that does not exist grants nothing).
     pub fn new(control_group: &str) -> Access {
@@ -224,6 +244,7 @@ pub fn run(opts: Options) -> Result<()> {
     // The metrics address first: once the socket accepts, every listener is up.
     let metrics_listener =
         metrics::Metrics::bind(&config).map_err(|e| config.error_at("metrics_listen", e))?;
+    check_groups(&config)?;
     let socket = socket_path(socket.as_deref(), &config, &runtime_dir);
     let listener = server::bind(&socket, config.socket_mode_bits(), &config.read_group)?;
 

@@ -618,7 +618,7 @@ fn a_bad_config_is_a_file_and_line_error() {
 }
 
 /// Regression (issue 14): `default_mode` and `budget_total` errors, found against the
-/// board after parsing, named no file and no line.
+/// board after parsing, named no file and no line; nor did groups the system lacks.
 #[test]
 fn a_bad_default_mode_or_budget_total_names_file_and_line() {
     for (text, want) in [
@@ -629,6 +629,15 @@ fn a_bad_default_mode_or_budget_total_names_file_and_line() {
         (
             "# AGX Orin has no input rail\nbudget_total = \"input\"\n",
             "bad.toml:2: budget_total",
+        ),
+        // Found by a review: a group the system lacks left the socket in root's group.
+        (
+            "socket_mode = \"0660\"\nread_group = \"no-such-group-jpower\"\n",
+            "bad.toml:2: read_group",
+        ),
+        (
+            "control_group = \"no-such-group-jpower\"\n",
+            "bad.toml:1: control_group",
         ),
     ] {
         let rt = util::runtime();
