@@ -38,6 +38,11 @@ pub enum PlanError {
     /// The mode would take cpu0 offline.
     #[error("cpu0 cannot go offline")]
     Cpu0Offline,
+    /// The mode would take offline a CPU whose `online` file is missing or unreadable.
+    #[error(
+        "cpu{0} cannot go offline: its online file is missing or unreadable (see `jpower status`)"
+    )]
+    NoOnlineKnob(usize),
     /// A range whose min is above its max.
     #[error("{domain} range {min_hz}..{max_hz} Hz has its min above its max")]
     Inverted {
@@ -84,9 +89,11 @@ pub fn target(board: &Board, mode: &Mode, current: &Values) -> Result<Values, Pl
         if !online.contains(&0) && decides(0) && board.cpus.iter().any(|c| c.0 == 0) {
             return Err(PlanError::Cpu0Offline);
         }
-        for &(cpu, knob) in &board.cpus {
-            if let (Some(k), true) = (knob, decides(cpu)) {
-                t[k] = u64::from(online.contains(&cpu));
+        for &(cpu, knob) in board.cpus.iter().filter(|c| decides(c.0)) {
+            match knob {
+                Some(k) => t[k] = u64::from(online.contains(&cpu)),
+                None if !online.contains(&cpu) => return Err(PlanError::NoOnlineKnob(cpu)),
+                None => {}
             }
         }
     }

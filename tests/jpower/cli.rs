@@ -132,6 +132,46 @@ fn an_exported_tree_works_with_root() {
     );
 }
 
+/// Found by a review feeding jpower bad input: a core whose `online` file cannot be read
+/// was dropped at discovery, and a preset that takes that core offline was applied
+/// without it (exit 0, the core left online). Such a switch now fails before writing
+/// anything, naming the core; one that keeps it online still works.
+#[test]
+fn a_mode_that_needs_an_unusable_online_file_fails_before_writing() {
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    ok(jpower(rt.path())
+        .args(["sim", "export", "orin-agx"])
+        .arg(&tree));
+    let online = tree.join("sys/devices/system/cpu/cpu6/online");
+    std::fs::remove_file(&online).unwrap();
+    std::fs::create_dir(&online).unwrap();
+    let root = |c: &mut std::process::Command| {
+        c.arg("--root").arg(&tree);
+    };
+    let status = |rt: &std::path::Path| {
+        let mut c = jpower(rt);
+        root(&mut c);
+        json(&ok(c.args(["--json", "status"])))
+    };
+    let before = status(rt.path());
+    let mut c = jpower(rt.path());
+    root(&mut c);
+    let out = run(c.args(["set", "--cores", "4"]));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cpu6 cannot go offline"), "{err}");
+    assert_eq!(
+        status(rt.path())["knobs"],
+        before["knobs"],
+        "something was written"
+    );
+    let mut c = jpower(rt.path());
+    root(&mut c);
+    ok(c.args(["set", "--cores", "8"]));
+}
+
 #[test]
 fn demo_switches_modes_and_the_rails_respond() {
     let rt = util::runtime();
