@@ -164,11 +164,18 @@ impl Presets {
         })
     }
 
-    /// A preset by name (any case) or id.
+    /// A preset by id (as `nvpmodel -m` takes it), else by name (any case): a preset named
+    /// `2` does not shadow the preset of id 2.
     pub fn find(&self, wanted: &str) -> Result<&Preset, PresetError> {
+        let id = wanted.parse().ok();
         self.presets
             .iter()
-            .find(|p| p.name.eq_ignore_ascii_case(wanted) || wanted.parse() == Ok(p.id))
+            .find(|p| id == Some(p.id))
+            .or_else(|| {
+                self.presets
+                    .iter()
+                    .find(|p| p.name.eq_ignore_ascii_case(wanted))
+            })
             .ok_or_else(|| PresetError::Unknown {
                 wanted: wanted.to_string(),
                 file: self.source.clone(),

@@ -127,6 +127,21 @@ fn simulated_boards_presets_come_from_their_nvpmodel_file() {
     }
 }
 
+/// Found by a review: with preset 1 named `2`, `jpower set 2` applied preset 1. A number
+/// is an id, as `nvpmodel -m` takes it; names are matched only where no id is.
+#[test]
+fn a_number_is_an_id_before_it_is_a_name() {
+    let (dir, b) = exported("orin-agx");
+    let conf = dir.path().join("etc/nvpmodel.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, text.replace("ID=1 NAME=MODE_15W", "ID=1 NAME=2")).unwrap();
+    let p = Presets::load(&conf, &b).unwrap();
+    assert_eq!(p.find("2").unwrap().name, "MODE_30W");
+    assert_eq!(p.find("1").unwrap().name, "2");
+    assert_eq!(p.find("mode_30w").unwrap().id, 2);
+    assert!(p.find("7").is_err());
+}
+
 fn reference_import(conf: &str, board: &str, test: &str) -> Option<Presets> {
     let confs = util::reference("nvpmodel", test)?;
     let tree = util::reference_tree(board, test)?;
