@@ -6,7 +6,7 @@
 use super::{Output, Target};
 use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::gpu::roofline::Precision;
-use crate::predict::pagoda::calibrate::{top, KnobRooflines};
+use crate::predict::pagoda::calibrate::{roofline_modes, top, KnobRooflines};
 use crate::predict::pagoda::eval::{evaluate, Outcome};
 use crate::predict::pagoda::zoo;
 use crate::sim::sources::{modelled_rooflines, InferenceSource};
@@ -137,38 +137,6 @@ fn thin(s: &ModeSpace) -> ModeSpace {
         gpu_hz: every(&sorted(s.gpu_hz.clone()), 3),
         emc_hz: s.emc_hz.clone(),
     }
-}
-
-/// The six (GPU, EMC) modes whose rooflines are measured: the GPU at its top, a half and
-/// a quarter, each with the EMC at its top and second-lowest, all cores at the top CPU
-/// clock.
-fn roofline_modes(s: &ModeSpace) -> Vec<PinnedMode> {
-    let t = top(s);
-    let mut emc = s.emc_hz.clone();
-    emc.sort_unstable();
-    let near = |f: f64| {
-        s.gpu_hz
-            .iter()
-            .copied()
-            .min_by(|&a, &b| {
-                (a as f64 - f * t.gpu_hz as f64)
-                    .abs()
-                    .total_cmp(&(b as f64 - f * t.gpu_hz as f64).abs())
-            })
-            .unwrap_or(t.gpu_hz)
-    };
-    let mut modes = Vec::new();
-    for g in [1.0, 0.5, 0.25] {
-        for e in [t.emc_hz, emc[1.min(emc.len() - 1)]] {
-            modes.push(PinnedMode {
-                gpu_hz: near(g),
-                emc_hz: e,
-                ..t
-            });
-        }
-    }
-    modes.dedup();
-    modes
 }
 
 /// The interpolated rooflines against those measured at every (GPU, EMC) pair: mean and

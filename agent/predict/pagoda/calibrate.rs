@@ -118,24 +118,34 @@ impl KnobRooflines {
 
     /// The interpolated rooflines at the GPU and EMC clocks, Hz.
     pub fn at(&self, gpu_hz: f64, emc_hz: f64) -> ModeRoofline {
-        let (g, e) = (gpu_hz / 1e9, emc_hz / 1e9);
-        let p = &self.pi0;
+        let (time, energy) = self.fits(gpu_hz, emc_hz);
         ModeRoofline {
             mode: format!("GPU {:.0} MHz, EMC {:.0} MHz", gpu_hz / 1e6, emc_hz / 1e6),
             gpu_hz: Some(gpu_hz),
             emc_hz: Some(emc_hz),
-            time: TimeFit {
+            time,
+            energy,
+        }
+    }
+
+    /// The time and energy rooflines of [`KnobRooflines::at`], without the mode's name
+    /// (the planner's inner loop asks for them at every mode).
+    fn fits(&self, gpu_hz: f64, emc_hz: f64) -> (TimeFit, EnergyFit) {
+        let (g, e) = (gpu_hz / 1e9, emc_hz / 1e9);
+        let p = &self.pi0;
+        (
+            TimeFit {
                 peak_f32_flops: self.f32_per_ghz * g,
                 peak_f16_flops: self.f16_per_ghz * g,
                 peak_bytes_per_s: self.bytes_per_ghz * e,
             },
-            energy: EnergyFit {
+            EnergyFit {
                 eps_flop_j: (self.eps_flop[0] + self.eps_flop[1] * g * g) * 1e-12,
                 eps_flop_f16_j: None,
                 eps_byte_j: (self.eps_byte[0] + self.eps_byte[1] / e) * 1e-12,
                 pi0_w: p[0] + p[1] * g + p[2] * g * g + p[3] * e,
             },
-        }
+        )
     }
 }
 
@@ -157,6 +167,38 @@ pub fn top(space: &ModeSpace) -> PinnedMode {
         gpu_hz: max(&space.gpu_hz),
         emc_hz: max(&space.emc_hz),
     }
+}
+
+/// The six (GPU, EMC) modes whose rooflines are measured: the GPU at its top, a half and
+/// a quarter, each with the EMC at its top and second-lowest, all cores at the top CPU
+/// clock.
+pub fn roofline_modes(s: &ModeSpace) -> Vec<PinnedMode> {
+    let t = top(s);
+    let mut emc = s.emc_hz.clone();
+    emc.sort_unstable();
+    let near = |f: f64| {
+        s.gpu_hz
+            .iter()
+            .copied()
+            .min_by(|&a, &b| {
+                (a as f64 - f * t.gpu_hz as f64)
+                    .abs()
+                    .total_cmp(&(b as f64 - f * t.gpu_hz as f64).abs())
+            })
+            .unwrap_or(t.gpu_hz)
+    };
+    let mut modes = Vec::new();
+    for g in [1.0, 0.5, 0.25] {
+        for e in [t.emc_hz, emc[1.min(emc.len() - 1)]] {
+            modes.push(PinnedMode {
+                gpu_hz: near(g),
+                emc_hz: e,
+                ..t
+            });
+        }
+    }
+    modes.dedup();
+    modes
 }
 
 /// The five modes the model itself is measured on (see the module docs); the first is the
@@ -291,8 +333,10 @@ impl Calibrated {
         let Some(first) = runs.first() else {
             return c;
         };
-        let layer_times: Vec<Vec<(f64, f64)>> =
-            runs.iter().map(|(m, ..)| c.layer_times(m)).collect();
+        let layer_times: Vec<Vec<(f64, f64)>> = runs
+            .iter()
+            .map(|(m, ..)| c.layer_times(&c.fits(m).0).collect())
+            .collect();
         // Start: the GPU at its roofline, dispatch a third of the fastest run.
         let fastest = runs.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
         let k_c0 = fastest / 3.0 * first.0.cpu_hz as f64 / 1e9;
@@ -316,7 +360,7 @@ impl Calibrated {
             let p = params(x);
             runs.iter()
                 .zip(&layer_times)
-                .map(|((m, s, _), lt)| (latency(&p, m, lt) / s).ln().powi(2))
+                .map(|((m, s, _), lt)| (latency(&p, m, lt.iter().copied()) / s).ln().powi(2))
                 .sum::<f64>()
         };
         c.time = params(&nelder_mead(start, loss));
@@ -324,8 +368,9 @@ impl Calibrated {
             .iter()
             .zip(&layer_times)
             .map(|((m, _, w), lt)| {
-                let t = latency(&c.time, m, lt);
-                let terms = [c.pi0(m), c.dynamic_j(m) / t, c.cpu_term(m)];
+                let t = latency(&c.time, m, lt.iter().copied());
+                let energy = c.fits(m).1;
+                let terms = [energy.pi0_w, c.dynamic_j(&energy) / t, c.cpu_term(m)];
                 // Relative errors: each run weighs the same.
                 (terms.map(|x| x / w), 1.0)
             })
@@ -334,34 +379,29 @@ impl Calibrated {
         c
     }
 
-    /// Each layer's compute and memory seconds on the rooflines at `m`.
-    fn layer_times(&self, m: &PinnedMode) -> Vec<(f64, f64)> {
-        let r = self.rooflines.at(m.gpu_hz as f64, m.emc_hz as f64);
+    /// The time and energy rooflines at `m`'s clocks.
+    fn fits(&self, m: &PinnedMode) -> (TimeFit, EnergyFit) {
+        self.rooflines.fits(m.gpu_hz as f64, m.emc_hz as f64)
+    }
+
+    /// Each layer's compute and memory seconds on the time roofline `r`.
+    fn layer_times<'a>(&'a self, r: &TimeFit) -> impl Iterator<Item = (f64, f64)> + 'a {
         let peak = match self.precision {
-            Precision::F32 => r.time.peak_f32_flops,
-            Precision::F16 => r.time.peak_f16_flops.max(r.time.peak_f32_flops),
+            Precision::F32 => r.peak_f32_flops,
+            Precision::F16 => r.peak_f16_flops.max(r.peak_f32_flops),
         };
+        let bandwidth = r.peak_bytes_per_s;
         self.layers
             .iter()
-            .map(|&(f, b)| (f / peak, b / r.time.peak_bytes_per_s))
-            .collect()
+            .map(move |&(f, b)| (f / peak, b / bandwidth))
     }
 
-    /// The energy roofline's FLOP and byte terms at `m`, joules.
-    fn dynamic_j(&self, m: &PinnedMode) -> f64 {
-        let r = self.rooflines.at(m.gpu_hz as f64, m.emc_hz as f64);
+    /// The energy roofline `r`'s FLOP and byte terms, joules.
+    fn dynamic_j(&self, r: &EnergyFit) -> f64 {
         self.layers
             .iter()
-            .map(|&(f, b)| r.energy.eps_flop_j * f + r.energy.eps_byte_j * b)
+            .map(|&(f, b)| r.eps_flop_j * f + r.eps_byte_j * b)
             .sum()
-    }
-
-    /// The energy roofline's constant power at `m`, watts.
-    fn pi0(&self, m: &PinnedMode) -> f64 {
-        self.rooflines
-            .at(m.gpu_hz as f64, m.emc_hz as f64)
-            .energy
-            .pi0_w
     }
 
     /// The busy cores' share of power at `m`, before its coefficient.
@@ -380,11 +420,14 @@ impl Calibrated {
 
     /// The prediction at `m`.
     pub fn predict(&self, m: &PinnedMode) -> Predicted {
-        let latency_s = latency(&self.time, m, &self.layer_times(m));
+        let (time, energy) = self.fits(m);
+        let latency_s = latency(&self.time, m, self.layer_times(&time));
         let [s, d, c] = self.power;
         Predicted {
             latency_s,
-            power_w: s * self.pi0(m) + d * self.dynamic_j(m) / latency_s + c * self.cpu_term(m),
+            power_w: s * energy.pi0_w
+                + d * self.dynamic_j(&energy) / latency_s
+                + c * self.cpu_term(m),
         }
     }
 }
@@ -408,12 +451,9 @@ const BLEND: f64 = 1.5;
 
 /// `T = (C^b + G^b)^(1/b)` with `G = sum max(gamma compute, mu memory)` over the layers'
 /// roofline seconds and the time parameters `p` (see the module docs).
-fn latency(p: &[f64; 5], m: &PinnedMode, layer_times: &[(f64, f64)]) -> f64 {
+fn latency(p: &[f64; 5], m: &PinnedMode, layer_times: impl Iterator<Item = (f64, f64)>) -> f64 {
     let [gamma, k_c, k_e, h, mu] = *p;
-    let gpu: f64 = layer_times
-        .iter()
-        .map(|&(c, b)| (gamma * c).max(mu * b))
-        .sum();
+    let gpu: f64 = layer_times.map(|(c, b)| (gamma * c).max(mu * b)).sum();
     let crowd = ((1.0 + h) / f64::from(m.cores.max(1))).max(1.0);
     let cpu = (k_c / (m.cpu_hz.max(1) as f64 / 1e9) + k_e / (m.emc_hz.max(1) as f64 / 1e9)) * crowd;
     (cpu.powf(BLEND) + gpu.powf(BLEND)).powf(BLEND.recip())
