@@ -96,12 +96,13 @@ impl Window {
     /// Adds the reading `raw` taken at `t_ns` and returns the record it makes. Allocates
     /// nothing.
     pub fn push(&mut self, t_ns: u64, raw: &RawCounters) -> Activity {
-        // The newest earlier reading at least the window old, else the oldest kept.
+        // The newest earlier reading at least the window old: none for the first window,
+        // whose utilisations and rates are absent rather than taken over a shorter span
+        // (10 ms jiffies make a 20 ms utilisation 0, 50 or 100 %).
         let kept = self.count.min(HISTORY);
         let base = (1..=kept)
             .map(|back| &self.history[(self.count - back) % HISTORY])
-            .find(|(t, _)| t_ns.saturating_sub(*t) >= self.window_ns)
-            .or_else(|| (kept > 0).then(|| &self.history[(self.count - kept) % HISTORY]));
+            .find(|(t, _)| t_ns.saturating_sub(*t) >= self.window_ns);
         let mut a = Activity {
             t_ns,
             gpu_load_pm: raw.gpu_load_pm,
@@ -174,10 +175,18 @@ mod tests {
         let a = w.push(0, &raw(0, 0, 0));
         assert_eq!((a.cpus[0].util_pm, a.disk_read_bps[0]), (None, None));
         assert_eq!(a.gpu_load_pm, Some(500));
-        // Every 20 ms, one jiffy busy of two, 2048 sectors (1 MiB) read.
+        // Every 20 ms, one jiffy busy of two, 2048 sectors (1 MiB) read. Until a reading
+        // a window old exists, no utilisation and no rate (found by a client written from
+        // the docs: they were taken over the shorter span since the first reading).
         let mut last = a;
         for k in 1..=20u64 {
             last = w.push(k * 20 * ms, &raw(k, 2 * k, 2048 * k));
+            let within_first_window = k < 10;
+            assert_eq!(
+                last.cpus[0].util_pm.is_none() && last.disk_read_bps[0].is_none(),
+                within_first_window,
+                "{k}: {last:?}"
+            );
         }
         // Against the reading 200 ms before: 10 busy of 20, 10 MiB in 0.2 s.
         assert_eq!(last.cpus[0].util_pm, Some(500));
