@@ -9,6 +9,7 @@
 
 use super::core::Peer;
 use super::Shared;
+use crate::ipc::events::{EventQueue, EventSender};
 use crate::ipc::protocol::{
     ActivityReply, CpuActivityReply, DiskActivityReply, ErrorCode, Kind, MinibatchReply, Phase,
     PhasedMinibatchReply, RailReply, ReplyBody, RequestBody, SampleReply, SchedulePlan,
@@ -18,7 +19,6 @@ use crate::ipc::server::{Answer, Credentials, Handler};
 use crate::telemetry::activity::Activity;
 use crate::telemetry::energy::{MarkerError, Minibatch, Minibatches, Span};
 use crate::telemetry::ring::{monotonic_ns, ActivityInfo, RingReader};
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Duration;
 
 /// One connection's state.
@@ -29,9 +29,9 @@ pub struct Connection {
     minibatches: Minibatches<Kind, Phase>,
     /// Events for this connection (lease ended, guard steps, outside changes, requests
     /// served).
-    events: Receiver<ReplyBody>,
+    events: EventQueue,
     /// Where the scheduler sends the `served` events of this connection's requests.
-    notify: Sender<ReplyBody>,
+    notify: EventSender,
     /// Where the scheduler grants this connection's turns: one channel of one for the
     /// connection's life, so a gate allocates nothing.
     grants: (
@@ -197,10 +197,10 @@ impl Handler for Shared {
         self.access.may_control(c.pid, c.uid, c.gid)
     }
 
-    fn open(&self, client: u64, c: Credentials) -> Connection {
-        let (tx, rx) = mpsc::channel();
+    fn open(&self, client: u64, c: Credentials) -> std::io::Result<Connection> {
+        let (tx, rx) = crate::ipc::events::queue()?;
         self.lock().connect(client, tx.clone());
-        Connection {
+        Ok(Connection {
             peer: Peer {
                 client,
                 pid: c.pid,
@@ -214,7 +214,7 @@ impl Handler for Shared {
             grants: crossbeam_channel::bounded(1),
             waiting: false,
             turn: None,
-        }
+        })
     }
 
     fn handle(&self, conn: &mut Connection, body: RequestBody) -> Answer {
@@ -261,8 +261,12 @@ impl Handler for Shared {
         }
     }
 
+    fn events<'a>(&self, conn: &'a Connection) -> &'a EventQueue {
+        &conn.events
+    }
+
     fn event(&self, conn: &mut Connection) -> Option<ReplyBody> {
-        let event = conn.events.try_recv().ok();
+        let event = conn.events.try_recv();
         if matches!(event, Some(ReplyBody::LeaseEnded { .. })) {
             // A planner's phase modes switch under its lease: they end with it.
             self.schedule.lease_ended(conn.peer.client);

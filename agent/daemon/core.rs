@@ -11,10 +11,10 @@ use crate::control::plan;
 use crate::control::preset::Presets;
 use crate::control::state::{Owner, OwnerKind};
 use crate::control::{ControlError, Controller, Switch};
+use crate::ipc::events::EventSender;
 use crate::ipc::protocol::*;
 use crate::telemetry::ring::monotonic_ns;
 use std::collections::HashMap;
-use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 /// Who is asking: a connection and its peer's credentials.
@@ -54,7 +54,7 @@ pub struct Core {
     /// Knobs changed behind jpower's back during the current lease.
     external: Vec<usize>,
     /// Where to send events for each connection.
-    events: HashMap<u64, Sender<ReplyBody>>,
+    events: HashMap<u64, EventSender>,
     config: Config,
     /// The sampler, restarted when the sensors' averaging changes.
     sensors: Sensors,
@@ -156,14 +156,14 @@ impl Core {
     }
 
     /// Registers where a connection's events go.
-    pub fn connect(&mut self, client: u64, events: Sender<ReplyBody>) {
+    pub fn connect(&mut self, client: u64, events: EventSender) {
         self.events.insert(client, events);
     }
 
     fn notify_holder(&self, body: ReplyBody) {
         if let Some(l) = &self.lease {
             if let Some(tx) = self.events.get(&l.client) {
-                let _ = tx.send(body);
+                tx.send(body);
             }
         }
     }
@@ -485,7 +485,7 @@ impl Core {
             None => self.external.clear(),
             Some(c) if c != peer.client => {
                 if let Some(tx) = self.events.get(&c) {
-                    let _ = tx.send(ReplyBody::LeaseEnded {
+                    tx.send(ReplyBody::LeaseEnded {
                         reason: format!("{} took over the persistent lease", peer.name),
                     });
                 }

@@ -9,6 +9,7 @@
 //! while blocked on I/O.
 
 use super::codec::{send, CodecError, Encoding, Framed};
+use super::events::EventQueue;
 use super::protocol::{ErrorCode, Reply, ReplyBody, Request, RequestBody};
 use std::io;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -20,7 +21,8 @@ use std::time::{Duration, Instant};
 
 /// How long a started frame may take to arrive whole.
 const FRAME_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often an idle connection looks at its subscription, its events and the stop flag.
+/// How often an idle connection looks at its subscription and the stop flag (its events
+/// wake it at once).
 const POLL: Duration = Duration::from_millis(100);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The fastest subscription.
@@ -59,14 +61,16 @@ pub trait Handler: Send + Sync + 'static {
     /// Whether a peer may control the board: such peers keep a reserved share of the
     /// connections, so readers cannot lock them out.
     fn may_control(&self, peer: Credentials) -> bool;
-    /// A connection was accepted.
-    fn open(&self, client: u64, peer: Credentials) -> Self::Connection;
+    /// A connection was accepted (an error: it cannot be served, and is closed).
+    fn open(&self, client: u64, peer: Credentials) -> io::Result<Self::Connection>;
     /// Answers one request (never `Subscribe`, which the server keeps).
     fn handle(&self, conn: &mut Self::Connection, body: RequestBody) -> Answer;
     /// The reply a [`Answer::Deferred`] promised, waiting at most `wait` for it (`None`:
     /// not yet). Called again and again while the peer waits: a pending reply counts as
     /// the peer's heartbeat.
     fn deferred(&self, conn: &mut Self::Connection, wait: Duration) -> Option<ReplyBody>;
+    /// The connection's queue of events, whose descriptor wakes the connection's thread.
+    fn events<'a>(&self, conn: &'a Self::Connection) -> &'a EventQueue;
     /// The connection's next pending event, if any.
     fn event(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
     /// A subscription sample, if there is one yet.
@@ -268,7 +272,15 @@ fn serve<H: Handler>(
     idle: Option<Duration>,
     stop: &AtomicBool,
 ) {
-    let mut conn = handler.open(client, peer);
+    let mut conn = match handler.open(client, peer) {
+        Ok(conn) => conn,
+        Err(e) => {
+            log::warn!("cannot serve client {client}: {e}");
+            let reply = Reply::error(0, ErrorCode::Busy, format!("cannot serve: {e}"));
+            let _ = send(&mut stream, Encoding::Json, &reply, &mut Vec::new());
+            return;
+        }
+    };
     let mut last_request = Instant::now();
     let _ = stream.set_read_timeout(Some(POLL));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
@@ -362,7 +374,14 @@ fn serve<H: Handler>(
             due.saturating_duration_since(Instant::now())
                 .clamp(Duration::from_millis(1), POLL)
         });
-        let _ = stream.set_read_timeout(Some(wait));
+        // Wait for bytes from the peer or an event for it, whichever comes first.
+        let (readable, woken) = wait_for(&stream, handler.events(&conn), wait);
+        if woken {
+            handler.events(&conn).clear();
+        }
+        if !readable {
+            continue;
+        }
         match framed.fill(&mut stream) {
             Ok(0) => return Ok(()),
             Ok(_) => {}
@@ -389,6 +408,24 @@ fn serve<H: Handler>(
         }
     }
     handler.close(conn);
+}
+
+/// Waits at most `wait` for the peer's bytes (or its hang-up) and for an event: whether
+/// the stream is readable, and whether the events woke it.
+fn wait_for(stream: &UnixStream, events: &EventQueue, wait: Duration) -> (bool, bool) {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [
+        PollFd::new(stream.as_fd(), PollFlags::POLLIN),
+        PollFd::new(events.fd(), PollFlags::POLLIN),
+    ];
+    if poll(&mut fds, PollTimeout::from(ms)).is_err() {
+        // EINTR: look again on the next turn of the loop.
+        return (false, false);
+    }
+    let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+    (ready(&fds[0]), ready(&fds[1]))
 }
 
 /// Waits for a deferred reply, forwarding the connection's events meanwhile; `None` when

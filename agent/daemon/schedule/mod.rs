@@ -20,7 +20,8 @@ mod arrivals;
 pub mod turns;
 
 use super::core::{Core, Peer};
-use crate::ipc::protocol::{Kind, PhaseModes, ReplyBody, SchedulePlan, ScheduleReply, TurnReply};
+use crate::ipc::events::EventSender;
+use crate::ipc::protocol::{Kind, PhaseModes, SchedulePlan, ScheduleReply, TurnReply};
 use crate::telemetry::ring::monotonic_ns;
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -181,7 +182,7 @@ impl Scheduler {
     }
 
     /// Queues a request whose `served` event goes to `notify`; its number.
-    pub fn submit(&self, notify: std::sync::mpsc::Sender<ReplyBody>) -> Result<u64, ScheduleError> {
+    pub fn submit(&self, notify: EventSender) -> Result<u64, ScheduleError> {
         let id = self.tally.admit().ok_or(ScheduleError::Full)?;
         let r = Request {
             id,

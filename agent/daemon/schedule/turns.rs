@@ -18,6 +18,7 @@
 //! This module decides and counts; it neither blocks nor switches modes: the scheduler's
 //! thread (`super`) does, between [`Turns::due`] and [`Turns::grant`].
 
+use crate::ipc::events::EventSender;
 use crate::ipc::protocol::{Kind, ReplyBody, SchedulePlan, ScheduleReply, TurnReply, TurnTotals};
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
@@ -44,7 +45,7 @@ pub struct Request {
     /// When it was queued, `CLOCK_MONOTONIC` ns.
     pub at_ns: u64,
     /// Where its `served` event goes (`None`: it arrived at the declared rate).
-    pub notify: Option<std::sync::mpsc::Sender<ReplyBody>>,
+    pub notify: Option<EventSender>,
 }
 
 /// A client waiting at its gate: the turn is sent on `grant`.
@@ -287,7 +288,7 @@ impl Turns {
             s.latency_sum_ms += latency_ms;
             s.latency_max_ms = s.latency_max_ms.max(latency_ms);
             if let Some(tx) = r.notify {
-                let _ = tx.send(ReplyBody::Served {
+                tx.send(ReplyBody::Served {
                     request: r.id,
                     latency_ms,
                     batch,
