@@ -5,15 +5,19 @@
 
 use super::{Output, Target};
 use crate::control::mode::PinnedMode;
+use crate::predict::evaluate::Effort;
 use crate::predict::fulcrum::eval::{self, Report};
 use crate::predict::fulcrum::search::{self, Strategy};
 use crate::predict::fulcrum::{oracle, Board, Problem, Setting, BATCHES};
+use crate::predict::{FitConfig, Method, Model};
 use crate::sim::concurrent::ConcurrentBoard;
 use crate::sim::settle::SwitchTimes;
 use crate::sim::spec::{self, BoardSpec};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Arguments of `jpower schedule`.
@@ -148,6 +152,10 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
         SwitchTimes::fast(switch_ms),
         a.seed,
     )?;
+    if strategy == Strategy::Als {
+        let (reference, fit) = reference_models(spec, &a.train, a.seed)?;
+        board.set_reference(reference, fit);
+    }
     let p = Problem {
         budget_w: a.budget,
         slo_ms: a.slo_ms,
@@ -428,6 +436,30 @@ fn problems_per_group(quick: bool) -> usize {
     b.len() * s.len() * r.len()
 }
 
+/// The reference workload ALS's training predictors are pre-trained on: ResNet-18 (as
+/// PowerTrain's), or MobileNetV3 where ResNet-18 is the target itself.
+fn reference_of(train: &str) -> &'static str {
+    if train == "resnet18" {
+        "mobilenetv3"
+    } else {
+        "resnet18"
+    }
+}
+
+/// ALS's training predictors for target `train` on `spec`: the `physics` models
+/// pre-trained on [`reference_of`]'s profile on the board, at the quick effort of
+/// `powertrain eval --quick` (800 reference modes, three members; a few seconds).
+fn reference_models(
+    spec: &BoardSpec,
+    train: &str,
+    seed: u64,
+) -> Result<(Arc<(Model, Model)>, FitConfig)> {
+    let effort = Effort::new(true, seed);
+    let models =
+        super::train_modes::pretrained(spec, reference_of(train), Method::Physics, &effort)?;
+    Ok((Arc::new(models), effort.fit))
+}
+
 /// `jpower fulcrum eval`.
 pub fn eval(target: &Target, c: &Command, out: &Output) -> Result<()> {
     let Command::Eval(a) = c;
@@ -476,13 +508,25 @@ pub fn eval(target: &Target, c: &Command, out: &Output) -> Result<()> {
             }
         }
     }
+    // ALS's pre-trained predictors, one per board and reference workload.
+    let mut references = HashMap::new();
+    for (s, (train, _), ..) in &wanted {
+        if let std::collections::hash_map::Entry::Vacant(e) =
+            references.entry((s.name, reference_of(train)))
+        {
+            e.insert(reference_models(s, train, a.seed)?);
+        }
+    }
     // The boards' truth tables (every mode) take seconds each: built a thread each.
     let groups = std::thread::scope(|scope| {
         let handles: Vec<_> = wanted
             .into_iter()
             .map(|(s, (train, infer), seed, keep)| {
+                let (reference, fit) = references[&(s.name, reference_of(train))].clone();
                 scope.spawn(move || -> Result<_> {
-                    let board = ConcurrentBoard::new(s, train, infer, SwitchTimes::DEFAULT, seed)?;
+                    let mut board =
+                        ConcurrentBoard::new(s, train, infer, SwitchTimes::DEFAULT, seed)?;
+                    board.set_reference(reference, fit);
                     let all = problems(&board, a.quick);
                     let mine: Vec<Problem> = keep.iter().map(|&k| all[k]).collect();
                     Ok((board, mine))

@@ -219,6 +219,18 @@ impl ModeSpace {
         })
     }
 
+    /// The index of `m` ([`ModeSpace::get`]'s inverse), where it is a mode of this space.
+    pub fn index_of(&self, m: &PinnedMode) -> Option<usize> {
+        let at = |t: &[u64], v: u64| t.iter().position(|&f| f == v);
+        let k = self.cores.iter().position(|&c| c == m.cores)?;
+        let (c, g, e) = (
+            at(&self.cpu_hz, m.cpu_hz)?,
+            at(&self.gpu_hz, m.gpu_hz)?,
+            at(&self.emc_hz, m.emc_hz)?,
+        );
+        Some(((k * self.cpu_hz.len() + c) * self.gpu_hz.len() + g) * self.emc_hz.len() + e)
+    }
+
     /// Every mode, in index order.
     pub fn iter(&self) -> impl Iterator<Item = PinnedMode> + '_ {
         (0..self.len()).filter_map(|i| self.get(i))
@@ -439,5 +451,13 @@ mod tests {
             }
         );
         assert_eq!(s.get(36), None);
+        for (i, m) in s.iter().enumerate() {
+            assert_eq!(s.index_of(&m), Some(i));
+        }
+        let outside = PinnedMode {
+            gpu_hz: 8,
+            ..s.get(0).unwrap()
+        };
+        assert_eq!(s.index_of(&outside), None);
     }
 }

@@ -20,7 +20,10 @@
 //! [`workload::measure`] ten minibatches after the switch) and [`PROFILE_RUNS`] forward
 //! passes of each batch size ([`super::inference::measure`]): mean time, the minibatch times'
 //! spread, and mean power. Deployed runs scatter phase times by 2 % and power by 1.5 %,
-//! as those functions do.
+//! as those functions do. Profiles draw their noise from one stream in turn, which a sweep
+//! starts anew for each strategy on each problem
+//! ([`fulcrum::eval::SweepBoard::set_draws`]): what one strategy measures does not move
+//! with how many modes another profiled before it.
 //!
 //! # Runs kept
 //!
@@ -33,17 +36,22 @@
 use super::kernel::LoadState;
 use super::power::{Operating, Silicon};
 use super::settle::SwitchTimes;
+use super::sources::modelled_rooflines;
 use super::sources::InferenceSource;
 use super::spec::BoardSpec;
 use super::workload::{self, Workload};
 use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::gpu::roofline::Precision;
+use crate::predict::fulcrum::als::Prior;
 use crate::predict::fulcrum::interleave::{Engine, Noise, Outcome, Phases};
 use crate::predict::fulcrum::{self, PhaseTable, Problem, Setting, BATCHES};
-use crate::predict::pagoda::zoo;
+use crate::predict::pagoda::calibrate::{self, KnobRooflines};
+use crate::predict::pagoda::{zoo, Report};
 use crate::predict::profile::Source;
+use crate::predict::{FitConfig, Model};
 use crate::support::rng;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Training minibatches measured when profiling a mode.
 pub const PROFILE_MINIBATCHES: u32 = 20;
@@ -76,6 +84,8 @@ pub struct ConcurrentBoard {
     space: ModeSpace,
     train: Workload,
     infer: Vec<InferenceSource>,
+    /// The inference model's layer counts per batch size (what ALS's prior reads).
+    reports: Vec<Report>,
     truths: Vec<PhaseTable>,
     switch: SwitchTimes,
     seed: u64,
@@ -84,6 +94,8 @@ pub struct ConcurrentBoard {
     kept: HashMap<RunKey, Outcome>,
     /// What each phase's time is multiplied by ([`ConcurrentBoard::set_phase_scales`]).
     scales: PhaseScales,
+    /// ALS's prior, once a reference is given ([`ConcurrentBoard::set_reference`]).
+    prior: Option<Arc<Prior>>,
 }
 
 /// What a planner measured of each phase's time against the board's model: the training
@@ -132,12 +144,13 @@ impl ConcurrentBoard {
             Workload::from_name(train).ok_or_else(|| ConcurrentError::Train(train.into()))?;
         let model =
             zoo::get(zoo_name(infer)).ok_or_else(|| ConcurrentError::Infer(infer.into()))?;
-        let infer: Vec<InferenceSource> = BATCHES
+        let reports: Vec<Report> = BATCHES
             .iter()
-            .map(|&b| {
-                let report = model.count(u64::from(b), Precision::F32, false);
-                InferenceSource::new(spec, &report, seed)
-            })
+            .map(|&b| model.count(u64::from(b), Precision::F32, false))
+            .collect();
+        let infer: Vec<InferenceSource> = reports
+            .iter()
+            .map(|report| InferenceSource::new(spec, report, seed))
             .collect();
         let space = spec.mode_space();
         let truths = space
@@ -162,6 +175,7 @@ impl ConcurrentBoard {
             space,
             train,
             infer,
+            reports,
             truths,
             switch,
             seed,
@@ -169,7 +183,24 @@ impl ConcurrentBoard {
             engine: Engine::default(),
             kept: HashMap::new(),
             scales: PhaseScales::default(),
+            prior: None,
         })
+    }
+
+    /// Gives ALS its prior ([`Prior`]): `reference`, the training predictors pre-trained
+    /// on a reference workload on this board (re-fitted as `fit` says), beside the
+    /// inference model's layer counts on the rooflines `jpower roofline` would measure
+    /// here ([`calibrate::roofline_modes`], interpolated over the clocks).
+    pub fn set_reference(&mut self, reference: Arc<(Model, Model)>, fit: FitConfig) {
+        let sampled = calibrate::roofline_modes(&self.space);
+        let rooflines = KnobRooflines::fit(&modelled_rooflines(self.spec, &sampled))
+            .expect("the simulated rooflines sample pinned clocks");
+        self.prior = Some(Arc::new(Prior {
+            reference,
+            fit,
+            infer: self.reports.clone(),
+            rooflines,
+        }));
     }
 
     /// Makes each phase `scales` times as long as the board's model says, in profiles,
@@ -231,6 +262,13 @@ pub struct PhaseLoads {
 impl fulcrum::eval::SweepBoard for ConcurrentBoard {
     fn set_fast_switch(&mut self, ms: f64) {
         self.switch = SwitchTimes::fast(ms);
+    }
+
+    fn set_draws(&mut self, stream: u64) {
+        self.profiles = rng::spread(stream) << 20;
+        for src in &mut self.infer {
+            src.reseed(self.seed ^ rng::spread(stream.wrapping_add(1)));
+        }
     }
 }
 
@@ -301,6 +339,10 @@ impl fulcrum::Board for ConcurrentBoard {
 
     fn truth(&self, mode: usize) -> PhaseTable {
         self.scaled(self.truths[mode])
+    }
+
+    fn prior(&self) -> Option<Arc<Prior>> {
+        self.prior.clone()
     }
 
     fn run(&mut self, s: &Setting, p: &Problem, stop_early: bool) -> Outcome {

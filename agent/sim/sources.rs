@@ -154,6 +154,13 @@ impl InferenceSource {
     }
 }
 
+impl InferenceSource {
+    /// Starts its measurement noise anew from `seed`, as [`InferenceSource::new`] did.
+    pub fn reseed(&mut self, seed: u64) {
+        (self.seed, self.count) = (seed, 0);
+    }
+}
+
 impl Source for InferenceSource {
     fn minibatch(&mut self, mode: &PinnedMode, _since_switch: u32) -> Option<(f64, f64)> {
         self.count += 1;

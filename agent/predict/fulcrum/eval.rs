@@ -73,6 +73,10 @@ pub struct Report {
 pub trait SweepBoard: Board {
     /// Sets both fast knobs' switch time, ms.
     fn set_fast_switch(&mut self, ms: f64);
+    /// Starts the noise of [`Board::profile`]'s measurements on stream `stream`, so that
+    /// what one strategy measures does not depend on how many modes another profiled
+    /// before it.
+    fn set_draws(&mut self, stream: u64);
 }
 
 /// Per configuration: the oracle and each strategy's deployed outcome.
@@ -132,7 +136,9 @@ fn score(board: &mut impl SweepBoard, p: &Problem, seed: u64) -> Scored {
     let mut gmd_s = 0.0;
     let strategies = Strategy::ALL
         .iter()
-        .map(|&s| {
+        .enumerate()
+        .map(|(i, &s)| {
+            board.set_draws(seed.wrapping_mul(Strategy::ALL.len() as u64) + i as u64);
             let started = Instant::now();
             let c = search::choose(s, board, p, seed);
             if s == Strategy::Gmd {

@@ -10,6 +10,8 @@
 //! - [`profiler`]: what a strategy sees the board through (profiles, their plans, the
 //!   choice of a fixed mode or a per-phase pair);
 //! - [`descent`]: GMD's model of the plans over the mode lattice and its walk;
+//! - [`als`]: ALS's surrogate of the phase tables (transferred training predictors,
+//!   Pagoda's inference model) and its acquisition;
 //! - [`search`]: the strategies that choose what to profile (GMD-style descent, ALS-style
 //!   active learning, MAXN, the nvpmodel presets, random-N);
 //! - [`oracle`]: the exhaustive optimum of a board's truth, fixed modes and per-phase pairs;
@@ -18,6 +20,7 @@
 //! A strategy sees a board only through [`Board::profile`] (measurements with noise); the
 //! oracle and the scoring use [`Board::truth`] and [`Board::run`].
 
+pub mod als;
 pub mod descent;
 pub mod eval;
 pub mod interleave;
@@ -92,6 +95,8 @@ pub trait Board {
     fn profile(&mut self, mode: usize) -> PhaseTable;
     /// The noise-free phase table of `mode` (oracle and scoring only).
     fn truth(&self, mode: usize) -> PhaseTable;
+    /// What ALS's surrogate starts from ([`als::Prior`]), where the board has it.
+    fn prior(&self) -> Option<std::sync::Arc<als::Prior>>;
     /// Runs `s` under `p` on the board: the measured outcome of deploying it, at the
     /// board's own switch times (oracle and scoring only). With `stop_early`, may stop at
     /// the first sure miss (`completed` false).

@@ -204,6 +204,9 @@ pub(crate) mod toy {
         fn presets(&self) -> Vec<PinnedMode> {
             vec![self.space.get(self.space.len() - 1).unwrap()]
         }
+        fn prior(&self) -> Option<std::sync::Arc<super::super::als::Prior>> {
+            None
+        }
         fn profile(&mut self, mode: usize) -> PhaseTable {
             self.profiles += 1;
             let mut t = self.truth(mode);
