@@ -139,17 +139,8 @@ pub(super) fn pretrained(
 /// A recorded profile of board `spec`: every row's mode must be one of the board's.
 pub(super) fn read_profile(path: &std::path::Path, spec: &BoardSpec) -> Result<Vec<Row>> {
     let rows = profile::read_csv(path)?;
-    let space = spec.mode_space();
-    if let Some(r) = rows.iter().find(|r| !space.contains(&r.mode)) {
-        bail!(
-            "{}: {} cores at {} kHz CPU, {} Hz GPU, {} Hz EMC is not a mode of {}",
-            path.display(),
-            r.mode.cores,
-            r.mode.cpu_hz / 1000,
-            r.mode.gpu_hz,
-            r.mode.emc_hz,
-            spec.id()
-        );
+    if let Some(e) = profile::off_the_board(&rows, &spec.mode_space(), path, &spec.id()) {
+        bail!("{e}");
     }
     Ok(rows)
 }

@@ -7,7 +7,7 @@
 //! FILE.csv`, columns `cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w`, one row per mode) so
 //! profiles recorded on a real Jetson can be replayed and scored.
 
-use crate::control::mode::PinnedMode;
+use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::support::rng::{self, SplitMix64};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -91,6 +91,23 @@ pub const CSV_HEADER: &str = "cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w";
 /// The largest time (ms) or power (W) a profile may hold: anything above is a broken
 /// file, and would overflow the arithmetic it feeds.
 const PLAUSIBLE: f64 = 1e6;
+/// The smallest: a microsecond, a microwatt (below, errors relative to it overflow).
+const PLAUSIBLE_MIN: f64 = 1e-6;
+
+/// Why a row of `rows` (read from `path`) is no mode of `space` (the board `board`'s), if
+/// one is not: a profile of another board, whose figures would score nothing here.
+pub fn off_the_board(rows: &[Row], space: &ModeSpace, path: &Path, board: &str) -> Option<String> {
+    rows.iter().find(|r| !space.contains(&r.mode)).map(|r| {
+        format!(
+            "{}: {} cores at {} kHz CPU, {} Hz GPU, {} Hz EMC is not a mode of {board}",
+            path.display(),
+            r.mode.cores,
+            r.mode.cpu_hz / 1000,
+            r.mode.gpu_hz,
+            r.mode.emc_hz,
+        )
+    })
+}
 
 /// Reads a truth/profile CSV (extra columns after the six are ignored).
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
@@ -130,6 +147,7 @@ pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>,
         return Err(bad(1, "no rows after the header".into()));
     }
     let mut rows = Vec::new();
+    let mut seen: HashMap<PinnedMode, usize> = HashMap::new();
     for (line, f) in records {
         if f.len() < columns.len() {
             return Err(bad(line, format!("{} fields, expected 6", f.len())));
@@ -145,12 +163,12 @@ pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>,
         let real = |k: usize| {
             f[k].parse::<f64>()
                 .ok()
-                .filter(|v| *v > 0.0 && *v <= PLAUSIBLE)
+                .filter(|v| (PLAUSIBLE_MIN..=PLAUSIBLE).contains(v))
                 .ok_or_else(|| {
                     bad(
                         line,
                         format!(
-                            "{} is not a positive number up to 1e6: {:?}",
+                            "{} is not a number from 1e-6 to 1e6: {:?}",
                             columns[k], &f[k]
                         ),
                     )
@@ -163,13 +181,17 @@ pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>,
         let cpu_hz = int(1)?
             .checked_mul(1000)
             .ok_or_else(|| bad(line, format!("cpu_khz is out of range: {:?}", &f[1])))?;
+        let mode = PinnedMode {
+            cores,
+            cpu_hz,
+            gpu_hz: int(2)?,
+            emc_hz: int(3)?,
+        };
+        if let Some(first) = seen.insert(mode, line) {
+            return Err(bad(line, format!("the mode of line {first} again")));
+        }
         rows.push(Row {
-            mode: PinnedMode {
-                cores,
-                cpu_hz,
-                gpu_hz: int(2)?,
-                emc_hz: int(3)?,
-            },
+            mode,
             time_ms: real(4)?,
             power_w: real(5)?,
             time_std_ms: 0.0,

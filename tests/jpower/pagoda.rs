@@ -392,6 +392,23 @@ fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
         err.contains(&format!("{}:2: cpu_khz is not an integer", truth.display())),
         "{err}"
     );
+    // Found by a review: a mode the board lacks was scored (a MAPE of 2e10 %), a repeated
+    // mode's last row won, and 1e-300 counted as a positive latency.
+    for (rows, want) in [
+        ("99,12345,7,9,5.0,30\n", "99 cores at 12345 kHz CPU, 7 Hz GPU, 9 Hz EMC is not a mode of NVIDIA Jetson AGX Orin"),
+        (
+            "12,2201600,1300500000,3199000000,50.0,53.5\n12,2201600,1300500000,3199000000,40.0,50\n",
+            ":3: the mode of line 2 again",
+        ),
+        ("12,2201600,1300500000,3199000000,1e-300,53.5\n", ":2: latency_ms is not a number from 1e-6 to 1e6"),
+    ] {
+        std::fs::write(&truth, format!("cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w\n{rows}"))
+            .unwrap();
+        let out = plan(&["--truth", truth.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(want) && err.lines().count() == 1, "{want}: {err}");
+    }
 }
 
 /// `plan-inference --calibrate --markers`: the calibration and verification runs measured
