@@ -102,6 +102,8 @@ const NO_EMC_WHY: &str = "the board has no EMC cap control (no nvpmodel clock-ca
 const NO_EMC_TABLE_WHY: &str = "the board lists no EMC frequencies to cap at";
 const NOT_A_NUMBER_WHY: &str = "its value is not an integer";
 const CPU0_WHY: &str = "cpu0 cannot go offline (the kernel refuses)";
+const NOT_ONLINE_WHY: &str = "an online value is 0 or 1 (the kernel refuses others)";
+const NOT_A_LIMIT_WHY: &str = "not a frequency (-1 means the table maximum)";
 
 impl Presets {
     /// Reads and imports the nvpmodel file at `path` (a real path, not a board path).
@@ -378,6 +380,12 @@ impl<'b> Builder<'b> {
         let is_min = arg.starts_with("MIN_FREQ");
         let what = format!("{param} {arg}");
         match (kind, int) {
+            (Kind::Online, Some(v)) if !(0..=1).contains(&v) => {
+                self.skip(param, arg, value, NOT_ONLINE_WHY)
+            }
+            (Kind::Cluster(_) | Kind::Gpu | Kind::Emc, Some(v)) if v < -1 => {
+                self.skip(param, arg, value, NOT_A_LIMIT_WHY)
+            }
             (Kind::Online, Some(v)) => {
                 // The CPU its file is about; nvpmodel writes the path, whatever the name.
                 let cpu = path

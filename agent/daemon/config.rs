@@ -177,7 +177,9 @@ impl Config {
             toml::from_str(text).map_err(|e| crate::support::file_error::FileError::Invalid {
                 path: path.to_path_buf(),
                 line: e.span().map_or(1, |s| line_of(s.start)),
-                message: e.message().trim().to_string(),
+                // toml's messages may run over lines ("invalid array\nexpected `]`"):
+                // errors here are one line.
+                message: e.message().trim().lines().collect::<Vec<_>>().join("; "),
             })?;
         let bad = |key: &str, message: String| {
             let line = line_of_key(text, key).unwrap_or(1);
@@ -342,7 +344,8 @@ mod tests {
             "{}",
             err("\n\nbudget_w = \"lots\"\n")
         );
-        assert!(err("x = [\n").starts_with("j.toml:"));
+        let e = err("x = [\n");
+        assert!(e.starts_with("j.toml:") && e.lines().count() == 1, "{e}");
         assert!(err("\nsocket_mode = \"999\"\n").starts_with("j.toml:2: socket_mode"));
         assert!(err("sensor_averaging = \"3\"\n").starts_with("j.toml:1: sensor_averaging"));
         assert!(err("budget_w = -1.0\n").contains("positive"));

@@ -142,6 +142,39 @@ fn a_number_is_an_id_before_it_is_a_name() {
     assert!(p.find("7").is_err());
 }
 
+/// Found by a review: `CPU_ONLINE CORE_4 2` was taken as online and `GPU MAX_FREQ -5` as
+/// the table maximum. The kernel takes 0 or 1 online; only -1 means the maximum: both are
+/// skipped with the reason, as every setting jpower does not apply is.
+#[test]
+fn online_values_other_than_0_or_1_and_limits_below_minus_1_are_skipped() {
+    let (dir, b) = exported("orin-agx");
+    let conf = dir.path().join("etc/nvpmodel.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let (head, tail) = text.split_once("NAME=MODE_15W >").unwrap();
+    let tail = tail
+        .replacen("CPU_ONLINE CORE_4 0", "CPU_ONLINE CORE_4 2", 1)
+        .replacen("GPU MAX_FREQ 408000000", "GPU MAX_FREQ -5", 1);
+    std::fs::write(&conf, format!("{head}NAME=MODE_15W >{tail}")).unwrap();
+    let p = Presets::load(&conf, &b).unwrap();
+    let m15 = p.find("MODE_15W").unwrap();
+    let why = |param: &str, arg: &str| {
+        m15.skipped
+            .iter()
+            .find(|s| s.param == param && s.arg == arg)
+            .map(|s| s.why)
+    };
+    assert!(
+        why("CPU_ONLINE", "CORE_4").is_some_and(|w| w.contains("0 or 1")),
+        "{m15:?}"
+    );
+    assert!(
+        why("GPU", "MAX_FREQ").is_some_and(|w| w.contains("-1 means")),
+        "{m15:?}"
+    );
+    let online = m15.mode.online_cpus.as_ref().unwrap();
+    assert!(!online.contains(&4), "{online:?}");
+}
+
 fn reference_import(conf: &str, board: &str, test: &str) -> Option<Presets> {
     let confs = util::reference("nvpmodel", test)?;
     let tree = util::reference_tree(board, test)?;
