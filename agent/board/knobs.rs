@@ -75,8 +75,8 @@ pub struct Knob {
     pub path: PathBuf,
     /// The unit of its values (`None` for 0/1 knobs).
     pub unit: Option<FreqUnit>,
-    /// Whether it could be opened for writing.
-    pub writable: bool,
+    /// Why it could not be opened for writing (`None`: it could).
+    pub unwritable: Option<nix::errno::Errno>,
     /// For attributes holding a word, the words its values index (`None`: a number).
     pub words: Option<&'static [&'static str]>,
     /// The opened attribute.
@@ -84,6 +84,11 @@ pub struct Knob {
 }
 
 impl Knob {
+    /// Whether it could be opened for writing.
+    pub fn writable(&self) -> bool {
+        self.unwritable.is_none()
+    }
+
     /// Reads the value: the number, or the index of the word the file holds.
     pub fn read(&self) -> Result<u64, SysfsError> {
         match self.words {
@@ -118,12 +123,15 @@ impl Board {
         unit: Option<FreqUnit>,
         words: Option<&'static [&'static str]>,
     ) -> Option<usize> {
-        let (attr, writable) = match self.root.open(path, true) {
-            Ok(a) => (a, true),
+        let (attr, unwritable) = match self.root.open(path, true) {
+            Ok(a) => (a, None),
             Err(e) => match self.root.open(path, false) {
                 Ok(a) => {
                     self.warnings.push(format!("read-only: {e}"));
-                    (a, false)
+                    let errno = e
+                        .errno()
+                        .map_or(nix::errno::Errno::UnknownErrno, nix::errno::Errno::from_raw);
+                    (a, Some(errno))
                 }
                 Err(e) => {
                     self.warnings.push(format!("missing knob: {e}"));
@@ -135,7 +143,7 @@ impl Board {
             kind,
             path: path.into(),
             unit,
-            writable,
+            unwritable,
             words,
             attr,
         };

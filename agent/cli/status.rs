@@ -114,7 +114,7 @@ pub fn snapshot(
         .knobs
         .iter()
         .zip(v)
-        .map(|(k, val)| json!({"knob": k.kind, "path": k.path, "value": val, "writable": k.writable}))
+        .map(|(k, val)| json!({"knob": k.kind, "path": k.path, "value": val, "writable": k.writable()}))
         .collect();
     let zones: Vec<Value> = crate::telemetry::thermal::zones(&b.root)
         .iter()

@@ -20,7 +20,7 @@ const FAN_FULL: u64 = 255;
 /// report says so) rather than failing the whole switch.
 pub fn target(board: &Board, current: &Values) -> Values {
     let mut t = current.clone();
-    for (i, k) in board.knobs.iter().enumerate().filter(|(_, k)| k.writable) {
+    for (i, k) in board.knobs.iter().enumerate().filter(|(_, k)| k.writable()) {
         match k.kind {
             KnobKind::GpuRailgate => t[i] = 0,
             KnobKind::GpuPowerControl => t[i] = 1,
@@ -64,7 +64,7 @@ pub fn describe(board: &Board) -> Vec<String> {
                 KnobKind::GpuRailgate | KnobKind::GpuPowerControl | KnobKind::Fan
             )
         })
-        .map(|(i, k)| match (k.writable, k.words) {
+        .map(|(i, k)| match (k.writable(), k.words) {
             (false, _) => format!("{} left as it is: not writable", k.path.display()),
             (true, Some(w)) => format!("{} = {}", k.path.display(), w[locked[i] as usize]),
             (true, None) => format!("{} = {}", k.path.display(), locked[i]),

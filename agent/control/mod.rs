@@ -82,10 +82,12 @@ pub enum ControlError {
     #[error(transparent)]
     Read(#[from] SysfsError),
     /// The switch needs a knob jpower cannot write.
-    #[error("no write permission on {}: run as root, or install jpower's udev rules and join group jpower", path.display())]
+    #[error("cannot write {}: {}", path.display(), read_only_why(*errno))]
     ReadOnly {
         /// The knob's path on the board.
         path: PathBuf,
+        /// Why it could not be opened for writing.
+        errno: nix::errno::Errno,
     },
     /// A switch failed part way; what failed and how the rollback went.
     #[error("{cause}; {rollback}")]
@@ -95,6 +97,17 @@ pub enum ControlError {
         /// How the rollback went.
         rollback: Rollback,
     },
+}
+
+/// Why a knob cannot be written, and for a permission denied what grants it (an
+/// immutable file or a read-only mount says so instead: root would not help).
+fn read_only_why(errno: nix::errno::Errno) -> String {
+    let what = format!("{} ({errno:?})", errno.desc());
+    if errno == nix::errno::Errno::EACCES {
+        format!("{what}: run as root, or install jpower's udev rules and join group jpower")
+    } else {
+        what
+    }
 }
 
 /// A completed switch.
@@ -335,9 +348,13 @@ impl Controller {
                 elapsed_ns: start.elapsed().as_nanos() as u64,
             });
         }
-        if let Some(s) = steps.iter().find(|s| !self.board.knobs[s.knob].writable) {
+        if let Some((k, errno)) = steps.iter().find_map(|s| {
+            let k = &self.board.knobs[s.knob];
+            k.unwritable.map(|e| (k, e))
+        }) {
             return Err(ControlError::ReadOnly {
-                path: self.board.knobs[s.knob].path.clone(),
+                path: k.path.clone(),
+                errno,
             });
         }
         self.ensure_baseline()?;

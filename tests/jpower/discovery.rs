@@ -34,7 +34,7 @@ fn every_simulated_board_is_discovered_from_its_exported_tree() {
         let found: Vec<&str> = b.rails.iter().map(|r| r.label.as_str()).collect();
         assert_eq!(found, labels, "{id}");
         assert!(!b.totals.module.is_empty(), "{id}");
-        assert!(b.knobs.iter().all(|k| k.writable), "{id}");
+        assert!(b.knobs.iter().all(|k| k.writable()), "{id}");
         assert_eq!(
             b.identity.l4t_major,
             Some(spec.release.tag()[1..].parse().unwrap())

@@ -173,7 +173,7 @@ fn the_udev_rules_grant_exactly_the_files_jpower_writes() {
         let dir = tempfile::tempdir().unwrap();
         jpower::sim::export(&spec.id(), dir.path()).unwrap();
         let board = Board::discover(Root::host(dir.path())).unwrap();
-        for knob in board.knobs.iter().filter(|k| k.writable) {
+        for knob in board.knobs.iter().filter(|k| k.writable()) {
             let hit = granted.iter().position(|g| grants(g, &knob.path));
             let i = hit.unwrap_or_else(|| {
                 panic!(
