@@ -543,16 +543,27 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             if axis >= t.shape.len() {
                 return Err("a split of a scalar".into());
             }
-            let sizes = ints(n, "split")
-                .or_else(|| {
-                    input(g, 1)
-                        .ok()
-                        .and_then(|a| a.values)
-                        .map(|v| v.iter().map(|&a| a as i64).collect())
-                })
-                .unwrap_or_else(|| {
-                    vec![t.shape[axis] / n.output.len().max(1) as i64; n.output.len()]
-                });
+            let given = ints(n, "split").or_else(|| {
+                input(g, 1)
+                    .ok()
+                    .and_then(|a| a.values)
+                    .map(|v| v.iter().map(|&a| a as i64).collect())
+            });
+            // Given sizes are non-negative and, where the axis is known, add up to it.
+            if let Some(sizes) = &given {
+                let known = t.shape[axis] > 0;
+                if sizes.iter().any(|&d| d < 0)
+                    || (known && sizes.iter().sum::<i64>() != t.shape[axis])
+                {
+                    return Err(format!(
+                        "split sizes {sizes:?} do not add up to the axis's {}",
+                        t.shape[axis]
+                    ));
+                }
+            }
+            let sizes = given.unwrap_or_else(|| {
+                vec![t.shape[axis] / n.output.len().max(1) as i64; n.output.len()]
+            });
             for (o, size) in n.output.iter().zip(sizes) {
                 let mut s = t.shape.clone();
                 s[axis] = size;
@@ -683,8 +694,10 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                         .collect::<Result<Vec<_>, _>>()
                 })
                 .unwrap_or_else(|| Ok((0..rank).rev().collect()))?;
-            if perm.len() != rank || rank == 0 {
-                return Err(format!("perm {perm:?} does not fit rank {rank}"));
+            let mut seen = vec![false; rank];
+            let mut each_once = || perm.iter().all(|&i| !std::mem::replace(&mut seen[i], true));
+            if perm.len() != rank || rank == 0 || !each_once() {
+                return Err(format!("perm {perm:?} is not a permutation of rank {rank}"));
             }
             let s: Vec<i64> = perm.iter().map(|&i| t.shape[i]).collect();
             if t.values.is_none() {
@@ -862,6 +875,11 @@ mod tests {
     /// Conv, ReLU, then the exporters' flatten: Shape -> Gather -> Unsqueeze -> Concat ->
     /// Reshape, a Gemm, and an operator nobody knows followed by one that needs its output.
     fn model() -> Vec<u8> {
+        model_with(vec![])
+    }
+
+    /// [`model`] with `extra` nodes after it.
+    fn model_with(extra: Vec<NodeProto>) -> Vec<u8> {
         let input = ValueInfoProto {
             name: "x".into(),
             r#type: Some(TypeProto {
@@ -915,7 +933,10 @@ mod tests {
                 node("Gemm", &["flat", "w2", "b2"], "fc", vec![int("transB", 1)]),
                 node("Frobnicate", &["fc"], "odd", vec![]),
                 node("Relu", &["odd"], "after", vec![]),
-            ],
+            ]
+            .into_iter()
+            .chain(extra)
+            .collect(),
             initializer: vec![
                 weight("w", &[4, 3, 3, 3]),
                 weight("b", &[4]),
@@ -942,6 +963,46 @@ mod tests {
         assert_eq!(o.skipped.len(), 2, "{:?}", o.skipped);
         assert!(o.skipped[0].contains("operator Frobnicate is not counted"));
         assert!(o.skipped[1].contains("the shape of \"odd\" is unknown"));
+    }
+
+    /// Found by a review: a Transpose whose perm repeats an axis and a Split into negative
+    /// sizes were counted as if they were valid; now each is listed as not counted.
+    #[test]
+    fn a_perm_that_is_no_permutation_and_split_sizes_that_do_not_fit_are_not_counted() {
+        let mut split = node("Split", &["relu"], "s1", vec![ints("split", &[-5, 8])]);
+        split.attribute.push(int("axis", 1));
+        split.output.push("s2".into());
+        let extra = vec![
+            node(
+                "Transpose",
+                &["relu"],
+                "tp",
+                vec![ints("perm", &[0, 0, 0, 0])],
+            ),
+            split,
+            node(
+                "Split",
+                &["relu"],
+                "s3",
+                vec![int("axis", 1), ints("split", &[1, 2])],
+            ),
+            node(
+                "Transpose",
+                &["relu"],
+                "ok",
+                vec![ints("perm", &[0, 2, 3, 1])],
+            ),
+        ];
+        let o = parse(&model_with(extra), Path::new("m.onnx")).unwrap();
+        let said = |what: &str| o.skipped.iter().any(|s| s.contains(what));
+        assert!(said("is not a permutation of rank 4"), "{:?}", o.skipped);
+        assert!(
+            said("split sizes [-5, 8] do not add up to the axis's 4"),
+            "{:?}",
+            o.skipped
+        );
+        assert!(said("split sizes [1, 2] do not add up"), "{:?}", o.skipped);
+        assert_eq!(o.skipped.len(), 5, "{:?}", o.skipped);
     }
 
     #[test]
