@@ -213,13 +213,7 @@ pub(super) fn als<B: Board>(prof: &mut Profiler<'_, B>) {
         let Some(surrogate) = Surrogate::fit(&prior, &space, &profiled) else {
             return;
         };
-        let best_met = prof
-            .fixed_modes()
-            .into_iter()
-            .map(|m| prof.plan(m))
-            .filter(Planned::feasible)
-            .map(|p| p.outcome.throughput_per_s)
-            .fold(0.0, f64::max);
+        let best_met = prof.best_met().unwrap_or(0.0);
         let tables = &prof.tables;
         let next = acquire(&surrogate, &mut engine, &prof.p, &|m| {
             tables.contains_key(&m)

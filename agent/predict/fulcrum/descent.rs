@@ -233,13 +233,7 @@ pub(super) fn gmd<B: Board>(prof: &mut Profiler<'_, B>, top: usize) {
             .into_iter()
             .map(|m| (coords(&space, m), plan_figures(&prof.batches(m))))
             .collect();
-        let best_met = prof
-            .fixed_modes()
-            .into_iter()
-            .map(|m| prof.plan(m))
-            .filter(Planned::feasible)
-            .map(|p| p.outcome.throughput_per_s)
-            .fold(None, |b: Option<f64>, t| Some(b.map_or(t, |b| b.max(t))));
+        let best_met = prof.best_met();
         let model = Model::new(d, x0, &profiled);
         // Every pick keeps the room of the model's worst miss so far.
         let (w_max, lat_max) = (budget / miss_w, slo - miss_lat);

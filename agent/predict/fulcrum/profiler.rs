@@ -81,6 +81,17 @@ impl<'a, B: Board> Profiler<'a, B> {
         modes
     }
 
+    /// The highest planned throughput among the fixed modes planned so far that meet the
+    /// tightened targets, if any does.
+    pub(super) fn best_met(&mut self) -> Option<f64> {
+        self.fixed_modes()
+            .into_iter()
+            .map(|m| self.plan(m))
+            .filter(Planned::feasible)
+            .map(|p| p.outcome.throughput_per_s)
+            .reduce(f64::max)
+    }
+
     /// The best fixed mode planned so far.
     pub(super) fn best_fixed(&self) -> (usize, Planned) {
         let mut best: Option<(usize, Planned)> = None;
