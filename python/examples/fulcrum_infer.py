@@ -6,9 +6,10 @@ Two connections in two threads. The users submit --requests requests, Poisson at
 per second, and wait for each one's `served` event. The server waits at the gate for
 inference turns; each turn names the requests of one batch (the scheduler chose its
 size), which the server runs between the trainer's minibatches, marking the batch as an
-inference minibatch; its end serves the batch. The server stops once it has served
---requests requests. Prints one JSON line: what was submitted, each `served` event, the
-batches the server ran and their energy.
+inference minibatch; its end serves the batch. The server stops once every request its
+users submitted is served (a batch may also hold requests the agent queued itself, for a
+rate a trainer declared with `fulcrum_train.py --rate`). Prints one JSON line: what was
+submitted, each `served` event, the batches the server ran and their energy.
 
     jpower --runtime-dir /tmp/fulcrum --sim orin-agx agent &
     export JPOWER_SOCKET=/tmp/fulcrum/jpower.sock
@@ -34,13 +35,25 @@ def run_batch(requests, batch_ms, per_request_ms):
     time.sleep((batch_ms + per_request_ms * len(requests)) / 1000.0)
 
 
-def serve(args, result):
-    """The inference server: one turn per batch until --requests are served."""
+def serve(args, result, users_done):
+    """The inference server: one turn per batch until every request the users submitted
+    (`result["submitted"]`, complete once `users_done` is set) is served. It waits at the
+    gate while a request of its users is unserved; otherwise (its users between
+    arrivals) it waits there only once the agent has a request waiting, so that it never
+    waits for a turn after the last request."""
     with Client(encoding=args.encoding, name="infer-server") as c:
-        batches = []
-        while sum(len(b["requests"]) for b in batches) < args.requests:
+        batches, served = [], set()
+        while True:
+            unserved = set(result["submitted"]) - served
+            if not unserved:
+                if users_done.is_set() and not set(result["submitted"]) - served:
+                    break
+                if c.schedule_status()["waiting"] == 0:
+                    time.sleep(0.002)
+                    continue
             with c.turn("infer", len(batches)) as turn:
                 run_batch(turn["requests"], args.batch_ms, args.per_request_ms)
+            served.update(turn["requests"])
             batches.append(
                 {
                     "turn": turn["turn"],
@@ -52,14 +65,15 @@ def serve(args, result):
         result["batches"] = batches
 
 
-def use(args, result):
+def use(args, result, users_done):
     """The users: submit at a Poisson rate, then wait for every `served` event."""
     gaps = random.Random(args.seed)
     with Client(encoding=args.encoding, name="users") as c:
-        submitted = []
+        submitted = result["submitted"]
         for _ in range(args.requests):
             submitted.append(c.submit())
             time.sleep(gaps.expovariate(args.rate))
+        users_done.set()
         served = []
         for event in c.events(timeout=args.timeout):
             if "served" in event:
@@ -67,7 +81,7 @@ def use(args, result):
                 if {s["request"] for s in served} >= set(submitted):
                     break
         served += [e["served"] for e in c.events(timeout=0.2) if "served" in e]
-        result["submitted"], result["served"] = submitted, served
+        result["served"] = served
 
 
 def main():
@@ -81,8 +95,11 @@ def main():
     ap.add_argument("--encoding", choices=["json", "bincode"], default="json")
     args = ap.parse_args()
 
-    result = {"role": "infer"}
-    threads = [threading.Thread(target=f, args=(args, result)) for f in (serve, use)]
+    result = {"role": "infer", "submitted": []}
+    users_done = threading.Event()
+    threads = [
+        threading.Thread(target=f, args=(args, result, users_done)) for f in (serve, use)
+    ]
     for t in threads:
         t.start()
     for t in threads:

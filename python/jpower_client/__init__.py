@@ -8,7 +8,7 @@ returned as plain dicts in the JSON shape.
 
     from jpower_client import Client, AgentError
 
-    with Client() as c:                       # $JPOWER_SOCKET, else /run/jpower/jpower.sock
+    with Client() as c:                       # default_socket(): $JPOWER_SOCKET, ...
         print(c.status()["gpu_hz"])           # [min, max, running]
         c.set_mode(preset="MODE_15W")         # a session lease: ends when `c` closes
         with c.minibatch("train", 1) as mb:
@@ -53,6 +53,23 @@ PROTOCOL_VERSION = 6
 MAX_FRAME = 64 * 1024
 """The largest bincode frame payload or JSON line, bytes."""
 DEFAULT_SOCKET = "/run/jpower/jpower.sock"
+
+
+def default_socket() -> str:
+    """The socket the CLI's defaults name (but for a `socket` set in the agent's
+    configuration, which this client does not read): $JPOWER_SOCKET; else
+    $JPOWER_RUNTIME_DIR/jpower.sock; else /run/jpower/jpower.sock where it exists; else
+    $XDG_RUNTIME_DIR/jpower/jpower.sock where that exists (a user's agent); else
+    /run/jpower/jpower.sock."""
+    env = os.environ
+    if env.get("JPOWER_SOCKET"):
+        return env["JPOWER_SOCKET"]
+    if env.get("JPOWER_RUNTIME_DIR"):
+        return os.path.join(env["JPOWER_RUNTIME_DIR"], "jpower.sock")
+    user = os.path.join(env.get("XDG_RUNTIME_DIR", ""), "jpower", "jpower.sock")
+    if not os.path.exists(DEFAULT_SOCKET) and env.get("XDG_RUNTIME_DIR") and os.path.exists(user):
+        return user
+    return DEFAULT_SOCKET
 
 
 class AgentError(Exception):
@@ -464,7 +481,8 @@ def _unwrap(body: Any, *variants: str) -> Dict[str, Any]:
 class Client:
     """One connection to the agent. Not thread-safe: use one per thread.
 
-    `path`: the socket (default: $JPOWER_SOCKET, else /run/jpower/jpower.sock).
+    `path`: the socket (default: `default_socket()`: $JPOWER_SOCKET, else
+    $JPOWER_RUNTIME_DIR/jpower.sock, else /run/jpower/jpower.sock or a user's agent's).
     `encoding`: "json" or "bincode". `name`: how the agent's logs and `status().holder`
     name this client. `timeout`: seconds to wait for each reply. The constructor says
     hello and keeps the agent's answer in `self.agent`.
@@ -479,7 +497,7 @@ class Client:
     ):
         if encoding not in ("json", "bincode"):
             raise ValueError("encoding is 'json' or 'bincode', not {!r}".format(encoding))
-        self.path = path or os.environ.get("JPOWER_SOCKET") or DEFAULT_SOCKET
+        self.path = path or default_socket()
         self.encoding = encoding
         self.name = name
         self.timeout = timeout
@@ -529,6 +547,9 @@ class Client:
 
     def _send(self, msg: Dict[str, Any]) -> None:
         if self.encoding == "json":
+            # Checked as bincode would be: the agent closes the connection (and ends its
+            # lease) on a JSON request it cannot decode, a typo in a variant's name included.
+            encode_bincode(msg, REQUEST)
             data = json.dumps(msg, separators=(",", ":"), allow_nan=False).encode("utf-8")
             if len(data) > MAX_FRAME:
                 raise ValueError("request of {} bytes exceeds {}".format(len(data), MAX_FRAME))
@@ -614,7 +635,11 @@ class Client:
         Raises AgentError for an error reply. Events that arrive meanwhile are queued for
         `events()`. An error with id 0 (the agent is closing this connection because of
         malformed input) is raised too. `wait`: seconds to wait for the reply (None:
-        forever; by default the client's `timeout`)."""
+        forever; by default the client's `timeout`). A request that timed out may still
+        take effect (a `set_mode` may take the lease): its late reply is dropped when it
+        comes. The request is checked against the protocol's types before it is sent, in
+        either encoding: a malformed one (an unknown variant, a missing or unknown field,
+        a wrong type) raises ValueError and the connection stays open."""
         wait = self.timeout if wait is _CLIENT_TIMEOUT else wait
         rid = self._next_id
         self._next_id += 1
@@ -630,8 +655,9 @@ class Client:
             if msg["id"] == 0:
                 self._raise_if_error(msg)
                 self._events.append(msg["body"])
-            else:
+            elif msg["id"] > rid:
                 raise ProtocolError("reply to unknown request {}: {!r}".format(msg["id"], msg))
+            # Else the late reply to an earlier request that timed out: dropped.
 
     # -- requests --------------------------------------------------------------------
 
@@ -728,7 +754,9 @@ class Client:
         enters "compute" when it arrives and ends when the loop asks for the one after,
         leaves the loop or raises. Each end's reply goes to `on_minibatch` (and
         `self.last_minibatch`). A fetch that finds the iterable exhausted (or that
-        raises) is no minibatch: its markers are sent and its reply dropped."""
+        raises) has begun a minibatch the agent cannot take back: it is ended at once
+        and its reply dropped, and `minibatch_totals` counts it (one minibatch more than
+        the batches, without phases, of the empty fetch's time)."""
         it = iter(batches)
         id = first_id
         nothing = object()

@@ -7,7 +7,7 @@ budget, and the server sees what each round cost.
 - `read_profile`, `fastest_within`: the budget-to-mode choice from a `jpower profile` CSV.
 - `aggregate`: a round's metrics over the fleet (energy, the straggler's time, budgets kept).
 - `client.train_reply` and `strategy.JpowerStrategy` (need flwr: `pip install
-  jpower-client[flower]`): the train reply that carries the metrics, and the server-side
+  ./python[flower]` from a jpower checkout): the train reply that carries the metrics, and the server-side
   strategy wrapper that hands out budgets and aggregates them per round.
 - `simulate` (`python3 -m jpower_client.flower.simulate`): a fleet of simulated boards
   training over Flower's own deployment (SuperLink, SuperNodes, `flwr run`).

@@ -112,7 +112,7 @@ def _tool(name: str) -> str:
     beside = Path(sys.executable).parent / name
     found = str(beside) if beside.exists() else shutil.which(name)
     if not found:
-        raise SystemExit("{} not found: pip install 'jpower-client[flower]'".format(name))
+        raise SystemExit("{} not found: pip install './python[flower]' from a jpower checkout".format(name))
     return found
 
 
