@@ -406,7 +406,7 @@ class Ring:
                 w["generation"] + 1)
         quiet = self.silent_ns() if w["state"] == "live" else None
         if quiet is not None:
-            return "the writer (pid {}) has published nothing for {:.1} s".format(
+            return "the writer (pid {}) has published nothing for {:.1f} s".format(
                 self._writer_pid, quiet / 1e9)
         return None
 
@@ -481,22 +481,62 @@ class Ring:
         return found
 
     def energy(self, t0_ns: int, t1_ns: int) -> Dict[str, object]:
-        """Energy over the samples with ``t0_ns <= t_ns <= t1_ns`` by the trapezoid rule:
-        ``{"module_j", "rails_j": {name: J}, "samples", "duration_s", "rate_hz"}``.
-        ``duration_s`` spans the first to the last sample used."""
-        samples = [s for s in self.since(t0_ns) if s["t_ns"] <= t1_ns]
+        """Energy from ``t0_ns`` to ``t1_ns`` as the agent takes it (``telemetry``'s window):
+        the trapezoid rule over the samples inside, the segments across each edge cut there
+        by linear interpolation, and where the samples do not cover the window the sensor's
+        held value (the first sample's before it, the last one's after it). Uses the
+        samples inside, the last one at or before ``t0_ns`` however old, and those up to
+        two periods after ``t1_ns``. ``{"module_j", "rails_j": {name: J}, "samples"
+        (inside the window), "duration_s" (of the window), "rate_hz"}``."""
+        margin = 2 * self._period_ns
+        w = self.write_seq()
+        used = []  # newest first
+        for n in range(w - 1, max(w - 1 - self._slot_count, -1), -1):
+            s = self.sample(n)
+            if s is None:
+                break
+            if s["t_ns"] <= t1_ns + margin:
+                used.append(s)
+            if s["t_ns"] <= t0_ns:
+                break
+        used.reverse()
         module_j = 0.0
         rails_j = [0.0] * self._rail_count
-        for a, b in zip(samples, samples[1:]):
-            dt = (b["t_ns"] - a["t_ns"]) / 1e9
-            module_j += (a["module_w"] + b["module_w"]) / 2 * dt
+
+        def add(pa: Sample, pb: Sample, ta: int, tb: int) -> None:
+            """Adds the trapezoid of segment pa..pb cut to [ta, tb]."""
+            nonlocal module_j
+            span = pb["t_ns"] - pa["t_ns"]
+
+            def at(wa: float, wb: float, t: int) -> float:
+                return wa + (t - pa["t_ns"]) / span * (wb - wa)
+
+            dt = (tb - ta) / 1e9
+            module_j += 0.5 * (at(pa["module_w"], pb["module_w"], ta)
+                               + at(pa["module_w"], pb["module_w"], tb)) * dt
             for r in range(self._rail_count):
-                rails_j[r] += (a["rails"][r]["power_w"] + b["rails"][r]["power_w"]) / 2 * dt
-        duration_s = (samples[-1]["t_ns"] - samples[0]["t_ns"]) / 1e9 if samples else 0.0
+                wa, wb = pa["rails"][r]["power_w"], pb["rails"][r]["power_w"]
+                rails_j[r] += 0.5 * (at(wa, wb, ta) + at(wa, wb, tb)) * dt
+
+        for a, b in zip(used, used[1:]):
+            ta, tb = max(a["t_ns"], t0_ns), min(b["t_ns"], t1_ns)
+            if tb > ta and b["t_ns"] > a["t_ns"]:
+                add(a, b, ta, tb)
+        if used:
+            # The sensor holds its value before the first sample and after the last.
+            for s, frm, to in ((used[0], t0_ns, min(used[0]["t_ns"], t1_ns)),
+                               (used[-1], max(used[-1]["t_ns"], t0_ns), t1_ns)):
+                if to > frm:
+                    dt = (to - frm) / 1e9
+                    module_j += s["module_w"] * dt
+                    for r in range(self._rail_count):
+                        rails_j[r] += s["rails"][r]["power_w"] * dt
+        inside = sum(1 for s in used if t0_ns <= s["t_ns"] <= t1_ns)
+        duration_s = max(t1_ns - t0_ns, 0) / 1e9
         return {"module_j": module_j,
                 "rails_j": {rail["name"]: j for rail, j in zip(self._rails, rails_j)},
-                "samples": len(samples), "duration_s": duration_s,
-                "rate_hz": (len(samples) - 1) / duration_s if duration_s > 0 else 0.0}
+                "samples": inside, "duration_s": duration_s,
+                "rate_hz": inside / duration_s if duration_s > 0 else 0.0}
 
 
 # -- command line ---------------------------------------------------------------------------

@@ -196,7 +196,7 @@ class SampleTest(RingTest):
         e = ring.energy(t1 - 1_000_000_000, t1)
         self.assertEqual(e["samples"], 1001)
         self.assertAlmostEqual(e["duration_s"], 1.0)
-        self.assertAlmostEqual(e["rate_hz"], 1000.0)
+        self.assertAlmostEqual(e["rate_hz"], 1001.0)
         self.assertAlmostEqual(e["module_j"], 5.0, places=9)
         self.assertEqual(sorted(e["rails_j"]), sorted(r.name for r in RAILS))
         for rail in RAILS:
@@ -209,6 +209,18 @@ class SampleTest(RingTest):
         e = ring.energy(t1 - 200_000_000, t1)
         self.assertEqual(e["samples"], 201)
         self.assertAlmostEqual(e["module_j"], 1.0, places=9)
+
+    def test_energy_holds_the_edges_as_the_agent_does(self):
+        # Found by a review: the window's energy counted only the span between its first
+        # and last sample (16.5 J over 1.72 s where the agent said 19.26 J over 2 s).
+        # Between two samples 10 ms apart, a 5 ms window inside them is 5 W x 5 ms.
+        self.build(samples=10, period_ns=10_000_000)
+        ring = self.open_ring()
+        t = ring.sample(5)["t_ns"]
+        e = ring.energy(t + 2_000_000, t + 7_000_000)
+        self.assertEqual(e["samples"], 0)
+        self.assertAlmostEqual(e["module_j"], 5.0 * 0.005, places=9)
+        self.assertAlmostEqual(e["duration_s"], 0.005)
 
 
 class LiveTest(RingTest):
@@ -306,10 +318,13 @@ class CliTest(RingTest):
         self.build(samples=1000, period_ns=1_000_000)
         samples = json.loads(self.run_cli("--since", "60", "--json").stdout)
         self.assertEqual([s["n"] for s in samples], list(range(1000)))
+        # The agent's window: the sensor's value held where the samples do not reach, so
+        # a constant 5 W over the last 60 s is 300 J whatever the samples cover.
         e = json.loads(self.run_cli("--energy", "60", "--json").stdout)
         self.assertEqual(e["samples"], 1000)
-        self.assertAlmostEqual(e["module_j"], 5.0 * 0.999, places=6)
-        self.assertIn("module 4.995000 J", self.run_cli("--energy", "60").stdout)
+        self.assertAlmostEqual(e["module_j"], 5.0 * 60, places=3)
+        self.assertAlmostEqual(e["duration_s"], 60.0, places=3)
+        self.assertIn("module 300.0", self.run_cli("--energy", "60").stdout)
         self.assertEqual(len(self.run_cli("--since", "60").stdout.splitlines()), 1001)
 
     def test_bad_ring_exits_1_with_one_line(self):
