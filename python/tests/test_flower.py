@@ -177,5 +177,51 @@ class Aggregate(unittest.TestCase):
             aggregate([])
 
 
+class StrategyNames(unittest.TestCase):
+    """`JpowerStrategy` keys each client's metrics by the name it reports (needs flwr: run
+    with it on PYTHONPATH, as CI's fleet step has it; skipped without)."""
+
+    def test_two_clients_of_one_name_are_both_counted(self):
+        # Found by a review: two replies named alike became one client and half the
+        # fleet's energy, with no word.
+        try:
+            from jpower_client.flower.round import NAME_RECORD
+            from jpower_client.flower.strategy import JpowerStrategy
+        except ImportError:
+            self.skipTest("flwr is not installed")
+
+        class Inner:
+            def aggregate_train(self, server_round, replies):
+                return None, None
+
+        class Content:
+            def __init__(self, name):
+                self.name = name
+                self.metric_records = {"m": {"energy_j": 10.0, "train_time_s": 2.0,
+                                             "budget_w": 5.0, "mean_power_w": 5.0}}
+
+            def __getitem__(self, key):
+                assert key == NAME_RECORD
+                return {"name": self.name}
+
+        class Reply:
+            def __init__(self, name, node):
+                from types import SimpleNamespace
+
+                self.content = Content(name)
+                self.metadata = SimpleNamespace(src_node_id=node)
+
+            def has_error(self):
+                return False
+
+        s = JpowerStrategy(Inner())
+        with self.assertLogs(level="WARNING") as logged:
+            s.aggregate_train(1, [Reply("a", 11), Reply("a", 12)])
+        self.assertIn("two clients call themselves 'a'", logged.output[0])
+        clients = s.rounds[-1]["clients"]
+        self.assertEqual(sorted(clients), ["a", "a (node 12)"])
+        self.assertEqual(s.rounds[-1]["fleet"]["energy_j"], 20.0)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -14,6 +14,7 @@ on the client side). The inner strategy does everything else; its aggregated tra
 are kept, with the fleet's (`metrics.aggregate`) over them.
 """
 
+import logging
 import time
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -68,6 +69,11 @@ class JpowerStrategy(Strategy):
                 continue
             name = str(msg.content[NAME_RECORD]["name"])
             (record,) = msg.content.metric_records.values()
+            if name in clients:
+                # Two clients call themselves the same (and share a budget key): both are
+                # kept, the second under its node, so the fleet's sums miss nobody.
+                logging.warning("two clients call themselves %r: name each board apart", name)
+                name = "{} (node {})".format(name, msg.metadata.src_node_id)
             clients[name] = dict(record)
         fleet = aggregate(list(clients.values())) if clients else {}
         self.rounds.append(
