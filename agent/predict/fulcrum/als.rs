@@ -240,17 +240,24 @@ mod tests {
         e[e.len() / 2]
     }
 
+    /// Simulated Orin AGX training MobileNetV3 and serving ResNet-50, ALS's prior from the
+    /// quick ResNet-18 reference.
+    fn board() -> ConcurrentBoard {
+        let (fit, time, power) = crate::predict::tests::quick_resnet18_reference();
+        let spec = crate::sim::spec::find("orin-agx").unwrap();
+        let mut board =
+            ConcurrentBoard::new(spec, "mobilenetv3", "resnet50", SwitchTimes::DEFAULT, 3).unwrap();
+        board.set_reference(Arc::new((time, power)), fit);
+        board
+    }
+
     /// After the start alone (five modes), the surrogate follows the board's truth over
     /// its whole mode space (every 37th mode): training from a ResNet-18 reference
     /// transferred to MobileNetV3, inference (ResNet-50) from Pagoda's model calibrated on
     /// the five.
     #[test]
     fn the_surrogate_follows_the_board_from_the_start_alone() {
-        let (fit, time, power) = crate::predict::tests::quick_resnet18_reference();
-        let spec = crate::sim::spec::find("orin-agx").unwrap();
-        let mut board =
-            ConcurrentBoard::new(spec, "mobilenetv3", "resnet50", SwitchTimes::DEFAULT, 3).unwrap();
-        board.set_reference(Arc::new((time, power)), fit);
+        let mut board = board();
         let space = board.space().clone();
         let profiled: Vec<(PinnedMode, PhaseTable)> = calibrate::calibration_modes(&space)
             .into_iter()
@@ -286,11 +293,7 @@ mod tests {
     fn als_meets_the_boards_problems_near_the_oracle() {
         use super::super::search::{choose, Strategy, MAX_MODES};
         use super::super::{oracle, Problem};
-        let (fit, time, power) = crate::predict::tests::quick_resnet18_reference();
-        let spec = crate::sim::spec::find("orin-agx").unwrap();
-        let mut board =
-            ConcurrentBoard::new(spec, "mobilenetv3", "resnet50", SwitchTimes::DEFAULT, 3).unwrap();
-        board.set_reference(Arc::new((time, power)), fit);
+        let mut board = board();
         let top = board.truth(board.space().len() - 1);
         let mut ratios = Vec::new();
         for share in [0.6, 0.75, 0.9] {
