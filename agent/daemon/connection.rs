@@ -19,7 +19,6 @@ use crate::ipc::server::{Answer, Credentials, Handler};
 use crate::telemetry::activity::Activity;
 use crate::telemetry::energy::{MarkerError, Minibatch, Minibatches, Span};
 use crate::telemetry::ring::{monotonic_ns, ActivityInfo, RingReader};
-use std::time::Duration;
 
 /// One connection's state.
 #[derive(Debug)]
@@ -228,10 +227,12 @@ impl Handler for Shared {
                         ),
                     ));
                 }
-                match self
-                    .schedule
-                    .gate(conn.peer.client, kind, conn.grants.0.clone())
-                {
+                match self.schedule.gate(
+                    conn.peer.client,
+                    kind,
+                    conn.grants.0.clone(),
+                    conn.notify.clone(),
+                ) {
                     Ok(()) => {
                         conn.waiting = true;
                         Answer::Deferred
@@ -243,12 +244,11 @@ impl Handler for Shared {
         }
     }
 
-    fn deferred(&self, conn: &mut Connection, wait: Duration) -> Option<ReplyBody> {
+    fn deferred(&self, conn: &mut Connection) -> Option<ReplyBody> {
         if !conn.waiting {
             return None;
         }
-        // The connection holds the channel's sender too: it never disconnects.
-        match conn.grants.1.recv_timeout(wait) {
+        match conn.grants.1.try_recv() {
             Ok(turn) => {
                 conn.waiting = false;
                 conn.turn = Some(turn.kind);

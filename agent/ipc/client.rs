@@ -74,8 +74,9 @@ impl Client {
         Ok((c, hello))
     }
 
-    /// Sends a request and waits for its reply; an error reply is an `Err`.
-    pub fn request(&mut self, body: RequestBody) -> Result<ReplyBody, ClientError> {
+    /// Sends a request without waiting for its reply (it comes through [`Client::read`],
+    /// with the returned id); the id.
+    pub fn send(&mut self, body: RequestBody) -> Result<u64, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         send(
@@ -84,6 +85,12 @@ impl Client {
             &Request { id, body },
             &mut self.buf,
         )?;
+        Ok(id)
+    }
+
+    /// Sends a request and waits for its reply; an error reply is an `Err`.
+    pub fn request(&mut self, body: RequestBody) -> Result<ReplyBody, ClientError> {
+        let id = self.send(body)?;
         loop {
             let reply = self.read()?;
             match reply {

@@ -37,10 +37,16 @@ impl EventSender {
     pub fn send(&self, body: ReplyBody) -> bool {
         let sent = self.tx.send(body).is_ok();
         if sent {
-            // The counter only saturates after 2^64 - 2 unread wake-ups.
-            let _ = self.wake.write(1);
+            self.wake();
         }
         sent
+    }
+
+    /// Wakes the connection without an event: something else it waits for (its turn at
+    /// the gate) has come.
+    pub fn wake(&self) {
+        // The counter only saturates after 2^64 - 2 unread wake-ups.
+        let _ = self.wake.write(1);
     }
 }
 

@@ -11,6 +11,7 @@
 use super::codec::{send, CodecError, Encoding, Framed};
 use super::events::EventQueue;
 use super::protocol::{ErrorCode, Reply, ReplyBody, Request, RequestBody};
+use nix::poll::PollFlags;
 use std::io;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -65,10 +66,11 @@ pub trait Handler: Send + Sync + 'static {
     fn open(&self, client: u64, peer: Credentials) -> io::Result<Self::Connection>;
     /// Answers one request (never `Subscribe`, which the server keeps).
     fn handle(&self, conn: &mut Self::Connection, body: RequestBody) -> Answer;
-    /// The reply a [`Answer::Deferred`] promised, waiting at most `wait` for it (`None`:
-    /// not yet). Called again and again while the peer waits: a pending reply counts as
-    /// the peer's heartbeat.
-    fn deferred(&self, conn: &mut Self::Connection, wait: Duration) -> Option<ReplyBody>;
+    /// The reply a [`Answer::Deferred`] promised, if it has come (`None`: not yet). Called
+    /// whenever the connection's [`Handler::events`] wake it and at least every 100 ms
+    /// while the peer waits: whoever sends the reply must wake the connection, and a
+    /// pending reply counts as the peer's heartbeat.
+    fn deferred(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
     /// The connection's queue of events, whose descriptor wakes the connection's thread.
     fn events<'a>(&self, conn: &'a Self::Connection) -> &'a EventQueue;
     /// The connection's next pending event, if any.
@@ -375,7 +377,11 @@ fn serve<H: Handler>(
                 .clamp(Duration::from_millis(1), POLL)
         });
         // Wait for bytes from the peer or an event for it, whichever comes first.
-        let (readable, woken) = wait_for(&stream, handler.events(&conn), wait);
+        let (readable, woken) = wait_for(
+            Some((&stream, PollFlags::POLLIN)),
+            handler.events(&conn),
+            wait,
+        );
         if woken {
             handler.events(&conn).clear();
         }
@@ -410,26 +416,41 @@ fn serve<H: Handler>(
     handler.close(conn);
 }
 
-/// Waits at most `wait` for the peer's bytes (or its hang-up) and for an event: whether
-/// the stream is readable, and whether the events woke it.
-fn wait_for(stream: &UnixStream, events: &EventQueue, wait: Duration) -> (bool, bool) {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+/// Waits at most `wait` for `stream`'s `flags` (the peer's bytes, or its hang-up; the
+/// stream left out: only the events) and for an event: whether the stream is ready, and
+/// whether the events woke it.
+fn wait_for(
+    stream: Option<(&UnixStream, PollFlags)>,
+    events: &EventQueue,
+    wait: Duration,
+) -> (bool, bool) {
+    use nix::poll::{poll, PollFd, PollTimeout};
     use std::os::fd::AsFd;
     let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
-    let mut fds = [
-        PollFd::new(stream.as_fd(), PollFlags::POLLIN),
-        PollFd::new(events.fd(), PollFlags::POLLIN),
-    ];
-    if poll(&mut fds, PollTimeout::from(ms)).is_err() {
+    let woken = PollFd::new(events.fd(), PollFlags::POLLIN);
+    let mut fds = [woken, woken];
+    let n = match stream {
+        Some((s, flags)) => {
+            fds[1] = PollFd::new(s.as_fd(), flags);
+            2
+        }
+        None => 1,
+    };
+    if poll(&mut fds[..n], PollTimeout::from(ms)).is_err() {
         // EINTR: look again on the next turn of the loop.
         return (false, false);
     }
     let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
-    (ready(&fds[0]), ready(&fds[1]))
+    (n == 2 && ready(&fds[1]), ready(&fds[0]))
 }
 
-/// Waits for a deferred reply, forwarding the connection's events meanwhile; `None` when
-/// the peer hung up or the server is stopping first.
+/// Waits for a deferred reply, forwarding the connection's events as they come; `None`
+/// when the peer hung up or the server is stopping first.
+///
+/// The connection's events wake it (the reply's sender rings them too), and so does the
+/// peer's hang-up (`POLLRDHUP`), unless bytes it sent behind the pending request wait
+/// before its end of stream: they are read after the reply, and the hang-up is then
+/// looked for every [`POLL`].
 fn wait_deferred<H: Handler>(
     handler: &H,
     conn: &mut H::Connection,
@@ -439,6 +460,9 @@ fn wait_deferred<H: Handler>(
     stop: &AtomicBool,
 ) -> Result<Option<ReplyBody>, CodecError> {
     let mut writer = stream;
+    // nix names no POLLRDHUP: the peer shut its end (Linux).
+    let rdhup = PollFlags::from_bits_retain(libc::POLLRDHUP);
+    let mut watch = Some((stream, rdhup));
     loop {
         if stop.load(Ordering::Relaxed) {
             return Ok(None);
@@ -446,11 +470,19 @@ fn wait_deferred<H: Handler>(
         while let Some(event) = handler.event(conn) {
             send(&mut writer, enc, &Reply { id: 0, body: event }, out)?;
         }
-        if let Some(body) = handler.deferred(conn, POLL) {
+        if let Some(body) = handler.deferred(conn) {
             return Ok(Some(body));
         }
         if hung_up(stream) {
             return Ok(None);
+        }
+        let (closing, woken) = wait_for(watch, handler.events(conn), POLL);
+        if woken {
+            handler.events(conn).clear();
+        }
+        if closing {
+            // Not hung up yet (`hung_up` looks next): bytes wait before the end.
+            watch = None;
         }
     }
 }

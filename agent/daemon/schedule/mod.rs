@@ -167,17 +167,20 @@ impl Scheduler {
     }
 
     /// `client` waits for a turn of `kind`: it is sent on `grant` (a channel of one that
-    /// the connection keeps; the turn is aborted should the connection be gone by then).
+    /// the connection keeps; the turn is aborted should the connection be gone by then),
+    /// and `wake` wakes the connection to take it.
     pub fn gate(
         &self,
         client: u64,
         kind: Kind,
         grant: Sender<TurnReply>,
+        wake: EventSender,
     ) -> Result<(), ScheduleError> {
         self.send(Msg::Gate(Gate {
             client,
             kind,
             grant,
+            wake,
         }))
     }
 

@@ -48,7 +48,8 @@ pub struct Request {
     pub notify: Option<EventSender>,
 }
 
-/// A client waiting at its gate: the turn is sent on `grant`.
+/// A client waiting at its gate: the turn is sent on `grant`, and `wake` wakes its
+/// connection to take it.
 #[derive(Debug)]
 pub struct Gate {
     /// The connection.
@@ -58,6 +59,8 @@ pub struct Gate {
     /// Where its turn goes (the connection's channel of one; its receiver is dropped
     /// with the connection).
     pub grant: Sender<TurnReply>,
+    /// The connection's events, whose wake-up the turn rings.
+    pub wake: EventSender,
 }
 
 /// The turn running now.
@@ -237,6 +240,7 @@ impl Turns {
             self.requeue(requests);
             return;
         }
+        gate.wake.wake();
         totals_of(&mut self.totals, gate.kind).granted += 1;
         self.active = Some(Active {
             client: gate.client,
@@ -331,10 +335,12 @@ mod tests {
 
     fn gate(t: &mut Turns, client: u64, kind: Kind) -> Receiver<TurnReply> {
         let (grant, rx) = bounded(1);
+        let (wake, _) = crate::ipc::events::queue().unwrap();
         t.wait(Gate {
             client,
             kind,
             grant,
+            wake,
         });
         rx
     }
