@@ -107,6 +107,27 @@ impl Knob {
 }
 
 impl Board {
+    /// Opens knob `i` for writing again where it could not be before (access granted
+    /// since, by udev's rules or an administrator); why it still cannot be, if so. A
+    /// writable knob costs nothing.
+    pub fn reopen_writable(&mut self, i: usize) -> Option<nix::errno::Errno> {
+        let k = &mut self.knobs[i];
+        k.unwritable?;
+        match self.root.open(&k.path, true) {
+            Ok(attr) => {
+                k.attr = attr;
+                k.unwritable = None;
+            }
+            Err(e) => {
+                let errno = e
+                    .errno()
+                    .map_or(nix::errno::Errno::UnknownErrno, nix::errno::Errno::from_raw);
+                k.unwritable = Some(errno);
+            }
+        }
+        k.unwritable
+    }
+
     pub(super) fn add_knob(
         &mut self,
         kind: KnobKind,

@@ -348,15 +348,17 @@ impl Controller {
                 elapsed_ns: start.elapsed().as_nanos() as u64,
             });
         }
-        if let Some((k, errno)) = steps.iter().find_map(|s| {
-            let k = &self.board.knobs[s.knob];
-            k.unwritable.map(|e| (k, e))
-        }) {
-            return Err(ControlError::ReadOnly {
-                path: k.path.clone(),
-                errno,
-            });
+        for s in &steps {
+            // Access granted since discovery (udev's rules may run after the agent starts)
+            // counts: such a knob is opened again.
+            if let Some(errno) = self.board.reopen_writable(s.knob) {
+                return Err(ControlError::ReadOnly {
+                    path: self.board.knobs[s.knob].path.clone(),
+                    errno,
+                });
+            }
         }
+        let fresh = self.state.is_none();
         self.ensure_baseline()?;
         self.journal_op(|j, v| j.begin(v), &prior)?;
         for s in &steps {
@@ -366,6 +368,11 @@ impl Controller {
                     let rollback = self.roll_back(&prior);
                     if matches!(rollback, Rollback::Done(_)) {
                         self.journal_op(|j, _| j.commit(None), &prior)?;
+                        if fresh {
+                            // The board is as it was before jpower's first write: nothing
+                            // is held, so no baseline is kept for anyone to restore.
+                            self.forget_state()?;
+                        }
                     }
                     return Err(ControlError::Failed { cause, rollback });
                 }
@@ -460,6 +467,14 @@ impl Controller {
         Rollback::Done(steps.len())
     }
 
+    /// Forgets the saved state and its journal (the board is at its baseline).
+    fn forget_state(&mut self) -> Result<(), ControlError> {
+        self.paths.remove()?;
+        self.state = None;
+        self.journal = None;
+        Ok(())
+    }
+
     /// Restores the saved baseline exactly and forgets the saved state.
     pub fn restore(&mut self) -> Result<Restored, ControlError> {
         let Some(st) = self.state.clone() else {
@@ -470,9 +485,7 @@ impl Controller {
         }
         let (target, unknown) = st.values(&self.board, &self.current);
         let switch = self.apply_values(&target)?;
-        self.paths.remove()?;
-        self.state = None;
-        self.journal = None;
+        self.forget_state()?;
         Ok(Restored::Baseline {
             switch: Box::new(switch),
             unknown,

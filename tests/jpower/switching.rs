@@ -318,6 +318,60 @@ fn a_read_only_knob_fails_before_any_write() {
         c.state().is_none(),
         "no baseline is saved for a switch that cannot start"
     );
+    // Found by an integrator's review: write access granted after discovery (udev's
+    // rules running after the agent started) stayed refused until a restart. The knob is
+    // opened again when a switch needs it.
+    std::fs::set_permissions(&max, std::fs::Permissions::from_mode(0o644)).unwrap();
+    c.apply(&mode).unwrap();
+    assert_ne!(values(&c), before);
+    c.restore().unwrap();
+    assert_eq!(values(&c), before);
+}
+
+/// Found by a review: a first switch that failed and was rolled back kept its baseline,
+/// so the board looked held by a `jpower set` that never changed it, and the next agent
+/// refused every client until someone ran `jpower restore`. With the board as it was,
+/// nothing is held.
+#[test]
+fn a_first_switch_rolled_back_holds_nothing() {
+    let rt = util::runtime();
+    let (sim, mut c) = open("orin-agx", rt.path());
+    let before = values(&c);
+    let space = ModeSpace::of(c.board());
+    let low = space.get(0).unwrap().to_mode(c.board());
+    sim.inject(Fault::FailWrite {
+        n: 2,
+        errno: libc::EINVAL,
+    });
+    let err = c.apply(&low).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ControlError::Failed {
+                rollback: Rollback::Done(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(values(&c), before);
+    assert!(c.state().is_none());
+    drop(c);
+    let board = Board::discover(sim.root()).unwrap();
+    let mut c = Controller::open(board, rt.path(), Owner::cli()).unwrap();
+    assert!(c.state().is_none(), "{:?}", c.state());
+    assert!(matches!(c.restore().unwrap(), Restored::Nothing));
+    // A failure after jpower's first write keeps the baseline of that first write.
+    c.apply(&low).unwrap();
+    let high = space.get(space.len() - 1).unwrap().to_mode(c.board());
+    sim.inject(Fault::FailWrite {
+        n: 2,
+        errno: libc::EINVAL,
+    });
+    c.apply(&high).unwrap_err();
+    assert!(c.state().is_some());
+    c.restore().unwrap();
+    assert_eq!(values(&c), before);
 }
 
 #[test]
