@@ -246,15 +246,21 @@ pub enum SimCommand {
 }
 
 impl Target {
-    /// The runtime directory.
     /// The runtime directory: `--runtime-dir`, `$JPOWER_RUNTIME_DIR`, the agent config's
-    /// `runtime_dir`, else the default, so the CLI and the agent always agree.
+    /// `runtime_dir` (the default config file's), else the default, so the CLI and the
+    /// agent always agree.
     pub fn runtime_dir(&self) -> PathBuf {
-        if self.runtime_dir.is_none() && std::env::var_os("JPOWER_RUNTIME_DIR").is_none() {
-            if let Some(dir) = crate::daemon::Config::load(None)
+        self.runtime_dir_or(|| {
+            crate::daemon::Config::load(None)
                 .ok()
                 .and_then(|c| c.runtime_dir)
-            {
+        })
+    }
+
+    /// [`Target::runtime_dir`] with `configured` for the config's `runtime_dir`.
+    fn runtime_dir_or(&self, configured: impl FnOnce() -> Option<PathBuf>) -> PathBuf {
+        if self.runtime_dir.is_none() && std::env::var_os("JPOWER_RUNTIME_DIR").is_none() {
+            if let Some(dir) = configured() {
                 return dir;
             }
         }
@@ -342,16 +348,14 @@ impl Target {
     }
 }
 
-/// `jpower agent`: the board the options name, with the configuration's runtime directory
-/// where none is given.
+/// `jpower agent`: the board the options name, with its configuration's runtime directory
+/// where neither `--runtime-dir` nor `$JPOWER_RUNTIME_DIR` names one.
 fn agent(target: &Target, a: &AgentArgs) -> Result<()> {
     crate::daemon::handle_signals();
     let config = crate::daemon::Config::load(a.config.as_deref())?;
     let mut target = target.clone();
-    if target.runtime_dir.is_none() {
-        target.runtime_dir = config.runtime_dir.clone();
-    }
-    let runtime_dir = target.runtime_dir();
+    let runtime_dir = target.runtime_dir_or(|| config.runtime_dir.clone());
+    target.runtime_dir = Some(runtime_dir.clone());
     // A simulated board's handle lives as long as the agent.
     let (root, _sim) = target.root()?;
     let board = Board::discover(root)?;

@@ -36,7 +36,8 @@ pub struct Config {
     pub runtime_dir: Option<PathBuf>,
     /// Samples per second [default: the lower of 1 kHz and the sensors' refresh].
     pub sample_rate_hz: Option<f64>,
-    /// `keep`, `auto` or an averaging count.
+    /// `keep`, `auto` or an averaging count (a number, or a string of one).
+    #[serde(deserialize_with = "word_or_count")]
     pub sensor_averaging: String,
     /// Sampler thread SCHED_FIFO priority and CPU.
     pub rt_priority: Option<i32>,
@@ -289,6 +290,20 @@ impl Config {
     }
 }
 
+/// A word (`keep`, `auto`) or a count, written `64` or `"64"`, as the string of either.
+fn word_or_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum WordOrCount {
+        Word(String),
+        Count(u64),
+    }
+    Ok(match WordOrCount::deserialize(d)? {
+        WordOrCount::Word(w) => w,
+        WordOrCount::Count(n) => n.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,6 +327,11 @@ mod tests {
         .unwrap();
         assert_eq!(c.budget_w, Some(25.5));
         assert_eq!(c.default_mode.as_deref(), Some("MODE_30W"));
+        // A count as the README lists it, unquoted (found by an integrator's review).
+        for text in ["sensor_averaging = 64\n", "sensor_averaging = \"64\"\n"] {
+            let c = Config::parse(text, Path::new("x")).unwrap();
+            assert_eq!(c.sensor_averaging, "64");
+        }
     }
 
     #[test]
@@ -348,6 +368,7 @@ mod tests {
         assert!(e.starts_with("j.toml:") && e.lines().count() == 1, "{e}");
         assert!(err("\nsocket_mode = \"999\"\n").starts_with("j.toml:2: socket_mode"));
         assert!(err("sensor_averaging = \"3\"\n").starts_with("j.toml:1: sensor_averaging"));
+        assert!(err("sensor_averaging = 3\n").starts_with("j.toml:1: sensor_averaging"));
         assert!(err("budget_w = -1.0\n").contains("positive"));
     }
 

@@ -59,16 +59,45 @@ const DEFAULT_GROUP: &str = "jpower";
 /// A `read_group` or `control_group` the configuration names but the system lacks is an
 /// error with the file and line: the socket would otherwise stay in root's group and
 /// refuse every client the integrator meant to let in.
+///
+/// So is a `read_group` the agent cannot give its socket and ring to (`chown` needs the
+/// group among its own, or root).
 fn check_groups(config: &config::Config) -> anyhow::Result<()> {
     for (key, group) in [
         ("read_group", &config.read_group),
         ("control_group", &config.control_group),
     ] {
-        if group != DEFAULT_GROUP && matches!(nix::unistd::Group::from_name(group), Ok(None)) {
+        if group == DEFAULT_GROUP {
+            continue;
+        }
+        let Ok(Some(g)) = nix::unistd::Group::from_name(group) else {
             return Err(config.error_at(key, format!("no group {group:?} on this system")));
+        };
+        let own = nix::unistd::getgroups().unwrap_or_default();
+        let (euid, egid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+        if key == "read_group" && !may_give_to(g.gid, euid.is_root(), egid, &own) {
+            return Err(config.error_at(
+                key,
+                format!(
+                    "the agent (uid {euid}) is not in group {group:?}, so cannot give its socket \
+                     and ring to it: add its user to the group (with jpower.service, a drop-in \
+                     with SupplementaryGroups={group})"
+                ),
+            ));
         }
     }
     Ok(())
+}
+
+/// Whether a process (root or not, of effective group `egid` and supplementary groups
+/// `own`) may give its files to group `gid`.
+fn may_give_to(
+    gid: nix::unistd::Gid,
+    root: bool,
+    egid: nix::unistd::Gid,
+    own: &[nix::unistd::Gid],
+) -> bool {
+    root || egid == gid || own.contains(&gid)
 }
 
 impl Access {
@@ -370,4 +399,26 @@ pub fn run(opts: Options) -> Result<()> {
     shared.lock().shutdown();
     let _ = std::fs::remove_file(&socket);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::unistd::Gid;
+
+    /// Found by an integrator's review: a `read_group` the agent's user was not in left
+    /// the socket in the agent's group with a warning, and every reader refused.
+    #[test]
+    fn only_root_and_members_may_give_their_files_to_a_group() {
+        let (readers, own) = (Gid::from_raw(1234), Gid::from_raw(999));
+        assert!(!may_give_to(readers, false, own, &[Gid::from_raw(5)]));
+        assert!(may_give_to(
+            readers,
+            false,
+            own,
+            &[Gid::from_raw(5), readers]
+        ));
+        assert!(may_give_to(readers, false, readers, &[]));
+        assert!(may_give_to(readers, true, own, &[]));
+    }
 }

@@ -1172,6 +1172,38 @@ fn an_event_reaches_its_connection_as_it_happens() {
     assert!(delays[10] < Duration::from_millis(30), "{delays:?}");
 }
 
+/// Found by an integrator's review: the agent took its config's `runtime_dir` before
+/// `$JPOWER_RUNTIME_DIR`, where the CLI (and the docs) take the environment first, so
+/// the CLI's `restore` and `status` looked in another directory than the agent's.
+#[test]
+fn the_environment_names_the_runtime_directory_before_the_config() {
+    let (env, configured) = (util::runtime(), util::runtime());
+    let cfg = env.path().join("jpower.toml");
+    std::fs::write(&cfg, format!("runtime_dir = {:?}\n", configured.path())).unwrap();
+    let mut child = Command::new(util::bin())
+        .args(["--sim", "orin-agx", "agent", "--config"])
+        .arg(&cfg)
+        .env("JPOWER_RUNTIME_DIR", env.path())
+        .env("JPOWER_LOG", "off")
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while UnixStream::connect(env.path().join("jpower.sock")).is_err() {
+        let late = start.elapsed() > Duration::from_secs(15);
+        if late || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!(
+                "no agent in $JPOWER_RUNTIME_DIR; in the config's: {}",
+                configured.path().join("jpower.sock").exists()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!configured.path().join("jpower.sock").exists());
+}
+
 /// Issue 14: idle connections time out (`idle_timeout_ms`), so a reader cannot hold
 /// connections forever; a quiet lease holder and a subscriber are not idle.
 #[test]
