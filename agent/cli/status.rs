@@ -7,7 +7,7 @@ use crate::control::preset::Presets;
 use crate::control::Peek;
 use crate::daemon::activity_reply;
 use crate::ipc::protocol::{ActivityReply, ReplyBody, RequestBody, Status as AgentStatus};
-use crate::support::runtime::process_alive;
+use crate::support::runtime::same_process_alive;
 use crate::support::units::Freq;
 use crate::telemetry::activity::Window;
 use crate::telemetry::ring::{monotonic_ns, ActivityInfo};
@@ -151,7 +151,7 @@ pub fn snapshot(
         "fan_pwm": crate::telemetry::thermal::fan_pwm(&b.root),
         "activity": activity,
         "warnings": b.warnings,
-        "state": p.state.as_ref().map(|s| json!({"owner": s.owner, "alive": process_alive(s.owner.pid),
+        "state": p.state.as_ref().map(|s| json!({"owner": s.owner, "alive": same_process_alive(s.owner.pid, s.owner.start),
                                                  "baseline_knobs": s.baseline.len()})),
         "last_switch_us": (p.stats.count > 0).then(|| p.stats.last_ns as f64 / 1000.0),
         "switches": p.stats.count,

@@ -428,11 +428,11 @@ fn change(
 ) -> Result<crate::control::Switch> {
     if restore.is_none() && target != controller.current() {
         *restore = Some(if controller.state().is_none() {
-            controller.set_owner(Owner {
-                kind: OwnerKind::Lease,
-                pid: std::process::id(),
-                name: format!("jpower {name}"),
-            });
+            controller.set_owner(Owner::new(
+                OwnerKind::Lease,
+                std::process::id(),
+                format!("jpower {name}"),
+            ));
             Restore::Baseline
         } else {
             Restore::Values(Box::new(controller.current().clone()))

@@ -5,7 +5,7 @@
 //!   board (temp file, fsync, rename, fsync of the directory). It holds the value of every
 //!   knob jpower may touch, the host boot id (state from an earlier boot is discarded: a
 //!   reboot already reset the board) and the owner: a direct CLI `set` (persists until
-//!   `jpower restore`), or an agent or lease with its pid (if that process is gone, the
+//!   `jpower restore`), or an agent or lease with its pid and start time (if that process is gone, the
 //!   next start restores the baseline: it crashed).
 //! - `<runtime>/state/<board-key>.journal`: one fixed record, opened once, written with a
 //!   single `pwrite` before a switch's first write (the values of all knobs before the
@@ -16,6 +16,7 @@
 
 use crate::board::Values;
 use crate::board::{Board, MAX_KNOBS};
+use crate::support::runtime;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
@@ -34,6 +35,11 @@ pub struct Owner {
     pub pid: u32,
     /// A label for logs (`jpower set`, a client's name).
     pub name: String,
+    /// When the owning process started ([`runtime::start_time`]), so that another process
+    /// given the same pid (a reused pid, or an agent in a PID namespace seen from the
+    /// host) is not taken for it; absent in the files of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<u64>,
 }
 
 /// Kinds of owner.
@@ -49,18 +55,24 @@ pub enum OwnerKind {
 }
 
 impl Owner {
+    /// Process `pid` as an owner of `kind`, named `name` in logs.
+    pub fn new(kind: OwnerKind, pid: u32, name: impl Into<String>) -> Owner {
+        Owner {
+            kind,
+            pid,
+            name: name.into(),
+            start: runtime::start_time(pid),
+        }
+    }
+
     /// This process, as a direct CLI user.
     pub fn cli() -> Owner {
-        Owner {
-            kind: OwnerKind::Cli,
-            pid: std::process::id(),
-            name: "jpower set".into(),
-        }
+        Owner::new(OwnerKind::Cli, std::process::id(), "jpower set")
     }
 
     /// Whether the owner's death means a crash to recover from.
     pub fn crashed(&self) -> bool {
-        self.kind != OwnerKind::Cli && !crate::support::runtime::process_alive(self.pid)
+        self.kind != OwnerKind::Cli && !runtime::same_process_alive(self.pid, self.start)
     }
 }
 
@@ -459,6 +471,27 @@ pub fn layout_hash(board: &Board) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by a review: an agent in a PID namespace recorded pid 1, which on the host is
+    /// init, alive: its crash was never recovered, and a restarted agent given the dead
+    /// one's pid took its state for its own. The start time tells the processes apart.
+    #[test]
+    fn an_owner_is_its_pid_and_start_time_and_older_files_still_load() {
+        let me = Owner::new(OwnerKind::Agent, std::process::id(), "jpower agent");
+        assert!(me.start.is_some() && !me.crashed());
+        let namesake = Owner {
+            start: me.start.map(|s| s + 1),
+            ..me.clone()
+        };
+        assert!(namesake.crashed());
+        let older: Owner =
+            serde_json::from_str(r#"{"kind": "agent", "pid": 1, "name": "jpower agent"}"#).unwrap();
+        assert_eq!(older.start, None);
+        assert!(
+            !older.crashed(),
+            "pid 1 lives, and nothing says it is another"
+        );
+    }
 
     #[test]
     fn journal_round_trip_and_commit() {

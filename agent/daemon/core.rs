@@ -846,11 +846,8 @@ impl Core {
                 .as_ref()
                 .map(|l| (l.holder.client.clone(), l.holder.pid))
                 .unwrap_or_default();
-            self.controller.set_state_owner(Owner {
-                kind: OwnerKind::Cli,
-                pid,
-                name,
-            });
+            self.controller
+                .set_state_owner(Owner::new(OwnerKind::Cli, pid, name));
             log::info!("stopping with a persistent lease: its mode holds until `jpower restore`");
         } else {
             self.end_lease("the agent stopped");

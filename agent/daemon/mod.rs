@@ -231,11 +231,7 @@ pub fn run(opts: Options) -> Result<()> {
     for w in &board.warnings {
         log::warn!("{w}");
     }
-    let owner = Owner {
-        kind: OwnerKind::Agent,
-        pid: std::process::id(),
-        name: "jpower agent".into(),
-    };
+    let owner = Owner::new(OwnerKind::Agent, std::process::id(), "jpower agent");
     let mut controller = Controller::open(board, &runtime_dir, owner.clone())?;
     // A state left by another process becomes the agent's: if the agent dies, it is
     // restored. A mode left by `jpower set` (or a stopped agent's persistent lease) is

@@ -84,6 +84,22 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// When process `pid` started, in clock ticks after boot (`/proc/PID/stat`'s 22nd field):
+/// with its pid, what tells it from a later process given the same pid.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name (which may hold spaces and parentheses) start at
+    // the third, the state.
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// Whether the process that had pid `pid` and started at `start` (where known) is alive:
+/// a live process with that pid that started at another time is another process.
+pub fn same_process_alive(pid: u32, start: Option<u64>) -> bool {
+    process_alive(pid) && start.is_none_or(|s| start_time(pid) == Some(s))
+}
+
 fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -97,6 +113,16 @@ fn is_zombie(pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_its_pid_and_its_start_time() {
+        let me = std::process::id();
+        let start = start_time(me);
+        assert!(start.is_some_and(|s| s > 0), "{start:?}");
+        assert!(same_process_alive(me, start));
+        assert!(same_process_alive(me, None));
+        assert!(!same_process_alive(me, start.map(|s| s + 1)));
+    }
 
     #[test]
     fn this_process_is_alive_and_a_bogus_one_is_not() {

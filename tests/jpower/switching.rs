@@ -250,11 +250,7 @@ fn a_dead_lease_owner_is_a_crash_and_the_next_start_restores() {
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead = child.id();
     child.wait().unwrap();
-    let owner = Owner {
-        kind: OwnerKind::Lease,
-        pid: dead,
-        name: "test client".into(),
-    };
+    let owner = Owner::new(OwnerKind::Lease, dead, "test client");
     let (_sim, mut c) = open_as("orin-agx", rt.path(), owner);
     let baseline = values(&c);
     let space = ModeSpace::of(c.board());
