@@ -153,17 +153,24 @@ pub struct Peek {
 }
 
 impl Peek {
-    /// Reads `board`'s knobs, state file and journal in `runtime_dir`; takes no lock.
+    /// Reads `board`'s knobs, state file and journal in `runtime_dir`; takes no lock. A
+    /// state file that is no state is listed under `pending`, not an error.
     pub fn read(board: Board, runtime_dir: &Path) -> Result<Peek, ControlError> {
         let paths = StatePaths::new(runtime_dir, &board.key());
         let current = board.read_knobs()?;
-        let state = paths.load()?;
+        let mut pending = Vec::new();
+        let state = match paths.load() {
+            Err(e) if e.unreadable_state() => {
+                pending.push(e.to_string());
+                None
+            }
+            loaded => loaded?,
+        };
         let (stats, unfinished) = Journal::peek(&paths.journal, state::layout_hash(&board))
             .map_err(|source| ControlError::Journal {
                 path: paths.journal.clone(),
                 source,
             })?;
-        let mut pending = Vec::new();
         match &state {
             Some(st) if st.boot_id != crate::support::runtime::boot_id() => pending.push(format!(
                 "state of {} from an earlier boot (the next command that opens the board discards it)",

@@ -158,13 +158,35 @@ pub enum StateError {
         pid: String,
     },
     /// The state file does not parse.
-    #[error("state file {}: {source}", path.display())]
+    #[error("state file {} does not parse ({source}): the board's baseline in it is lost; \
+             move the file aside, and the board stays as it is until a mode is set or the \
+             board reboots", path.display())]
     Corrupt {
         /// The state file.
         path: PathBuf,
         /// The parser's error.
         source: serde_json::Error,
     },
+    /// The state file is of a layout this jpower does not read.
+    #[error("state file {} is of layout version {found}, this jpower reads {STATE_VERSION}: \
+             restore with the jpower that wrote it, or move the file aside", path.display())]
+    Version {
+        /// The state file.
+        path: PathBuf,
+        /// Its version.
+        found: u32,
+    },
+}
+
+impl StateError {
+    /// Whether the state file itself is unreadable as a state (not the file system): what
+    /// a command that only reads reports and goes on.
+    pub fn unreadable_state(&self) -> bool {
+        matches!(
+            self,
+            StateError::Corrupt { .. } | StateError::Version { .. }
+        )
+    }
 }
 
 /// The files of one board's state.
@@ -249,12 +271,18 @@ impl StatePaths {
     pub fn load(&self) -> Result<Option<State>, StateError> {
         match std::fs::read(&self.state) {
             Ok(bytes) => {
-                serde_json::from_slice(&bytes)
-                    .map(Some)
-                    .map_err(|source| StateError::Corrupt {
+                let st: State =
+                    serde_json::from_slice(&bytes).map_err(|source| StateError::Corrupt {
                         path: self.state.clone(),
                         source,
-                    })
+                    })?;
+                if st.version != STATE_VERSION {
+                    return Err(StateError::Version {
+                        path: self.state.clone(),
+                        found: st.version,
+                    });
+                }
+                Ok(Some(st))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.io(e)),

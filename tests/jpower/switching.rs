@@ -416,6 +416,48 @@ fn a_set_killed_between_two_writes_is_rolled_back_by_the_next_command() {
     assert_eq!(status(rt.path())["knobs"], before);
 }
 
+/// Found by a review: a truncated state file made every command fail, `status` (which
+/// only reads) included, with the parser's words alone; a state file of another layout
+/// version was read as if it were this one's. `status` lists either under
+/// `pending_recovery`; the commands that write refuse with what to do.
+#[test]
+fn a_state_file_that_is_no_state_is_reported_and_refused_with_advice() {
+    let rt = util::runtime();
+    let jp = |args: &[&str]| {
+        let mut c = util::jpower(rt.path());
+        c.args(["--sim", "orin-agx"]).args(args);
+        c
+    };
+    util::ok(&mut jp(&["set", "MODE_15W"]));
+    let dir = rt.path().join("state");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut newer: serde_json::Value = serde_json::from_str(&text).unwrap();
+    newer["version"] = 7.into();
+    for (bad, says) in [
+        (text[..100].to_string(), "does not parse"),
+        (newer.to_string(), "layout version 7"),
+    ] {
+        std::fs::write(&file, bad).unwrap();
+        let status = util::json(&util::ok(&mut jp(&["--json", "status"])));
+        assert!(
+            status["pending_recovery"].to_string().contains(says),
+            "{status}"
+        );
+        let out = util::run(&mut jp(&["set", "MODE_30W"]));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(
+            err.contains(says) && err.contains("move the file aside"),
+            "{err}"
+        );
+    }
+}
+
 /// Regression (review finding 1): a recovery that fails must not consume the journal.
 #[test]
 fn a_failed_recovery_leaves_the_unfinished_switch_for_the_next_command() {
