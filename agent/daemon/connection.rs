@@ -39,8 +39,9 @@ pub struct Connection {
     ),
     /// Whether it waits at the gate.
     waiting: bool,
-    /// The kind of the turn it holds, until its `minibatch_end` of that kind.
-    turn: Option<Kind>,
+    /// The kind of the turn it holds, until its `minibatch_end` of that kind, and when it
+    /// was granted (`CLOCK_MONOTONIC` ns).
+    turn: Option<(Kind, u64)>,
 }
 
 /// The most characters of a client's name kept for logs and replies.
@@ -219,7 +220,7 @@ impl Handler for Shared {
     fn handle(&self, conn: &mut Connection, body: RequestBody) -> Answer {
         match body {
             RequestBody::ScheduleGate { kind } => {
-                if let Some(held) = conn.turn {
+                if let Some((held, _)) = conn.turn {
                     return Answer::Now(error(
                         ErrorCode::Conflict,
                         format!(
@@ -251,7 +252,7 @@ impl Handler for Shared {
         match conn.grants.1.try_recv() {
             Ok(turn) => {
                 conn.waiting = false;
-                conn.turn = Some(turn.kind);
+                conn.turn = Some((turn.kind, monotonic_ns()));
                 Some(ReplyBody::Turn(turn))
             }
             Err(_) => {
@@ -395,10 +396,14 @@ impl Shared {
                     .end(kind, id, now, &self.ring.get())
                     .map_or_else(refused, |(m, spans)| {
                         let (duration_ms, energy_j) = (m.duration_s * 1000.0, m.energy_j);
-                        if conn.turn == Some(kind) {
+                        if let Some((held, granted_ns)) = conn.turn.filter(|t| t.0 == kind) {
+                            // The turn's own span, from its grant: a minibatch begun before
+                            // its gate also spans the other turns it waited behind.
                             conn.turn = None;
+                            let e = self.ring.get().energy(granted_ns, now);
+                            let turn_ms = now.saturating_sub(granted_ns) as f64 / 1e6;
                             self.schedule
-                                .ended(conn.peer.client, kind, now, duration_ms, energy_j);
+                                .ended(conn.peer.client, held, now, turn_ms, e.module_j);
                         }
                         let reply = ended(m, &spans);
                         let phases = match &reply {

@@ -60,6 +60,8 @@ def serve(args, result, users_done):
                     "requests": turn["requests"],
                     "energy_j": turn["minibatch"]["energy_j"],
                     "duration_ms": turn["minibatch"]["duration_ms"],
+                    "compute_j": turn["minibatch"]["compute_j"],
+                    "compute_ms": turn["minibatch"]["compute_ms"],
                 }
             )
         result["batches"] = batches
