@@ -91,9 +91,16 @@ pub enum RingCommand {
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// The command `energy` runs, while it runs (0: none): a SIGTERM is passed on to it.
+static COMMAND_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
+    let pid = COMMAND_PID.load(Ordering::Relaxed);
+    if sig == libc::SIGTERM && pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe; the pid is our own running child's.
+        unsafe { libc::kill(pid, sig) };
+    }
 }
 
 /// Lets Ctrl-C and SIGTERM end a measurement cleanly (so the sensor is put back).
@@ -506,24 +513,56 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     Ok(())
 }
 
-/// `jpower energy -- CMD ARGS...`.
-pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
-    let feed = Feed::start(target, &a.sample, "energy")?;
+/// What `energy` measured of its command.
+struct Measured {
+    ring: RingReader,
+    energy: crate::telemetry::energy::Energy,
+    status: std::process::ExitStatus,
+    /// jpower's wait around the command for the samples that bound it, ms.
+    waited_ms: f64,
+}
+
+/// Runs `command` with `feed` sampling: its energy from the ring.
+fn measure(feed: &Feed, command: &[String]) -> Result<Measured> {
     let ring = RingReader::open(feed.path())?;
     // The integral needs one sample at or before the start (the sensor holds its value,
     // however old) and the first one after the end to interpolate to: nothing more.
-    let period_ms = ring.info.period_ns as f64 * 1e-6;
     let waited_before = sample_after(&ring, 0)?;
     let t0 = monotonic_ns();
-    let status = std::process::Command::new(&a.command[0])
-        .args(&a.command[1..])
-        .status()
-        .with_context(|| format!("cannot run {}", a.command[0]))?;
+    let mut child = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .spawn()
+        .with_context(|| format!("cannot run {}", command[0]))?;
+    COMMAND_PID.store(i32::try_from(child.id()).unwrap_or(0), Ordering::Relaxed);
+    let status = child.wait();
+    COMMAND_PID.store(0, Ordering::Relaxed);
+    let status = status.with_context(|| format!("waiting for {}", command[0]))?;
     let t1 = monotonic_ns();
     let waited_after = sample_after(&ring, t1)?;
-    let waited_ms = (waited_before + waited_after) as f64 * 1e-6;
-    let e = ring.energy(t0, t1);
+    let energy = ring.energy(t0, t1);
+    Ok(Measured {
+        ring,
+        energy,
+        status,
+        waited_ms: (waited_before + waited_after) as f64 * 1e-6,
+    })
+}
+
+/// `jpower energy -- CMD ARGS...`: Ctrl-C reaches the command (the terminal sends it to
+/// both), a SIGTERM to jpower is passed on to it, and whatever ends it, the board is put
+/// back, a failure to start it included.
+pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
+    catch_interrupts();
+    let feed = Feed::start(target, &a.sample, "energy")?;
+    let measured = measure(&feed, &a.command);
     let mut notes = feed.finish()?;
+    let Measured {
+        ring,
+        energy: e,
+        status,
+        waited_ms,
+    } = measured?;
+    let period_ms = ring.info.period_ns as f64 * 1e-6;
     // The bound is one refresh of the power swing the samples saw: with fewer than two
     // samples, or a command shorter than a refresh, no reading measured the command and
     // the swing is unknown, so there is no bound to give.
@@ -546,7 +585,10 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
         .zip(&e.rails_j)
         .map(|(r, j)| json!({"rail": r.name, "energy_j": j, "mean_w": if e.duration_s > 0.0 { j / e.duration_s } else { 0.0 }}))
         .collect();
-    let code = status.code().unwrap_or(128);
+    // A command killed by a signal exits as a shell reports it: 128 + the signal.
+    let code = status.code().unwrap_or_else(|| {
+        128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)
+    });
     out.print(
         &json!({"command": a.command, "exit_code": code, "duration_s": e.duration_s, "samples": e.samples,
                 "rate_hz": e.rate_hz, "module_j": e.module_j, "mean_module_w": e.mean_module_w,
@@ -564,7 +606,8 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
                 bound.map_or("error unknown: see the note".into(), |b| format!("+/- {b:.3} J: sensor refresh"))
             );
             for (r, j) in ring.info.rails.iter().zip(&e.rails_j) {
-                let _ = writeln!(t, " {j:>10.3} J    {}", r.name);
+                let w = if e.duration_s > 0.0 { j / e.duration_s } else { 0.0 };
+                let _ = writeln!(t, " {j:>10.3} J    {} (mean {w:.3} W)", r.name);
             }
             let _ = writeln!(
                 t,

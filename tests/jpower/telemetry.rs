@@ -466,6 +466,66 @@ fn energy_runs_a_command_and_keeps_its_exit_status() {
     assert!(String::from_utf8_lossy(&err.stderr).contains("cannot run"));
 }
 
+/// Found by a CLI review: a command that could not start left the sensors' averaging
+/// changed and the private ring (5 MB of tmpfs on a board) behind; a command killed by
+/// a signal exited 128 whatever the signal; a SIGTERM to jpower left it waiting for the
+/// command. Now the board is put back and the ring removed whatever happens, a signal
+/// exits as a shell reports it (128 + its number), and a SIGTERM is passed on.
+#[test]
+fn energy_puts_the_board_back_whatever_ends_it() {
+    let rt = util::runtime();
+    let jp = || {
+        let mut c = util::jpower(rt.path());
+        c.args(["--sim", "orin-agx@r36", "--json"]);
+        c
+    };
+    let knobs = || util::json(&util::ok(jp().arg("status")))["knobs"].clone();
+    let rings = || {
+        std::fs::read_dir(rt.path().join("telemetry"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    // A run that owns the board (to set its averaging) leaves the board's own ring, kept
+    // for its readers and marked closed; one that only reads samples into a private one.
+    util::ok(jp().args(["energy", "--averaging", "auto", "--", "true"]));
+    let before = (knobs(), rings());
+    for averaging in ["auto", "keep"] {
+        let err = util::run(jp().args(["energy", "--averaging", averaging, "--", "/nonexistent"]));
+        assert_eq!(err.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&err.stderr).to_string();
+        assert_eq!((knobs(), rings()), before, "{stderr}");
+    }
+    let killed = util::run(jp().args(["energy", "--", "sh", "-c", "kill -9 $$"]));
+    assert_eq!(killed.status.code(), Some(137));
+    assert_eq!(
+        util::json(&String::from_utf8_lossy(&killed.stdout))["exit_code"],
+        137
+    );
+    let child = jp()
+        .args(["energy", "--averaging", "auto", "--", "sleep", "30"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the command ran on"
+    );
+    assert_eq!(out.status.code(), Some(143));
+    assert_eq!(
+        util::json(&String::from_utf8_lossy(&out.stdout))["exit_code"],
+        143
+    );
+    assert_eq!((knobs(), rings()), before);
+}
+
 #[test]
 fn watch_with_auto_averaging_puts_the_sensor_back() {
     let rt = util::runtime();
