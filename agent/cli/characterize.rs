@@ -105,8 +105,8 @@ pub struct Args {
     /// Repeats of each configuration (for the coefficient of variation).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub repeats: u32,
-    /// Epochs per run.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    /// Epochs per run (1 to 1000).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub epochs: u32,
     /// A small sweep: the board's first two presets, minibatch 16, workers 0 and 1, one
     /// medium, warm cache, 2 repeats of 2 epochs (overrides the lists above; live, a

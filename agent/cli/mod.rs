@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_predict;
+mod bounds;
 mod characterize;
 mod characterize_report;
 mod dashboard;

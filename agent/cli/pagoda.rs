@@ -186,7 +186,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N", conflicts_with = "presets")]
     pub sample: Option<usize>,
     /// Seconds each roofline point runs, and each switch settles, when measuring.
-    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = super::bounds::seconds)]
     pub point_seconds: f64,
     /// Draw the layers and the model on the rooflines of the planned mode and MAXN.
     #[arg(long, value_name = "FILE.svg", conflicts_with = "calibrate")]
@@ -202,7 +202,8 @@ pub struct PlanArgs {
     #[arg(long, requires = "calibrate")]
     pub markers: bool,
     /// With --markers, how long to wait for your program to end a minibatch, seconds.
-    #[arg(long, value_name = "S", default_value_t = 30.0, requires = "markers")]
+    #[arg(long, value_name = "S", default_value_t = 30.0, requires = "markers",
+          value_parser = super::bounds::seconds)]
     pub marker_timeout: f64,
     /// Run the planned mode and the top mode and report predicted against measured.
     #[arg(long, requires = "calibrate")]

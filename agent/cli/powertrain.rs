@@ -38,7 +38,7 @@ pub struct EvalArgs {
     #[arg(long, value_name = "FILE.csv")]
     pub truth: Option<PathBuf>,
     /// Noise added to replayed minibatches, relative sigma of time and power.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = super::bounds::fraction)]
     pub truth_noise: f64,
     /// A smaller setting: a random subset of the reference grid and fewer epochs (CI).
     #[arg(long)]

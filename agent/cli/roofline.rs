@@ -41,16 +41,17 @@ pub struct Args {
     #[arg(long, value_name = "N", conflicts_with = "presets")]
     pub sample: Option<usize>,
     /// Elements per buffer (4-byte floats; three buffers), far larger than L2.
-    #[arg(long, default_value_t = 1 << 26)]
+    #[arg(long, default_value_t = 1 << 26,
+          value_parser = clap::value_parser!(u64).range(1024..=1 << 32))]
     pub elements: u64,
     /// The sweep's largest inner loop count (FP32 intensity 2 x this FLOP/byte).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(2..=1 << 20))]
     pub max_iters: u32,
     /// Seconds each point runs (NVML's counter wants 1 s or more).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = super::bounds::seconds)]
     pub point_seconds: f64,
     /// Seconds to wait after each switch for the clocks to settle.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = super::bounds::seconds_or_zero)]
     pub settle: f64,
     /// Leave CPU idle states, GPU rail gating and the fan as they are.
     #[arg(long)]
@@ -96,9 +97,6 @@ struct ModeResult {
 
 /// `jpower roofline`.
 pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
-    if a.point_seconds <= 0.0 || a.elements < 1024 || a.settle < 0.0 {
-        bail!("--point-seconds and --settle must be positive, --elements at least 1024");
-    }
     let points = roofline::sweep(a.elements - a.elements % 4, a.max_iters);
     let discovered = target
         .root()
@@ -161,9 +159,6 @@ pub(super) fn measure_json(
         modes_csv: None,
         svg: None,
     };
-    if a.point_seconds <= 0.0 {
-        bail!("--point-seconds must be positive");
-    }
     let points = roofline::sweep(a.elements, a.max_iters);
     Ok(serde_json::to_value(jetson(target, &a, &points, true)?)?)
 }

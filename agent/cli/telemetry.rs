@@ -61,7 +61,7 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub sample: SampleArgs,
     /// Stop after this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = super::bounds::seconds)]
     pub duration: Option<f64>,
     /// Stream every sample as a CSV row instead of the live table.
     #[arg(long)]

@@ -28,7 +28,7 @@ pub struct ProfileArgs {
     #[arg(long, default_value = "resnet18")]
     pub workload: String,
     /// How many modes (stratified over the knobs; see --strategy).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = super::bounds::count)]
     pub modes: usize,
     /// `stratified`, `random`, `active` (half stratified, then rounds where the physics
     /// ensemble transferred from --reference is least certain), `reference` (PowerTrain's
@@ -43,7 +43,7 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub quick: bool,
     /// Minibatches recorded per mode once steady (PowerTrain: 40).
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(2..))]
     pub minibatches: u32,
     /// Replay a recorded profile instead of simulating (its rows are the modes).
     #[arg(long, value_name = "FILE.csv")]

@@ -248,7 +248,8 @@ fn gpu_commands_say_what_is_missing_in_one_line() {
     let rt = util::runtime();
     let bad =
         run(jpower(rt.path()).args(["--sim", "orin-agx", "roofline", "--point-seconds", "0"]));
-    assert_eq!(bad.status.code(), Some(1));
+    // A bad command line (clap's exit status), naming the option.
+    assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--point-seconds"));
     let no_agent = run(jpower(rt.path()).args(["--sim", "orin-agx", "profile", "--live", "--cpu"]));
     assert_eq!(no_agent.status.code(), Some(1));

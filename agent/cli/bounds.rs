@@ -1,0 +1,72 @@
+//! Argument values clap's own parsers leave unchecked: durations in seconds and fractions,
+//! which must be finite numbers in range (`NaN`, `inf` and negative values parse as
+//! `f64`), and counts that must not be 0.
+
+/// The longest duration an option takes, seconds (about a year).
+const MAX_SECONDS: f64 = 3.2e7;
+
+/// A duration above 0 s, at most [`MAX_SECONDS`].
+pub fn seconds(s: &str) -> Result<f64, String> {
+    duration(s, false)
+}
+
+/// A duration of 0 s or more, at most [`MAX_SECONDS`].
+pub fn seconds_or_zero(s: &str) -> Result<f64, String> {
+    duration(s, true)
+}
+
+/// A count of 1 or more.
+pub fn count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?}: must be a whole number, 1 or more")),
+    }
+}
+
+/// A fraction in 0..1 (0 included).
+pub fn fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    if (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s}: must be at least 0 and below 1"))
+    }
+}
+
+fn duration(s: &str, zero: bool) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    let low = if zero { v >= 0.0 } else { v > 0.0 };
+    if low && v <= MAX_SECONDS {
+        Ok(v)
+    } else {
+        let least = if zero { "0 or more" } else { "above 0" };
+        Err(format!(
+            "{s} s: must be {least} and at most {MAX_SECONDS:e}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_finite_durations_in_range_pass() {
+        assert_eq!(seconds("1.5"), Ok(1.5));
+        assert_eq!(seconds_or_zero("0"), Ok(0.0));
+        for bad in ["0", "-1", "NaN", "inf", "1e30", "x"] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+        for bad in ["-0.1", "NaN", "-inf"] {
+            assert!(seconds_or_zero(bad).is_err(), "{bad}");
+        }
+        assert_eq!(count("3"), Ok(3));
+        assert!(count("0").is_err() && count("-1").is_err());
+        assert_eq!(fraction("0.02"), Ok(0.02));
+        for bad in ["1", "-0.1", "NaN"] {
+            assert!(fraction(bad).is_err(), "{bad}");
+        }
+    }
+}
