@@ -340,7 +340,9 @@ fn sweep(
         eprintln!();
     }
     // Canonical order: a resumed sweep's files equal an uninterrupted one's.
-    done.sort_by_key(|r| configs.iter().position(|c| *c == r.config));
+    let order: std::collections::HashMap<&Config, usize> =
+        configs.iter().enumerate().map(|(i, c)| (c, i)).collect();
+    done.sort_by_key(|r| order.get(&r.config).copied());
     let rows = rows_with_cv(&done, &summarise(&done));
     std::fs::write(&csv_path, csv_text::write(&header(), rows))
         .with_context(|| format!("writing {}", csv_path.display()))?;

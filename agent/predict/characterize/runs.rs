@@ -8,6 +8,7 @@
 //! field and `null` in JSON, never 0.
 
 use crate::support::rng::hash;
+use std::collections::HashMap;
 
 /// The page cache at the start of each epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -36,7 +37,7 @@ impl Cache {
 }
 
 /// One run's configuration: everything but the epoch.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Config {
     /// The power mode: a preset's name (`MAXN`, `MODE_30W_ALL`) or pinned knobs
     /// ([`super::modes::Mode::name`]).
@@ -224,12 +225,9 @@ impl Run {
 
 /// Every run's rows, `time_cv` filled from its configuration's [`Summary`].
 pub fn rows_with_cv(runs: &[Run], sums: &[Summary]) -> Vec<Vec<String>> {
+    let cv: HashMap<&str, f64> = sums.iter().map(|s| (s.label.as_str(), s.time_cv)).collect();
     runs.iter()
-        .flat_map(|r| {
-            let label = r.config.label();
-            let cv = sums.iter().find(|s| s.label == label).map(|s| s.time_cv);
-            r.rows(cv)
-        })
+        .flat_map(|r| r.rows(cv.get(r.config.label().as_str()).copied()))
         .collect()
 }
 
@@ -322,17 +320,24 @@ pub fn mean_cv(v: &[f64]) -> (f64, f64) {
 
 /// One [`Summary`] per configuration of `runs`, in the order they first appear.
 pub fn summarise(runs: &[Run]) -> Vec<Summary> {
-    let mut labels: Vec<String> = Vec::new();
+    // Each run's label once: a sweep of tens of thousands of runs stays linear.
+    let mut groups: Vec<(String, Vec<&Run>)> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
     for r in runs {
-        let l = r.config.label();
-        if !labels.contains(&l) {
-            labels.push(l);
-        }
+        let label = r.config.label();
+        let i = match group_of.get(&label) {
+            Some(&i) => i,
+            None => {
+                group_of.insert(label.clone(), groups.len());
+                groups.push((label, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        groups[i].1.push(r);
     }
-    labels
+    groups
         .into_iter()
-        .map(|label| {
-            let mine: Vec<&Run> = runs.iter().filter(|r| r.config.label() == label).collect();
+        .map(|(label, mine)| {
             let total = |f: fn(&EpochRow) -> f64| -> Vec<f64> {
                 mine.iter().map(|r| r.epochs.iter().map(f).sum()).collect()
             };
