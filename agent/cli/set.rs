@@ -4,9 +4,9 @@ use super::{Output, Target};
 use crate::board::Board;
 use crate::control::mode::{KnobRequest, Mode};
 use crate::control::{Restored, Switch};
-use crate::ipc::client::Client;
-use crate::ipc::protocol::{LeaseKind, ModeRequest, ReplyBody, RequestBody};
-use anyhow::{bail, Result};
+use crate::ipc::client::{Client, ClientError};
+use crate::ipc::protocol::{LeaseKind, ModeRequest, ReplyBody, RequestBody, SNAP_ADVICE};
+use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
 use std::fmt::Write;
 
@@ -149,11 +149,19 @@ fn set_through_agent(
             snap: knobs.snap,
         },
     };
-    let reply = client.request(RequestBody::SetMode {
-        mode,
-        lease: LeaseKind::Persistent,
-        timeout_ms: None,
-    })?;
+    let reply = client
+        .request(RequestBody::SetMode {
+            mode,
+            lease: LeaseKind::Persistent,
+            timeout_ms: None,
+        })
+        .map_err(|e| match e {
+            // The agent advises the protocol's `snap`; this command's is `--snap`.
+            ClientError::Agent { message, .. } => {
+                anyhow!(message.replace(SNAP_ADVICE, "; pass --snap to take the nearest"))
+            }
+            e => e.into(),
+        })?;
     let ReplyBody::ModeSet {
         writes,
         switch_us,

@@ -77,9 +77,6 @@ fn lease_name(kind: LeaseKind) -> &'static str {
     }
 }
 
-/// What a mode error outside the table advises where the request has a `snap` field.
-const SNAP_ADVICE: &str = "; send \"snap\":true to take the nearest";
-
 /// A mode error in the protocol's words: the field the client sent and its unit
 /// (`cpu_khz` in kHz), the nearest values as plain numbers it can send back, and `snap`
 /// rather than the CLI's `--snap`.

@@ -124,6 +124,10 @@ pub enum RequestBody {
     ScheduleStatus,
 }
 
+/// What an error about a frequency outside the board's table ends with, where the request
+/// has a `snap` field (the CLI shows its own `--snap` instead).
+pub const SNAP_ADVICE: &str = "; send \"snap\":true to take the nearest";
+
 /// A mode, as a preset or as pinned knobs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -454,7 +454,22 @@ fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_star
     drop(c);
 
     let mut agent = Agent::start_in(rt, "orin-agx", "");
-    // Through the CLI: a persistent lease.
+    // Through the CLI: a value off the table is refused with the CLI's own advice (found
+    // by a CLI review: it passed on the protocol's `send "snap":true`).
+    let off = util::run(util::jpower(agent.rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "set",
+        "--gpu-freq",
+        "318MHz",
+    ]));
+    let err = String::from_utf8_lossy(&off.stderr);
+    assert!(
+        !off.status.success() && err.contains("pass --snap"),
+        "{err}"
+    );
+    assert!(!err.contains("send"), "{err}");
+    // A persistent lease.
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
     assert_eq!(agent.status().online_cpus, [0, 1, 2, 3]);
     agent.signal(nix::sys::signal::Signal::SIGKILL);
