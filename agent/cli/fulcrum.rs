@@ -341,18 +341,24 @@ fn schedule_text(
         v["strategy"].as_str().unwrap_or("")
     );
     let _ = writeln!(t, "  chosen      {}", describe(s));
+    let over = |got: &str, target: &str| f(got) > v["problem"][target].as_f64().unwrap_or(f64::NAN);
+    let verdict = match (
+        over("latency_at_percentile_ms", "slo_ms"),
+        over("guard_power_w", "budget_w"),
+    ) {
+        _ if v["met"].as_bool() == Some(true) => "meets both targets",
+        (true, true) => "MISSES both targets",
+        (true, false) => "MISSES the latency target",
+        (false, true) => "MISSES the power budget",
+        (false, false) => "MISSES: the run did not finish",
+    };
     let _ = writeln!(
         t,
-        "  training    {:.1} samples/s (planned {:.1}); {} of the targets",
+        "  training    {:.1} samples/s (planned {:.1}); {verdict}",
         f("throughput_per_s"),
         v["planned"]["throughput_per_s"]
             .as_f64()
             .unwrap_or(f64::NAN),
-        if v["met"].as_bool() == Some(true) {
-            "meets both"
-        } else {
-            "MISSES one"
-        }
     );
     let _ = writeln!(
         t,
