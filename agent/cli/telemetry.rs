@@ -125,7 +125,9 @@ pub(super) struct Session {
 }
 
 enum Restore {
-    Values(Box<Values>),
+    /// The held state's values, from the overlay this session pushed.
+    Overlay,
+    /// The baseline this session saved.
     Baseline,
 }
 
@@ -165,8 +167,8 @@ impl Session {
     pub fn finish(mut self) -> Result<Vec<String>> {
         drop(self.telemetry);
         match self.restore.take() {
-            Some(Restore::Values(prior)) => {
-                self.controller.apply_values(&prior)?;
+            Some(Restore::Overlay) => {
+                self.controller.pop_overlay()?;
             }
             Some(Restore::Baseline) => {
                 self.controller.restore()?;
@@ -425,8 +427,9 @@ fn bus_limit_hz(rails: usize) -> f64 {
     1e9 / per_sample as f64
 }
 
-/// Applies `target`, first recording what to put back: a session's own change is a lease,
-/// so if this process dies the next jpower command restores it.
+/// Applies `target`, first recording what to put back: a session's own change is a lease
+/// (on a board another holds, an overlay on its state), so if this process dies the next
+/// jpower command puts it back.
 fn change(
     controller: &mut Controller,
     restore: &mut Option<Restore>,
@@ -434,15 +437,17 @@ fn change(
     target: &Values,
 ) -> Result<crate::control::Switch> {
     if restore.is_none() && target != controller.current() {
+        let owner = Owner::new(
+            OwnerKind::Lease,
+            std::process::id(),
+            format!("jpower {name}"),
+        );
         *restore = Some(if controller.state().is_none() {
-            controller.set_owner(Owner::new(
-                OwnerKind::Lease,
-                std::process::id(),
-                format!("jpower {name}"),
-            ));
+            controller.set_owner(owner);
             Restore::Baseline
         } else {
-            Restore::Values(Box::new(controller.current().clone()))
+            controller.push_overlay(owner)?;
+            Restore::Overlay
         });
     }
     Ok(controller.apply_values(target)?)

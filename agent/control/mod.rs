@@ -180,6 +180,14 @@ impl Peek {
                 if unfinished.is_some() {
                     pending.push("an unfinished switch left by a process that died between two writes (the next command that opens the board rolls it back)".into());
                 }
+                match paths.load_overlay() {
+                    Ok(Some(o)) if o.owner.crashed() => pending.push(format!(
+                        "{} (pid {}) died with a temporary change over the held mode (the next command that opens the board puts it back)",
+                        o.owner.name, o.owner.pid
+                    )),
+                    Err(e) => pending.push(e.to_string()),
+                    _ => {}
+                }
                 if st.owner.crashed() {
                     pending.push(format!(
                         "{} (pid {}) died holding the board (the next command that opens the board restores its baseline)",
@@ -276,6 +284,15 @@ impl Controller {
                 self.restore()?;
                 self.note("the journal of an unfinished switch does not match this board's knobs: restored the baseline".into());
                 return Ok(());
+            }
+        }
+        if let Some(o) = self.paths.load_overlay()? {
+            if o.owner.crashed() {
+                self.pop_overlay()?;
+                self.note(format!(
+                    "{} (pid {}) died with a temporary change over the held mode: put it back",
+                    o.owner.name, o.owner.pid
+                ));
             }
         }
         if owner.crashed() {
@@ -472,6 +489,25 @@ impl Controller {
         }
         self.current = prior.clone();
         Rollback::Done(steps.len())
+    }
+
+    /// Saves the board as it is now as an overlay of `owner`'s (see [`StatePaths::overlay`]):
+    /// a temporary change on a held state, which [`Controller::pop_overlay`] puts back, or
+    /// the next jpower command should `owner` die first.
+    pub fn push_overlay(&mut self, owner: Owner) -> Result<(), ControlError> {
+        let overlay = State::baseline(&self.board, &self.current, owner);
+        Ok(self.paths.save_overlay(&overlay)?)
+    }
+
+    /// Puts back what the overlay saved and forgets it; `None` without one.
+    pub fn pop_overlay(&mut self) -> Result<Option<Switch>, ControlError> {
+        let Some(overlay) = self.paths.load_overlay()? else {
+            return Ok(None);
+        };
+        let (target, _) = overlay.values(&self.board, &self.current);
+        let switch = self.apply_values(&target)?;
+        self.paths.remove_overlay()?;
+        Ok(Some(switch))
     }
 
     /// Forgets the saved state and its journal (the board is at its baseline).

@@ -194,10 +194,57 @@ impl StateError {
 pub struct StatePaths {
     /// `<runtime>/state/<board-key>.json`, the baseline and its owner.
     pub state: PathBuf,
+    /// `<runtime>/state/<board-key>.overlay.json`, a temporary change on top of a held
+    /// state (a `watch` lowering the sensors' averaging over a `jpower set` mode): its
+    /// owner and the values to put back, as a [`State`].
+    pub overlay: PathBuf,
     /// `<runtime>/state/<board-key>.journal`, the transaction journal.
     pub journal: PathBuf,
     /// `<runtime>/state/<board-key>.lock`, the lock file a controlling process holds.
     pub lock: PathBuf,
+}
+
+impl StatePaths {
+    /// Paths for `board_key` in `runtime_dir`.
+    pub fn new(runtime_dir: &Path, board_key: &str) -> StatePaths {
+        let dir = runtime_dir.join("state");
+        StatePaths {
+            state: dir.join(format!("{board_key}.json")),
+            overlay: dir.join(format!("{board_key}.overlay.json")),
+            journal: dir.join(format!("{board_key}.journal")),
+            lock: dir.join(format!("{board_key}.lock")),
+        }
+    }
+
+    /// Reads the state file, if there is one.
+    pub fn load(&self) -> Result<Option<State>, StateError> {
+        load(&self.state)
+    }
+
+    /// Writes the state file atomically: temp file, fsync, rename, fsync the directory.
+    pub fn save(&self, state: &State) -> Result<(), StateError> {
+        save(&self.state, state)
+    }
+
+    /// Removes the state file, any overlay on it, and the journal.
+    pub fn remove(&self) -> Result<(), StateError> {
+        remove(&[&self.overlay, &self.state, &self.journal])
+    }
+
+    /// Reads the overlay, if there is one.
+    pub fn load_overlay(&self) -> Result<Option<State>, StateError> {
+        load(&self.overlay)
+    }
+
+    /// Writes the overlay as the state file is written.
+    pub fn save_overlay(&self, overlay: &State) -> Result<(), StateError> {
+        save(&self.overlay, overlay)
+    }
+
+    /// Removes the overlay.
+    pub fn remove_overlay(&self) -> Result<(), StateError> {
+        remove(&[&self.overlay])
+    }
 }
 
 /// An exclusive claim on a board by one jpower process (`flock`, released when the
@@ -249,72 +296,61 @@ impl BoardLock {
     }
 }
 
-impl StatePaths {
-    /// Paths for `board_key` in `runtime_dir`.
-    pub fn new(runtime_dir: &Path, board_key: &str) -> StatePaths {
-        let dir = runtime_dir.join("state");
-        StatePaths {
-            state: dir.join(format!("{board_key}.json")),
-            journal: dir.join(format!("{board_key}.journal")),
-            lock: dir.join(format!("{board_key}.lock")),
-        }
+fn io_error(path: &Path, source: io::Error) -> StateError {
+    StateError::Io {
+        path: path.to_path_buf(),
+        source,
     }
+}
 
-    fn io(&self, source: io::Error) -> StateError {
-        StateError::Io {
-            path: self.state.clone(),
-            source,
-        }
-    }
-
-    /// Reads the state file, if there is one.
-    pub fn load(&self) -> Result<Option<State>, StateError> {
-        match std::fs::read(&self.state) {
-            Ok(bytes) => {
-                let st: State =
-                    serde_json::from_slice(&bytes).map_err(|source| StateError::Corrupt {
-                        path: self.state.clone(),
-                        source,
-                    })?;
-                if st.version != STATE_VERSION {
-                    return Err(StateError::Version {
-                        path: self.state.clone(),
-                        found: st.version,
-                    });
-                }
-                Ok(Some(st))
+/// Reads the state at `path`, if there is one.
+fn load(path: &Path) -> Result<Option<State>, StateError> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let st: State =
+                serde_json::from_slice(&bytes).map_err(|source| StateError::Corrupt {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+            if st.version != STATE_VERSION {
+                return Err(StateError::Version {
+                    path: path.to_path_buf(),
+                    found: st.version,
+                });
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(self.io(e)),
+            Ok(Some(st))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error(path, e)),
+    }
+}
+
+/// Writes `state` at `path` atomically: temp file, fsync, rename, fsync the directory.
+fn save(path: &Path, state: &State) -> Result<(), StateError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| io_error(path, e))?;
+    let tmp = path.with_extension("json.tmp");
+    let bytes =
+        serde_json::to_vec_pretty(state).map_err(|e| io_error(path, io::Error::other(e)))?;
+    let write = || -> io::Result<()> {
+        let f = File::create(&tmp)?;
+        f.write_all_at(&bytes, 0)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| io_error(path, e))
+}
+
+/// Removes the files of `paths` that exist.
+fn remove(paths: &[&Path]) -> Result<(), StateError> {
+    for p in paths {
+        match std::fs::remove_file(p) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(io_error(p, e)),
+            _ => {}
         }
     }
-
-    /// Writes the state file atomically: temp file, fsync, rename, fsync the directory.
-    pub fn save(&self, state: &State) -> Result<(), StateError> {
-        let dir = self.state.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(|e| self.io(e))?;
-        let tmp = self.state.with_extension("json.tmp");
-        let bytes = serde_json::to_vec_pretty(state).map_err(|e| self.io(io::Error::other(e)))?;
-        let write = || -> io::Result<()> {
-            let f = File::create(&tmp)?;
-            f.write_all_at(&bytes, 0)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.state)?;
-            File::open(dir)?.sync_all()
-        };
-        write().map_err(|e| self.io(e))
-    }
-
-    /// Removes the state file and the journal.
-    pub fn remove(&self) -> Result<(), StateError> {
-        for p in [&self.state, &self.journal] {
-            match std::fs::remove_file(p) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(self.io(e)),
-                _ => {}
-            }
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 const MAGIC: &[u8; 4] = b"JPJ1";

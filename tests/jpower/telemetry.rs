@@ -526,6 +526,61 @@ fn energy_puts_the_board_back_whatever_ends_it() {
     assert_eq!((knobs(), rings()), before);
 }
 
+/// Found by a review: a `watch --averaging` killed over a mode `jpower set` holds kept
+/// what it would put back in its memory only, so the sensors' averaging stayed changed and
+/// nothing said so. It is an overlay on the held state now: the next command puts the
+/// averaging back and the held mode stays.
+#[test]
+fn a_watch_killed_over_a_held_mode_has_its_averaging_put_back() {
+    let rt = util::runtime();
+    let jp = || {
+        let mut c = util::jpower(rt.path());
+        c.args(["--sim", "orin-agx@r36"]);
+        c
+    };
+    let knobs = || {
+        let st = util::json(&util::ok(jp().args(["--json", "status"])));
+        let v = |kind: &str| {
+            st["knobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|k| k["knob"]["kind"] == kind)
+                .map(|k| k["value"].as_u64().unwrap())
+                .collect::<Vec<_>>()
+        };
+        (
+            v("gpu_max"),
+            v("ina_samples"),
+            st["pending_recovery"].to_string(),
+        )
+    };
+    util::ok(jp().args(["set", "--gpu-freq", "612000000"]));
+    let held = knobs();
+    let mut watch = jp()
+        .args(["watch", "--csv", "--averaging", "4"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first CSV row: the sampler runs, the averaging lowered.
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(watch.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.starts_with("t_s,"), "{first}");
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    let (gpu, samples, pending) = knobs();
+    assert_eq!(gpu, held.0);
+    assert!(samples.iter().all(|&n| n == 4), "{samples:?}");
+    assert!(pending.contains("temporary change"), "{pending}");
+    util::ok(jp().args(["restore", "--if-crashed"]));
+    assert_eq!(knobs(), held, "the averaging back, the held mode kept");
+    util::ok(jp().arg("restore"));
+}
+
 #[test]
 fn watch_with_auto_averaging_puts_the_sensor_back() {
     let rt = util::runtime();
