@@ -11,13 +11,13 @@
 //! - `metrics`: a Prometheus scrape of the agent's `/metrics` next to its status round
 //!   trip, with the bytes and series a scraper takes in.
 
-use super::{scratch_dir, Output};
+use super::{scratch_dir, Output, Target};
 use crate::board::sysfs::{format_u64, Root};
 use crate::board::Board;
 use crate::control::mode::ModeSpace;
 use crate::control::state::Owner;
 use crate::control::{plan, Controller};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
@@ -81,8 +81,11 @@ pub enum Command {
     },
 }
 
-/// Runs a benchmark.
-pub fn run(cmd: &Command, out: &Output) -> Result<()> {
+/// Runs a benchmark: on boards of its own (`--board`), never the target's.
+pub fn run(target: &Target, cmd: &Command, out: &Output) -> Result<()> {
+    if target.sim.is_some() || target.root.is_some() {
+        bail!("bench times simulated boards of its own (--board, where a benchmark takes one): --sim and --root do not apply");
+    }
     let dir = scratch_dir("jpower-bench")?;
     let result = match cmd {
         Command::Switch {

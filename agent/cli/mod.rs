@@ -491,7 +491,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::SwitchCost(a) => switch_cost::run(&cli.target, a, out),
         Command::Restore(a) => set::restore(&cli.target, a.if_crashed, out),
         Command::Demo(a) => demo::run(&cli.target, a, out),
-        Command::Bench(c) => bench::run(c, out),
+        Command::Bench(c) => bench::run(&cli.target, c, out),
         Command::Generate(c) => generate::run(c, out),
         Command::Roofline(a) => roofline::run(&cli.target, a, out),
         Command::Train(a) => gpu::train(&cli.target, a, out),

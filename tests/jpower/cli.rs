@@ -208,6 +208,15 @@ fn bench_switch_quick_prints_the_ratio() {
     ])));
     assert!(b["ratio"].as_f64().unwrap() > 0.0, "{b}");
     assert!(b["raw_ns"].as_f64().unwrap() > 0.0);
+    // Found by a CLI review: a target board was silently ignored, and a count of 0 gave
+    // a 0.000x ratio that read as a met target. Both are refused.
+    for args in [
+        &["--sim", "xavier-agx", "bench", "switch", "--quick"][..],
+        &["bench", "switch", "--iterations", "0"][..],
+    ] {
+        let out = util::run(jpower(rt.path()).args(args));
+        assert!(!out.status.success(), "{args:?}");
+    }
 }
 
 /// The top-level commands `jpower --help` lists (without `help`).
