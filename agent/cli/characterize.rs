@@ -213,10 +213,17 @@ fn sweep_modes(
     if a.modes == "presets" {
         return Ok(all().collect());
     }
-    a.modes
-        .split(',')
-        .map(|m| check(m.trim()).map(SweepMode::Preset))
-        .collect()
+    let mut names: Vec<String> = Vec::new();
+    for given in a.modes.split(',').map(str::trim) {
+        let name = check(given)?;
+        // Two names of one mode would run it twice and count the copies as repeats.
+        anyhow::ensure!(
+            !names.contains(&name),
+            "--modes names {name} twice ({given:?} is {name}): give each mode once"
+        );
+        names.push(name);
+    }
+    Ok(names.into_iter().map(SweepMode::Preset).collect())
 }
 
 /// The simulated-time sweep the arguments ask for on `board`.

@@ -117,6 +117,19 @@ fn characterize_names_a_bad_value() {
         ])
         .arg(rt.path().join("o")));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--cache \"cold\": one of dropped, warm"));
+    // Found by a CLI review: one mode named twice ran twice, its copies counted as
+    // repeats (a CV of 0).
+    let out = run(jpower(rt.path())
+        .args([
+            "--sim",
+            "xavier-agx",
+            "characterize",
+            "--modes",
+            "MAXN,maxn",
+            "--out",
+        ])
+        .arg(rt.path().join("o")));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--modes names MAXN twice"));
 }
 
 #[test]
