@@ -91,45 +91,25 @@ fn characterize_resumed_after_an_interruption_equals_an_uninterrupted_sweep() {
 #[test]
 fn characterize_names_a_bad_value() {
     let rt = runtime();
-    let out = run(jpower(rt.path())
-        .args([
-            "--sim",
-            "xavier-agx",
-            "characterize",
-            "--modes",
-            "TURBO",
-            "--out",
-        ])
-        .arg(rt.path().join("o")));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("TURBO") && err.contains("MAXN"),
-        "{err}"
-    );
-    let out = run(jpower(rt.path())
-        .args([
-            "--sim",
-            "xavier-agx",
-            "characterize",
-            "--cache",
-            "cold",
-            "--out",
-        ])
-        .arg(rt.path().join("o")));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--cache \"cold\": one of dropped, warm"));
-    // Found by a CLI review: one mode named twice ran twice, its copies counted as
-    // repeats (a CV of 0).
-    let out = run(jpower(rt.path())
-        .args([
-            "--sim",
-            "xavier-agx",
-            "characterize",
-            "--modes",
-            "MAXN,maxn",
-            "--out",
-        ])
-        .arg(rt.path().join("o")));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--modes names MAXN twice"));
+    for (args, says) in [
+        (["--modes", "TURBO"], &["TURBO", "MAXN"][..]),
+        (
+            ["--cache", "cold"],
+            &["--cache \"cold\": one of dropped, warm"][..],
+        ),
+        // Found by a CLI review: one mode named twice ran twice, its copies counted as
+        // repeats (a CV of 0).
+        (["--modes", "MAXN,maxn"], &["--modes names MAXN twice"][..]),
+    ] {
+        let out = run(jpower(rt.path())
+            .args(["--sim", "xavier-agx", "characterize"])
+            .args(args)
+            .arg("--out")
+            .arg(rt.path().join("o")));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(says.iter().all(|s| err.contains(s)), "{args:?}: {err}");
+    }
 }
 
 #[test]
