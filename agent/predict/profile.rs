@@ -150,7 +150,13 @@ pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>,
     let mut seen: HashMap<PinnedMode, usize> = HashMap::new();
     for (line, f) in records {
         if f.len() < columns.len() {
-            return Err(bad(line, format!("{} fields, expected 6", f.len())));
+            // A quote never closed takes every line after it into one field.
+            let why = if f.iter().any(|x| x.contains('\n')) {
+                "a quote (\") opened on this line is never closed".to_string()
+            } else {
+                format!("{} fields, expected 6", f.len())
+            };
+            return Err(bad(line, why));
         }
         let int = |k: usize| {
             f[k].parse::<u64>().map_err(|_| {
@@ -465,6 +471,12 @@ mod tests {
             ("2,729600,1,1,inf,5\n", 2, "time_ms"),
             ("# by hand\n\n2,x,1,1,10,5\n", 4, "cpu_khz"),
             ("\"2,729600\",1,1,10,5\n", 2, "5 fields"),
+            // Found by a review: an unclosed quote was reported as too few fields.
+            (
+                "2,729600,1,1,10,5\n2,\"729600,1,1,10,5\n3,729600,1,1,10,5\n",
+                3,
+                "never closed",
+            ),
         ] {
             std::fs::write(&p, format!("{CSV_HEADER}\n{body}")).unwrap();
             let e = read_csv(&p).unwrap_err().to_string();
