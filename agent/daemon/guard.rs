@@ -52,6 +52,7 @@ impl Guard {
     pub fn set_budget(&mut self, watts: Option<f64>) {
         self.budget_w = watts;
         if watts.is_none() {
+            self.steps += self.caps.len() as u64;
             self.caps.clear();
         }
     }

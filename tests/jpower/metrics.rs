@@ -9,6 +9,8 @@
 
 use crate::agent::Agent;
 use jpower::daemon::metrics::http::HEAD_DEADLINE;
+use jpower::ipc::codec::Encoding;
+use jpower::ipc::protocol::RequestBody;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -203,6 +205,36 @@ fn the_budget_guard_steps_show_as_caps_and_a_counter() {
     let e = scrape(port);
     assert!(value(&e, "jpower_guard_caps") >= 2.0, "{e}");
     assert_eq!(value(&e, "jpower_power_budget_watts"), 1.0);
+    // Clearing the budget lifts every cap at once: each lift is a step.
+    let mut c = _agent.client(Encoding::Json);
+    c.request(RequestBody::SetBudget { watts: None }).unwrap();
+    let after = scrape(port);
+    assert_eq!(value(&after, "jpower_guard_caps"), 0.0, "{after}");
+    assert!(
+        value(&after, "jpower_guard_steps_total")
+            >= value(&e, "jpower_guard_steps_total") + value(&e, "jpower_guard_caps"),
+        "{e}\n{after}"
+    );
+}
+
+/// The sampler's counters count over every ring the agent used: a change of averaging
+/// starts a new ring at 0, and its end another, and neither may show as a reset.
+#[test]
+fn the_sampler_counters_carry_on_across_a_new_ring() {
+    let (agent, port) = agent_with_listener("");
+    let samples = || value(&scrape(port), "jpower_samples_total");
+    wait_for("samples", Duration::from_secs(20), || samples() >= 2.0);
+    let before = samples();
+    let mut c = agent.client(Encoding::Json);
+    c.request(RequestBody::SetAveraging { samples: 4 }).unwrap();
+    let lowered = samples();
+    assert!(lowered >= before, "{lowered} after {before}");
+    drop(c);
+    wait_for("the lease to end", Duration::from_secs(20), || {
+        agent.status().holder.is_none()
+    });
+    let restored = samples();
+    assert!(restored >= lowered, "{restored} after {lowered}");
 }
 
 #[test]
@@ -215,13 +247,28 @@ fn other_paths_are_404_and_other_methods_405() {
         (b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405),
         (b"DELETE /metrics HTTP/1.1\r\n\r\n", 405),
         (b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\r\n\r\n", 400),
+        // A TLS ClientHello as a scraper set to https sends it: no end of head, and no
+        // wait for one.
+        (b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 400),
+        (b"GET /metrics HTTP/1.0\n\n", 200),
+        (b"HEAD /nothing HTTP/1.1\r\n\r\n", 404),
     ] {
         let (got, text) = exchange(port, request);
         assert_eq!(got, code, "{:?}: {text}", String::from_utf8_lossy(request));
         if code == 405 {
-            assert!(text.contains("Allow: GET\r\n"), "{text}");
+            assert!(text.contains("Allow: GET, HEAD\r\n"), "{text}");
         }
     }
+    // HEAD: GET's headers, no body.
+    let (got, text) = exchange(port, b"HEAD /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(got, 200, "{text}");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(body.is_empty(), "{text}");
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|n| n.parse::<usize>().ok());
+    assert!(length.is_some_and(|n| n > 1000), "{head}");
 }
 
 #[test]
@@ -230,13 +277,17 @@ fn bad_requests_close_only_their_connection_and_the_agent_keeps_sampling() {
     let samples = |e: &str| value(e, "jpower_samples_total");
     let before = samples(&scrape(port));
 
-    // Garbage without an end of head, then the peer closes: nothing to answer.
+    // Garbage without an end of head, then the peer closes: 400 from its first bytes, or
+    // a reset where the server closed with some of them unread.
     let mut garbage = TcpStream::connect(("127.0.0.1", port)).unwrap();
     garbage.write_all(&[0xff; 512]).unwrap();
     garbage.shutdown(std::net::Shutdown::Write).unwrap();
     let mut answer = Vec::new();
     let _ = garbage.read_to_end(&mut answer);
-    assert!(answer.is_empty(), "{answer:?}");
+    assert!(
+        answer.is_empty() || answer.starts_with(b"HTTP/1.1 400 "),
+        "{answer:?}"
+    );
     // A 1 MB header: 431, or a reset once the server has closed with the rest unread.
     let mut huge = b"GET /metrics HTTP/1.1\r\nX-Big: ".to_vec();
     huge.resize(1 << 20, b'a');

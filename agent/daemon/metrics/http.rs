@@ -1,7 +1,9 @@
 //! A minimal HTTP/1.1 responder for `GET /metrics`, on blocking threads and the standard
 //! library alone: one request per connection (`Connection: close`), `GET /metrics` (a
-//! query string is ignored) answered with the exposition, any other path 404, any other
-//! method 405, anything that is not a request line 400.
+//! query string is ignored) answered with the exposition and `HEAD /metrics` with its
+//! headers, any other path 404, any other method 405, anything that is not a request line
+//! 400 as soon as its first bytes show it (a TLS handshake, say). Lines may end in CRLF or
+//! a bare LF (RFC 9112 §2.2).
 //!
 //! Its limits are explicit, so that a scanner, a bug or an attacker on the listening
 //! address costs one connection and never the agent: at most [`MAX_CONNECTIONS`] at once
@@ -38,8 +40,10 @@ pub struct Responder {
 /// What a request head asks, as far as this responder cares.
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
-    Metrics,
-    NotFound,
+    /// `GET` (`true`: the body too) or `HEAD` (the headers alone) of `/metrics`.
+    Metrics(bool),
+    /// `NotFound(false)` answers a `HEAD`: its headers alone.
+    NotFound(bool),
     MethodNotAllowed,
     BadRequest,
 }
@@ -113,47 +117,65 @@ fn refuse_busy(mut s: TcpStream) -> io::Result<()> {
     )
 }
 
+/// The methods served.
+const ALLOW: &str = "GET, HEAD";
+
 /// Reads one request head and answers it.
 fn serve(mut s: TcpStream, body: &dyn Fn() -> Result<Vec<u8>, String>) -> io::Result<()> {
     s.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let head = match read_head(&mut s, Instant::now() + HEAD_DEADLINE)? {
-        Head::Complete(h) => h,
+    let route = match read_head(&mut s, Instant::now() + HEAD_DEADLINE)? {
+        Head::Complete(h) => route(&h),
+        Head::Bad => Route::BadRequest,
         Head::TooLarge => return respond(&mut s, 431, "Request Header Fields Too Large", &[], b""),
         Head::TimedOut => return respond(&mut s, 408, "Request Timeout", &[], b""),
         Head::Closed => return Ok(()),
     };
-    match route(&head) {
-        Route::Metrics => match body() {
-            Ok(b) => respond(
-                &mut s,
+    let (code, reason, headers, text, with_body): (_, _, &[(&str, &str)], _, _) = match route {
+        Route::Metrics(with_body) => match body() {
+            Ok(b) => (
                 200,
                 "OK",
                 &[("Content-Type", super::exposition::CONTENT_TYPE)],
-                &b,
+                b,
+                with_body,
             ),
-            Err(e) => respond(&mut s, 500, "Internal Server Error", &[], e.as_bytes()),
+            Err(e) => (500, "Internal Server Error", &[], e.into_bytes(), with_body),
         },
-        Route::NotFound => respond(&mut s, 404, "Not Found", &[], b"only /metrics is served\n"),
-        Route::MethodNotAllowed => respond(
-            &mut s,
+        Route::NotFound(with_body) => (
+            404,
+            "Not Found",
+            &[],
+            b"only /metrics is served\n".to_vec(),
+            with_body,
+        ),
+        Route::MethodNotAllowed => (
             405,
             "Method Not Allowed",
-            &[("Allow", "GET")],
-            b"only GET is served\n",
+            &[("Allow", ALLOW)],
+            b"only GET and HEAD are served\n".to_vec(),
+            true,
         ),
-        Route::BadRequest => respond(&mut s, 400, "Bad Request", &[], b""),
+        Route::BadRequest => (400, "Bad Request", &[], Vec::new(), true),
+    };
+    if with_body {
+        respond(&mut s, code, reason, headers, &text)
+    } else {
+        respond_head(&mut s, code, reason, headers, text.len())
     }
 }
 
 /// How reading a request head ended.
 enum Head {
     Complete(Vec<u8>),
+    /// Its first bytes are no request line.
+    Bad,
     TooLarge,
     TimedOut,
     Closed,
 }
 
-/// Reads up to the blank line that ends the head, within `deadline` and [`MAX_HEAD`].
+/// Reads up to the blank line that ends the head, within `deadline` and [`MAX_HEAD`],
+/// or until its first bytes show it is no request.
 fn read_head(s: &mut TcpStream, deadline: Instant) -> io::Result<Head> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
@@ -178,11 +200,17 @@ fn read_head(s: &mut TcpStream, deadline: Instant) -> io::Result<Head> {
             Err(e) => return Err(e),
         };
         // Search only where the terminator can newly appear.
-        let from = head.len().saturating_sub(3);
+        let from = head.len().saturating_sub(2);
         head.extend_from_slice(&buf[..n]);
-        if let Some(end) = head[from..].windows(4).position(|w| w == b"\r\n\r\n") {
-            head.truncate(from + end);
+        if let Some(end) = blank_line(&head, from) {
+            if end > MAX_HEAD {
+                return Ok(Head::TooLarge);
+            }
+            head.truncate(end);
             return Ok(Head::Complete(head));
+        }
+        if !may_be_request(&head) {
+            return Ok(Head::Bad);
         }
         if head.len() > MAX_HEAD {
             return Ok(Head::TooLarge);
@@ -190,9 +218,29 @@ fn read_head(s: &mut TcpStream, deadline: Instant) -> io::Result<Head> {
     }
 }
 
+/// Where the head's blank line begins (the line feed before it ends the last header), at
+/// or after `from`: lines end in LF, or CRLF.
+fn blank_line(head: &[u8], from: usize) -> Option<usize> {
+    (from..head.len()).find(|&i| {
+        head[i] == b'\n'
+            && (head.get(i + 1) == Some(&b'\n') || head.get(i + 1..i + 3) == Some(b"\r\n"))
+    })
+}
+
+/// Whether `head`, received so far, may still become a request: its request line, when
+/// complete, is one, and until then its first word may be a method.
+fn may_be_request(head: &[u8]) -> bool {
+    if head.contains(&b'\n') {
+        return route(head) != Route::BadRequest;
+    }
+    let method = head.split(|&b| b == b' ').next().unwrap_or_default();
+    method.iter().all(u8::is_ascii_alphabetic)
+}
+
 /// Where a request head goes: only its request line matters.
 fn route(head: &[u8]) -> Route {
-    let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     let Ok(line) = std::str::from_utf8(line) else {
         return Route::BadRequest;
     };
@@ -206,13 +254,26 @@ fn route(head: &[u8]) -> Route {
     if !token(method) || !target.starts_with('/') || !version.starts_with("HTTP/1.") {
         return Route::BadRequest;
     }
-    if method != "GET" {
-        return Route::MethodNotAllowed;
-    }
+    let with_body = match method {
+        "GET" => true,
+        "HEAD" => false,
+        _ => return Route::MethodNotAllowed,
+    };
     match target.split('?').next() {
-        Some("/metrics") => Route::Metrics,
-        _ => Route::NotFound,
+        Some("/metrics") => Route::Metrics(with_body),
+        _ => Route::NotFound(with_body),
     }
+}
+
+/// The status line and headers of a reply of `length` body bytes.
+fn status_and_headers(code: u16, reason: &str, headers: &[(&str, &str)], length: usize) -> Vec<u8> {
+    let mut out =
+        format!("HTTP/1.1 {code} {reason}\r\nContent-Length: {length}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    out.into_bytes()
 }
 
 fn respond(
@@ -222,17 +283,21 @@ fn respond(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> io::Result<()> {
-    let mut out = format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
-    out.push_str("\r\n");
-    let mut bytes = out.into_bytes();
+    let mut bytes = status_and_headers(code, reason, headers, body.len());
     bytes.extend_from_slice(body);
     s.write_all(&bytes)?;
+    s.flush()
+}
+
+/// The reply to a `HEAD`: the headers of the reply `GET` would get, without its body.
+fn respond_head(
+    s: &mut TcpStream,
+    code: u16,
+    reason: &str,
+    headers: &[(&str, &str)],
+    length: usize,
+) -> io::Result<()> {
+    s.write_all(&status_and_headers(code, reason, headers, length))?;
     s.flush()
 }
 
@@ -242,12 +307,38 @@ mod tests {
 
     #[test]
     fn only_get_metrics_is_served() {
-        assert_eq!(route(b"GET /metrics HTTP/1.1\r\nHost: x"), Route::Metrics);
-        assert_eq!(route(b"GET /metrics?name[]=x HTTP/1.0"), Route::Metrics);
-        assert_eq!(route(b"GET / HTTP/1.1"), Route::NotFound);
-        assert_eq!(route(b"GET /metricsx HTTP/1.1"), Route::NotFound);
+        assert_eq!(
+            route(b"GET /metrics HTTP/1.1\r\nHost: x"),
+            Route::Metrics(true)
+        );
+        assert_eq!(
+            route(b"GET /metrics HTTP/1.1\nHost: x"),
+            Route::Metrics(true)
+        );
+        assert_eq!(
+            route(b"GET /metrics?name[]=x HTTP/1.0"),
+            Route::Metrics(true)
+        );
+        assert_eq!(route(b"HEAD /metrics HTTP/1.1"), Route::Metrics(false));
+        assert_eq!(route(b"GET / HTTP/1.1"), Route::NotFound(true));
+        assert_eq!(route(b"HEAD / HTTP/1.1"), Route::NotFound(false));
+        assert_eq!(route(b"GET /metricsx HTTP/1.1"), Route::NotFound(true));
         assert_eq!(route(b"POST /metrics HTTP/1.1"), Route::MethodNotAllowed);
-        assert_eq!(route(b"HEAD /metrics HTTP/1.1"), Route::MethodNotAllowed);
+    }
+
+    /// The head ends at its blank line whichever line ends it uses, and a head is judged
+    /// no request from its first bytes, before it ends.
+    #[test]
+    fn heads_end_at_a_blank_line_and_garbage_is_seen_early() {
+        assert_eq!(blank_line(b"GET / HTTP/1.1\r\nA: b\r\n\r\n", 0), Some(21));
+        assert_eq!(blank_line(b"GET / HTTP/1.1\nA: b\n\n", 0), Some(19));
+        assert_eq!(blank_line(b"GET / HTTP/1.1\r\nA: b\r\n", 0), None);
+        for partial in [&b"GE"[..], b"GET /met", b"GET /metrics HTTP/1.1\r\nHost"] {
+            assert!(may_be_request(partial), "{partial:?}");
+        }
+        for garbage in [&b"\x16\x03\x01"[..], b"GET /metrics SPDY/3\r\n", b"G\x00T"] {
+            assert!(!may_be_request(garbage), "{garbage:?}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod energy;
 pub mod exposition;
 pub mod http;
 pub mod textfile;
+pub mod totals;
 
 use super::{Config, Shared};
 use energy::EnergyCounters;
@@ -26,6 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use totals::SamplerTotals;
 
 /// How often the energy counters take in the ring's new samples: well inside the ring's
 /// span (65,536 slots, over a minute at 1 kHz), so no sample is ever bridged in practice.
@@ -50,10 +52,12 @@ pub enum MetricsError {
     Thread(#[from] std::io::Error),
 }
 
-/// What the exposition is made from: the agent's shared state and the energy counters.
+/// What the exposition is made from: the agent's shared state, the energy counters and
+/// the sampler's counts.
 struct Source {
     shared: Arc<Shared>,
     energy: Mutex<EnergyCounters>,
+    totals: Mutex<SamplerTotals>,
 }
 
 impl Source {
@@ -80,7 +84,11 @@ impl Source {
                 core.guard().steps(),
             )
         };
-        let (overruns, read_errors) = ring.counters();
+        let [samples, overruns, read_errors] = self
+            .totals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .read(&ring);
         Snapshot {
             status,
             preset,
@@ -93,7 +101,7 @@ impl Source {
                 0 => 0.0,
                 p => 1e9 / p as f64,
             },
-            samples: ring.write_seq(),
+            samples,
             overruns,
             read_errors,
             zones: ring.zones(),
@@ -137,6 +145,7 @@ impl Metrics {
         let source = Arc::new(Source {
             shared,
             energy: Mutex::new(EnergyCounters::default()),
+            totals: Mutex::new(SamplerTotals::default()),
         });
         let responder = match listener {
             Some(listener) => {
