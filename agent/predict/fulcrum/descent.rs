@@ -28,7 +28,7 @@
 //!   CPU clock; the best pair planned on them has its modes profiled while at most
 //!   [`MAX_MODES`] are, so that the choice plans the pair on measured tables.
 
-use super::plan::{Planned, POWER_MARGIN, SLO_MARGIN};
+use super::plan::{tightened, Planned};
 use super::profiler::{Profiler, GMD_MODES, MAX_MODES};
 use super::{coords, dims, index, Board, PhaseTable, BATCHES};
 
@@ -221,10 +221,8 @@ pub(super) fn gmd<B: Board>(prof: &mut Profiler<'_, B>, top: usize) {
             probe(prof, y);
         }
     }
-    let (budget, slo) = (
-        prof.p.budget_w * (1.0 - POWER_MARGIN),
-        (prof.p.slo_ms * (1.0 - SLO_MARGIN)).ln(),
-    );
+    let q = tightened(&prof.p);
+    let (budget, slo) = (q.budget_w, q.slo_ms.ln());
     // The largest measured-over-predicted power and latency (log) of the walk's picks.
     let (mut miss_w, mut miss_lat) = (1.0f64, 0.0f64);
     while prof.tables.len() < GMD_MODES {
