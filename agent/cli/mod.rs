@@ -145,7 +145,7 @@ pub enum Command {
     /// board's GPU model with --sim).
     Roofline(roofline::Args),
     /// A model's FLOPs and DRAM bytes per layer (Pagoda's analytical model): a built-in
-    /// model or a JSON layer list.
+    /// model, an ONNX file or a JSON layer list.
     Flops(pagoda::ModelArgs),
     /// Predict a model's latency and energy on every mode from its counts and each mode's
     /// rooflines, and pick the least energy within a latency bound.

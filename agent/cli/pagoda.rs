@@ -217,6 +217,13 @@ pub struct PlanArgs {
 /// `jpower plan-inference`.
 pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()> {
     let (report, skipped) = a.model.report()?;
+    if report.total.flops == 0 && report.total.bytes() == 0 {
+        bail!(
+            "{}: no layer computes or moves anything, so there is nothing to time ({} nodes not counted)",
+            a.model.model,
+            skipped.len()
+        );
+    }
     let (rooflines, source) = match &a.rooflines {
         Some(path) => (Rooflines::load(path)?, path.display().to_string()),
         None => {

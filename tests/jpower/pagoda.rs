@@ -77,6 +77,19 @@ fn flops_reads_a_layer_list_and_rejects_bad_ones_in_one_line() {
     std::fs::write(&onnx, b"\x0a\x05trunc").unwrap();
     let onnx = onnx.to_str().unwrap();
     one_line_error(&["flops", onnx], &format!("{onnx}: not an ONNX model"));
+    // A model of views alone has nothing to time: said so, not "the latency bound must be
+    // positive", as the planner's empty prediction once made it.
+    let views = dir.path().join("views.json");
+    std::fs::write(
+        &views,
+        r#"{"version": 1, "name": "v", "input": [3, 8, 8], "layers": []}"#,
+    )
+    .unwrap();
+    let views = views.to_str().unwrap();
+    one_line_error(
+        &["--sim", "orin-agx", "plan-inference", views],
+        &format!("{views}: no layer computes or moves anything"),
+    );
 }
 
 #[test]

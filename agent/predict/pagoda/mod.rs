@@ -72,6 +72,10 @@ pub struct Model {
     pub input: Shape,
     /// The layers.
     pub layers: Vec<Layer>,
+    /// The counts of every layer at the largest batch, 8-byte elements and training: what
+    /// keeps every total exact in 64 bits ([`Model::push`] refuses a layer past it).
+    #[serde(skip)]
+    worst: Counts,
 }
 
 impl Model {
@@ -81,6 +85,7 @@ impl Model {
             name: name.into(),
             input,
             layers: Vec::new(),
+            worst: Counts::default(),
         }
     }
 
@@ -93,10 +98,21 @@ impl Model {
     /// output shape.
     pub fn push(&mut self, name: &str, op: Op, input: Option<Shape>) -> Result<Shape, ModelError> {
         let input = input.unwrap_or_else(|| self.last().clone());
-        let output = op.output(&input).map_err(|message| ModelError::Layer {
+        let refused = |message| ModelError::Layer {
             index: self.layers.len(),
             name: name.into(),
             message,
+        };
+        let output = op.output(&input).map_err(refused)?;
+        let worst = op
+            .counts(&input, op::MAX_BATCH, 8)
+            .map_err(refused)?
+            .times(3);
+        self.worst = self.worst.checked_plus(worst).ok_or_else(|| {
+            refused(format!(
+                "the model's total work would exceed what a 64-bit count holds at a batch of {}",
+                op::MAX_BATCH
+            ))
         })?;
         self.layers.push(Layer {
             name: name.into(),
@@ -181,4 +197,31 @@ pub struct Report {
     pub layers: Vec<LayerCounts>,
     /// Their sum.
     pub total: Counts,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Layers each within the per-layer bounds still add up past 64 bits at the largest
+    /// batch: the model refuses the layer that would, where its totals once saturated in
+    /// silence (a total 73 % low).
+    #[test]
+    fn a_model_whose_totals_would_overflow_refuses_the_layer_that_does() {
+        let mut m = Model::new("big", vec![1 << 18, 4096]);
+        let linear = Op::Linear {
+            out_features: 4096,
+            bias: false,
+        };
+        let refused = (0..100)
+            .find_map(|i| m.push(&format!("fc{i}"), linear.clone(), None).err())
+            .expect("a layer is refused");
+        let ModelError::Layer { index, message, .. } = &refused else {
+            panic!("{refused}")
+        };
+        assert!(*index > 0 && message.contains("64-bit"), "{refused}");
+        let r = m.count(op::MAX_BATCH, Precision::F32, true);
+        let flops: u128 = r.layers.iter().map(|l| u128::from(l.counts.flops)).sum();
+        assert_eq!(u128::from(r.total.flops), flops, "the total is exact");
+    }
 }

@@ -62,6 +62,8 @@ struct AttributeProto {
     f: f32,
     #[prost(int64, tag = "3")]
     i: i64,
+    #[prost(bytes = "vec", tag = "4")]
+    s: Vec<u8>,
     #[prost(message, optional, tag = "5")]
     t: Option<TensorProto>,
     #[prost(float, repeated, tag = "7")]
@@ -148,6 +150,14 @@ struct Tensor {
     weight: bool,
 }
 
+/// The most values a constant keeps: shape-sized constants are folded, anything larger is
+/// a weight (and a folded value that grew past it is dropped, so that a small file of
+/// chained `Concat`s cannot make the count build gigabytes).
+const MAX_FOLDED: usize = 64;
+
+/// The highest rank a tensor may have here (ONNX models use at most 6 or so).
+const MAX_RANK: usize = 16;
+
 fn tensor_values(t: &TensorProto) -> Option<Vec<f64>> {
     // Element types of the ONNX schema: 1 float, 6 int32, 7 int64.
     let raw = &t.raw_data;
@@ -169,19 +179,36 @@ fn tensor_values(t: &TensorProto) -> Option<Vec<f64>> {
         6 => t.int32_data.iter().map(|&x| f64::from(x)).collect(),
         _ => return None,
     };
-    // Constants beyond shape-sized ones are weights: not worth keeping.
-    (v.len() <= 64).then_some(v)
+    (v.len() <= MAX_FOLDED).then_some(v)
 }
 
+/// A declared shape, a symbolic dimension as 1; `None` where a dimension is 0 or negative
+/// (no shape a count can use), or the rank is beyond [`MAX_RANK`].
 fn value_shape(v: &ValueInfoProto) -> Option<Vec<i64>> {
     let shape = v.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref()?;
-    Some(
-        shape
-            .dim
-            .iter()
-            .map(|d| d.dim_value.filter(|&x| x > 0).unwrap_or(1))
-            .collect(),
-    )
+    if shape.dim.len() > MAX_RANK {
+        return None;
+    }
+    shape
+        .dim
+        .iter()
+        .map(|d| match d.dim_value {
+            Some(x) if x > 0 => Some(x),
+            Some(_) => None,
+            None => Some(1),
+        })
+        .collect()
+}
+
+/// Whether dimension `i` of `v`'s declared shape is symbolic (or absent).
+fn symbolic(v: &ValueInfoProto, i: usize) -> bool {
+    let dim = v
+        .r#type
+        .as_ref()
+        .and_then(|t| t.tensor_type.as_ref())
+        .and_then(|t| t.shape.as_ref())
+        .and_then(|s| s.dim.get(i));
+    dim.is_none_or(|d| d.dim_value.is_none())
 }
 
 fn elements(s: &[i64]) -> i64 {
@@ -235,6 +262,7 @@ impl Graph<'_> {
     }
 
     fn set(&mut self, name: &str, shape: Vec<i64>, values: Option<Vec<f64>>) {
+        let values = values.filter(|v| v.len() <= MAX_FOLDED);
         self.tensors.insert(
             name.into(),
             Tensor {
@@ -277,6 +305,60 @@ fn pair(v: Option<Vec<i64>>, default: u64) -> [u64; 2] {
     }
 }
 
+fn string<'a>(n: &'a NodeProto, name: &str) -> &'a [u8] {
+    attr(n, name).map_or(&[], |a| a.s.as_slice())
+}
+
+/// The symmetric padding of a 2-D window over the `[.., H, W]` input `shape`, from `pads`
+/// or `auto_pad` (`SAME_*` pads so that the output is the input over the stride, rounded
+/// up); padding that differs between the two sides of an axis is not counted.
+fn padding(
+    n: &NodeProto,
+    shape: &[i64],
+    kernel: [u64; 2],
+    stride: [u64; 2],
+    dilation: [u64; 2],
+) -> Result<[u64; 2], String> {
+    let auto = string(n, "auto_pad");
+    let pads: Vec<i64> = match auto {
+        b"" | b"NOTSET" => ints(n, "pads").unwrap_or_default(),
+        b"VALID" => Vec::new(),
+        b"SAME_UPPER" | b"SAME_LOWER" => {
+            let [h, w] = match shape {
+                [.., h, w] => [*h, *w],
+                _ => return Err(format!("a 2-D window over {shape:?}")),
+            };
+            let total = |i: usize, size: i64| {
+                let s = stride[i].max(1) as i64;
+                let out = (size + s - 1) / s;
+                let span = (kernel[i] as i64 - 1) * dilation[i] as i64 + 1;
+                ((out - 1) * s + span - size).max(0)
+            };
+            let (th, tw) = (total(0, h), total(1, w));
+            if th % 2 != 0 || tw % 2 != 0 {
+                return Err(format!(
+                    "auto_pad {} pads unevenly here, which is not counted",
+                    String::from_utf8_lossy(auto)
+                ));
+            }
+            vec![th / 2, tw / 2, th / 2, tw / 2]
+        }
+        other => {
+            return Err(format!(
+                "auto_pad {} is not counted",
+                String::from_utf8_lossy(other)
+            ))
+        }
+    };
+    if pads.iter().any(|&p| p < 0) {
+        return Err(format!("negative padding {pads:?}"));
+    }
+    if pads.len() == 4 && (pads[0] != pads[2] || pads[1] != pads[3]) {
+        return Err(format!("asymmetric padding {pads:?} is not counted"));
+    }
+    Ok(pair(Some(pads), 0))
+}
+
 /// Counts every node of `graph`.
 fn walk(graph: &GraphProto) -> Onnx {
     let mut g = Graph {
@@ -307,14 +389,32 @@ fn walk(graph: &GraphProto) -> Onnx {
             },
         );
     }
+    // An LSTM's input in its default layout is [steps, batch, features]: its batch is
+    // the second dimension.
+    let sequence_first: Vec<&str> = graph
+        .node
+        .iter()
+        .filter(|n| n.op_type == "LSTM" && int(n, "layout", 0) == 0)
+        .filter_map(|n| n.input.first().map(String::as_str))
+        .collect();
     for v in &graph.input {
         if g.tensors.contains_key(&v.name) {
             continue;
         }
         if let Some(mut s) = value_shape(v) {
+            let batch = usize::from(sequence_first.contains(&v.name.as_str()));
             // The batch dimension is 1: the count multiplies by the batch size later.
-            if let Some(first) = s.first_mut() {
-                *first = 1;
+            if let Some(b) = s.get_mut(batch) {
+                if *b != 1 {
+                    log::warn!(
+                        "{}: a fixed batch of {b} in the file is counted per sample (the batch is --batch)",
+                        v.name
+                    );
+                }
+                *b = 1;
+            }
+            for i in (0..s.len()).filter(|&i| i != batch && symbolic(v, i)) {
+                log::warn!("{}: dimension {i} is symbolic and counted as 1", v.name);
             }
             if g.model.input.is_empty() {
                 g.model.input = per_sample(&s).unwrap_or_default();
@@ -391,6 +491,11 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
         }
         "Shape" => {
             let s = x()?.shape;
+            let rank = s.len() as i64;
+            let clamp = |i: i64| (if i < 0 { i + rank } else { i }).clamp(0, rank) as usize;
+            let start = clamp(int(n, "start", 0));
+            let end = clamp(attr(n, "end").map_or(rank, |a| a.i));
+            let s = s.get(start..end.max(start)).unwrap_or_default();
             g.set(
                 &out,
                 vec![s.len() as i64],
@@ -406,7 +511,10 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                         .iter()
                         .map(|&k| {
                             let k = if k < 0.0 { k + v.len() as f64 } else { k };
-                            v.get(k as usize).copied().ok_or("index out of range")
+                            (k >= 0.0)
+                                .then(|| v.get(k as usize).copied())
+                                .flatten()
+                                .ok_or("index out of range")
                         })
                         .collect::<Result<_, _>>()?;
                     g.set(&out, idx.shape.clone(), Some(pick));
@@ -445,11 +553,17 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             let mut s = t.shape.clone();
             if n.op_type == "Unsqueeze" {
                 let rank = s.len() + axes.len();
+                if rank > MAX_RANK {
+                    return Err(format!("a rank of {rank} is beyond {MAX_RANK}"));
+                }
                 let mut axes: Vec<usize> = axes
                     .iter()
                     .map(|&a| norm_axis(a, rank))
                     .collect::<Result<_, _>>()?;
                 axes.sort_unstable();
+                if axes.windows(2).any(|w| w[0] == w[1]) {
+                    return Err("an axis named twice".into());
+                }
                 for a in axes {
                     s.insert(a.min(s.len()), 1);
                 }
@@ -561,8 +675,13 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                     ));
                 }
             }
+            // Equal parts, the last one smaller where the axis does not divide evenly.
             let sizes = given.unwrap_or_else(|| {
-                vec![t.shape[axis] / n.output.len().max(1) as i64; n.output.len()]
+                let parts = n.output.len().max(1) as i64;
+                let each = (t.shape[axis] + parts - 1) / parts;
+                (0..parts)
+                    .map(|i| (t.shape[axis] - i * each).clamp(0, each))
+                    .collect()
             });
             for (o, size) in n.output.iter().zip(sizes) {
                 let mut s = t.shape.clone();
@@ -632,16 +751,17 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                     w.shape
                 ));
             };
-            let pads = ints(n, "pads").unwrap_or_default();
-            if pads.len() == 4 && (pads[0] != pads[2] || pads[1] != pads[3]) {
-                return Err(format!("asymmetric padding {pads:?} is not counted"));
-            }
+            let (kernel, stride, dilation) = (
+                [kh as u64, kw as u64],
+                pair(ints(n, "strides"), 1),
+                pair(ints(n, "dilations"), 1),
+            );
             let op = Op::Conv2d {
                 out_channels: m as u64,
-                kernel: [kh as u64, kw as u64],
-                stride: pair(ints(n, "strides"), 1),
-                padding: pair(Some(pads), 0),
-                dilation: pair(ints(n, "dilations"), 1),
+                kernel,
+                stride,
+                padding: padding(n, &t.shape, kernel, stride, dilation)?,
+                dilation,
                 groups: int(n, "group", 1) as u64,
                 bias: n.input.len() > 2 && !n.input[2].is_empty(),
             };
@@ -650,7 +770,16 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
         }
         "MaxPool" | "AveragePool" => {
             let t = x()?;
-            let kernel = pair(ints(n, "kernel_shape"), 1);
+            let (kernel, stride) = (
+                pair(ints(n, "kernel_shape"), 1),
+                pair(ints(n, "strides"), 1),
+            );
+            if int(n, "ceil_mode", 0) != 0 {
+                return Err("ceil_mode is not counted".into());
+            }
+            if pair(ints(n, "dilations"), 1) != [1, 1] {
+                return Err("a dilated pooling window is not counted".into());
+            }
             let op = Op::Pool {
                 kind: if n.op_type == "MaxPool" {
                     PoolKind::Max
@@ -658,21 +787,35 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                     PoolKind::Avg
                 },
                 kernel,
-                stride: pair(ints(n, "strides"), 1),
-                padding: pair(ints(n, "pads"), 0),
+                stride,
+                padding: padding(n, &t.shape, kernel, stride, [1, 1])?,
             };
             let s = g.layer(name, op, &t.shape)?;
             g.set(&out, s, None);
         }
         "Gemm" | "MatMul" => {
             let (a, b) = (x()?, input(g, 1)?);
-            let trans_b = n.op_type == "Gemm" && int(n, "transB", 0) != 0;
-            let cols = if trans_b {
-                b.shape.first()
-            } else {
-                b.shape.last()
+            let gemm = n.op_type == "Gemm";
+            if gemm && int(n, "transA", 0) != 0 {
+                return Err("transA is not counted".into());
+            }
+            let trans_b = gemm && int(n, "transB", 0) != 0;
+            // B's rows (the inner dimension) and columns.
+            let (rows, cols) = match (b.shape.as_slice(), trans_b) {
+                ([.., k, m], false) => (*k, *m),
+                ([.., m, k], true) => (*k, *m),
+                _ => return Err(format!("a second operand of shape {:?}", b.shape)),
             };
-            let cols = *cols.ok_or("empty second operand")? as u64;
+            let inner = a.shape.last().copied().unwrap_or(0);
+            if inner != rows {
+                return Err(format!(
+                    "the operands do not fit: {:?} times {:?}{}",
+                    a.shape,
+                    b.shape,
+                    if trans_b { " transposed" } else { "" }
+                ));
+            }
+            let cols = cols as u64;
             let op = if b.weight || n.op_type == "Gemm" {
                 Op::Linear {
                     out_features: cols,
@@ -709,18 +852,40 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
         }
         "Resize" | "Upsample" => {
             let t = x()?;
-            let scales = (1..n.input.len())
-                .filter_map(|i| input(g, i).ok().and_then(|v| v.values))
-                .find(|v| v.len() == t.shape.len() && v.len() == 4)
-                .ok_or("the scales or sizes are not constants of an [N, C, H, W] input")?;
-            // Sizes are at least the input's; scales are small.
-            let scale = if scales[2] >= t.shape[2] as f64 {
-                scales[2] / t.shape[2] as f64
-            } else {
-                scales[2]
+            // Where the factors are, by position: Upsample-7's `scales` attribute;
+            // Upsample and Resize-10 take scales as input 1; Resize-11 on takes roi, scales,
+            // sizes (inputs 1, 2, 3), sizes where given.
+            let constant = |i: usize| {
+                n.input
+                    .get(i)
+                    .filter(|s| !s.is_empty())
+                    .and_then(|_| input(g, i).ok())
+                    .and_then(|v| v.values)
             };
-            if scale.fract() != 0.0 || scale < 1.0 {
-                return Err(format!("a scale of {scale} is not an integer upsampling"));
+            let factors: Vec<f64> = if let Some(a) = attr(n, "scales") {
+                a.floats.iter().map(|&f| f64::from(f)).collect()
+            } else if n.op_type == "Upsample" || n.input.len() == 2 {
+                constant(1).ok_or("the scales are not a constant")?
+            } else if let Some(sizes) = constant(3) {
+                sizes
+                    .iter()
+                    .zip(&t.shape)
+                    .map(|(&to, &from)| to / from as f64)
+                    .collect()
+            } else {
+                constant(2).ok_or("the scales or sizes are not constants")?
+            };
+            let ([1.0, 1.0, h, w], 4) = (factors.as_slice(), t.shape.len()) else {
+                return Err(format!(
+                    "factors {factors:?} of an input {:?} are no [N, C, H, W] upsampling",
+                    t.shape
+                ));
+            };
+            let scale = *h;
+            if h != w || scale.fract() != 0.0 || scale < 1.0 {
+                return Err(format!(
+                    "a scale of {h} x {w} is not an integer upsampling, the same on both axes"
+                ));
             }
             let s = g.layer(
                 name,
@@ -738,12 +903,12 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             if !(1..=2).contains(&dirs) {
                 return Err(format!("{dirs} directions"));
             }
-            // Layout 0: X is [steps, batch, features].
-            let &[steps, _, features] = t.shape.as_slice() else {
-                return Err(format!(
-                    "an LSTM needs a [steps, batch, features] input, got {:?}",
-                    t.shape
-                ));
+            // Layout 0: X is [steps, batch, features]; layout 1: [batch, steps, features].
+            let batch_first = int(n, "layout", 0) == 1;
+            let ((&[steps, _, features], false) | (&[_, steps, features], true)) =
+                (t.shape.as_slice(), batch_first)
+            else {
+                return Err(format!("an LSTM needs a 3-D input, got {:?}", t.shape));
             };
             for d in 0..dirs {
                 let suffix = if dirs > 1 {
@@ -760,7 +925,11 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                     .map_err(|e| e.to_string())?;
             }
             let h = hidden as i64;
-            let outs = [vec![steps, dirs, 1, h], vec![dirs, 1, h], vec![dirs, 1, h]];
+            let outs = if batch_first {
+                [vec![1, steps, dirs, h], vec![1, dirs, h], vec![1, dirs, h]]
+            } else {
+                [vec![steps, dirs, 1, h], vec![dirs, 1, h], vec![dirs, 1, h]]
+            };
             for (o, s) in n.output.iter().zip(outs) {
                 g.set(o, s, None);
             }
@@ -947,6 +1116,202 @@ mod tests {
             ..GraphProto::default()
         };
         ModelProto { graph: Some(graph) }.encode_to_vec()
+    }
+
+    /// A graph input of shape `d` (0: symbolic).
+    fn input(name: &str, d: &[i64]) -> ValueInfoProto {
+        let dim = d
+            .iter()
+            .map(|&v| Dimension {
+                dim_value: (v > 0).then_some(v),
+                dim_param: (v == 0).then(|| "N".to_string()),
+            })
+            .collect();
+        ValueInfoProto {
+            name: name.into(),
+            r#type: Some(TypeProto {
+                tensor_type: Some(TensorType {
+                    elem_type: 1,
+                    shape: Some(TensorShapeProto { dim }),
+                }),
+            }),
+        }
+    }
+
+    /// A model of one input, `nodes` and the weights `initializer`, counted.
+    fn counted(x: ValueInfoProto, nodes: Vec<NodeProto>, initializer: Vec<TensorProto>) -> Onnx {
+        let graph = GraphProto {
+            node: nodes,
+            initializer,
+            input: vec![x],
+            ..GraphProto::default()
+        };
+        let bytes = ModelProto { graph: Some(graph) }.encode_to_vec();
+        parse(&bytes, Path::new("t.onnx")).unwrap()
+    }
+
+    fn floats(output: &str, v: &[f32]) -> TensorProto {
+        TensorProto {
+            dims: vec![v.len() as i64],
+            data_type: 1,
+            float_data: v.to_vec(),
+            name: output.into(),
+            ..TensorProto::default()
+        }
+    }
+
+    fn text(name: &str, s: &str) -> AttributeProto {
+        AttributeProto {
+            name: name.into(),
+            s: s.as_bytes().to_vec(),
+            ..AttributeProto::default()
+        }
+    }
+
+    /// PyTorch exports `nn.LSTM` sequence first: its steps are the input's first
+    /// dimension, not a batch to count per sample (it was forced to 1, counting one step).
+    #[test]
+    fn an_lstm_counts_every_step_in_either_layout() {
+        let weights = || vec![weight("w", &[1, 1024, 512]), weight("r", &[1, 1024, 256])];
+        let lstm = |layout| {
+            node(
+                "LSTM",
+                &["x", "w", "r"],
+                "y",
+                vec![int("hidden_size", 256), int("layout", layout)],
+            )
+        };
+        for (x, layout) in [([32, 0, 512], 0), ([32, 1, 512], 0), ([0, 32, 512], 1)] {
+            let o = counted(input("x", &x), vec![lstm(layout)], weights());
+            let r = o.model.count(1, Precision::F32, false);
+            assert_eq!(r.layers.len(), 1, "{x:?}: {:?}", o.skipped);
+            assert_eq!(r.layers[0].counts.macs, 32 * 4 * 256 * (512 + 256), "{x:?}");
+        }
+    }
+
+    /// Resize's factors are found by position (scales, or sizes where given), on both
+    /// axes; a downsampling or uneven factor is listed, never counted as something else.
+    #[test]
+    fn resize_factors_are_read_by_position_and_only_upsampling_counts() {
+        let x = || input("x", &[0, 4, 2, 2]);
+        let resize = |inputs: &[&str]| node("Resize", inputs, "y", vec![]);
+        let out = |o: &Onnx| o.model.layers.first().map(|l| l.output.clone());
+        let scales = counted(
+            x(),
+            vec![resize(&["x", "", "s"])],
+            vec![floats("s", &[1.0, 1.0, 4.0, 4.0])],
+        );
+        assert_eq!(out(&scales), Some(vec![4, 8, 8]), "{:?}", scales.skipped);
+        let sizes = counted(
+            x(),
+            vec![resize(&["x", "", "", "z"])],
+            vec![floats("z", &[1.0, 4.0, 6.0, 6.0])],
+        );
+        assert_eq!(out(&sizes), Some(vec![4, 6, 6]), "{:?}", sizes.skipped);
+        for (factors, why) in [
+            ([1.0, 4.0, 1.0, 1.0], "0.5 x 0.5"),
+            ([1.0, 4.0, 4.0, 2.0], "2 x 1"),
+        ] {
+            let o = counted(
+                x(),
+                vec![resize(&["x", "", "", "z"])],
+                vec![floats("z", &factors)],
+            );
+            assert!(o.model.layers.is_empty(), "{factors:?}");
+            assert!(o.skipped[0].contains(why), "{:?}", o.skipped);
+        }
+    }
+
+    /// Padding comes from `pads` or `auto_pad`; what the count cannot model (uneven pads,
+    /// `ceil_mode`, a transposed first operand, operands that do not fit) is listed.
+    #[test]
+    fn windows_and_products_the_count_cannot_model_are_listed() {
+        let x = || input("x", &[0, 3, 224, 224]);
+        let conv = counted(
+            x(),
+            vec![node(
+                "Conv",
+                &["x", "w"],
+                "y",
+                vec![
+                    ints("kernel_shape", &[3, 3]),
+                    text("auto_pad", "SAME_UPPER"),
+                ],
+            )],
+            vec![weight("w", &[32, 3, 3, 3])],
+        );
+        assert_eq!(conv.model.layers[0].output, vec![32, 224, 224]);
+        let pool = |attrs: Vec<AttributeProto>| {
+            let mut a = vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])];
+            a.extend(attrs);
+            counted(x(), vec![node("MaxPool", &["x"], "y", a)], vec![])
+        };
+        assert_eq!(pool(vec![]).model.layers[0].output, vec![3, 112, 112]);
+        let flat = || input("x", &[0, 768]);
+        for (o, why) in [
+            (
+                pool(vec![ints("pads", &[0, 0, 1, 1])]),
+                "asymmetric padding",
+            ),
+            (pool(vec![int("ceil_mode", 1)]), "ceil_mode"),
+            (
+                counted(
+                    flat(),
+                    vec![node("Gemm", &["x", "w"], "y", vec![int("transA", 1)])],
+                    vec![weight("w", &[768, 10])],
+                ),
+                "transA",
+            ),
+            (
+                counted(
+                    flat(),
+                    vec![node("MatMul", &["x", "w"], "y", vec![])],
+                    vec![weight("w", &[512, 10])],
+                ),
+                "do not fit",
+            ),
+        ] {
+            assert!(o.model.layers.is_empty(), "{why}");
+            assert!(o.skipped[0].contains(why), "{why}: {:?}", o.skipped);
+        }
+    }
+
+    /// A 2 kB file of chained Concats once folded values without bound (gigabytes); and
+    /// an uneven `num_outputs` Split gives the last part the remainder.
+    #[test]
+    fn folded_constants_stay_small_and_uneven_splits_end_short() {
+        let mut nodes = vec![constant("c0", &[1, 2, 3, 4])];
+        for i in 1..=6 {
+            let prev = format!("c{}", i - 1);
+            let inputs = vec![prev.as_str(); 64];
+            nodes.push(node(
+                "Concat",
+                &inputs,
+                &format!("c{i}"),
+                vec![int("axis", 0)],
+            ));
+        }
+        let o = counted(input("x", &[0, 3]), nodes, vec![]);
+        assert!(
+            o.skipped.iter().all(|s| !s.contains("c1 ")),
+            "{:?}",
+            o.skipped
+        );
+        let split = NodeProto {
+            output: vec!["a".into(), "b".into(), "c".into()],
+            ..node("Split", &["x"], "a", vec![int("axis", 1)])
+        };
+        let o = counted(
+            input("x", &[0, 62]),
+            vec![
+                split,
+                node("Relu", &["a"], "ra", vec![]),
+                node("Relu", &["c"], "rc", vec![]),
+            ],
+            vec![],
+        );
+        let outs: Vec<_> = o.model.layers.iter().map(|l| l.output.clone()).collect();
+        assert_eq!(outs, [vec![21], vec![20]], "{:?}", o.skipped);
     }
 
     #[test]

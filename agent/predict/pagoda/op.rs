@@ -223,7 +223,18 @@ impl Counts {
         }
     }
 
-    /// The sum of two counts (saturating: a graph of very many huge layers stays a number).
+    /// The sum of two counts, `None` where one would overflow.
+    pub fn checked_plus(self, o: Counts) -> Option<Counts> {
+        Some(Counts {
+            macs: self.macs.checked_add(o.macs)?,
+            flops: self.flops.checked_add(o.flops)?,
+            params: self.params.checked_add(o.params)?,
+            weight_bytes: self.weight_bytes.checked_add(o.weight_bytes)?,
+            activation_bytes: self.activation_bytes.checked_add(o.activation_bytes)?,
+        })
+    }
+
+    /// The sum of two counts (saturating; a [`super::Model`]'s totals never reach it).
     pub fn plus(self, o: Counts) -> Counts {
         Counts {
             macs: self.macs.saturating_add(o.macs),
