@@ -265,6 +265,14 @@ impl<'t, 'p> Header<'t, 'p> {
         if let Some((key, _)) = self.attrs.iter().find(|(k, _)| !keys.contains(k)) {
             bail!(path, line, "unknown attribute {key}= in {kind}");
         }
+        // A name printed to a terminal, or compared, must be what it looks like.
+        if let Some((key, value)) = self
+            .attrs
+            .iter()
+            .find(|(_, v)| v.chars().any(char::is_control))
+        {
+            bail!(path, line, "{key}={value:?} holds a control character");
+        }
         let mut out = [""; N];
         for (slot, key) in out.iter_mut().zip(keys) {
             match self.attrs.iter().find(|(k, _)| *k == key) {
@@ -691,6 +699,8 @@ GPU MAX_FREQ 306000000
             ("< POWER_MODEL ID=2 >\n", 4, "lacks the NAME="),
             ("< POWER_MODEL ID=2 NAME=one >\n", 4, "duplicate mode one"),
             ("< POWER_MODEL ID=2 NAME=X COLOR=red >\n", 4, "unknown attribute COLOR="),
+            ("< POWER_MODEL ID=2 NAME=MODE\u{0}15W >\n", 4, "NAME=\"MODE\\015W\" holds a control character"),
+            ("< POWER_MODEL ID=2 NAME=M\u{1b}[31m >\n", 4, "holds a control character"),
             ("< PM_CONFIG DEFAULT=1 DEFAULT=1 >\n", 4, "given twice"),
             ("< PM_CONFIG DEFAULT=1 >\n", 5, "duplicate PM_CONFIG"),
             ("< PM_CONFIG DEFAULT= >\n", 4, "not KEY=VALUE"),
