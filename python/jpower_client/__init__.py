@@ -508,7 +508,13 @@ class Client:
         self._sock: Optional[socket.socket] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.settimeout(timeout)
-            self._sock.connect(self.path)
+            try:
+                self._sock.connect(self.path)
+            except OSError as e:
+                raise ConnectionError(
+                    "no jpower agent at {}: {} (is `jpower agent` running? its socket is"
+                    " named by $JPOWER_SOCKET or the path given)".format(self.path, e.strerror or e)
+                ) from e
             self.agent = self.hello()
         except BaseException:
             self.close()

@@ -204,6 +204,13 @@ class Common:
         self.assertIn("Orin", c.agent["board"])
         self.assertEqual(c.hello(), c.agent)
 
+    def test_no_agent_is_an_error_naming_the_socket(self):
+        # Found by a review: a missing agent was a bare FileNotFoundError, no path named.
+        missing = os.path.join(os.path.dirname(SOCKET), "nobody.sock")
+        with self.assertRaises(ConnectionError) as cm:
+            Client(missing, self.ENCODING)
+        self.assertIn("no jpower agent at " + missing, str(cm.exception))
+
     def test_bad_version(self):
         c = self.client()
         with self.assertRaises(AgentError) as cm:

@@ -185,34 +185,9 @@ class StrategyNames(unittest.TestCase):
         # Found by a review: two replies named alike became one client and half the
         # fleet's energy, with no word.
         try:
-            from jpower_client.flower.round import NAME_RECORD
             from jpower_client.flower.strategy import JpowerStrategy
         except ImportError:
             self.skipTest("flwr is not installed")
-
-        class Inner:
-            def aggregate_train(self, server_round, replies):
-                return None, None
-
-        class Content:
-            def __init__(self, name):
-                self.name = name
-                self.metric_records = {"m": {"energy_j": 10.0, "train_time_s": 2.0,
-                                             "budget_w": 5.0, "mean_power_w": 5.0}}
-
-            def __getitem__(self, key):
-                assert key == NAME_RECORD
-                return {"name": self.name}
-
-        class Reply:
-            def __init__(self, name, node):
-                from types import SimpleNamespace
-
-                self.content = Content(name)
-                self.metadata = SimpleNamespace(src_node_id=node)
-
-            def has_error(self):
-                return False
 
         s = JpowerStrategy(Inner())
         with self.assertLogs(level="WARNING") as logged:
@@ -221,6 +196,78 @@ class StrategyNames(unittest.TestCase):
         clients = s.rounds[-1]["clients"]
         self.assertEqual(sorted(clients), ["a", "a (node 12)"])
         self.assertEqual(s.rounds[-1]["fleet"]["energy_j"], 20.0)
+
+    def test_a_reply_without_jpower_records_is_left_out_with_a_warning(self):
+        # Found by a review: one plain reply (a client not using train_reply) raised
+        # KeyError in the ServerApp after the inner aggregate had succeeded.
+        try:
+            from jpower_client.flower.strategy import JpowerStrategy
+        except ImportError:
+            self.skipTest("flwr is not installed")
+        s = JpowerStrategy(Inner())
+        with self.assertLogs(level="WARNING") as logged:
+            s.aggregate_train(1, [Reply("a", 11), Reply(None, 12)])
+        self.assertIn("node 12 carries no jpower metrics", logged.output[0])
+        self.assertEqual(sorted(s.rounds[-1]["clients"]), ["a"])
+
+    def test_each_round_sends_the_budgets_in_force_then(self):
+        # Found by a review: flwr passes one config object to every round, and budgets
+        # lifted between rounds stayed in it (and in the caller's).
+        try:
+            from flwr.app import ConfigRecord
+            from jpower_client.flower.strategy import JpowerStrategy
+        except ImportError:
+            self.skipTest("flwr is not installed")
+        s = JpowerStrategy(Inner(), budgets={"nano": 3.0}, budget_w=20.0)
+        config = ConfigRecord({"lr": 0.1})
+        first = s.configure_train(1, None, config, None)
+        self.assertEqual(
+            dict(first), {"lr": 0.1, "jpower-budget-w": 20.0, "jpower-budget-w.nano": 3.0}
+        )
+        s.budgets.pop("nano")
+        s.budget_w = None
+        self.assertEqual(dict(s.configure_train(2, None, config, None)), {"lr": 0.1})
+        self.assertEqual(dict(config), {"lr": 0.1}, "the caller's config is untouched")
+
+
+class Inner:
+    """A stand-in inner strategy: its train messages are the config it was given."""
+
+    def aggregate_train(self, server_round, replies):
+        return None, None
+
+    def configure_train(self, server_round, arrays, config, grid):
+        return config
+
+
+class Content:
+    """A stand-in reply's records: jpower's name record and metrics, unless `name` is
+    None (a plain Flower reply)."""
+
+    def __init__(self, name):
+        self.name = name
+        metrics = {"energy_j": 10.0, "train_time_s": 2.0, "budget_w": 5.0, "mean_power_w": 5.0}
+        self.metric_records = {"metrics": metrics} if name else {"m": {"loss": 1.0}}
+
+    def __contains__(self, key):
+        from jpower_client.flower.round import NAME_RECORD
+
+        return key == NAME_RECORD and self.name is not None
+
+    def __getitem__(self, key):
+        assert key in self
+        return {"name": self.name}
+
+
+class Reply:
+    def __init__(self, name, node):
+        from types import SimpleNamespace
+
+        self.content = Content(name)
+        self.metadata = SimpleNamespace(src_node_id=node)
+
+    def has_error(self):
+        return False
 
 
 if __name__ == "__main__":

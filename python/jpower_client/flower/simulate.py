@@ -11,7 +11,8 @@ budget for each board (`--budget-fraction` of its fastest profiled mode's power,
 by `JpowerStrategy`); `jpower-but-straggler`, the same but for the straggler (the board
 slowest at its fastest mode, which every round waits for); and `no-budget`, every board at
 its fastest profiled mode (what it does without jpower's choice). Flower's telemetry and its
-runtime dependency installation are off.
+runtime dependency installation are off. Needs a `jpower` binary: on PATH, or named by
+`--jpower` or `$JPOWER_BIN`. A SIGTERM stops everything it started, as an error does.
 
 Asserts that every round completes on every board, that each client's reported energy is
 within `--energy-tolerance` of the simulated board's true energy over its marked
@@ -25,6 +26,7 @@ import json
 import os
 import shutil
 import socket
+import signal
 import subprocess
 import sys
 import tempfile
@@ -152,7 +154,13 @@ class Fleet:
 
     def _start(self, cmd: List[str], log: str) -> None:
         out = open(self.base / log, "w")
-        self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT))
+        # A session of its own: `close` stops the process and whatever it spawned (Flower's
+        # superexec, serverapp and clientapps) together.
+        self.procs.append(
+            subprocess.Popen(
+                cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        )
 
     def _jpower(self, board: str, *args: str) -> List[str]:
         return [self.args.jpower, "--sim", board, "--runtime-dir", str(self.base / board), *args]
@@ -269,19 +277,31 @@ class Fleet:
         _wait("the {} run's report".format(name), report.exists, timeout=600)
         logs = {}
         for b in self.boards:
+            # A board whose rounds all failed wrote no log: `_check` says which rounds.
             path = self.base / b / "rounds.jsonl"
-            logs[b] = [json.loads(line) for line in path.read_text().splitlines()]
-            path.unlink()
+            logs[b] = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+            if path.exists():
+                path.unlink()
         return {"rounds": json.loads(report.read_text()), "boards": logs}
 
     def close(self) -> None:
         for p in reversed(self.procs):
-            p.terminate()
+            _signal_group(p, signal.SIGTERM)
             try:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                p.kill()
+                _signal_group(p, signal.SIGKILL)
                 p.wait()
+            # What the process spawned and left behind goes with it.
+            _signal_group(p, signal.SIGKILL)
+
+
+def _signal_group(p: subprocess.Popen, sig: int) -> None:
+    """Sends `sig` to `p`'s process group (its session's), gone or not."""
+    try:
+        os.killpg(p.pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def _check(
@@ -348,6 +368,15 @@ def _table(run: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def main(argv: List[str]) -> int:
     args = _args(argv)
+    if shutil.which(args.jpower) is None:
+        print(
+            "jpower-flower-simulate: no jpower binary at {!r}: put jpower on PATH, or name it"
+            " with --jpower or $JPOWER_BIN".format(args.jpower),
+            file=sys.stderr,
+        )
+        return 2
+    # A SIGTERM (a CI timeout, `timeout`) stops the fleet as an error does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     base = Path(tempfile.mkdtemp(prefix="jpower-flower-"))
     fleet = Fleet(base, args)
     started = time.monotonic()

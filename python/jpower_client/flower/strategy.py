@@ -10,8 +10,11 @@ metrics per round. Needs flwr (the `flower` extra).
 
 Budgets travel in the train config: `jpower-budget-w` for every client, and
 `jpower-budget-w.<name>` for the client that calls itself `<name>` (`budget_for` reads them
-on the client side). The inner strategy does everything else; its aggregated train metrics
-are kept, with the fleet's (`metrics.aggregate`) over them.
+on the client side). Each round's config carries the budgets as they are then: change
+`budgets` or `budget_w` between rounds (spare the straggler), and the next round sends the
+new ones alone. The inner strategy does everything else; its aggregated train metrics are
+kept, with the fleet's (`metrics.aggregate`) over them. A reply without jpower's records (a
+client that does not use `train_reply`) is left out of the fleet's figures, with a warning.
 """
 
 import logging
@@ -24,6 +27,9 @@ from flwr.serverapp.strategy import Strategy
 
 from .metrics import aggregate
 from .round import BUDGET_KEY, NAME_RECORD
+
+# The metrics every jpower reply carries (`PowerRound.metrics`) that the fleet's need.
+_NEEDED = ("energy_j", "train_time_s", "mean_power_w", "budget_w")
 
 __all__ = ["JpowerStrategy"]
 
@@ -46,7 +52,11 @@ class JpowerStrategy(Strategy):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """The inner strategy's messages, with the budgets in their config."""
+        """The inner strategy's messages, with the budgets in force now in their config (a
+        copy: Flower passes one config to every round, and the caller's stays as it was)."""
+        config = ConfigRecord(
+            {k: v for k, v in config.items() if k != BUDGET_KEY and not k.startswith(BUDGET_KEY + ".")}
+        )
         if self.budget_w is not None:
             config[BUDGET_KEY] = float(self.budget_w)
         for name, watts in self.budgets.items():
@@ -67,8 +77,14 @@ class JpowerStrategy(Strategy):
         for msg in replies:
             if msg.has_error():
                 continue
+            record = msg.content.metric_records.get("metrics")
+            if NAME_RECORD not in msg.content or record is None or not all(k in record for k in _NEEDED):
+                logging.warning(
+                    "a reply from node %s carries no jpower metrics (use train_reply): left out of the fleet's",
+                    msg.metadata.src_node_id,
+                )
+                continue
             name = str(msg.content[NAME_RECORD]["name"])
-            (record,) = msg.content.metric_records.values()
             if name in clients:
                 # Two clients call themselves the same (and share a budget key): both are
                 # kept, the second under its node, so the fleet's sums miss nobody.
