@@ -8,13 +8,15 @@
  *     jp_ring ring;
  *     jp_sample s;
  *     char err[256];
- *     if (jp_ring_open("/run/jpower/telemetry/orin-nano.ring", &ring, err, sizeof err) != 0)
+ *     // The agent's ring_path (`jpower status --json`: .agent.ring_path), e.g.
+ *     // /run/jpower/telemetry/nvidia-jetson-orin-nano-developer-kit-af63a24c860189fe.ring
+ *     if (jp_ring_open(ring_path, &ring, err, sizeof err) != 0)
  *         fprintf(stderr, "%s\n", err);
  *     else if (jp_ring_latest(&ring, &s) == 0)
  *         printf("%u uW\n", s.module_uw);
  *
  * Needs POSIX (open, fstat, mmap, nanosleep) and GCC/Clang __atomic builtins: compile with
- * _DEFAULT_SOURCE or _POSIX_C_SOURCE >= 199309L defined when using a strict -std=c99.
+ * _DEFAULT_SOURCE or _POSIX_C_SOURCE >= 199309L defined under a strict -std=cNN (c99, c11).
  */
 #ifndef JPOWER_RING_H
 #define JPOWER_RING_H

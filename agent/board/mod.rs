@@ -151,7 +151,10 @@ impl Board {
             .join("-");
         let root =
             std::fs::canonicalize(self.root.dir()).unwrap_or_else(|_| self.root.dir().into());
-        format!("{slug}-{:016x}", fnv1a(root.to_string_lossy().as_bytes()))
+        format!(
+            "{slug}-{:016x}",
+            fnv1a(std::os::unix::ffi::OsStrExt::as_bytes(root.as_os_str()))
+        )
     }
 
     /// Reads every knob's current value (in its file's unit).

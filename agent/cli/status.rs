@@ -157,7 +157,7 @@ pub fn snapshot(
         "switches": p.stats.count,
         "pending_recovery": p.pending,
         "agent": agent.map(|a| json!({"lease": a.holder, "budget_w": a.budget_w, "guard": a.guard,
-                                      "module_mw": a.module_w.map(|w| (w * 1000.0).round() as u64),
+                                      "module_mw": a.module_w.map(|w| (w * 1000.0).floor() as u64),
                                       "ring_path": a.ring_path})),
     })
 }
