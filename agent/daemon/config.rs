@@ -110,17 +110,13 @@ impl Default for Config {
     }
 }
 
-/// The key a TOML line sets (`key = value`), if it sets one.
-fn key_of(line: &str) -> Option<&str> {
-    let (key, _) = line.split_once('=')?;
-    Some(key.trim()).filter(|k| !k.is_empty() && !k.starts_with('#'))
-}
-
-/// The line of `text` (from 1) that sets `key`, if one does.
+/// The line of `text` (from 1) that sets the top-level `key`, if one does: from the TOML
+/// parser's spans, so a quoted key, or `key = ` inside a multi-line string, is no mistake.
 fn line_of_key(text: &str, key: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| key_of(l) == Some(key))
-        .map(|i| i + 1)
+    use std::collections::BTreeMap;
+    let keys: BTreeMap<toml::Spanned<String>, toml::Value> = toml::from_str(text).ok()?;
+    let at = keys.keys().find(|k| k.get_ref() == key)?.span().start;
+    Some(text[..at].matches('\n').count() + 1)
 }
 
 /// The slowest activity rate, Hz: a record every ten seconds.
@@ -379,6 +375,13 @@ mod tests {
     fn each_bad_value_names_its_own_line() {
         let e = err("budget_window_ms = 500\nbudget_w = -1\n");
         assert!(e.starts_with("j.toml:2: budget_w"), "{e}");
+        // A quoted key, and a line that looks like the key inside a multi-line string.
+        let e = err("# c\n\n\"budget_w\" = -1\n");
+        assert!(e.starts_with("j.toml:3: budget_w"), "{e}");
+        let e = err(
+            "default_mode = \"\"\"\nbudget_w = 5\n\"\"\"\nbudget_window_ms = 500\nbudget_w = -1\n",
+        );
+        assert!(e.starts_with("j.toml:5: budget_w"), "{e}");
         for (text, key) in [
             ("activity_rate_hz = 1e-320\n", "activity_rate_hz"),
             ("activity_rate_hz = 0.05\n", "activity_rate_hz"),

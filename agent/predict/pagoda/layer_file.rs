@@ -257,6 +257,53 @@ fn line_of(text: &str, needle: &str) -> usize {
         .map_or(1, |at| text[..at].matches('\n').count() + 1)
 }
 
+/// The 1-based line on which each element of the top-level object's array `key` begins:
+/// a layer's errors name its own line, wherever its name also appears.
+fn element_lines(text: &str, key: &str) -> Vec<usize> {
+    let (mut depth, mut line, mut lines) = (0usize, 1usize, Vec::new());
+    let (mut in_string, mut escaped, mut start) = (false, false, 0usize);
+    let (mut last_key, mut array, mut expect) = ("", false, false);
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => {
+                    in_string = false;
+                    if depth == 1 {
+                        last_key = &text[start..i];
+                    }
+                }
+                _ => {}
+            }
+            continue;
+        }
+        if expect && !c.is_whitespace() && c != ']' {
+            lines.push(line);
+            expect = false;
+        }
+        match c {
+            '\n' => line += 1,
+            '"' => (in_string, start) = (true, i + 1),
+            '{' | '[' => {
+                depth += 1;
+                if c == '[' && depth == 2 && last_key == key && lines.is_empty() {
+                    (array, expect) = (true, true);
+                }
+            }
+            '}' | ']' => {
+                if array && depth == 2 {
+                    return lines;
+                }
+                depth = depth.saturating_sub(1);
+            }
+            ',' if array && depth == 2 => expect = true,
+            _ => {}
+        }
+    }
+    lines
+}
+
 /// Parses a layer list read from `path` (named in errors).
 pub fn parse(text: &str, path: &Path) -> Result<Model, FileError> {
     let invalid = |line, message| FileError::Invalid {
@@ -273,12 +320,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Model, FileError> {
         ));
     }
     let mut model = Model::new(&file.name, file.input.clone());
-    let mut names = std::collections::HashSet::new();
-    for spec in &file.layers {
+    let lines = element_lines(text, "layers");
+    let mut names = std::collections::HashMap::new();
+    for (k, spec) in file.layers.iter().enumerate() {
         let quoted = serde_json::to_string(&spec.name).unwrap_or_default();
-        let line = line_of(text, &quoted);
-        if !names.insert(spec.name.as_str()) {
-            return Err(invalid(line, format!("layer name {quoted} is used twice")));
+        let line = lines.get(k).copied().unwrap_or(1);
+        if let Some(first) = names.insert(spec.name.as_str(), line) {
+            return Err(invalid(
+                line,
+                format!("layer name {quoted} is used twice (first on line {first})"),
+            ));
         }
         let input = spec.input.clone().unwrap_or_else(|| model.last().clone());
         let ops = spec
@@ -381,7 +432,10 @@ mod tests {
             ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"conv2d\", \"out_channels\": 4, \"kernel\": 3, \"groups\": 2}]}", 2, "groups 2 must divide"),
             ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"conv2d\", \"out_channels\": 4, \"kernel\": 11}]}", 2, "does not fit"),
             ("{\"version\": 2, \"name\": \"x\", \"input\": [3], \"layers\": []}", 1, "version 2"),
-            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"relu\"},\n{\"name\": \"a\", \"op\": \"relu\"}]}", 2, "used twice"),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"relu\"},\n{\"name\": \"a\", \"op\": \"relu\"}]}", 3, "used twice (first on line 2)"),
+            // A layer named like an op, or like the model, is found on its own line.
+            ("{\"version\": 1, \"name\": \"relu\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"relu\", \"op\": \"relu\"},\n\n{\"name\": \"b[}\\\"\", \"op\": \"conv2d\", \"out_channels\": 4, \"kernel\": 11}]}", 4, "does not fit"),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"\\u0041\", \"op\": \"relu\"},\n{\"name\": \"A\", \"op\": \"relu\"}]}", 3, "used twice (first on line 2)"),
             ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8", 1, "EOF"),
         ];
         for (text, line, what) in cases {
