@@ -37,7 +37,7 @@ impl PrecisionArg {
 #[derive(Debug, clap::Args)]
 pub struct ModelArgs {
     /// A built-in model (resnet18, resnet50, mobilenetv3-large, yolov8n, bert-base,
-    /// bert-large, lstm), an .onnx file or a JSON layer list (see the README).
+    /// bert-large, lstm), an ONNX file (by its .onnx name or its content) or a JSON layer list (see the README).
     #[arg(value_name = "MODEL")]
     pub model: String,
     /// Samples per forward pass (1 to 65536).
@@ -69,7 +69,8 @@ impl ModelArgs {
     }
 }
 
-/// A zoo name, an `.onnx` file, else a JSON layer list; with the nodes not counted.
+/// A zoo name, an ONNX file (named `.onnx`, or not starting as JSON does), else a JSON
+/// layer list; with the nodes not counted.
 pub fn load(name: &str) -> Result<(Model, Vec<String>)> {
     if let Some(m) = zoo::get(name) {
         return Ok((m, Vec::new()));
@@ -81,14 +82,30 @@ pub fn load(name: &str) -> Result<(Model, Vec<String>)> {
             zoo::NAMES.join(", ")
         );
     }
-    if path
+    let onnx_named = path
         .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
-    {
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+    if onnx_named || !starts_as_json(path) {
         let o = onnx::load(path)?;
         return Ok((o.model, o.skipped));
     }
     Ok((layer_file::load(path)?, Vec::new()))
+}
+
+/// Whether the file at `path` begins (after a UTF-8 BOM and white space) as a JSON object
+/// does: a layer list always does, an ONNX file (protobuf) never, whatever its name.
+fn starts_as_json(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let head = head[..n]
+        .strip_prefix(b"\xef\xbb\xbf")
+        .unwrap_or(&head[..n]);
+    head.iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_none_or(|&b| b == b'{')
 }
 
 /// `jpower flops`.

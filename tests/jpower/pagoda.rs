@@ -77,6 +77,14 @@ fn flops_reads_a_layer_list_and_rejects_bad_ones_in_one_line() {
     std::fs::write(&onnx, b"\x0a\x05trunc").unwrap();
     let onnx = onnx.to_str().unwrap();
     one_line_error(&["flops", onnx], &format!("{onnx}: not an ONNX model"));
+    // An ONNX file not named .onnx is still read as one (it was "not UTF-8 text").
+    let unnamed = dir.path().join("model.bin");
+    std::fs::write(&unnamed, b"\x08\x07\xff\x0a\x05trunc").unwrap();
+    let unnamed = unnamed.to_str().unwrap();
+    one_line_error(
+        &["flops", unnamed],
+        &format!("{unnamed}: not an ONNX model"),
+    );
     // A model of views alone has nothing to time: said so, not "the latency bound must be
     // positive", as the planner's empty prediction once made it.
     let views = dir.path().join("views.json");
