@@ -563,13 +563,7 @@ fn a_watch_killed_over_a_held_mode_has_its_averaging_put_back() {
         .spawn()
         .unwrap();
     // The first CSV row: the sampler runs, the averaging lowered.
-    let mut first = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(watch.stdout.as_mut().unwrap()),
-        &mut first,
-    )
-    .unwrap();
-    assert!(first.starts_with("t_s,"), "{first}");
+    wait_for_csv_header(&mut watch);
     watch.kill().unwrap();
     watch.wait().unwrap();
     let (gpu, samples, pending) = knobs();
@@ -983,13 +977,7 @@ fn watch_without_an_agent_does_not_block_set_or_another_watch() {
     util::ok(util::jpower(rt.path()).args(["--sim", "orin-nano", "status"]));
     let (mut first, mut second) = (watch(), watch());
     for w in [&mut first, &mut second] {
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(w.stdout.as_mut().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        assert!(line.starts_with("t_s,"), "{line}");
+        wait_for_csv_header(w);
     }
     util::ok(util::jpower(rt.path()).args(["--sim", "orin-nano", "set", "--cores", "2"]));
     util::ok(util::jpower(rt.path()).args(["--sim", "orin-nano", "restore"]));
@@ -1236,4 +1224,15 @@ fn a_ring_without_the_activity_counters_has_no_activity_section() {
     let _w = RingWriter::create(&path, &info(2, 8)).unwrap();
     let r = RingReader::open(&path).unwrap();
     assert_eq!((r.info.activity.clone(), r.activity()), (None, None));
+}
+
+/// Reads the first line of a `watch --csv` child's output: its header, once it samples.
+fn wait_for_csv_header(watch: &mut std::process::Child) {
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(watch.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.starts_with("t_s,"), "{line}");
 }
