@@ -331,25 +331,10 @@ mod tests {
 
     #[test]
     fn minibatch_markers_account_each_minibatch() {
-        use crate::telemetry::ring::{RailInfo, RingInfo, RingWriter};
+        use crate::telemetry::ring::{RingInfo, RingWriter};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.ring");
-        let info = RingInfo {
-            board: "b".into(),
-            simulated: true,
-            period_ns: 1_000_000,
-            slot_count: 4096,
-            rails: vec![RailInfo {
-                name: "R".into(),
-                role: 1,
-                refresh_us: 1,
-            }],
-            module_mask: 1,
-            input_rail: None,
-            zones: Vec::new(),
-            activity: None,
-        };
-        let w = RingWriter::create(&path, &info).unwrap();
+        let w = RingWriter::create(&path, &RingInfo::for_test(&["R"], 4096)).unwrap();
         // 10 W for 1 s, then 20 W for 1 s, at 1 kHz.
         for n in 0..=2000u64 {
             w.publish(n, &s(n, if n < 1000 { 10.0 } else { 20.0 }));

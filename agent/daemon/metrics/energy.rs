@@ -65,7 +65,7 @@ impl EnergyCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::ring::{RailInfo, RingInfo, RingWriter};
+    use crate::telemetry::ring::{RingInfo, RingWriter};
 
     fn sample(n: u64, watts: f64) -> Sample {
         let mut s = Sample {
@@ -81,23 +81,7 @@ mod tests {
     }
 
     fn ring(dir: &std::path::Path, slots: u32) -> RingWriter {
-        let rail = |name: &str| RailInfo {
-            name: name.into(),
-            role: 1,
-            refresh_us: 1,
-        };
-        let info = RingInfo {
-            board: "b".into(),
-            simulated: true,
-            period_ns: 1_000_000,
-            slot_count: slots,
-            rails: vec![rail("A"), rail("B")],
-            module_mask: 3,
-            input_rail: None,
-            zones: Vec::new(),
-            activity: None,
-        };
-        RingWriter::create(&dir.join("r.ring"), &info).unwrap()
+        RingWriter::create(&dir.join("r.ring"), &RingInfo::for_test(&["A", "B"], slots)).unwrap()
     }
 
     #[test]

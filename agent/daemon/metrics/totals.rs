@@ -43,26 +43,11 @@ impl SamplerTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::ring::{RailInfo, RingInfo, RingWriter};
+    use crate::telemetry::ring::{RingInfo, RingWriter};
     use crate::telemetry::Sample;
 
     fn ring(path: &std::path::Path) -> RingWriter {
-        let info = RingInfo {
-            board: "b".into(),
-            simulated: true,
-            period_ns: 1_000_000,
-            slot_count: 64,
-            rails: vec![RailInfo {
-                name: "A".into(),
-                role: 1,
-                refresh_us: 1,
-            }],
-            module_mask: 1,
-            input_rail: None,
-            zones: Vec::new(),
-            activity: None,
-        };
-        RingWriter::create(path, &info).unwrap()
+        RingWriter::create(path, &RingInfo::for_test(&["A"], 64)).unwrap()
     }
 
     fn publish(w: &RingWriter, from: u64, to: u64) {

@@ -79,6 +79,29 @@ impl RingInfo {
     pub fn slowest_refresh_s(&self) -> f64 {
         self.rails.iter().map(|r| r.refresh_us).max().unwrap_or(0) as f64 * 1e-6
     }
+
+    /// A simulated 1 kHz ring of `slots` slots whose module rails are `rails` (tests).
+    #[cfg(test)]
+    pub(crate) fn for_test(rails: &[&str], slots: u32) -> RingInfo {
+        RingInfo {
+            board: "b".into(),
+            simulated: true,
+            period_ns: 1_000_000,
+            slot_count: slots,
+            rails: rails
+                .iter()
+                .map(|&name| RailInfo {
+                    name: name.into(),
+                    role: 1,
+                    refresh_us: 1,
+                })
+                .collect(),
+            module_mask: (1u32 << rails.len()) - 1,
+            input_rail: None,
+            zones: Vec::new(),
+            activity: None,
+        }
+    }
 }
 
 /// One rail of the ring's table.
