@@ -122,6 +122,9 @@ fn line_of_key(text: &str, key: &str) -> Option<usize> {
 /// The slowest activity rate, Hz: a record every ten seconds.
 pub const MIN_ACTIVITY_RATE_HZ: f64 = 0.1;
 
+/// The slowest sampling rate, Hz: a sample every ten seconds (the sensors refresh faster).
+pub const MIN_SAMPLE_RATE_HZ: f64 = 0.1;
+
 /// Configuration errors, with file and line.
 pub type ConfigError = crate::support::file_error::FileError;
 
@@ -207,8 +210,11 @@ impl Config {
             }
         }
         if let Some(r) = cfg.sample_rate_hz {
-            if !(r > 0.0 && r <= 100_000.0) {
-                return Err(bad("sample_rate_hz", format!("{r} is not in (0, 100000]")));
+            if !(MIN_SAMPLE_RATE_HZ..=100_000.0).contains(&r) {
+                return Err(bad(
+                    "sample_rate_hz",
+                    format!("{r} is not in [{MIN_SAMPLE_RATE_HZ}, 100000]"),
+                ));
             }
         }
         let a = cfg.activity_rate_hz;
@@ -391,6 +397,7 @@ mod tests {
             ("sampler_cpu = 99999\n", "sampler_cpu"),
             ("socket_mode = \"+7\"\n", "socket_mode"),
             ("socket_mode = \"\"\n", "socket_mode"),
+            ("sample_rate_hz = 1e-300\n", "sample_rate_hz"),
         ] {
             let e = err(&format!("\n{text}"));
             assert!(e.starts_with(&format!("j.toml:2: {key}")), "{text}: {e}");
