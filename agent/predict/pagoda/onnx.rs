@@ -179,7 +179,8 @@ fn tensor_values(t: &TensorProto) -> Option<Vec<f64>> {
         6 => t.int32_data.iter().map(|&x| f64::from(x)).collect(),
         _ => return None,
     };
-    (v.len() <= MAX_FOLDED).then_some(v)
+    // Values stored elsewhere (external data) or not matching the dims are not known here.
+    (v.len() <= MAX_FOLDED && v.len() as i64 == elements(&t.dims)).then_some(v)
 }
 
 /// A declared shape, a symbolic dimension as 1; `None` where a dimension is 0 or negative
