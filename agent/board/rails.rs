@@ -40,12 +40,26 @@ pub enum RailRole {
 }
 
 /// Labels and their roles; an unknown label is a module rail on boards without an input
-/// rail and a sub-rail otherwise.
+/// rail and a sub-rail otherwise, with a warning. The sub-rails of the boards with an input
+/// rail are listed too, so that an input rail of a label not listed here is the module's
+/// only rail beside them, not summed with them.
 const ROLES: &[(&str, RailRole)] = &[
     ("VDD_IN", RailRole::Input),
     ("POM_5V_IN", RailRole::Input),
     ("VIN_SYS_5V0", RailRole::Carrier),
     ("SYS5V", RailRole::Carrier),
+    // Orin NX / Orin Nano / Xavier NX.
+    ("VDD_CPU_GPU_CV", RailRole::Sub),
+    ("VDD_SOC", RailRole::Sub),
+    // Nano.
+    ("POM_5V_GPU", RailRole::Sub),
+    ("POM_5V_CPU", RailRole::Sub),
+    // TX2.
+    ("VDD_SYS_GPU", RailRole::Sub),
+    ("VDD_SYS_SOC", RailRole::Sub),
+    ("VDD_SYS_CPU", RailRole::Sub),
+    ("VDD_SYS_DDR", RailRole::Sub),
+    ("VDD_4V0_WIFI", RailRole::Sub),
     ("VDD_GPU_SOC", RailRole::Module),
     ("VDD_CPU_CV", RailRole::Module),
     ("VDDQ_VDD2_1V8AO", RailRole::Module),
@@ -210,18 +224,33 @@ pub fn discover(root: &Root, warnings: &mut Vec<String>) -> (Vec<InaChip>, Vec<R
         if r.role == RailRole::Module && has_input {
             r.role = RailRole::Sub;
         }
+        if known_role(&r.label).is_none() {
+            warnings.push(format!(
+                "rail {}: a label jpower does not know, counted as {}",
+                r.label,
+                if r.role == RailRole::Sub {
+                    "a sub-rail (not in the module's total)"
+                } else {
+                    "part of the module's power"
+                }
+            ));
+        }
     }
     (chips, rails)
 }
 
 /// The role of a rail by its label, in any case (board vendors' device trees are not
 /// consistent: `VDD_IN`, `vdd_in`).
-fn role_of(label: &str) -> RailRole {
+fn known_role(label: &str) -> Option<RailRole> {
     ROLES
         .iter()
         .find(|(l, _)| l.eq_ignore_ascii_case(label.trim()))
         .map(|(_, r)| *r)
-        .unwrap_or(RailRole::Module)
+}
+
+/// [`known_role`], an unknown label a module rail (until an input rail makes it a sub-rail).
+fn role_of(label: &str) -> RailRole {
+    known_role(label).unwrap_or(RailRole::Module)
 }
 
 fn is_rail_label(label: &str) -> bool {
@@ -327,5 +356,7 @@ mod tests {
         assert_eq!(role_of("vdd_in"), RailRole::Input);
         assert_eq!(role_of("Vin_Sys_5v0 "), RailRole::Carrier);
         assert_eq!(role_of("VDD_SOMETHING_NEW"), RailRole::Module);
+        assert_eq!(known_role("VDD_SOMETHING_NEW"), None);
+        assert_eq!(role_of("vdd_cpu_gpu_cv"), RailRole::Sub);
     }
 }
