@@ -307,6 +307,18 @@ fn profile_predict_optimize_round_trip() {
         "{}",
         o["chosen"]
     );
+    // The default method's model file loads too: its read-out reads more columns than the
+    // network's inputs, and a check refused every physics file `predict` saved.
+    let physics = model.with_file_name("physics.json");
+    ok(jpower(rt.path())
+        .args(["--sim", "nano", "predict", "--workload", "lstm", "--profile"])
+        .arg(&csv)
+        .arg("--save")
+        .arg(&physics));
+    let p = json(&ok(jpower(rt.path())
+        .args(["--sim", "nano", "--json", "optimize", "--budget", "4", "--model"])
+        .arg(&physics)));
+    assert!(p["chosen"]["power_w"].as_f64().unwrap() <= 4.0, "{p}");
     // Issue 15: the plot names the board and workload, draws the budget and the runs.
     let plot = std::fs::read_to_string(&svg).unwrap();
     for text in [

@@ -301,7 +301,7 @@ impl TryFrom<MlpData> for Mlp {
         if last.n_out != 1 {
             return Err(format!("the last layer has {} outputs, not 1", last.n_out));
         }
-        if let Some(skip) = m.skip.as_ref().filter(|s| s.w.len() != first.n_in) {
+        if let Some(skip) = m.skip.as_ref().filter(|s| s.w.len() < first.n_in) {
             return Err(format!(
                 "the skip term has {} weights for {} inputs",
                 skip.w.len(),
