@@ -26,6 +26,17 @@ pub struct Correction {
 }
 
 impl Correction {
+    /// Where its weights and modes disagree (an edited file), what disagrees.
+    pub fn mismatch(&self) -> Option<String> {
+        (self.at.len() != self.weights.len()).then(|| {
+            format!(
+                "a correction of {} weights at {} modes",
+                self.weights.len(),
+                self.at.len()
+            )
+        })
+    }
+
     /// Fits the correction to `residual` (the log of measured over predicted) at each of
     /// `modes` (NaN: not used), and returns it with each mode's leave-one-out prediction
     /// (NaN where the residual was not used). `None` without a usable residual.

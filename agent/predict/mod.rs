@@ -221,7 +221,7 @@ impl TryFrom<ModelData> for Model {
             trained_on: m.trained_on,
             correction: m.correction,
         };
-        match model.inputs_mismatch() {
+        match model.inputs_mismatch().or_else(|| model.values_unusable()) {
             Some(why) => Err(why),
             None => Ok(model),
         }
@@ -253,6 +253,30 @@ impl Model {
             .into_iter()
             .find(|&n| n != d)
             .map(|n| format!("{d} scaled inputs, but the regressor reads {n}"))
+    }
+}
+
+impl Model {
+    /// Where a value an edited or damaged file holds would make predictions panic or NaN:
+    /// bounds out of order or not finite, a scale of zero, a correction whose weights do not
+    /// match its modes.
+    fn values_unusable(&self) -> Option<String> {
+        let (lo, hi) = self.bounds;
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+            return Some(format!("bounds [{lo}, {hi}] are not an interval"));
+        }
+        if let Some(s) = self
+            .scale
+            .std
+            .iter()
+            .find(|s| !(s.is_finite() && **s > 0.0))
+        {
+            return Some(format!("an input scale of {s}"));
+        }
+        if let Some(m) = self.scale.mean.iter().find(|m| !m.is_finite()) {
+            return Some(format!("an input mean of {m}"));
+        }
+        self.correction.as_ref().and_then(Correction::mismatch)
     }
 }
 

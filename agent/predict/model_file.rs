@@ -201,5 +201,24 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("not a jpower model file"));
+        // Values an edited file may hold that once panicked (bounds out of order, a
+        // correction's weights and modes apart) or predicted NaN (a zero scale).
+        v["version"] = MODEL_VERSION.into();
+        let edits: [(&str, fn(&mut serde_json::Value)); 3] = [
+            ("are not an interval", |t| {
+                t["bounds"] = serde_json::json!([10.0, 1.0])
+            }),
+            ("an input scale of 0", |t| t["scale"]["std"][0] = 0.0.into()),
+            ("a correction of 1 weights at 2 modes", |t| {
+                t["correction"] = serde_json::json!({"at": [[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]], "weights": [0.5]})
+            }),
+        ];
+        for (why, edit) in edits {
+            let mut bad = v.clone();
+            edit(&mut bad["time"]);
+            std::fs::write(&p, bad.to_string()).unwrap();
+            let e = ModelFile::load(&p, None).unwrap_err().to_string();
+            assert!(e.contains(why), "{why}: {e}");
+        }
     }
 }

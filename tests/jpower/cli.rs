@@ -311,12 +311,21 @@ fn profile_predict_optimize_round_trip() {
     // network's inputs, and a check refused every physics file `predict` saved.
     let physics = model.with_file_name("physics.json");
     ok(jpower(rt.path())
-        .args(["--sim", "nano", "predict", "--workload", "lstm", "--profile"])
+        .args([
+            "--sim",
+            "nano",
+            "predict",
+            "--workload",
+            "lstm",
+            "--profile",
+        ])
         .arg(&csv)
         .arg("--save")
         .arg(&physics));
     let p = json(&ok(jpower(rt.path())
-        .args(["--sim", "nano", "--json", "optimize", "--budget", "4", "--model"])
+        .args([
+            "--sim", "nano", "--json", "optimize", "--budget", "4", "--model",
+        ])
         .arg(&physics)));
     assert!(p["chosen"]["power_w"].as_f64().unwrap() <= 4.0, "{p}");
     // Issue 15: the plot names the board and workload, draws the budget and the runs.
