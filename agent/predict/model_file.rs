@@ -204,7 +204,8 @@ mod tests {
         // Values an edited file may hold that once panicked (bounds out of order, a
         // correction's weights and modes apart) or predicted NaN (a zero scale).
         v["version"] = MODEL_VERSION.into();
-        let edits: [(&str, fn(&mut serde_json::Value)); 3] = [
+        type Edit = fn(&mut serde_json::Value);
+        let edits: [(&str, Edit); 3] = [
             ("are not an interval", |t| {
                 t["bounds"] = serde_json::json!([10.0, 1.0])
             }),
