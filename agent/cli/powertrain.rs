@@ -56,17 +56,22 @@ pub struct EvalArgs {
     pub no_cache: bool,
 }
 
-/// Runs `jpower powertrain ...` on board `sim` (a simulated board id).
-pub fn run(sim: Option<&str>, cmd: &Command, out: &Output) -> Result<()> {
+/// Runs `jpower powertrain ...` on the simulated board `target` names (orin-agx unless
+/// `--sim` names another; a `--root` tree is refused: the evaluation needs the board's
+/// model for its reference and its truth).
+pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
     let Command::Eval(a) = cmd;
-    let spec = super::train_modes::spec(Some(sim.unwrap_or("orin-agx")))?;
+    if target.sim.is_none() && target.root.is_some() {
+        anyhow::bail!("powertrain eval scores on a simulated board (--sim BOARD, orin-agx by default), not a --root tree");
+    }
+    let spec = super::train_modes::spec(Some(target.sim.as_deref().unwrap_or("orin-agx")))?;
     let space = spec.mode_space();
     let mut reference = reference_source(spec, workload(&a.reference)?, a.seed);
     let mut sim_target;
     let mut replay;
     let target: &mut dyn profile::Source = match &a.truth {
         Some(path) => {
-            let rows = super::train_modes::read_profile(path, spec)?;
+            let rows = super::train_modes::read_profile(path, &spec.mode_space(), &spec.id())?;
             anyhow::ensure!(
                 rows.len() > a.modes,
                 "{}: {} rows, need more than --modes {}",

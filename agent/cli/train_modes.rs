@@ -3,7 +3,7 @@
 //! predictors into a model file, then pick modes from the predicted Pareto front.
 
 use super::Output;
-use crate::control::mode::PinnedMode;
+use crate::control::mode::{ModeSpace, PinnedMode};
 use crate::gpu::cuda::Cuda;
 use crate::gpu::net::{Cpu, Trainer};
 use crate::ipc::protocol::{ReplyBody, RequestBody};
@@ -12,7 +12,7 @@ use crate::predict::live::{AgentSource, Workload};
 use crate::predict::optimize::{self, Measured, TimePower, Verify};
 use crate::predict::profile::{self, ProfileConfig, Replay, Row, Source, Strategy};
 use crate::predict::{self, active, Method, ModelFile, MODEL_VERSION};
-use crate::sim::sources::{reference_source, SimSource};
+use crate::sim::sources::{reference_over, SimSource};
 use crate::sim::spec::BoardSpec;
 use crate::sim::workload::Workload as SimWorkload;
 use crate::support::units::Freq;
@@ -127,22 +127,93 @@ pub(super) fn pretrained(
     method: Method,
     effort: &Effort,
 ) -> Result<(predict::Model, predict::Model)> {
-    let mut reference = reference_source(spec, workload(name)?, effort.fit.seed);
-    Ok(evaluate::pretrained(
-        &mut reference,
-        &spec.mode_space(),
-        method,
-        effort,
-    )?)
+    pretrained_over(spec, &spec.mode_space(), name, method, effort)
 }
 
-/// A recorded profile of board `spec`: every row's mode must be one of the board's.
-pub(super) fn read_profile(path: &std::path::Path, spec: &BoardSpec) -> Result<Vec<Row>> {
+/// `method`'s models pre-trained on the reference workload `name` run by `spec`'s silicon
+/// model over `space` (another board's modes, where the board is not simulated).
+fn pretrained_over(
+    spec: &BoardSpec,
+    space: &ModeSpace,
+    name: &str,
+    method: Method,
+    effort: &Effort,
+) -> Result<(predict::Model, predict::Model)> {
+    let mut reference = reference_over(spec, space.clone(), workload(name)?, effort.fit.seed);
+    Ok(evaluate::pretrained(&mut reference, space, method, effort)?)
+}
+
+/// A recorded profile of the board `id` of modes `space`: every row's mode must be one of
+/// the board's.
+pub(super) fn read_profile(
+    path: &std::path::Path,
+    space: &ModeSpace,
+    id: &str,
+) -> Result<Vec<Row>> {
     let rows = profile::read_csv(path)?;
-    if let Some(e) = profile::off_the_board(&rows, &spec.mode_space(), path, &spec.id()) {
+    if let Some(e) = profile::off_the_board(&rows, space, path, id) {
         bail!("{e}");
     }
     Ok(rows)
+}
+
+/// The board a model is fitted for and chosen on: a simulated one (`--sim`), or the one
+/// found at `--root` (`/` on a Jetson), with the modes of its own tables.
+pub(super) struct ModelBoard {
+    /// Its name in model files: the simulated board's id, or the board's key.
+    pub id: String,
+    /// Its modes.
+    pub space: ModeSpace,
+    /// The simulated board whose silicon model runs the reference workload: the board
+    /// itself under `--sim`; else the simulated board of the same SoC nearest in CPU count,
+    /// over this board's modes (`None` where no simulated board shares its SoC).
+    pub reference: Option<&'static BoardSpec>,
+    /// Whether it is a simulated board (where `optimize --verify` runs its workload).
+    pub simulated: bool,
+}
+
+impl ModelBoard {
+    /// The board `target` names.
+    pub(super) fn of(target: &super::Target) -> Result<ModelBoard> {
+        if let Some(id) = target.sim.as_deref() {
+            let spec = spec(Some(id))?;
+            return Ok(ModelBoard {
+                id: spec.id(),
+                space: spec.mode_space(),
+                reference: Some(spec),
+                simulated: true,
+            });
+        }
+        let (root, _) = target.root()?;
+        let board = crate::board::Board::discover(root)?;
+        let soc = |c: &&str| {
+            c.starts_with("nvidia,tegra") && board.identity.compatible.iter().any(|b| b == c)
+        };
+        let reference = crate::sim::spec::BOARDS
+            .iter()
+            .filter(|s| s.compatible.iter().any(&soc))
+            .min_by_key(|s| s.cpus().abs_diff(board.cpus.len()));
+        Ok(ModelBoard {
+            id: board.key(),
+            space: ModeSpace::of(&board),
+            reference,
+            simulated: false,
+        })
+    }
+
+    /// `method`'s models pre-trained on the reference workload `name` over this board's
+    /// modes.
+    fn pretrained(
+        &self,
+        name: &str,
+        method: Method,
+        effort: &Effort,
+    ) -> Result<(predict::Model, predict::Model)> {
+        let spec = self.reference.ok_or_else(|| {
+            anyhow!("{}: no simulated board shares its SoC, so there is no reference to pre-train {} on; --method linear or mlp_scratch fit the profile alone", self.id, method.name())
+        })?;
+        pretrained_over(spec, &self.space, name, method, effort)
+    }
 }
 
 /// A simulated workload by name.
@@ -165,7 +236,10 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
     let spec = spec(target.sim.as_deref())?;
     let space = spec.mode_space();
     let mut src: Box<dyn Source> = match &a.truth {
-        Some(p) => Box::new(Replay::new(&read_profile(p, spec)?, (0.02, 0.015))),
+        Some(p) => Box::new(Replay::new(
+            &read_profile(p, &space, &spec.id())?,
+            (0.02, 0.015),
+        )),
         None => Box::new(SimSource::new(
             spec.silicon,
             workload(&a.workload)?,
@@ -411,15 +485,15 @@ fn report(
 }
 
 /// `jpower predict`.
-pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
-    let spec = spec(sim)?;
+pub fn predict(target: &super::Target, a: &PredictArgs, out: &Output) -> Result<()> {
+    let board = ModelBoard::of(target)?;
     let method = Method::from_name(&a.method).ok_or_else(|| {
         anyhow!(
             "--method {}: physics, powertrain, mlp_scratch or linear",
             a.method
         )
     })?;
-    let rows = read_profile(&a.profile, spec)?;
+    let rows = read_profile(&a.profile, &board.space, &board.id)?;
     let effort = Effort::new(false, a.seed);
     let fit = effort.fit;
     let bar = super::stages(out.json)?;
@@ -428,7 +502,7 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
             "profiling and pre-training on the reference {}",
             a.reference
         ));
-        Some(pretrained(spec, &a.reference, method, &effort)?)
+        Some(board.pretrained(&a.reference, method, &effort)?)
     } else {
         None
     };
@@ -438,7 +512,7 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
     bar.finish_and_clear();
     let file = ModelFile {
         version: MODEL_VERSION,
-        board: spec.id(),
+        board: board.id.clone(),
         workload: a.workload.clone(),
         method,
         time,
@@ -446,16 +520,19 @@ pub fn predict(sim: Option<&str>, a: &PredictArgs, out: &Output) -> Result<()> {
         profiled: rows.iter().map(|r| r.mode).collect(),
     };
     file.save(&a.save)?;
-    out.print(&json!({"model": a.save, "board": spec.id(), "method": method.name(), "profiled_modes": rows.len()}), || {
+    out.print(&json!({"model": a.save, "board": board.id, "method": method.name(), "profiled_modes": rows.len()}), || {
         format!("fitted {} on {} profiled modes into {}\n", method.name(), rows.len(), a.save.display())
     })
 }
 
 /// `jpower optimize`.
-pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()> {
-    let spec = spec(sim)?;
-    let file = ModelFile::load(&a.model, Some(&spec.id()))?;
-    let modes: Vec<PinnedMode> = spec.mode_space().iter().collect();
+pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Result<()> {
+    let board = ModelBoard::of(target)?;
+    if a.verify && !board.simulated {
+        bail!("--verify runs the model's workload on a simulated board (--sim); on a Jetson, profile the modes you would choose with `jpower profile --live`");
+    }
+    let file = ModelFile::load(&a.model, Some(&board.id))?;
+    let modes: Vec<PinnedMode> = board.space.iter().collect();
     let (pt, pp) = predict::time_and_power(&file.time, &file.power, &modes);
     let points = optimize::points(&pt, &pp);
     let front = optimize::pareto(&points);
@@ -464,7 +541,8 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
         Some(b) => {
             let margin = |p: &TimePower| margin_w(file.method, pt[p.mode], pp[p.mode]);
             let src = SimWorkload::from_name(&file.workload)
-                .map(|w| SimSource::new(spec.silicon, w, spec.mode_space(), 7));
+                .zip(board.reference.filter(|_| board.simulated))
+                .map(|(w, spec)| SimSource::new(spec.silicon, w, board.space.clone(), 7));
             let measure = |p: &TimePower| {
                 let mut s = src.clone().expect("checked before use");
                 profile::profile_mode(&mut s, &modes[p.mode], &ProfileConfig::default()).map_or(
@@ -493,8 +571,8 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
         let plot = super::pareto_plot::ParetoPlot {
             title: format!(
                 "{}{}: {}",
-                if sim.is_some() { "SIMULATED " } else { "" },
-                spec.id(),
+                if board.simulated { "SIMULATED " } else { "" },
+                board.id,
                 file.workload
             ),
             all: &points,
@@ -546,7 +624,7 @@ pub fn optimize(sim: Option<&str>, a: &OptimizeArgs, out: &Output) -> Result<()>
         .collect();
     let measured = |p: &TimePower| runs.iter().find(|(r, _)| r.mode == p.mode).map(|(_, m)| *m);
     out.print(
-        &json!({"board": spec.id(), "modes": modes.len(), "front": front.iter().map(mode_json).collect::<Vec<_>>(),
+        &json!({"board": board.id, "modes": modes.len(), "front": front.iter().map(mode_json).collect::<Vec<_>>(),
                 "budget_w": a.budget, "chosen": chosen.as_ref().map(|c| mode_json(&c.mode)),
                 "chosen_measured": chosen.as_ref().and_then(|c| measured(&c.mode)),
                 "verified": a.verify, "runs": runs_json}),

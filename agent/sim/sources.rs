@@ -32,7 +32,13 @@ impl BoardSpec {
 
 /// The simulated reference workload on `spec` (its own noise seed, apart from the target's).
 pub fn reference_source(spec: &BoardSpec, model: Workload, seed: u64) -> SimSource {
-    SimSource::new(spec.silicon, model, spec.mode_space(), seed ^ 0xA5A5)
+    reference_over(spec, spec.mode_space(), model, seed)
+}
+
+/// The simulated reference workload run by `spec`'s silicon model over `space`: another
+/// board's modes, a board of the same SoC that is not simulated.
+pub fn reference_over(spec: &BoardSpec, space: ModeSpace, model: Workload, seed: u64) -> SimSource {
+    SimSource::new(spec.silicon, model, space, seed ^ 0xA5A5)
 }
 
 /// A simulated workload on a simulated board.

@@ -401,6 +401,73 @@ fn profile_predict_optimize_round_trip() {
     );
 }
 
+/// A profile recorded on a board that is not simulated (here an exported tree, as a Jetson
+/// is found at `/`) is fitted and optimised over that board's own modes: `predict` and
+/// `optimize` once refused anything but `--sim`, so `profile --live` on a Jetson led nowhere.
+#[test]
+fn predict_and_optimize_run_on_a_board_found_at_root() {
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (tree, csv, model) = (
+        dir.path().join("tree"),
+        dir.path().join("p.csv"),
+        dir.path().join("m.json"),
+    );
+    ok(jpower(rt.path())
+        .args(["sim", "export", "orin-nano"])
+        .arg(&tree));
+    ok(jpower(rt.path())
+        .args([
+            "--sim",
+            "orin-nano",
+            "profile",
+            "--workload",
+            "resnet18",
+            "--modes",
+            "30",
+            "--out",
+        ])
+        .arg(&csv));
+    let on_tree = || {
+        let mut c = jpower(rt.path());
+        c.arg("--root").arg(&tree);
+        c
+    };
+    ok(on_tree()
+        .args(["predict", "--workload", "resnet18", "--profile"])
+        .arg(&csv)
+        .arg("--save")
+        .arg(&model));
+    let o = json(&ok(on_tree()
+        .args(["--json", "optimize", "--budget", "10", "--model"])
+        .arg(&model)));
+    let st = json(&ok(on_tree().args(["--json", "status"])));
+    assert_eq!(o["board"], st["board_key"], "{o}");
+    assert!(o["chosen"]["power_w"].as_f64().unwrap() <= 10.0, "{o}");
+    let err = String::from_utf8_lossy(
+        &run(on_tree()
+            .args(["optimize", "--budget", "10", "--verify", "--model"])
+            .arg(&model))
+        .stderr,
+    )
+    .into_owned();
+    assert!(
+        err.contains("--verify runs the model's workload on a simulated board"),
+        "{err}"
+    );
+    let err = String::from_utf8_lossy(
+        &run(jpower(rt.path())
+            .args(["--sim", "orin-nano", "optimize", "--model"])
+            .arg(&model))
+        .stderr,
+    )
+    .into_owned();
+    assert!(
+        err.contains("the model was fitted for nvidia-jetson-orin-nano"),
+        "{err}"
+    );
+}
+
 #[test]
 fn active_profiling_starts_stratified_and_adds_rounds_where_the_models_disagree() {
     let rt = util::runtime();
