@@ -106,7 +106,7 @@ impl Counters {
             stat: root.open(paths::PROC_STAT, false).ok(),
             meminfo: root.open(paths::PROC_MEMINFO, false).ok(),
             diskstats: root.open(paths::PROC_DISKSTATS, false).ok(),
-            fan_pwm: first(paths::FAN_PWM),
+            fan_pwm: crate::board::fan_pwm_path(root).and_then(|p| root.open(p, false).ok()),
             fan_rpm,
             cpu_count: board.cpus.len().min(MAX_CPUS),
             clusters: board

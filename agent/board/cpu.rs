@@ -103,5 +103,26 @@ impl Board {
                 }
             }
         }
+        // Some releases list no policy for a cluster whose CPUs are all offline at boot:
+        // those CPUs come online at their own clocks, which no knob found here controls.
+        let orphans: Vec<String> = self
+            .cpus
+            .iter()
+            .map(|(cpu, _)| *cpu)
+            .filter(|cpu| !self.clusters.iter().any(|c| c.cpus.contains(cpu)))
+            .map(|cpu| cpu.to_string())
+            .collect();
+        if !orphans.is_empty() && !self.clusters.is_empty() {
+            self.warnings.push(format!(
+                "CPUs {} are in no cpufreq policy found (offline at boot?): their clocks are not controlled; discover again with them online",
+                orphans.join(", ")
+            ));
+        }
+        if let Some(c) = self.clusters.iter().find(|c| c.table_hz.is_empty()) {
+            self.warnings.push(format!(
+                "cluster policy{} lists no frequencies: its clock is left out of the mode space",
+                c.policy
+            ));
+        }
     }
 }

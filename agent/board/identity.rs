@@ -100,8 +100,15 @@ pub(super) fn identify(root: &Root) -> Result<Identity, BoardError> {
             compatible.iter().any(|c| c.contains(name)) || chip_id == Some(*id)
         })
         .map(|s| s.0)
-        .ok_or_else(|| BoardError::NotJetson {
-            root: root.dir().to_path_buf(),
+        .ok_or_else(|| {
+            let root = root.dir().to_path_buf();
+            match compatible.iter().find(|c| c.starts_with("nvidia,tegra")) {
+                Some(soc) => BoardError::UnknownSoc {
+                    root,
+                    soc: soc.clone(),
+                },
+                None => BoardError::NotJetson { root },
+            }
         })?;
     let module = compatible.iter().find_map(|c| {
         let part = c.strip_prefix("nvidia,")?;

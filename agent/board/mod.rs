@@ -50,6 +50,14 @@ pub enum BoardError {
         /// The root that was searched.
         root: PathBuf,
     },
+    /// A Tegra SoC jpower has no tables for.
+    #[error("{}: the SoC {soc} is not one jpower knows (tegra210, tegra186, tegra194, tegra234)", root.display())]
+    UnknownSoc {
+        /// The root that was searched.
+        root: PathBuf,
+        /// Its `nvidia,tegra*` compatible string.
+        soc: String,
+    },
     /// More knobs than the controller holds.
     #[error("board has {0} knobs, more than the {MAX_KNOBS} jpower supports")]
     TooManyKnobs(usize),
@@ -117,8 +125,8 @@ impl Board {
                 );
             }
         }
-        if let Some(fan) = paths::FAN_PWM.iter().find(|f| b.root.exists(f)) {
-            b.add_knob(KnobKind::Fan, fan, None);
+        if let Some(fan) = fan_pwm_path(&b.root) {
+            b.add_knob(KnobKind::Fan, &fan, None);
         }
         if b.rails.is_empty() {
             b.warnings.push("no INA3221 power rails found".into());
@@ -176,6 +184,17 @@ impl Board {
 
 /// A space-separated frequency table, in Hz, sorted; an entry that is no number, or no
 /// frequency in Hz that fits 64 bits, is left out with a warning naming `file`.
+/// The fan's PWM duty attribute where the board has one: the pwm-fan's `hwmon*/pwm1`
+/// (L4T 35/36; hwmon numbers follow probe order, so any), then L4T 32's `target_pwm`.
+pub fn fan_pwm_path(root: &Root) -> Option<String> {
+    root.list(paths::FAN_HWMON_DIR)
+        .into_iter()
+        .filter(|h| h.starts_with("hwmon"))
+        .map(|h| format!("{}/{h}/pwm1", paths::FAN_HWMON_DIR))
+        .chain(std::iter::once(paths::FAN_PWM_L4T32.to_string()))
+        .find(|p| root.exists(p))
+}
+
 fn parse_table(text: &str, unit: FreqUnit, file: &str, warnings: &mut Vec<String>) -> Vec<u64> {
     let mut t = Vec::new();
     let mut dropped = Vec::new();
@@ -205,6 +224,22 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pwm-fan's hwmon number follows probe order (hwmon2 on an Orin NX): any is
+    /// found, where only hwmon0 was looked at.
+    #[test]
+    fn the_fan_is_found_at_any_hwmon_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::host(dir.path());
+        assert_eq!(fan_pwm_path(&root), None);
+        let hwmon = dir.path().join("sys/devices/platform/pwm-fan/hwmon/hwmon2");
+        std::fs::create_dir_all(&hwmon).unwrap();
+        std::fs::write(hwmon.join("pwm1"), "128\n").unwrap();
+        assert_eq!(
+            fan_pwm_path(&root).as_deref(),
+            Some("/sys/devices/platform/pwm-fan/hwmon/hwmon2/pwm1")
+        );
+    }
 
     #[test]
     fn tables_parse_with_trailing_space() {

@@ -41,11 +41,11 @@ pub const GPU_RAILGATE: &str = "railgate_enable";
 /// In the GPU's device directory: runtime PM control (`auto`/`on`).
 pub const GPU_POWER_CONTROL: &str = "power/control";
 
-/// The fan's PWM duty (0-255): L4T 35/36 hwmon, then L4T 32's pwm-fan.
-pub const FAN_PWM: &[&str] = &[
-    "/sys/devices/platform/pwm-fan/hwmon/hwmon0/pwm1",
-    "/sys/devices/pwm-fan/target_pwm",
-];
+/// The pwm-fan's hwmon directories (L4T 35/36): `hwmonN/pwm1` is its PWM duty (0-255),
+/// whatever `N` the kernel gave it ([`super::fan_pwm_path`]).
+pub const FAN_HWMON_DIR: &str = "/sys/devices/platform/pwm-fan/hwmon";
+/// L4T 32's pwm-fan PWM duty (0-255).
+pub const FAN_PWM_L4T32: &str = "/sys/devices/pwm-fan/target_pwm";
 /// PM QoS CPU latency: a process holding 0 written here keeps every CPU out of idle states
 /// deeper than polling; the kernel drops the request when the file is closed.
 pub const CPU_DMA_LATENCY: &str = "/dev/cpu_dma_latency";

@@ -143,7 +143,7 @@ impl PinnedMode {
             cpu: board
                 .clusters
                 .iter()
-                .map(|_| Some(Range::pinned(self.cpu_hz)))
+                .map(|_| (self.cpu_hz > 0).then(|| Range::pinned(self.cpu_hz)))
                 .collect(),
             gpu: (self.gpu_hz > 0).then(|| Range::pinned(self.gpu_hz)),
             emc: (self.emc_hz > 0).then_some(EmcLimit::CapHz(self.emc_hz)),
@@ -156,7 +156,7 @@ impl PinnedMode {
 pub struct ModeSpace {
     /// Core counts, 1 to the board's CPU count.
     pub cores: Vec<u32>,
-    /// CPU frequencies every cluster offers, Hz.
+    /// CPU frequencies every cluster offers, Hz (`[0]` where they list none in common).
     pub cpu_hz: Vec<u64>,
     /// GPU frequencies, Hz (`[0]` where the board has no GPU control).
     pub gpu_hz: Vec<u64>,
@@ -179,7 +179,7 @@ impl ModeSpace {
         };
         ModeSpace {
             cores: (1..=board.cpu_count() as u32).collect(),
-            cpu_hz,
+            cpu_hz: or_none(Some(&cpu_hz)),
             gpu_hz: or_none(board.gpu.as_ref().map(|g| &g.table_hz)),
             emc_hz: or_none(board.emc.as_ref().map(|e| &e.table_hz)),
         }
@@ -256,6 +256,9 @@ pub enum ModeError {
     /// The board does not have this knob.
     #[error("this board has no {0} control")]
     Absent(&'static str),
+    /// The knob is there, but its driver lists no frequencies to validate against.
+    #[error("this board's {0} lists no available frequencies, so none can be set")]
+    NoTable(&'static str),
     /// Cores out of range.
     #[error("--cores {requested}: this board has {available} CPUs (cpu0 always stays online, so 1..={available})")]
     Cores {
@@ -283,6 +286,9 @@ pub fn validate(
 ) -> Result<u64, ModeError> {
     if table.contains(&hz) {
         return Ok(hz);
+    }
+    if table.is_empty() {
+        return Err(ModeError::NoTable(domain));
     }
     let below = table.iter().copied().filter(|&f| f < hz).max();
     let above = table.iter().copied().filter(|&f| f > hz).min();
@@ -429,6 +435,12 @@ mod tests {
         assert_eq!(validate("GPU", &t, 200_000_000, true).unwrap(), 216_750_000);
         assert_eq!(validate("GPU", &t, 1, true).unwrap(), 114_750_000);
         assert_eq!(validate("GPU", &t, 999_000_000, true).unwrap(), 318_750_000);
+        // A driver that lists no table: no nearest to offer, and --snap cannot help.
+        let e = validate("CPU", &[], 1_190_400_000, true).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "this board's CPU lists no available frequencies, so none can be set"
+        );
     }
 
     #[test]

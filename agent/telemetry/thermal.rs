@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// Thermal zones (`/sys/class/thermal/thermal_zone*`).
 const THERMAL_CLASS: &str = "/sys/class/thermal";
-/// Fan PWM attributes: L4T 35/36 pwm-fan hwmon, then L4T 32.
+/// How often the watcher looks at the clocks and alarms.
 const PERIOD: Duration = Duration::from_millis(100);
 
 /// A thermal zone: its `type` and its `temp` attribute.
@@ -57,9 +57,8 @@ pub fn zones(root: &Root) -> Vec<Zone> {
 
 /// The fan's PWM duty (0-255), where the board has a fan jpower can read.
 pub fn fan_pwm(root: &Root) -> Option<u64> {
-    crate::board::paths::FAN_PWM
-        .iter()
-        .find_map(|f| root.open(f, false).ok()?.read_u64().ok())
+    let path = crate::board::fan_pwm_path(root)?;
+    root.open(path, false).ok()?.read_u64().ok()
 }
 
 /// (running, requested minimum) clock pairs and alarm attributes to watch.

@@ -20,6 +20,14 @@ fn errors_are_one_clear_line() {
     let empty = tempfile::tempdir().unwrap();
     let root = empty.path().to_str().unwrap();
     one_line_error(&["--root", root, "status"], "is not a Jetson");
+    // A Tegra jpower has no tables for is named, not "no nvidia,tegra* SoC".
+    let dt = empty.path().join("proc/device-tree");
+    std::fs::create_dir_all(&dt).unwrap();
+    std::fs::write(dt.join("compatible"), "nvidia,p3960\0nvidia,tegra264\0").unwrap();
+    one_line_error(
+        &["--root", root, "status"],
+        "the SoC nvidia,tegra264 is not one jpower knows",
+    );
     one_line_error(
         &["--sim", "orin-agx", "set", "--gpu-freq", "1.3GHz"],
         "nearest: 1236.75 MHz",

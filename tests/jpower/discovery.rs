@@ -59,6 +59,31 @@ fn a_tree_without_a_tegra_soc_is_refused_clearly() {
     assert!(e.contains("is not a Jetson") && e.contains("--sim"), "{e}");
 }
 
+/// CPUs no cpufreq policy covers (offline at boot on some releases) and a cluster that
+/// lists no frequencies are said, and the mode space keeps what is controlled: the GPU
+/// and EMC modes stayed 0 when the CPU table was missing.
+#[test]
+fn cpus_without_a_policy_or_a_table_are_warnings_and_the_space_keeps_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    jpower::sim::export("orin-agx", dir.path()).unwrap();
+    let cpufreq = dir.path().join("sys/devices/system/cpu/cpufreq");
+    std::fs::remove_dir_all(cpufreq.join("policy8")).unwrap();
+    for p in ["policy0", "policy4"] {
+        std::fs::remove_file(cpufreq.join(p).join("scaling_available_frequencies")).unwrap();
+    }
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    let said = |what: &str| b.warnings.iter().any(|w| w.contains(what));
+    assert!(
+        said("CPUs 8, 9, 10, 11 are in no cpufreq policy"),
+        "{:?}",
+        b.warnings
+    );
+    assert!(said("policy0 lists no frequencies"), "{:?}", b.warnings);
+    let space = ModeSpace::of(&b);
+    assert_eq!(space.cpu_hz, [0]);
+    assert!(space.len() > 0 && space.gpu_hz.len() > 1, "{space:?}");
+}
+
 #[test]
 fn missing_parts_are_warnings_not_failures() {
     let dir = tempfile::tempdir().unwrap();
