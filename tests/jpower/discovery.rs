@@ -81,7 +81,7 @@ fn cpus_without_a_policy_or_a_table_are_warnings_and_the_space_keeps_the_rest() 
     assert!(said("policy0 lists no frequencies"), "{:?}", b.warnings);
     let space = ModeSpace::of(&b);
     assert_eq!(space.cpu_hz, [0]);
-    assert!(space.len() > 0 && space.gpu_hz.len() > 1, "{space:?}");
+    assert!(!space.is_empty() && space.gpu_hz.len() > 1, "{space:?}");
 }
 
 #[test]
