@@ -135,24 +135,32 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
             report.evaluated_modes
         );
         let _ = writeln!(t, "  {:<12} {:>9} {:>10} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}", "method", "time MAPE", "power MAPE", "(grid) time", "power", "median pen", "p90 pen", ">1W over", "profiled", "minutes");
+        // A figure of nothing (no mode on the grid, no budget any mode meets) is n/a.
+        let pct = |v: f64, digits: usize| {
+            if v.is_finite() {
+                format!("{v:.digits$}%")
+            } else {
+                "n/a".to_string()
+            }
+        };
         for (name, s) in &report.methods {
             let _ = writeln!(
                 t,
-                "  {name:<12} {:>8.2}% {:>9.2}% {:>10.2}% {:>9.2}% {:>9.2}% {:>8.2}% {:>8.1}% {:>9} {:>8.1}",
-                s.time_mape, s.power_mape, s.grid_time_mape, s.grid_power_mape, s.median_time_penalty_pct, s.p90_time_penalty_pct, s.over_budget_1w_pct, s.profiled_modes, s.profiling_minutes
+                "  {name:<12} {:>9} {:>10} {:>11} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8.1}",
+                pct(s.time_mape, 2), pct(s.power_mape, 2), pct(s.grid_time_mape, 2), pct(s.grid_power_mape, 2), pct(s.median_time_penalty_pct, 2), pct(s.p90_time_penalty_pct, 2), pct(s.over_budget_1w_pct, 1), s.profiled_modes, s.profiling_minutes
             );
             if let Some(v) = &s.verified {
                 let _ = writeln!(
                     t,
-                    "  {:<12} {:>9} {:>10} {:>11} {:>10} {:>9.2}% {:>8.2}% {:>8.1}%   (up to ten modes predicted to fit run 40 minibatches each, {:.1} per budget)",
+                    "  {:<12} {:>9} {:>10} {:>11} {:>10} {:>10} {:>9} {:>9}   (up to ten modes predicted to fit run 40 minibatches each, {:.1} per budget)",
                     format!("{name}+verify"),
                     "",
                     "",
                     "",
                     "",
-                    v.median_time_penalty_pct,
-                    v.p90_time_penalty_pct,
-                    v.over_budget_1w_pct,
+                    pct(v.median_time_penalty_pct, 2),
+                    pct(v.p90_time_penalty_pct, 2),
+                    pct(v.over_budget_1w_pct, 1),
                     v.mean_runs
                 );
             }

@@ -256,31 +256,35 @@ pub fn score_budgets(
     }
     let n = penalties.len();
     penalties.sort_by(f64::total_cmp);
+    // Nothing scored is NaN (JSON null, "n/a" in text), never a perfect 0.
     let at = |q: f64| {
         if n == 0 {
-            0.0
+            f64::NAN
         } else {
             penalties[((n - 1) as f64 * q).round() as usize]
+        }
+    };
+    let share = |k: usize| {
+        if n == 0 {
+            f64::NAN
+        } else {
+            k as f64 / n as f64
         }
     };
     BudgetScore {
         budgets: n,
         median_time_penalty_pct: at(0.5),
         p90_time_penalty_pct: at(0.9),
-        over_budget_1w_pct: if n == 0 {
-            0.0
-        } else {
-            over as f64 / n as f64 * 100.0
-        },
-        mean_runs: if n == 0 { 0.0 } else { runs as f64 / n as f64 },
+        over_budget_1w_pct: share(over) * 100.0,
+        mean_runs: share(runs),
     }
 }
 
-/// Mean absolute percentage error, percent.
+/// Mean absolute percentage error, percent; NaN (nothing measured) for no values.
 pub fn mape(predicted: &[f64], truth: &[f64]) -> f64 {
     let n = predicted.len().min(truth.len());
     if n == 0 {
-        return 0.0;
+        return f64::NAN;
     }
     predicted
         .iter()
@@ -355,6 +359,9 @@ mod tests {
         assert_eq!(s.budgets, 34);
         assert_eq!(s.mean_runs, 0.0, "nothing verified, nothing run");
         assert!((mape(&[110.0], &[100.0]) - 10.0).abs() < 1e-9);
+        // No values is no score, not a perfect one (a review saw 0.00% for a grid with no
+        // profiled mode on it).
+        assert!(mape(&[], &[]).is_nan());
     }
 
     /// Modes at (cores, CPU MHz, GPU MHz), EMC fixed; predicted and measured (time, power).
