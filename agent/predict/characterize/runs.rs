@@ -271,6 +271,11 @@ fn parse_row(r: &csv::StringRecord) -> Option<(Config, usize, EpochRow)> {
             s => s.parse::<f64>().ok().filter(|x| x.is_finite())?,
         };
     }
+    // An epoch without a positive time and energy is no measurement: dropped, so it runs
+    // again (as a row that does not parse is).
+    if !(v[0] > 0.0 && v[1] > 0.0) {
+        return None;
+    }
     let row = EpochRow {
         time_s: v[0],
         energy_j: v[1],
@@ -481,10 +486,16 @@ mod tests {
         );
         assert_eq!(rows[0][17], "", "no CV before the sweep ends");
         rows.pop(); // the last run lost its second epoch
+        let mut bad_time = rows.clone();
         let back = parse_rows(&records(rows), 2);
         assert_eq!(back.len(), 2);
         assert_eq!(back[0].rows(None), runs[0].rows(None));
         assert!(back[0].epochs[0].util[2].is_nan());
+        // An epoch without a time, or a negative one, is no measurement: its run goes
+        // (and runs again), where it once made a NaN or a short mean.
+        bad_time[0][7] = String::new();
+        bad_time[2][7] = "-1.5".into();
+        assert!(parse_rows(&records(bad_time), 2).is_empty());
     }
 
     #[test]
