@@ -494,6 +494,15 @@ pub fn predict(target: &super::Target, a: &PredictArgs, out: &Output) -> Result<
         )
     })?;
     let rows = read_profile(&a.profile, &board.space, &board.id)?;
+    // Fewer modes fit a constant: every mode predicted alike, one point on the front.
+    const FEWEST: usize = 3;
+    if rows.len() < FEWEST {
+        bail!(
+            "{}: {} profiled modes; a fit needs at least {FEWEST}",
+            a.profile.display(),
+            rows.len()
+        );
+    }
     let effort = Effort::new(false, a.seed);
     let fit = effort.fit;
     let bar = super::stages(out.json)?;

@@ -474,6 +474,23 @@ fn predict_and_optimize_run_on_a_board_found_at_root() {
         err.contains("the model was fitted for nvidia-jetson-orin-nano"),
         "{err}"
     );
+    // Two modes fit a constant, not a model.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let two: Vec<&str> = text.lines().take(3).collect();
+    std::fs::write(&csv, two.join("\n") + "\n").unwrap();
+    let err = String::from_utf8_lossy(
+        &run(on_tree()
+            .args(["predict", "--method", "linear", "--profile"])
+            .arg(&csv)
+            .arg("--save")
+            .arg(&model))
+        .stderr,
+    )
+    .into_owned();
+    assert!(
+        err.contains("2 profiled modes; a fit needs at least 3"),
+        "{err}"
+    );
 }
 
 #[test]
