@@ -67,7 +67,20 @@ impl Board {
             .unwrap_or_default();
         // Before any knob is added: a GPU given up on leaves no knobs that no plan writes.
         let cur = match self.root.open(format!("{d}/cur_freq"), false) {
-            Ok(cur) => cur,
+            Ok(cur) => {
+                // A table in another unit than min/max (kHz against Hz) would be written
+                // as it reads: a clock far outside the table says so.
+                let (lo, hi) = (table_hz.first().copied(), table_hz.last().copied());
+                let now = cur.try_read_u64();
+                if let (Some(lo), Some(hi), Some(now)) = (lo, hi, now) {
+                    if now > 0 && (now < lo / 2 || now > hi.saturating_mul(2)) {
+                        self.warnings.push(format!(
+                            "GPU {d}: cur_freq {now} is far outside available_frequencies ({lo}..{hi}): is the table in another unit?"
+                        ));
+                    }
+                }
+                cur
+            }
             Err(e) => {
                 self.warnings
                     .push(format!("GPU: {e}: its clocks are not controlled"));

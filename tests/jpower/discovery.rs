@@ -84,6 +84,31 @@ fn cpus_without_a_policy_or_a_table_are_warnings_and_the_space_keeps_the_rest() 
     assert!(!space.is_empty() && space.gpu_hz.len() > 1, "{space:?}");
 }
 
+/// A GPU table in kHz beside clocks in Hz would be written as it reads (918 kHz): the
+/// mismatch is a warning.
+#[test]
+fn a_gpu_table_in_another_unit_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    jpower::sim::export("orin-nano", dir.path()).unwrap();
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    let gpu = b.gpu.as_ref().unwrap();
+    let table: Vec<String> = gpu
+        .table_hz
+        .iter()
+        .map(|f| (f / 1000).to_string())
+        .collect();
+    let file = gpu.cur.path().with_file_name("available_frequencies");
+    std::fs::write(file, table.join(" ")).unwrap();
+    let b = Board::discover(Root::host(dir.path())).unwrap();
+    assert!(
+        b.warnings
+            .iter()
+            .any(|w| w.contains("is the table in another unit?")),
+        "{:?}",
+        b.warnings
+    );
+}
+
 #[test]
 fn missing_parts_are_warnings_not_failures() {
     let dir = tempfile::tempdir().unwrap();
