@@ -13,18 +13,27 @@
 //!   time). A process killed in between leaves the flag set; the next jpower command rolls
 //!   the board back to those values before doing anything else. No fsync: the runtime
 //!   directory is tmpfs, and a power loss reboots the board anyway.
+//!
+//! The directory is 0750 and its files 0640 whatever the umask: the group may read them
+//! (`jpower status` reports the last switch), only their owner may change what a restore
+//! writes back. What root makes there for an agent's runtime directory belongs to the
+//! agent's user ([`runtime::adopt`]).
 
 use crate::board::Values;
 use crate::board::{Board, MAX_KNOBS};
-use crate::support::runtime;
+use crate::support::runtime::{self, adopt, make_dir};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Version of the state file layout.
 pub const STATE_VERSION: u32 = 1;
+/// The state directory's mode: the group reads, only the owner writes.
+const STATE_DIR_MODE: u32 = 0o750;
+/// The mode of the state, journal and lock files.
+const STATE_FILE_MODE: u32 = 0o640;
 
 /// Who holds the board's settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,15 +273,17 @@ impl BoardLock {
             source,
         };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
+            make_dir(dir, STATE_DIR_MODE).map_err(io)?;
         }
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .read(true)
             .write(true)
+            .mode(STATE_FILE_MODE)
             .open(path)
             .map_err(io)?;
+        adopt(path).map_err(io)?;
         let start = std::time::Instant::now();
         loop {
             // SAFETY: flock on a descriptor we own; released when the file closes.
@@ -328,12 +339,18 @@ fn load(path: &Path) -> Result<Option<State>, StateError> {
 /// Writes `state` at `path` atomically: temp file, fsync, rename, fsync the directory.
 fn save(path: &Path, state: &State) -> Result<(), StateError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| io_error(path, e))?;
+    make_dir(dir, STATE_DIR_MODE).map_err(|e| io_error(path, e))?;
     let tmp = path.with_extension("json.tmp");
     let bytes =
         serde_json::to_vec_pretty(state).map_err(|e| io_error(path, io::Error::other(e)))?;
     let write = || -> io::Result<()> {
-        let f = File::create(&tmp)?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(STATE_FILE_MODE)
+            .open(&tmp)?;
+        adopt(&tmp)?;
         f.write_all_at(&bytes, 0)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
@@ -391,14 +408,16 @@ impl Journal {
     /// Opens (creating) the journal of a board whose knob layout hashes to `layout`.
     pub fn open(path: &Path, layout: u64) -> io::Result<(Journal, Option<Unfinished>)> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            make_dir(dir, STATE_DIR_MODE)?;
         }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(STATE_FILE_MODE)
             .open(path)?;
+        adopt(path)?;
         let (seq, stats, unfinished) = Journal::parse(&file, layout)?;
         Ok((
             Journal {

@@ -42,6 +42,47 @@ fn writable(dir: &Path) -> bool {
     nix::unistd::access(probe, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
+/// Makes `dir` (and the directories missing above it, as `create_dir_all` does), `dir`
+/// itself with exactly `mode` (not narrowed by the umask: the agent's unit sets 0007,
+/// which would keep a `read_group` other than its own out of the telemetry directory) and
+/// [`adopt`]ed.
+pub fn make_dir(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+        Ok(()) => {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))?;
+            adopt(dir)
+        }
+    }
+}
+
+/// Hands `path`, which this process made, to the owner of the directory it lies in, when
+/// this process is root and that directory is another user's: what `sudo jpower set` leaves
+/// in the agent's runtime directory beside a stopped agent, the agent (running as its own
+/// user) must be able to write when it starts.
+pub fn adopt(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    let owner = std::fs::metadata(parent)?;
+    if owner.uid() == 0 {
+        return Ok(());
+    }
+    std::os::unix::fs::chown(path, Some(owner.uid()), Some(owner.gid()))
+}
+
 /// The system-wide state directory on a board (what survives a reboot: board profiles).
 pub const SYSTEM_STATE_DIR: &str = "/var/lib/jpower";
 
@@ -113,6 +154,37 @@ fn is_zombie(pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_made_directory_has_its_mode_whatever_the_umask_and_roots_files_go_to_the_owner() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let top = tempfile::tempdir().unwrap();
+        // SAFETY: umask has no preconditions; the test puts the old mask back.
+        let old = unsafe { libc::umask(0o077) };
+        let made = make_dir(&top.path().join("a/state"), 0o750);
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        made.unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&top.path().join("a/state")), 0o750);
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("notice: not root, so no file is handed to another owner here");
+            return;
+        }
+        // A runtime directory that belongs to the agent's user: what root makes in it is
+        // the agent's.
+        let agents = top.path().join("run");
+        std::fs::create_dir(&agents).unwrap();
+        std::os::unix::fs::chown(&agents, Some(4321), Some(4322)).unwrap();
+        make_dir(&agents.join("state"), 0o750).unwrap();
+        let file = agents.join("state/board.journal");
+        std::fs::write(&file, b"").unwrap();
+        adopt(&file).unwrap();
+        for p in [agents.join("state"), file] {
+            let m = std::fs::metadata(&p).unwrap();
+            assert_eq!((m.uid(), m.gid()), (4321, 4322), "{}", p.display());
+        }
+    }
 
     #[test]
     fn a_process_is_its_pid_and_its_start_time() {

@@ -521,7 +521,8 @@ impl RingWriter {
             return Err(invalid("slot count must be a power of two"));
         }
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io)?;
+            // Searchable by all: the ring's own mode and group decide who reads it.
+            crate::support::runtime::make_dir(dir, 0o755).map_err(io)?;
         }
         let slot_size = layout::slot_size(info.rails.len());
         let len = HEADER_SIZE + info.slot_count as usize * slot_size;
@@ -579,6 +580,7 @@ impl RingWriter {
         ring.header().version.store(VERSION, Ordering::Release);
         file.set_permissions(std::fs::Permissions::from_mode(0o640))
             .map_err(io)?;
+        crate::support::runtime::adopt(&tmp).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)?;
         if let Some(p) = previous.as_mut() {
             p.replaced();
