@@ -99,17 +99,13 @@ fn knobs(m: &PinnedMode) -> ModeRequest {
     }
 }
 
-fn knobs_json(m: &PinnedMode) -> serde_json::Value {
-    json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz})
-}
-
 /// The `chosen` object of a setting.
 pub(super) fn chosen(board: &ConcurrentBoard, s: &Setting) -> serde_json::Value {
     let mode = |i| board.space().get(i).expect("a mode of the space");
     let mut v = if s.per_phase() {
-        json!({"train": knobs_json(&mode(s.train)), "infer": knobs_json(&mode(s.infer))})
+        json!({"train": mode(s.train), "infer": mode(s.infer)})
     } else {
-        knobs_json(&mode(s.train))
+        json!(mode(s.train))
     };
     v["infer_batch"] = json!(BATCHES[s.batch]);
     v
@@ -341,33 +337,37 @@ pub fn run(
     // comes to believe of it.
     let world = re.board.clone();
     let phases = Times::of(&world, s);
-    let sensor = resolve_phases(&mut planner, &phases, s.batch)?;
-    let times = Mutex::new(phases);
     let segments = arrival_segments(p.rate_per_s, seconds, changes.rate);
     let requests = segments.iter().map(|(n, _)| n).sum::<usize>();
     let sim = target.root()?.1;
     let seed = re.seed;
-    let done = AtomicBool::new(false);
-    let measured = std::thread::scope(|scope| {
-        let watched = Watched {
-            problem: *p,
-            setting: *s,
-            world: &world,
-            times: &times,
-        };
-        let planning = scope.spawn(|| watch(&mut planner, re, watched, &done));
-        let measured = run_clients(&socket, &segments, seed, (&times, sim.as_ref()), changes);
-        done.store(true, Ordering::Relaxed);
-        let replans = planning.join().expect("the planner thread");
-        measured.and_then(|m| Ok((m, replans?)))
-    });
+    let measure = || -> Result<_> {
+        let sensor = resolve_phases(&mut planner, &phases, s.batch)?;
+        let times = Mutex::new(phases);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let watched = Watched {
+                problem: *p,
+                setting: *s,
+                world: &world,
+                times: &times,
+            };
+            let planning = scope.spawn(|| watch(&mut planner, re, watched, &done));
+            let measured = run_clients(&socket, &segments, seed, (&times, sim.as_ref()), changes);
+            done.store(true, Ordering::Relaxed);
+            let replans = planning.join().expect("the planner thread");
+            measured.and_then(|m| Ok((m, replans?, sensor)))
+        })
+    };
+    let measured = measure();
+    // Whatever happened, the board's load and the guard's budget are given back.
     if let Some(sim) = &sim {
         sim.set_load(LoadState::default())?;
     }
-    let (m, replans) = measured?;
     if budget(&mut planner)? == Some(p.budget_w) {
         set_budget(&mut planner, prior_budget)?;
     }
+    let (m, replans, sensor) = measured?;
     let after = status(&mut planner)?;
     let mean_w = match request(
         &mut planner,
@@ -548,10 +548,15 @@ fn watch(
         .into_iter()
         .filter_map(|(drifted, why)| drifted.then_some(why))
         .collect();
-        if why.is_empty() {
+        if why.is_empty() || done.load(Ordering::Relaxed) {
             continue;
         }
-        p.rate_per_s = rate.unwrap_or(p.rate_per_s).max(1e-3);
+        // A window with (almost) no arrivals resolves a rate only down to one per window:
+        // planning for that much inference is the safe side, and keeps the search (whose
+        // simulated run spans a fixed count of requests) from running for minutes.
+        p.rate_per_s = rate
+            .unwrap_or(p.rate_per_s)
+            .max(1.0 / RATE_WINDOW.as_secs_f64());
         p.budget_w = budget_now.unwrap_or(p.budget_w);
         let scales = re.board.phase_scales();
         re.board.set_phase_scales(PhaseScales {
@@ -595,8 +600,8 @@ fn run_clients(
         connect("infer-server")?,
         connect("users")?,
     );
+    let server_line = server.stream().try_clone()?;
     let now = || *times.lock().unwrap_or_else(|e| e.into_inner());
-    let requests = segments.iter().map(|(n, _)| n).sum::<usize>();
     let done = AtomicBool::new(false);
     let started = Instant::now();
     let slow = |slowdown: Option<Change>| match slowdown {
@@ -615,19 +620,26 @@ fn run_clients(
             }
             Ok(n)
         });
+        // The server serves whatever waits (other clients' requests too) until the users
+        // have all theirs; then its connection is shut, which ends a wait at the gate.
         let serving = scope.spawn(|| -> Result<()> {
-            let (mut served, mut id) = (0, 0);
-            while served < requests {
-                served += turn(&mut server, Kind::Infer, id, sim, |n| {
+            let mut id = 0;
+            while !done.load(Ordering::Relaxed) {
+                let served = turn(&mut server, Kind::Infer, id, sim, |n| {
                     let (ms, load) = now().infer(n);
                     (ms * slow(changes.infer_slowdown), load)
-                })?;
-                id += 1;
+                });
+                match served {
+                    Ok(_) => id += 1,
+                    Err(_) if done.load(Ordering::Relaxed) => break,
+                    Err(e) => return Err(e),
+                }
             }
             Ok(())
         });
         let latencies = submit_and_wait(&mut users, segments, seed);
         done.store(true, Ordering::Relaxed);
+        let _ = server_line.shutdown(std::net::Shutdown::Both);
         let minibatches = training.join().expect("the trainer thread");
         serving.join().expect("the server thread")?;
         Ok::<_, anyhow::Error>((minibatches?, latencies?))

@@ -279,8 +279,10 @@ impl Handler for Shared {
         sample(&self.ring.get()).map(ReplyBody::Sample)
     }
 
-    fn holds_lease(&self, conn: &Connection) -> bool {
-        self.lock().holds_lease(conn.peer.client)
+    /// A lease holder may stay quiet, but not while it holds a scheduler turn: its turn
+    /// would starve the others (protocol.md: a quiet turn holder is closed).
+    fn may_stay_quiet(&self, conn: &Connection) -> bool {
+        conn.turn.is_none() && self.lock().holds_lease(conn.peer.client)
     }
 
     fn name<'a>(&self, conn: &'a Connection) -> &'a str {

@@ -110,6 +110,11 @@ impl Client {
         }
     }
 
+    /// The connection's socket (to shut it from another thread, ending a wait on it).
+    pub fn stream(&self) -> &UnixStream {
+        &self.stream
+    }
+
     /// The next message from the agent (a reply or an event).
     pub fn read(&mut self) -> Result<Reply, ClientError> {
         loop {

@@ -63,10 +63,18 @@ impl Framed {
         !self.buf.is_empty()
     }
 
-    /// Reads what is available into the buffer; `Ok(0)` means the peer closed.
+    /// Reads what is available into the buffer; `Ok(0)` means the peer closed. A read a
+    /// signal interrupts is tried again (on a socket with a timeout the kernel returns EINTR
+    /// even under SA_RESTART): the handler has run, and the caller sees its flag once the
+    /// read returns.
     pub fn fill(&mut self, r: &mut impl Read) -> io::Result<usize> {
         let mut chunk = [0u8; 4096];
-        let n = r.read(&mut chunk)?;
+        let n = loop {
+            match r.read(&mut chunk) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                n => break n?,
+            }
+        };
         self.buf.extend_from_slice(&chunk[..n]);
         Ok(n)
     }
@@ -243,6 +251,25 @@ mod tests {
     fn both_encodings_round_trip_across_any_split() {
         round_trip(Encoding::Json);
         round_trip(Encoding::Bincode);
+    }
+
+    #[test]
+    fn a_read_a_signal_interrupts_is_tried_again() {
+        struct Interrupted(bool, &'static [u8]);
+        impl Read for Interrupted {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                if std::mem::replace(&mut self.0, false) {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                let n = self.1.len().min(out.len());
+                out[..n].copy_from_slice(&self.1[..n]);
+                self.1 = &self.1[n..];
+                Ok(n)
+            }
+        }
+        let mut f = Framed::default();
+        assert_eq!(f.fill(&mut Interrupted(true, b"{}\n")).unwrap(), 3);
+        assert_eq!(f.buf, b"{}\n");
     }
 
     #[test]

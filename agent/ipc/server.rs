@@ -77,8 +77,9 @@ pub trait Handler: Send + Sync + 'static {
     fn event(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
     /// A subscription sample, if there is one yet.
     fn sample(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
-    /// Whether the connection holds the board's lease: a quiet holder is not idle.
-    fn holds_lease(&self, conn: &Self::Connection) -> bool;
+    /// Whether a connection that sends nothing is kept all the same (one holding the
+    /// board's lease, and no turn that others wait behind).
+    fn may_stay_quiet(&self, conn: &Self::Connection) -> bool;
     /// How the connection is named in the log.
     fn name<'a>(&self, conn: &'a Self::Connection) -> &'a str;
     /// The connection closed.
@@ -353,7 +354,7 @@ fn serve<H: Handler>(
         }
         if let Some(limit) = idle {
             let streaming = subscription.is_some_and(|(every, _)| every < limit);
-            if last_request.elapsed() >= limit && !streaming && !handler.holds_lease(&conn) {
+            if last_request.elapsed() >= limit && !streaming && !handler.may_stay_quiet(&conn) {
                 log::info!(
                     "closing {}: no request for {} ms (idle_timeout_ms)",
                     handler.name(&conn),
@@ -394,9 +395,7 @@ fn serve<H: Handler>(
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock
-                        | io::ErrorKind::TimedOut
-                        | io::ErrorKind::Interrupted
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) => {}
             Err(e) => return Err(e.into()),
         }

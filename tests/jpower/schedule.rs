@@ -767,3 +767,42 @@ fn every_inference_turn_runs_at_its_phase_clocks_after_a_new_plan() {
         }
     }
 }
+
+/// Found by a robotics engineer running the documented trainer with `--phase-modes`: a
+/// turn holder that also held the lease (its plan's phase modes) was never closed for
+/// idleness, so its quiet turn starved inference for as long as it lived. A quiet turn
+/// holder is closed whatever it holds, and the waiting server gets its turn.
+#[test]
+fn a_quiet_turn_holder_is_closed_even_when_it_holds_the_lease() {
+    use std::time::{Duration, Instant};
+    let agent = Agent::start("orin-agx", "idle_timeout_ms = 500\n");
+    let mut trainer = agent.client(Encoding::Json);
+    let (plan, _) = plan_with_phases(None);
+    request(&mut trainer, RequestBody::SchedulePlan(plan));
+    assert!(
+        agent.status().holder.is_some(),
+        "the phase modes hold a lease"
+    );
+    turn(&mut trainer, Kind::Train);
+    let mut users = agent.client(Encoding::Json);
+    request(&mut users, RequestBody::ScheduleSubmit);
+    let mut server = agent.client(Encoding::Json);
+    let asked = Instant::now();
+    let t = turn(&mut server, Kind::Infer);
+    assert_eq!(t.requests.len(), 1);
+    let waited = asked.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    // Its events may come first; the last thing it hears is why it was closed.
+    loop {
+        match trainer.read() {
+            Ok(r) if matches!(&r.body, ReplyBody::Error { message, .. } if message.contains("idle_timeout_ms")) => {
+                break
+            }
+            Ok(_) => {}
+            Err(e) => panic!("closed without saying why: {e}"),
+        }
+    }
+}
