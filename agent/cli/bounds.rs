@@ -1,5 +1,5 @@
-//! Argument values clap's own parsers leave unchecked: durations in seconds and fractions,
-//! which must be finite numbers in range (`NaN`, `inf` and negative values parse as
+//! Argument values clap's own parsers leave unchecked: durations in seconds, fractions and
+//! positive amounts, which must be finite numbers in range (`NaN`, `inf` and negative values parse as
 //! `f64`), and counts that must not be 0.
 
 /// The longest duration an option takes, seconds (about a year).
@@ -20,6 +20,22 @@ pub fn count(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("{s:?}: must be a whole number, 1 or more")),
+    }
+}
+
+/// A CPU the sampler thread can be pinned to.
+pub fn sampler_cpu(s: &str) -> Result<usize, String> {
+    let cpu = s
+        .parse::<usize>()
+        .map_err(|_| format!("{s:?} is not a CPU number"))?;
+    crate::telemetry::sampler::check_cpu(cpu).map(|()| cpu)
+}
+
+/// A finite number above 0 (watts, milliseconds, a rate).
+pub fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?}: must be a finite number above 0")),
     }
 }
 

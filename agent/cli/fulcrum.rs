@@ -30,16 +30,16 @@ pub struct ScheduleArgs {
     #[arg(long, value_name = "MODEL")]
     pub infer: String,
     /// Power budget, W (the mean over the guard's 1 s window).
-    #[arg(long, value_name = "W")]
+    #[arg(long, value_name = "W", value_parser = super::bounds::positive)]
     pub budget: f64,
     /// Latency target, ms.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = super::bounds::positive)]
     pub slo_ms: f64,
     /// The percentile the latency target applies to.
     #[arg(long, value_name = "P", default_value_t = 99.0)]
     pub percentile: f64,
     /// Request arrival rate, per second.
-    #[arg(long, value_name = "PER_S")]
+    #[arg(long, value_name = "PER_S", value_parser = super::bounds::positive)]
     pub rate: f64,
     /// The search: gmd, als, maxn, presets or random.
     #[arg(long, default_value = "gmd")]
@@ -82,7 +82,7 @@ pub struct EvalArgs {
     pub quick: bool,
     /// Run only about N of the configurations, evenly spread over the sweep (the
     /// integration test's setting).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = super::bounds::count)]
     pub limit: Option<usize>,
     /// Seed of the boards' noise and arrivals (0, the default, is the figures the README
     /// quotes; others repeat the sweep on other draws).
@@ -123,15 +123,6 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
             a.strategy
         )
     })?;
-    for (name, v) in [
-        ("--budget", a.budget),
-        ("--slo-ms", a.slo_ms),
-        ("--rate", a.rate),
-    ] {
-        if !(v > 0.0 && v.is_finite()) {
-            bail!("{name} must be a positive number");
-        }
-    }
     if !(a.percentile > 0.0 && a.percentile < 100.0) {
         bail!("--percentile must lie between 0 and 100");
     }
@@ -500,7 +491,7 @@ pub fn eval(target: &Target, c: &Command, out: &Output) -> Result<()> {
     let started = Instant::now();
     let per_group = problems_per_group(a.quick);
     let total = boards.len() * pairs.len() * per_group;
-    let stride = a.limit.map_or(1, |n| (total / n.max(1)).max(1));
+    let stride = a.limit.map_or(1, |n| (total / n).max(1));
     let mut wanted = Vec::new();
     for (i, s) in boards.iter().enumerate() {
         for (j, pair) in pairs.iter().enumerate() {
@@ -571,7 +562,15 @@ fn eval_text(v: &serde_json::Value, r: &Report) -> String {
     let _ = writeln!(
         t,
         "fulcrum eval on simulated {} (SIMULATED, simulated time): {} configurations, {} feasible",
-        v["boards"], r.configurations, r.feasible
+        v["boards"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        r.configurations,
+        r.feasible
     );
     let _ = writeln!(
         t,

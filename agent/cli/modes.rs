@@ -62,10 +62,7 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
                   "gpu_hz": space.gpu_hz, "emc_hz": space.emc_hz},
     });
     if a.all {
-        j["modes"] = space
-            .iter()
-            .map(|m| json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz}))
-            .collect();
+        j["modes"] = space.iter().map(|m| json!(m)).collect();
     }
     out.print(&j, || {
         let mut t = String::new();

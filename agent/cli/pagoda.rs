@@ -187,7 +187,7 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// The latency bound, milliseconds per forward pass of the batch.
-    #[arg(long, value_name = "MS", conflicts_with = "slowdown")]
+    #[arg(long, value_name = "MS", conflicts_with = "slowdown", value_parser = super::bounds::positive)]
     pub latency_ms: Option<f64>,
     /// The latency bound as a slowdown against MAXN (0.05: at most 5% slower).
     #[arg(long, value_name = "FRACTION", default_value_t = 0.05)]

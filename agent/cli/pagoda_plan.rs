@@ -217,13 +217,13 @@ fn score(model: &Calibrated, rows: &[profile::Row], bound_s: f64) -> serde_json:
 }
 
 fn mode_label(m: &serde_json::Value) -> String {
-    let f = |k: &str| m[k].as_f64().unwrap_or(0.0) / 1e6;
+    let mhz = |k: &str, per_mhz: f64| m[k].as_f64().unwrap_or(0.0) / per_mhz;
     format!(
         "{} cores, CPU {:.0} MHz, GPU {:.0} MHz, EMC {:.0} MHz",
         m["cores"],
-        f("cpu_hz"),
-        f("gpu_hz"),
-        f("emc_hz")
+        mhz("cpu_khz", 1e3),
+        mhz("gpu_hz", 1e6),
+        mhz("emc_hz", 1e6)
     )
 }
 

@@ -99,7 +99,7 @@ pub struct OptimizeArgs {
     #[arg(long, value_name = "MODEL.json")]
     pub model: PathBuf,
     /// The fastest mode whose power stays within this budget, watts.
-    #[arg(long)]
+    #[arg(long, value_name = "W", value_parser = super::bounds::positive)]
     pub budget: Option<f64>,
     /// Run up to ten modes briefly (simulated workload), each the fastest predicted to fit
     /// once corrected by what the runs before it measured, and keep the fastest measured
@@ -598,7 +598,8 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
             runs: chosen.as_ref().map_or(&[][..], |c| &c.runs[..]),
             chosen: chosen.as_ref().map(|c| &c.mode),
         };
-        std::fs::write(path, super::pareto_plot::render(&plot)?)?;
+        std::fs::write(path, super::pareto_plot::render(&plot)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let knobs = |p: &TimePower| {
         let m = modes[p.mode];
@@ -625,8 +626,10 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
         }
     }
     let mode_json = |p: &TimePower| {
-        let m = modes[p.mode];
-        json!({"cores": m.cores, "cpu_khz": m.cpu_hz / 1000, "gpu_hz": m.gpu_hz, "emc_hz": m.emc_hz, "time_ms": p.time_ms, "power_w": p.power_w})
+        let mut m = json!(modes[p.mode]);
+        m["time_ms"] = json!(p.time_ms);
+        m["power_w"] = json!(p.power_w);
+        m
     };
     let runs = chosen.as_ref().map_or(&[][..], |c| &c.runs[..]);
     let runs_json: Vec<Value> = runs

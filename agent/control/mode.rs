@@ -103,8 +103,11 @@ mod cpu_khz {
     }
 }
 
-/// One point of the mode space: everything pinned.
+/// One point of the mode space: everything pinned. In JSON the CPU clock is `cpu_khz`, the
+/// protocol's CPU unit, like every JSON output's; files written before model version 7 give
+/// it as `cpu_hz`, which is still read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "pinned_json::Khz", try_from = "pinned_json::EitherUnit")]
 pub struct PinnedMode {
     /// Online cores, the lowest-numbered first.
     pub cores: u32,
@@ -151,8 +154,66 @@ impl PinnedMode {
     }
 }
 
+/// The JSON forms of a [`PinnedMode`].
+mod pinned_json {
+    use super::PinnedMode;
+    use serde::{Deserialize, Serialize};
+
+    /// What is written: the CPU clock in kHz.
+    #[derive(Serialize)]
+    pub struct Khz {
+        cores: u32,
+        cpu_khz: u64,
+        gpu_hz: u64,
+        emc_hz: u64,
+    }
+
+    impl From<PinnedMode> for Khz {
+        fn from(m: PinnedMode) -> Khz {
+            Khz {
+                cores: m.cores,
+                cpu_khz: m.cpu_hz / 1000,
+                gpu_hz: m.gpu_hz,
+                emc_hz: m.emc_hz,
+            }
+        }
+    }
+
+    /// What is read: `cpu_khz`, or the `cpu_hz` of older files.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct EitherUnit {
+        cores: u32,
+        cpu_khz: Option<u64>,
+        cpu_hz: Option<u64>,
+        gpu_hz: u64,
+        emc_hz: u64,
+    }
+
+    impl TryFrom<EitherUnit> for PinnedMode {
+        type Error = String;
+
+        fn try_from(m: EitherUnit) -> Result<PinnedMode, String> {
+            let cpu_hz = match (m.cpu_khz, m.cpu_hz) {
+                (Some(khz), None) => khz
+                    .checked_mul(1000)
+                    .ok_or_else(|| format!("cpu_khz {khz} is out of range"))?,
+                (None, Some(hz)) => hz,
+                (Some(_), Some(_)) => return Err("a mode gives both cpu_khz and cpu_hz".into()),
+                (None, None) => return Err("a mode lacks cpu_khz".into()),
+            };
+            Ok(PinnedMode {
+                cores: m.cores,
+                cpu_hz,
+                gpu_hz: m.gpu_hz,
+                emc_hz: m.emc_hz,
+            })
+        }
+    }
+}
+
 /// The valid pinned modes of a board.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModeSpace {
     /// Core counts, 1 to the board's CPU count.
     pub cores: Vec<u32>,
@@ -244,7 +305,7 @@ pub enum ModeError {
     #[error(transparent)]
     Parse(#[from] FreqParseError),
     /// The value is not in the board's table.
-    #[error("{domain} frequency {} is not available on this board; nearest: {}; pass --snap to use the nearest", Freq(*requested_hz), nearest_list(.nearest))]
+    #[error("{domain} frequency {} is not available on this board; nearest: {}; pass --snap to use the nearest", Freq(*requested_hz), nearest_list(domain, .nearest))]
     NotInTable {
         /// `CPU`, `GPU` or `EMC`.
         domain: &'static str,
@@ -269,9 +330,16 @@ pub enum ModeError {
     },
 }
 
-fn nearest_list(v: &[u64]) -> String {
+/// The nearest entries, each also in the unit a bare number means for its domain (kHz for
+/// the CPU, cpufreq's unit; Hz for the GPU and EMC), so it can be pasted back.
+fn nearest_list(domain: &str, v: &[u64]) -> String {
+    let (per_unit, unit) = if domain == "CPU" {
+        (1000, "kHz")
+    } else {
+        (1, "Hz")
+    };
     v.iter()
-        .map(|&f| format!("{} ({f} Hz)", Freq(f)))
+        .map(|&f| format!("{} ({} {unit})", Freq(f), f / per_unit))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -400,6 +468,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pinned_mode_writes_kilohertz_and_reads_either_unit() {
+        let m = PinnedMode::mhz(4, 1190, 306, 2133);
+        let j = serde_json::to_value(m).unwrap();
+        assert_eq!(
+            j,
+            serde_json::json!({"cores": 4, "cpu_khz": 1_190_000, "gpu_hz": 306_000_000u64, "emc_hz": 2_133_000_000u64})
+        );
+        assert_eq!(serde_json::from_value::<PinnedMode>(j).unwrap(), m);
+        let old = r#"{"cores":4,"cpu_hz":1190000000,"gpu_hz":306000000,"emc_hz":2133000000}"#;
+        assert_eq!(serde_json::from_str::<PinnedMode>(old).unwrap(), m);
+        for (bad, says) in [
+            (
+                r#"{"cores":4,"cpu_khz":1,"cpu_hz":1000,"gpu_hz":0,"emc_hz":0}"#,
+                "both",
+            ),
+            (r#"{"cores":4,"gpu_hz":0,"emc_hz":0}"#, "lacks cpu_khz"),
+            (
+                r#"{"cores":4,"cpu_khz":18446744073709551615,"gpu_hz":0,"emc_hz":0}"#,
+                "out of range",
+            ),
+        ] {
+            let e = serde_json::from_str::<PinnedMode>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn a_mode_gives_cpu_clocks_in_khz_and_gpu_clocks_in_hz() {
         let m = Mode {
             online_cpus: None,
@@ -435,6 +532,10 @@ mod tests {
         assert_eq!(validate("GPU", &t, 200_000_000, true).unwrap(), 216_750_000);
         assert_eq!(validate("GPU", &t, 1, true).unwrap(), 114_750_000);
         assert_eq!(validate("GPU", &t, 999_000_000, true).unwrap(), 318_750_000);
+        let e = validate("CPU", &[1_190_400_000, 1_267_200_000], 1_300_000_000, false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1267.2 MHz (1267200 kHz)"), "{e}");
         // A driver that lists no table: no nearest to offer, and --snap cannot help.
         let e = validate("CPU", &[], 1_190_400_000, true).unwrap_err();
         assert_eq!(

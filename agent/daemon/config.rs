@@ -233,13 +233,7 @@ impl Config {
             }
         }
         if let Some(c) = cfg.sampler_cpu {
-            let most = nix::sched::CpuSet::count();
-            if c >= most {
-                return Err(bad(
-                    "sampler_cpu",
-                    format!("{c} is not a CPU number (0 to {})", most - 1),
-                ));
-            }
+            crate::telemetry::sampler::check_cpu(c).map_err(|e| bad("sampler_cpu", e))?;
         }
         if cfg.activity_window_ms == 0 {
             return Err(bad("activity_window_ms", "0 is not a window".into()));
@@ -403,7 +397,7 @@ mod tests {
             assert!(e.starts_with(&format!("j.toml:2: {key}")), "{text}: {e}");
         }
         let ok =
-            "activity_rate_hz = 0.0\nrt_priority = 50\nsampler_cpu = 3\nsocket_mode = \"0600\"\n";
+            "activity_rate_hz = 0.0\nrt_priority = 50\nsampler_cpu = 0\nsocket_mode = \"0600\"\n";
         assert!(Config::parse(ok, Path::new("x")).is_ok());
         assert!(Config::parse("activity_rate_hz = 0.1\n", Path::new("x")).is_ok());
     }

@@ -13,8 +13,9 @@ use std::path::Path;
 /// basis and expected miss; version 4 files (every weight in f64, the anchor's left-out
 /// error in place of the miss) and version 5 files still read and predict as they did
 /// when written (version 4's spreads without the miss): refit them for what version 6
-/// keeps.
-pub const MODEL_VERSION: u32 = 6;
+/// keeps. Version 7 writes each mode's CPU clock as `cpu_khz`, the unit of every other
+/// JSON output ([`PinnedMode`]); earlier files' `cpu_hz` still reads.
+pub const MODEL_VERSION: u32 = 7;
 
 /// The oldest version of model files this jpower reads.
 const OLDEST_READABLE: u32 = 4;
@@ -181,17 +182,17 @@ mod tests {
             .to_string();
         assert!(e.contains("fitted for orin-agx@r35, not nano@r32"), "{e}");
         let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-        // Version 4 (every weight in f64) still reads; 3 and 7 do not.
+        // Version 4 (every weight in f64) still reads; 3 and 8 do not.
         v["version"] = 4.into();
         std::fs::write(&p, v.to_string()).unwrap();
         assert_eq!(ModelFile::load(&p, None).unwrap().time, f.time);
-        for old_or_new in [3, 7] {
+        for old_or_new in [3, 8] {
             v["version"] = old_or_new.into();
             std::fs::write(&p, v.to_string()).unwrap();
             let e = ModelFile::load(&p, None).unwrap_err().to_string();
             assert!(
                 e.contains(&format!(
-                    "version {old_or_new}, this jpower reads versions 4 to 6"
+                    "version {old_or_new}, this jpower reads versions 4 to {MODEL_VERSION}"
                 )),
                 "{e}"
             );

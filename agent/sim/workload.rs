@@ -110,9 +110,12 @@ impl Workload {
         Self::NAMES[self as usize]
     }
 
-    /// The model with this [`Workload::name`].
+    /// The model with this [`Workload::name`], LeNet-5 included.
     pub fn from_name(s: &str) -> Option<Workload> {
-        Self::ALL.into_iter().find(|m| m.name() == s)
+        Self::ALL
+            .into_iter()
+            .chain([Workload::LeNet5])
+            .find(|m| m.name() == s)
     }
 }
 
@@ -451,6 +454,7 @@ mod tests {
         for m in Workload::ALL {
             assert_eq!(Workload::from_name(m.name()), Some(m));
         }
+        assert_eq!(Workload::from_name("lenet5"), Some(Workload::LeNet5));
         assert_eq!(Workload::from_name("vgg11"), None);
         let n = Workload::ALL.map(minibatches_per_epoch);
         assert_eq!(n, [3125, 1438, 1563, 4375, 2250]);

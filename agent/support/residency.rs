@@ -77,9 +77,18 @@ fn walk(root: &Path, before: &mut dyn FnMut(&File) -> io::Result<()>) -> io::Res
         page_size: page,
         ..Residency::default()
     };
-    let mut stack = vec![root.to_path_buf()];
-    // The root must exist; what goes missing below it while walking is only skipped.
-    std::fs::symlink_metadata(root)?;
+    // The root must exist and be a file or a directory (a link to one is followed); what
+    // goes missing below it while walking is only skipped, and links below it are not
+    // followed.
+    let root = std::fs::canonicalize(root)?;
+    let kind = std::fs::metadata(&root)?.file_type();
+    if !(kind.is_file() || kind.is_dir()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file or a directory", root.display()),
+        ));
+    }
+    let mut stack = vec![root];
     while let Some(path) = stack.pop() {
         let meta = match std::fs::symlink_metadata(&path) {
             Ok(m) => m,
@@ -169,5 +178,11 @@ mod tests {
         // Reading every file brings it all back.
         assert_eq!(warm(dir.path()).unwrap().resident_pages, r.pages);
         assert!(measure(&dir.path().join("missing")).is_err());
+        // A named link is followed; a device is neither a file nor a directory.
+        let named = dir.path().join("named");
+        std::os::unix::fs::symlink(data.join("shard0"), &named).unwrap();
+        assert_eq!(measure(&named).unwrap().files, 1);
+        let e = measure(Path::new("/dev/null")).unwrap_err().to_string();
+        assert!(e.contains("is not a regular file or a directory"), "{e}");
     }
 }

@@ -238,6 +238,9 @@ impl Drop for Sampler {
 /// Applies the configured real-time priority and CPU affinity (best effort, logged), and
 /// a 1 us timer slack: the default 50 us would make every wake-up late by up to that much
 /// (each period's deadline, and on a simulated board each register read's bus time).
+///
+/// A CPU this process may not run on is refused beforehand ([`check_cpu`]); a priority the
+/// process lacks the privilege for is a warning (the sampler still runs, less steadily).
 fn tune_thread(rt: Option<i32>, cpu: Option<usize>) {
     // SAFETY: prctl on the calling thread with an integer argument; it cannot fail for a
     // valid slack and changes nothing else.
@@ -262,6 +265,24 @@ fn tune_thread(rt: Option<i32>, cpu: Option<usize>) {
                 std::io::Error::last_os_error()
             );
         }
+    }
+}
+
+/// Whether the sampler can be pinned to `cpu`: one this process may run on (an existing,
+/// online CPU in its affinity mask).
+pub fn check_cpu(cpu: usize) -> Result<(), String> {
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map_err(|e| format!("cannot read this process's CPUs: {e}"))?;
+    let usable: Vec<usize> = (0..nix::sched::CpuSet::count())
+        .filter(|&c| allowed.is_set(c).unwrap_or(false))
+        .collect();
+    if usable.contains(&cpu) {
+        Ok(())
+    } else {
+        Err(format!(
+            "CPU {cpu} is not one this process may run on ({})",
+            crate::board::sysfs::format_cpu_list(&usable)
+        ))
     }
 }
 

@@ -53,6 +53,21 @@ fn characterize_quick_writes_the_runs_and_a_self_contained_report() {
     assert_eq!(outside, 0, "the report refers to the network");
 }
 
+/// Found by a reviewer: `--workload lenet5`, which `--help` and the README offer (the
+/// study's smallest model), was refused by a lookup that knew only PowerTrain's models.
+#[test]
+fn characterize_runs_the_lenet5_workload_it_offers() {
+    let rt = runtime();
+    let dir = rt.path().join("out");
+    let v = json(&ok(jpower(rt.path())
+        .args(["--sim", "xavier-agx", "characterize", "--quick"])
+        .args(["--workload", "lenet5", "--json", "--out"])
+        .arg(&dir)));
+    assert_eq!(v["runs_done"], 8, "{v}");
+    let csv = std::fs::read_to_string(dir.join("runs.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 8 * 2, "{csv}");
+}
+
 #[test]
 fn characterize_resumed_after_an_interruption_equals_an_uninterrupted_sweep() {
     let rt = runtime();

@@ -60,20 +60,20 @@ fn state_lines(s: &Snapshot) -> Vec<String> {
             loads.join(" ")
         }
     ));
-    let gb = |kb: u64| kb as f64 / (1024.0 * 1024.0);
+    let gib = |kb: u64| kb as f64 / (1024.0 * 1024.0);
     lines.push(format!(
         "RAM  {}   swap  {}   fan  {}",
         s.memory.map_or("-".into(), |m| format!(
-            "{:.1}/{:.1} GB",
-            gb(m.ram_used_kb),
-            gb(m.ram_total_kb)
+            "{:.1}/{:.1} GiB",
+            gib(m.ram_used_kb),
+            gib(m.ram_total_kb)
         )),
         s.memory
             .filter(|m| m.swap_total_kb > 0)
             .map_or("-".into(), |m| format!(
-                "{:.1}/{:.1} GB",
-                gb(m.swap_used_kb),
-                gb(m.swap_total_kb)
+                "{:.1}/{:.1} GiB",
+                gib(m.swap_used_kb),
+                gib(m.swap_total_kb)
             )),
         s.fan.map_or("-".into(), pct)
     ));
