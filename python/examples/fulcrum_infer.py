@@ -7,9 +7,10 @@ per second, and wait for each one's `served` event. The server waits at the gate
 inference turns; each turn names the requests of one batch (the scheduler chose its
 size), which the server runs between the trainer's minibatches, marking the batch as an
 inference minibatch; its end serves the batch. The server stops once every request its
-users submitted is served (a batch may also hold requests the agent queued itself, for a
-rate a trainer declared with `fulcrum_train.py --rate`). Prints one JSON line: what was
-submitted, each `served` event, the batches the server ran and their energy.
+users submitted is served, by it or by another server (a batch may also hold requests the
+agent queued itself, for a rate a trainer declared with `fulcrum_train.py --rate`, or
+another client's). Prints one JSON line: what was submitted, each `served` event, the
+batches the server ran and their energy.
 
     jpower --runtime-dir /tmp/fulcrum --sim orin-agx agent &
     export JPOWER_SOCKET=/tmp/fulcrum/jpower.sock
@@ -35,25 +36,20 @@ def run_batch(requests, batch_ms, per_request_ms):
     time.sleep((batch_ms + per_request_ms * len(requests)) / 1000.0)
 
 
-def serve(args, result, users_done):
-    """The inference server: one turn per batch until every request the users submitted
-    (`result["submitted"]`, complete once `users_done` is set) is served. It waits at the
-    gate while a request of its users is unserved; otherwise (its users between
-    arrivals) it waits there only once the agent has a request waiting, so that it never
-    waits for a turn after the last request."""
-    with Client(encoding=args.encoding, name="infer-server") as c:
-        batches, served = [], set()
-        while True:
-            unserved = set(result["submitted"]) - served
-            if not unserved:
-                if users_done.is_set() and not set(result["submitted"]) - served:
-                    break
-                if c.schedule_status()["waiting"] == 0:
-                    time.sleep(0.002)
-                    continue
+def serve(c, args, result, all_served):
+    """The inference server, one turn per batch, until every request the users submitted
+    is served (by this server or by another one: any number may connect). It goes to the
+    gate only while the agent has a request waiting; when another server took that batch
+    first, it waits there until the next request, or until the users, all served, shut
+    its connection."""
+    batches = []
+    try:
+        while not all_served.is_set():
+            if c.schedule_status()["waiting"] == 0:
+                time.sleep(0.002)
+                continue
             with c.turn("infer", len(batches)) as turn:
                 run_batch(turn["requests"], args.batch_ms, args.per_request_ms)
-            served.update(turn["requests"])
             batches.append(
                 {
                     "turn": turn["turn"],
@@ -64,26 +60,30 @@ def serve(args, result, users_done):
                     "compute_ms": turn["minibatch"]["compute_ms"],
                 }
             )
-        result["batches"] = batches
+    except ConnectionError:
+        if not all_served.is_set():
+            raise
+    result["batches"] = batches
 
 
-def use(args, result, users_done):
-    """The users: submit at a Poisson rate, then wait for every `served` event."""
+def use(args, result, all_served, server):
+    """The users: submit at a Poisson rate, wait for every `served` event, then stop the
+    server."""
     gaps = random.Random(args.seed)
     with Client(encoding=args.encoding, name="users") as c:
         submitted = result["submitted"]
         for _ in range(args.requests):
             submitted.append(c.submit())
             time.sleep(gaps.expovariate(args.rate))
-        users_done.set()
         served = []
         for event in c.events(timeout=args.timeout):
             if "served" in event:
                 served.append(event["served"])
                 if {s["request"] for s in served} >= set(submitted):
                     break
-        served += [e["served"] for e in c.events(timeout=0.2) if "served" in e]
         result["served"] = served
+    all_served.set()
+    server.shutdown()
 
 
 def main():
@@ -98,14 +98,16 @@ def main():
     args = ap.parse_args()
 
     result = {"role": "infer", "submitted": []}
-    users_done = threading.Event()
-    threads = [
-        threading.Thread(target=f, args=(args, result, users_done)) for f in (serve, use)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    all_served = threading.Event()
+    with Client(encoding=args.encoding, name="infer-server") as server:
+        threads = [
+            threading.Thread(target=serve, args=(server, args, result, all_served)),
+            threading.Thread(target=use, args=(args, result, all_served, server)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     latencies = sorted(s["latency_ms"] for s in result.get("served", []))
     result["latency_ms"] = {
         "p50": latencies[len(latencies) // 2] if latencies else None,

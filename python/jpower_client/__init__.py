@@ -530,6 +530,16 @@ class Client:
             finally:
                 self._sock = None
 
+    def shutdown(self) -> None:
+        """Ends the connection from another thread: a call waiting on it (at the gate)
+        raises ConnectionError, and so does every later call."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
+
     def __enter__(self) -> "Client":
         return self
 

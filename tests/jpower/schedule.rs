@@ -203,6 +203,67 @@ fn the_documented_python_clients_share_the_gpu_and_every_request_and_minibatch_i
     assert!(agent.status().holder.is_none());
 }
 
+/// Found by a robotics engineer: two copies of the documented inference server (the docs
+/// say any number may connect) both hung at the end, each waiting at the gate for
+/// requests of its users that the other's batches had served. Each now stops when its
+/// users have all theirs, whoever served them.
+#[test]
+fn two_documented_inference_servers_both_finish_with_every_request_served() {
+    let agent = Agent::start("orin-agx", "");
+    let socket = agent.socket();
+    let train = example(
+        socket,
+        "fulcrum_train.py",
+        &["--steps", "40", "--step-ms", "10"],
+    );
+    let servers: Vec<Child> = ["1", "2"]
+        .iter()
+        .map(|seed| {
+            example(
+                socket,
+                "fulcrum_infer.py",
+                &[
+                    "--requests",
+                    "30",
+                    "--rate",
+                    "60",
+                    "--seed",
+                    seed,
+                    "--timeout",
+                    "20",
+                ],
+            )
+        })
+        .collect();
+    let mut served_by_anyone = Vec::new();
+    for infer in servers.into_iter().map(finish) {
+        let mut mine = u64s(&infer["submitted"]);
+        let mut served: Vec<u64> = infer["served"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["request"].as_u64().unwrap())
+            .collect();
+        mine.sort_unstable();
+        served.sort_unstable();
+        assert_eq!(served, mine, "{infer}");
+        served_by_anyone.extend(
+            infer["batches"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|b| u64s(&b["requests"])),
+        );
+    }
+    finish(train);
+    served_by_anyone.sort_unstable();
+    assert_eq!(
+        served_by_anyone,
+        (1..=60).collect::<Vec<_>>(),
+        "each request in one batch"
+    );
+}
+
 fn request(c: &mut Client, body: RequestBody) -> ReplyBody {
     c.request(body).unwrap_or_else(|e| panic!("{e}"))
 }
