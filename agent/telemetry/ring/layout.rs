@@ -177,8 +177,11 @@ layout! {
         pub rails: [RailEntry; MAX_RAILS],
         /// The thermal zones.
         pub thermal: [ZoneEntry; MAX_ZONES],
-        /// The extension area: sections, then zero up to `header_size`.
-        pub ext: [u8; HEADER_SIZE - EXT_OFFSET],
+        /// The extension area: sections, then zero up to `header_size`. Reached only by
+        /// offset from the mapping's base, as [`WriterSection`] and [`ActivitySection`]
+        /// whose atomics change after publication: an `UnsafeCell`, so that a `&Header`
+        /// does not claim those bytes are frozen.
+        pub ext: std::cell::UnsafeCell<[u8; HEADER_SIZE - EXT_OFFSET]>,
     }
 }
 

@@ -151,8 +151,9 @@ struct Mapped {
     activity: Option<usize>,
 }
 
-// SAFETY: every field a thread may see change is an atomic; the rest is written before
-// the ring is published (or before the mapping is shared) and never again.
+// SAFETY: every field a thread may see change is an atomic (the sections' inside the
+// header's `ext` cell, reached only by raw offset); the rest is written before the ring is
+// published (or before the mapping is shared) and never again.
 unsafe impl Send for Mapped {}
 // SAFETY: as above.
 unsafe impl Sync for Mapped {}
@@ -212,7 +213,7 @@ impl Mapped {
             return Err("not a jpower telemetry ring (bad magic)".into());
         }
         // Partner: the writer's release store of the version in `RingWriter::create`.
-        match h.version.load(Ordering::Acquire) {
+        match acquire_u32(&h.version) {
             VERSION => {}
             0 => return Err("the writer is still initialising it (version 0); retry".into()),
             v => {
@@ -282,6 +283,22 @@ impl Mapped {
             )
         }
     }
+}
+
+/// An acquire load as a reader's read-only mapping allows it: atomic loads on read-only
+/// memory are sound only `Relaxed` (std's "atomic accesses to read-only memory"), so a
+/// relaxed load then an acquire fence, which orders the same.
+fn acquire_u64(a: &AtomicU64) -> u64 {
+    let v = a.load(Ordering::Relaxed);
+    std::sync::atomic::fence(Ordering::Acquire);
+    v
+}
+
+/// [`acquire_u64`] for a 32-bit word.
+fn acquire_u32(a: &AtomicU32) -> u32 {
+    let v = a.load(Ordering::Relaxed);
+    std::sync::atomic::fence(Ordering::Acquire);
+    v
 }
 
 /// The sections of the header of `header_size` bytes at `base`, as `(id, size, offset)`,
@@ -400,7 +417,7 @@ fn new_header(info: &RingInfo, slot_size: usize) -> Header {
         board: padded(&info.board),
         rails: std::array::from_fn(rail),
         thermal: std::array::from_fn(zone),
-        ext: [0; HEADER_SIZE - EXT_OFFSET],
+        ext: std::cell::UnsafeCell::new([0; HEADER_SIZE - EXT_OFFSET]),
     }
 }
 
@@ -867,7 +884,7 @@ impl RingReader {
         let w = self.ring.writer()?;
         // Partner: the writer's release stores in `Drop for RingWriter` and
         // `Previous::replaced`.
-        let state = match w.state.load(Ordering::Acquire) {
+        let state = match acquire_u32(&w.state) {
             WRITER_LIVE => WriterState::Live,
             WRITER_CLOSED => WriterState::Closed,
             WRITER_REPLACED => WriterState::Replaced,
@@ -904,7 +921,7 @@ impl RingReader {
     /// Samples published so far.
     pub fn write_seq(&self) -> u64 {
         // Partner: the writer's release store at the end of `publish`.
-        self.ring.header().write_seq.load(Ordering::Acquire)
+        acquire_u64(&self.ring.header().write_seq)
     }
 
     /// Missed periods and failed reads so far.
@@ -1008,7 +1025,7 @@ impl RingReader {
         // A writer killed inside a record leaves it odd forever: give up after many tries.
         for _ in 0..10_000 {
             // Partner: the writer's final release store in `seqlock::write`.
-            let seq = sec.seq.load(Ordering::Acquire);
+            let seq = acquire_u64(&sec.seq);
             if seq == 0 {
                 return None;
             }

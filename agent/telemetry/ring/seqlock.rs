@@ -7,7 +7,9 @@
 //! models?", MSPC 2012): the writer stores `2n + 1` (relaxed), a release fence, the
 //! payload (relaxed), then `2n + 2` (release); a reader loads the word (acquire), the
 //! payload (relaxed), an acquire fence, and the word again (relaxed), and keeps the copy
-//! only if both loads saw `2n + 2`.
+//! only if both loads saw `2n + 2`. The reader's acquire load is a relaxed load and an
+//! acquire fence, which orders the same: readers map the ring read-only, and atomic loads
+//! on read-only memory are sound only relaxed.
 //!
 //! The code is generic over [`SeqWord`], a shim over the atomics, so that `loom`
 //! model-checks this exact code with its own atomics (`RUSTFLAGS="--cfg loom" cargo test
@@ -63,7 +65,8 @@ pub enum Read<T> {
 /// throughout.
 pub fn read<W: SeqWord, T>(seq: &W, n: u64, payload: impl FnOnce() -> T) -> Read<T> {
     // Partner: the writer's final release store.
-    let before = seq.load(Ordering::Acquire);
+    let before = seq.load(Ordering::Relaxed);
+    W::fence(Ordering::Acquire);
     let copy = payload();
     W::fence(Ordering::Acquire);
     // Partner: the writer's odd store and the release fence after it.
