@@ -288,16 +288,23 @@ impl Config {
 
 /// A word (`keep`, `auto`) or a count, written `64` or `"64"`, as the string of either.
 fn word_or_count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum WordOrCount {
-        Word(String),
-        Count(u64),
+    struct WordOrCount;
+    impl serde::de::Visitor<'_> for WordOrCount {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("sensor_averaging: \"keep\", \"auto\" or a count (1, 4, 16, 64, 128, 256, 512, 1024)")
+        }
+        fn visit_str<E: serde::de::Error>(self, w: &str) -> Result<String, E> {
+            Ok(w.to_string())
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<String, E> {
+            Ok(n.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<String, E> {
+            Ok(n.to_string())
+        }
     }
-    Ok(match WordOrCount::deserialize(d)? {
-        WordOrCount::Word(w) => w,
-        WordOrCount::Count(n) => n.to_string(),
-    })
+    d.deserialize_any(WordOrCount)
 }
 
 #[cfg(test)]
@@ -365,6 +372,11 @@ mod tests {
         assert!(err("\nsocket_mode = \"999\"\n").starts_with("j.toml:2: socket_mode"));
         assert!(err("sensor_averaging = \"3\"\n").starts_with("j.toml:1: sensor_averaging"));
         assert!(err("sensor_averaging = 3\n").starts_with("j.toml:1: sensor_averaging"));
+        let e = err("\nsensor_averaging = 64.0\n");
+        assert!(
+            e.starts_with("j.toml:2: ") && e.contains("expected sensor_averaging: \"keep\""),
+            "{e}"
+        );
         assert!(err("budget_w = -1.0\n").contains("positive"));
     }
 

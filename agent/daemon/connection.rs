@@ -355,17 +355,21 @@ impl Shared {
                 }
                 reply
             }
-            RequestBody::Status => match self.lock().status() {
-                ReplyBody::Status(mut st) => {
-                    st.module_w = self
-                        .ring
-                        .get()
-                        .latest()
-                        .map(|s| f64::from(s.module_uw) * 1e-6);
-                    ReplyBody::Status(st)
+            RequestBody::Status => {
+                // The core's lock is released before the ring is read.
+                let status = self.lock().status();
+                match status {
+                    ReplyBody::Status(mut st) => {
+                        st.module_w = self
+                            .ring
+                            .get()
+                            .latest()
+                            .map(|s| f64::from(s.module_uw) * 1e-6);
+                        ReplyBody::Status(st)
+                    }
+                    other => other,
                 }
-                other => other,
-            },
+            }
             RequestBody::Telemetry { window_ms } => {
                 ReplyBody::Telemetry(telemetry(&self.ring.get(), &self.ring_path, window_ms))
             }

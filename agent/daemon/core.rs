@@ -187,11 +187,13 @@ impl Core {
     /// persistent lease named after it, as if that process had set it through the agent:
     /// it holds after a clean stop again, and its end (`release`, a takeover's release,
     /// `jpower restore`) brings back the baseline saved before jpower's first write, with
-    /// the agent's `default_mode` applied over it when it has one.
+    /// the agent's `default_mode` applied over it when it has one, and the agent's own
+    /// sensor averaging when it set one (`own_averaging`; with `keep`, the baseline's).
     pub fn adopt_left_mode(
         &mut self,
         left_by: &Owner,
         default_mode: Option<&str>,
+        own_averaging: bool,
     ) -> anyhow::Result<()> {
         let Some(state) = self.controller.state() else {
             return Ok(());
@@ -203,13 +205,16 @@ impl Core {
             })?;
             prior = plan::target(self.controller.board(), &presets.find(name)?.mode, &prior)?;
         }
-        // The sensors' averaging is the agent's own request, not the left mode's.
+        // The sensors' averaging is the agent's own request where it made one, not the
+        // left mode's.
         for (i, k) in self.controller.board().knobs.iter().enumerate() {
-            if matches!(
-                k.kind,
-                crate::board::KnobKind::InaSamples(_)
-                    | crate::board::KnobKind::InaUpdateInterval(_)
-            ) {
+            if own_averaging
+                && matches!(
+                    k.kind,
+                    crate::board::KnobKind::InaSamples(_)
+                        | crate::board::KnobKind::InaUpdateInterval(_)
+                )
+            {
                 prior[i] = self.requested[i];
             }
         }
@@ -474,6 +479,13 @@ impl Core {
         let sw = match self.apply_effective() {
             Ok(sw) => sw,
             Err(e) => {
+                // Every control write is in the log, a refused or rolled-back one too.
+                log::warn!(
+                    "{what} by {} (pid {}, uid {}) failed: {e}",
+                    peer.name,
+                    peer.pid,
+                    peer.uid
+                );
                 self.requested = before;
                 return Err(e);
             }
@@ -500,18 +512,30 @@ impl Core {
             lease_name(kind)
         );
         let expiry = (kind == LeaseKind::Session).then_some(timeout).flatten();
-        self.lease = Some(Lease {
-            client: peer.client,
-            holder: Holder {
-                client: format!("{} (pid {})", peer.name, peer.pid),
-                pid: peer.pid,
-                uid: peer.uid,
-                lease: kind,
-            },
-            prior,
-            timeout: expiry,
-            expires: expiry.map(|t| Instant::now() + t),
-        });
+        let expires = expiry.map(|t| Instant::now() + t);
+        match &mut self.lease {
+            // The holder switching again (a scheduler's phase switch): its lease is
+            // renewed in place, its prior kept, nothing allocated.
+            Some(l) if l.client == peer.client => {
+                l.holder.lease = kind;
+                l.timeout = expiry;
+                l.expires = expires;
+            }
+            _ => {
+                self.lease = Some(Lease {
+                    client: peer.client,
+                    holder: Holder {
+                        client: with_pid(&peer.name, peer.pid),
+                        pid: peer.pid,
+                        uid: peer.uid,
+                        lease: kind,
+                    },
+                    prior,
+                    timeout: expiry,
+                    expires,
+                })
+            }
+        }
         Ok(sw)
     }
 

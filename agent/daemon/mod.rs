@@ -307,6 +307,7 @@ pub fn run(opts: Options) -> Result<()> {
     if let (None, Some(name)) = (&left_mode, &config.default_mode) {
         core.apply_default(name).map_err(default_error)?;
     }
+    let own_averaging = averaging.is_some();
     if let Some(v) = averaging {
         // The sensor setting is the agent's own request from now on.
         let mut requested = core.controller.current().clone();
@@ -323,7 +324,7 @@ pub fn run(opts: Options) -> Result<()> {
     }
     // After the agent's own sensor setting, which the left mode's end keeps.
     if let Some(by) = &left_mode {
-        core.adopt_left_mode(by, config.default_mode.as_deref())
+        core.adopt_left_mode(by, config.default_mode.as_deref(), own_averaging)
             .map_err(default_error)?;
     }
     let core = Arc::new(Mutex::new(core));

@@ -28,15 +28,26 @@ impl Agent {
     }
 
     fn start_in(rt: tempfile::TempDir, board: &str, config: &str) -> Agent {
+        Agent::start_with(rt, board, config, |_| {})
+    }
+
+    /// Starts it after `setup` changed its command (its environment, its stderr).
+    fn start_with(
+        rt: tempfile::TempDir,
+        board: &str,
+        config: &str,
+        setup: impl FnOnce(&mut Command),
+    ) -> Agent {
         let cfg = rt.path().join("jpower.toml");
         std::fs::write(&cfg, config).unwrap();
         let socket = rt.path().join("jpower.sock");
-        let child = util::jpower(rt.path())
+        let mut command = util::jpower(rt.path());
+        command
             .args(["--sim", board, "agent", "--config"])
             .arg(&cfg)
-            .env("JPOWER_LOG", "off")
-            .spawn()
-            .unwrap();
+            .env("JPOWER_LOG", "off");
+        setup(&mut command);
+        let child = command.spawn().unwrap();
         let start = Instant::now();
         while UnixStream::connect(&socket).is_err() {
             assert!(
@@ -537,6 +548,33 @@ fn a_persistent_lease_outlives_a_clean_stop_until_restore() {
     assert_eq!((&holder.client, holder.pid), (&set_by.client, set_by.pid));
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "restore"]));
     assert!(agent.status().holder.is_none());
+    assert_eq!(direct_knobs(agent.rt.path()), baseline);
+}
+
+/// Found by an integrator: a persistent lease that also lowered the sensors' averaging
+/// survived a clean stop, but after the restart its end (`jpower restore`) left the
+/// averaging lowered: the adopted lease took the agent's `keep` (the lease's own 16) for
+/// its prior. With `keep`, the prior is the baseline's.
+#[test]
+fn a_persistent_leases_averaging_comes_back_after_a_restart_and_restore() {
+    let rt = util::runtime();
+    let baseline = direct_knobs(rt.path());
+    let mut agent = Agent::start_in(rt, "orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    c.request(RequestBody::SetMode {
+        mode: knobs(624_750_000),
+        lease: LeaseKind::Persistent,
+        timeout_ms: None,
+    })
+    .unwrap();
+    c.request(RequestBody::SetAveraging { samples: 16 })
+        .unwrap();
+    drop(c);
+    assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
+    let rt = std::mem::replace(&mut agent.rt, util::runtime());
+    let agent = Agent::start_in(rt, "orin-agx", "");
+    assert!(agent.status().holder.is_some(), "the left mode is held");
+    util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "restore"]));
     assert_eq!(direct_knobs(agent.rt.path()), baseline);
 }
 
@@ -1669,4 +1707,41 @@ fn phase_markers_split_a_minibatch_into_fetch_and_compute() {
             })
         ));
     }
+}
+
+/// Found by an integrator: a `set_mode` whose sixth write failed was rolled back and
+/// refused, and the agent's log said nothing of it, though every control write is logged
+/// with its client. The failure is a warning naming the client.
+#[test]
+fn a_failed_switch_is_in_the_log_with_its_client() {
+    let rt = util::runtime();
+    let log_path = rt.path().join("agent.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut agent = Agent::start_with(rt, "orin-agx", "", |c| {
+        c.env("JPOWER_SIM_FAULT", "fail-write=6")
+            .env("JPOWER_LOG", "info")
+            .stderr(log);
+    });
+    let mut c = Client::connect(agent.socket(), Encoding::Json, "integrator-probe")
+        .unwrap()
+        .0;
+    let refused = c.request(RequestBody::SetMode {
+        mode: ModeRequest::Preset {
+            name: "MODE_15W".into(),
+        },
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    });
+    assert!(
+        matches!(&refused, Err(ClientError::Agent { message, .. }) if message.contains("rolled back")),
+        "{refused:?}"
+    );
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        text.lines().any(|l| l.contains("integrator-probe")
+            && l.contains("failed")
+            && l.contains("rolled back")),
+        "{text}"
+    );
 }
