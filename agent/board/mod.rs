@@ -161,7 +161,7 @@ impl Board {
             std::fs::canonicalize(self.root.dir()).unwrap_or_else(|_| self.root.dir().into());
         format!(
             "{slug}-{:016x}",
-            fnv1a(std::os::unix::ffi::OsStrExt::as_bytes(root.as_os_str()))
+            crate::support::hash::fnv1a(std::os::unix::ffi::OsStrExt::as_bytes(root.as_os_str()))
         )
     }
 
@@ -213,12 +213,6 @@ fn parse_table(text: &str, unit: FreqUnit, file: &str, warnings: &mut Vec<String
     t.sort_unstable();
     t.dedup();
     t
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

@@ -348,6 +348,7 @@ impl NvpConfig {
     }
 
     /// The mode called `name`, ignoring ASCII case (`maxn` finds `MAXN`).
+    #[cfg(test)]
     pub fn mode_by_name(&self, name: &str) -> Option<&PowerModel> {
         self.modes
             .iter()

@@ -211,9 +211,10 @@ fn sample_on_bus(board_id: &str, seconds: f64, dir: &std::path::Path) -> Result<
 
 fn sample(board_id: &str, seconds: f64, dir: &std::path::Path) -> Result<serde_json::Value> {
     use crate::board::rails::RailSource;
-    use crate::telemetry::ring::monotonic_ns;
+    use crate::support::clock::monotonic_ns;
+    use crate::support::clock::thread_cpu_ns;
     use crate::telemetry::ring::RingReader;
-    use crate::telemetry::sampler::{sleep_until, thread_cpu_ns, Sampler, SamplerConfig};
+    use crate::telemetry::sampler::{sleep_until, Sampler, SamplerConfig};
     let tree = dir.join("root");
     let spec = crate::sim::export(board_id, &tree)?;
     let board = Board::discover(Root::host(&tree))?;

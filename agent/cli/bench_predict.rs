@@ -13,7 +13,7 @@ use crate::predict::profile::{self, ProfileConfig, Strategy};
 use crate::predict::{self, time_and_power, FitConfig, Method, ModelFile};
 use crate::sim::sources::{reference_source, SimSource};
 use crate::sim::workload::Workload;
-use crate::telemetry::sampler::thread_cpu_ns;
+use crate::support::clock::thread_cpu_ns;
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::time::Instant;

@@ -542,13 +542,11 @@ fn put_u64(rec: &mut [u8], at: usize, v: u64) {
 
 /// A hash of a board's knob paths, so a journal is only replayed on the same layout.
 pub fn layout_hash(board: &Board) -> u64 {
-    board.knobs.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, k| {
-        k.path
-            .to_string_lossy()
-            .bytes()
-            .chain([0])
-            .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-    })
+    let mut h = crate::support::hash::Fnv64::default();
+    for k in &board.knobs {
+        h.write(k.path.to_string_lossy().as_bytes()).write(&[0]);
+    }
+    h.finish()
 }
 
 #[cfg(test)]

@@ -16,9 +16,10 @@ use crate::ipc::protocol::{
     TelemetryReply, TurnReply, WindowReply,
 };
 use crate::ipc::server::{Answer, Credentials, Handler};
+use crate::support::clock::monotonic_ns;
 use crate::telemetry::activity::Activity;
 use crate::telemetry::energy::{MarkerError, Minibatch, Minibatches, Span};
-use crate::telemetry::ring::{monotonic_ns, ActivityInfo, RingReader};
+use crate::telemetry::ring::{ActivityInfo, RingReader};
 
 /// One connection's state.
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use crate::control::state::{Owner, OwnerKind};
 use crate::control::{ControlError, Controller, Switch};
 use crate::ipc::events::EventSender;
 use crate::ipc::protocol::*;
-use crate::telemetry::ring::monotonic_ns;
+use crate::support::clock::monotonic_ns;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

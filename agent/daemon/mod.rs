@@ -335,7 +335,7 @@ pub fn run(opts: Options) -> Result<()> {
         ring,
         ring_path,
         access: Access::new(&config.control_group),
-        last_tick: AtomicU64::new(crate::telemetry::ring::monotonic_ns()),
+        last_tick: AtomicU64::new(crate::support::clock::monotonic_ns()),
         minibatch_totals: Mutex::default(),
     });
 
@@ -355,7 +355,7 @@ pub fn run(opts: Options) -> Result<()> {
                     shared.lock().tick();
                     shared
                         .last_tick
-                        .store(crate::telemetry::ring::monotonic_ns(), Ordering::Relaxed);
+                        .store(crate::support::clock::monotonic_ns(), Ordering::Relaxed);
                     std::thread::sleep(Duration::from_millis(100));
                 }
             })?
@@ -376,7 +376,7 @@ pub fn run(opts: Options) -> Result<()> {
         std::thread::sleep(Duration::from_millis(50));
         since_ping += Duration::from_millis(50);
         // Only a ticking agent feeds the watchdog: a wedged one gets restarted.
-        let ticking = crate::telemetry::ring::monotonic_ns()
+        let ticking = crate::support::clock::monotonic_ns()
             .saturating_sub(shared.last_tick.load(Ordering::Relaxed))
             < 2_000_000_000;
         if ticking && watchdog.is_some_and(|w| since_ping >= w) {

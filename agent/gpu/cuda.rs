@@ -11,7 +11,7 @@ use super::net::Backend;
 use super::ops::{Bias, Conv, Gemm, Launch, Pool2, Relu, Sgd, Softmax, Stream, Sweep};
 use super::roofline::{Device, Kernel, Point, Run};
 use super::GpuError;
-use crate::telemetry::ring::monotonic_ns;
+use crate::support::clock::monotonic_ns;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,

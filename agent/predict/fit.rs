@@ -217,34 +217,20 @@ fn fit_f64(
     cfg: &FitConfig,
 ) -> Result<(Model, Option<Vec<f64>>), RegressError> {
     match method {
-        Method::Linear => {
+        Method::Linear | Method::MlpScratch => {
+            // Plain regressions of the knobs: no physics, no transfer.
             let (x, y) = data(rows, t, false, false);
             let scale = Standardizer::fit(&x)?;
-            let reg = Regressor::Linear(Linear::fit(&scaled(&x, &scale), &y, 1e-6)?);
+            let xs = scaled(&x, &scale);
+            let reg = match method {
+                Method::Linear => Regressor::Linear(Linear::fit(&xs, &y, 1e-6)?),
+                _ => Regressor::Mlp(powertrain_mlp(&xs, &y, cfg)?),
+            };
             let model = Model {
                 physics: false,
                 log: false,
                 scale,
                 reg,
-                bounds: bounds(&y, false),
-                energy: false,
-                anchor: None,
-                basis: None,
-                miss: None,
-                trained_on: KnobRange::of(rows),
-                correction: None,
-            };
-            Ok((model, None))
-        }
-        Method::MlpScratch => {
-            let (x, y) = data(rows, t, false, false);
-            let scale = Standardizer::fit(&x)?;
-            let m = powertrain_mlp(&scaled(&x, &scale), &y, cfg)?;
-            let model = Model {
-                physics: false,
-                log: false,
-                scale,
-                reg: Regressor::Mlp(m),
                 bounds: bounds(&y, false),
                 energy: false,
                 anchor: None,

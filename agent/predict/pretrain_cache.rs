@@ -138,14 +138,11 @@ impl PretrainCache {
     }
 }
 
-/// FNV-1a (64 bits) of what pre-training reads: stable across runs and builds, unlike
-/// the standard library's hasher.
+/// FNV-1a of what pre-training reads ([`crate::support::hash`]).
 fn key(method: Method, rows: &[Row], fit: &FitConfig) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut h = crate::support::hash::Fnv64::default();
     let mut eat = |v: u64| {
-        for b in v.to_le_bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
+        h.write(&v.to_le_bytes());
     };
     eat(u64::from(MODEL_VERSION));
     method.name().bytes().for_each(|b| eat(u64::from(b)));
@@ -162,7 +159,7 @@ fn key(method: Method, rows: &[Row], fit: &FitConfig) -> u64 {
         eat(r.time_ms.to_bits());
         eat(r.power_w.to_bits());
     }
-    h
+    h.finish()
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use super::workload::{self, STALL_ACTIVITY};
 use super::SimBoard;
 use crate::gpu::roofline::{Device, Kernel, Meter, Point, Run};
 use crate::gpu::GpuError;
-use crate::telemetry::ring::monotonic_ns;
+use crate::support::clock::monotonic_ns;
 use std::cell::Cell;
 use std::rc::Rc;
 

@@ -4,8 +4,9 @@
 
 use super::activity::{effective_window_ns, Window};
 use super::periodic::Periodic;
-use super::ring::{monotonic_ns, RingWriter};
+use super::ring::RingWriter;
 use crate::board::counters::{Counters, RawCounters};
+use crate::support::clock::monotonic_ns;
 use std::sync::Arc;
 use std::time::Duration;
 

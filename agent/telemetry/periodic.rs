@@ -3,7 +3,7 @@
 //! so a 20 ms task period stays 20 ms; dropping the handle wakes the thread at once, even
 //! mid-wait, and joins it.
 
-use super::ring::monotonic_ns;
+use crate::support::clock::monotonic_ns;
 use crossbeam_channel::{bounded, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;

@@ -26,10 +26,11 @@
 //! samples in between repeat the rail's last value, as the register would have. A rail
 //! whose refresh interval is under four sample periods is read every period.
 
-use super::ring::{monotonic_ns, RailInfo, RingError, RingInfo, RingWriter, MAX_RAILS};
+use super::ring::{RailInfo, RingError, RingInfo, RingWriter, MAX_RAILS};
 use super::Sample;
 use crate::board::rails::Rail;
 use crate::board::rails::RailValue;
+use crate::support::clock::monotonic_ns;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -78,7 +79,7 @@ pub fn default_rate_hz(fastest_refresh_us: u32) -> f64 {
 pub struct SamplerStats {
     /// Samples written to the ring.
     pub samples: u64,
-    /// CPU time of the sampler thread ([`thread_cpu_ns`]).
+    /// CPU time of the sampler thread ([`crate::support::clock::thread_cpu_ns`]).
     pub cpu_ns: u64,
     /// Wall-clock time the sampler ran, nanoseconds.
     pub wall_ns: u64,
@@ -383,7 +384,7 @@ impl Loop {
         }
         SamplerStats {
             samples: n,
-            cpu_ns: thread_cpu_ns(),
+            cpu_ns: crate::support::clock::thread_cpu_ns(),
             wall_ns: monotonic_ns() - start,
             read_ns,
             rail_reads,
@@ -407,19 +408,6 @@ pub fn sleep_until(deadline_ns: u64) {
             std::ptr::null_mut(),
         );
     }
-}
-
-/// CPU time of the calling thread, nanoseconds (`CLOCK_THREAD_CPUTIME_ID`: to the
-/// nanosecond, where `getrusage` counts scheduler ticks, which a thread waking at 1 kHz
-/// meets in step).
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we own; this clock always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The ring's rail table for `rails`, each with its sensor refresh interval.

@@ -9,9 +9,10 @@
 
 use super::flags;
 use super::periodic::Periodic;
-use super::ring::{monotonic_ns, RingWriter, MAX_ZONES};
+use super::ring::{RingWriter, MAX_ZONES};
 use crate::board::sysfs::{Attr, Root};
 use crate::board::Board;
+use crate::support::clock::monotonic_ns;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,19 +1,6 @@
 //! The `jpower` binary: commands, JSON output, one-line errors, the README's claims.
 
-use crate::util::{self, jpower, json, ok, run};
-
-fn one_line_error(args: &[&str], needle: &str) {
-    let rt = util::runtime();
-    let out = run(jpower(rt.path()).args(args));
-    assert_eq!(out.status.code(), Some(1), "{args:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-    assert!(
-        err.starts_with("jpower: error: ") && err.contains(needle),
-        "{args:?}: {err}"
-    );
-    assert!(!err.contains("panicked") && !err.contains("backtrace"));
-}
+use crate::util::{self, jpower, json, ok, one_line_error, run};
 
 #[test]
 fn errors_are_one_clear_line() {

@@ -1,20 +1,7 @@
 //! `jpower flops` (and the planner built on it): the analytical model through the real
 //! binary, its JSON, and one-line errors for bad model files.
 
-use crate::util::{self, jpower, json, ok, run};
-
-fn one_line_error(args: &[&str], needle: &str) {
-    let rt = util::runtime();
-    let out = run(jpower(rt.path()).args(args));
-    assert_eq!(out.status.code(), Some(1), "{args:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-    assert!(
-        err.starts_with("jpower: error: ") && err.contains(needle),
-        "{args:?}: {err}"
-    );
-    assert!(!err.contains("panicked"), "{err}");
-}
+use crate::util::{self, jpower, json, ok, one_line_error, run};
 
 #[test]
 fn flops_counts_the_zoo_and_scales_with_batch_and_training() {

@@ -8,8 +8,9 @@ use jpower::control::state::Owner;
 use jpower::control::Controller;
 use jpower::sim::kernel::LoadState;
 use jpower::sim::SimBoard;
+use jpower::support::clock::monotonic_ns;
 use jpower::telemetry::ring::{
-    monotonic_ns, Missing, RailInfo, RingError, RingInfo, RingReader, RingWriter, WriterState,
+    Missing, RailInfo, RingError, RingInfo, RingReader, RingWriter, WriterState,
 };
 use jpower::telemetry::sampler::SamplerConfig;
 use jpower::telemetry::{flags, Sample, Telemetry};
@@ -795,13 +796,13 @@ fn a_simulated_rail_read_blocks_for_its_bus_time_without_spinning() {
     let sim = SimBoard::open("orin-agx", rt.path()).unwrap();
     let board = Board::discover(sim.root()).unwrap();
     let reads = 50u64;
-    let (t0, cpu0) = (monotonic_ns(), jpower::telemetry::sampler::thread_cpu_ns());
+    let (t0, cpu0) = (monotonic_ns(), jpower::support::clock::thread_cpu_ns());
     for _ in 0..reads {
         board.rails[0].read().unwrap();
     }
     let (wall, cpu) = (
         monotonic_ns() - t0,
-        jpower::telemetry::sampler::thread_cpu_ns() - cpu0,
+        jpower::support::clock::thread_cpu_ns() - cpu0,
     );
     let bus =
         reads * ina3221::REGISTER_READS_PER_RAIL * ina3221::register_read_ns(ina3221::I2C_BUS_HZ);

@@ -1,7 +1,6 @@
 //! Helpers shared by the integration tests: temporary runtime directories, the jpower
-//! binary, and the reference directory (skipped with a notice when absent).
-
-#![allow(dead_code)]
+//! binary, one-line errors, and the reference directory (skipped with a notice when
+//! absent).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -98,4 +97,22 @@ fn copy_tree(src: &Path, dst: &Path) {
             }
         }
     }
+}
+
+/// Runs jpower with `args` and checks it fails with exit status 1 and one line on stderr,
+/// `jpower: error: ...` holding `needle`, never a panic.
+pub fn one_line_error(args: &[&str], needle: &str) {
+    let rt = runtime();
+    let out = run(jpower(rt.path()).args(args));
+    assert_eq!(out.status.code(), Some(1), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    assert!(
+        err.starts_with("jpower: error: ") && err.contains(needle),
+        "{args:?}: {err}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{err}"
+    );
 }

@@ -5,8 +5,9 @@
 use crate::board::activity::{self, CpuTimes, Memory};
 use crate::board::Board;
 use crate::control::preset::Presets;
+use crate::support::clock::monotonic_ns;
 use crate::telemetry::flags;
-use crate::telemetry::ring::{monotonic_ns, RingReader};
+use crate::telemetry::ring::RingReader;
 
 /// One rail's row.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,8 +2,8 @@
 //! seed, as `predict::fulcrum::interleave` draws them), each due at its own instant, for
 //! clients that declare a rate instead of submitting requests.
 
+use crate::support::clock::monotonic_ns;
 use crate::support::rng::SplitMix64;
-use crate::telemetry::ring::monotonic_ns;
 use crossbeam_channel::{at, never, Receiver};
 use std::time::{Duration, Instant};
 

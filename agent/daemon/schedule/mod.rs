@@ -22,7 +22,7 @@ pub mod turns;
 use super::core::{Core, Peer};
 use crate::ipc::events::EventSender;
 use crate::ipc::protocol::{Kind, PhaseModes, SchedulePlan, ScheduleReply, TurnReply};
-use crate::telemetry::ring::monotonic_ns;
+use crate::support::clock::monotonic_ns;
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

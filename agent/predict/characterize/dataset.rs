@@ -80,13 +80,6 @@ pub enum SampleError {
     },
 }
 
-/// FNV-1a, 64 bits.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 impl Dataset {
     /// The dataset of `shape` under `dir`: the one there when its manifest matches, else
     /// written anew (the folder's old contents removed first).
@@ -129,7 +122,7 @@ impl Dataset {
                 while buf.len() < shape.sample_bytes - TAIL {
                     buf.push(rng.next_u64() as u8);
                 }
-                let sum = fnv1a(&buf);
+                let sum = crate::support::hash::fnv1a(&buf);
                 buf.extend_from_slice(&sum.to_le_bytes());
                 let mut f = File::create(d.path(n as u32))?;
                 f.write_all(&buf)?;
@@ -167,7 +160,8 @@ fn decode(bytes: &[u8], image: &mut [f32]) -> Result<i32, &'static str> {
         return Err("no header");
     }
     let (body, tail) = bytes.split_at(bytes.len() - TAIL);
-    if fnv1a(body) != u64::from_le_bytes(tail.try_into().expect("TAIL bytes")) {
+    if crate::support::hash::fnv1a(body) != u64::from_le_bytes(tail.try_into().expect("TAIL bytes"))
+    {
         return Err("checksum mismatch");
     }
     for (v, b) in image

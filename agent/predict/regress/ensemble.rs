@@ -2,7 +2,7 @@
 //! uncertainty estimate.
 
 use super::mlp::{Mlp, TrainConfig, TrainReport};
-use super::{moments, RegressError};
+use super::RegressError;
 use serde::{Deserialize, Serialize};
 
 /// K independently seeded MLPs; the spread of their predictions is a cheap
@@ -70,14 +70,16 @@ impl Ensemble {
     }
 
     /// Mean and population standard deviation over members (NaN when empty).
+    #[cfg(test)]
     pub fn predict_mean_std(&self, x: &[f64]) -> (f64, f64) {
-        moments(self.members.iter().map(|m| m.predict(x)))
+        super::moments(self.members.iter().map(|m| m.predict(x)))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::predict::regress::moments;
     use crate::predict::regress::tests::{data, map, quick};
     use crate::predict::regress::Loss;
 

@@ -166,6 +166,7 @@ pub struct RidgeLoo {
 
 impl RidgeLoo {
     /// The root mean square of the leave-one-out residuals.
+    #[cfg(test)]
     pub fn loo_rmse(&self) -> f64 {
         let finite: Vec<f64> = self.loo.iter().copied().filter(|e| e.is_finite()).collect();
         (finite.iter().map(|e| e * e).sum::<f64>() / finite.len().max(1) as f64).sqrt()

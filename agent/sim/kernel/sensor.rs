@@ -124,7 +124,7 @@ impl SimKernel {
         let _bus = self.bus.lock().unwrap_or_else(|p| p.into_inner());
         let ns = q.registers()
             * crate::board::ina3221::register_read_ns(crate::board::ina3221::I2C_BUS_HZ);
-        crate::telemetry::sampler::sleep_until(crate::telemetry::ring::monotonic_ns() + ns);
+        crate::telemetry::sampler::sleep_until(crate::support::clock::monotonic_ns() + ns);
     }
 
     /// The noise-free power of every connected rail now, watts, in the board's rail
@@ -266,14 +266,9 @@ impl SimKernel {
     }
 }
 
+/// `CLOCK_MONOTONIC` now, microseconds (the simulated kernel's time).
 pub(super) fn monotonic_us() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000
+    crate::support::clock::monotonic_ns() / 1000
 }
 
 /// Which reading and channel a rail file holds.

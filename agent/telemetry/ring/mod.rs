@@ -402,7 +402,7 @@ fn new_header(info: &RingInfo, slot_size: usize) -> Header {
         rail_count: info.rails.len() as u32,
         flags: u32::from(info.simulated),
         writer_pid: u64::from(std::process::id()),
-        realtime_offset_ns: realtime_offset_ns(),
+        realtime_offset_ns: crate::support::clock::realtime_offset_ns(),
         period_ns: info.period_ns,
         write_seq: AtomicU64::new(0),
         overruns: AtomicU64::new(0),
@@ -508,7 +508,8 @@ impl Previous {
         if let Ok(ring) = Mapped::published(map.as_mut_ptr(), map.len()) {
             if let Some(w) = ring.writer() {
                 if w.ended_ns.load(Ordering::Relaxed) == 0 {
-                    w.ended_ns.store(monotonic_ns(), Ordering::Relaxed);
+                    w.ended_ns
+                        .store(crate::support::clock::monotonic_ns(), Ordering::Relaxed);
                 }
                 // Partner: the acquire load in `RingReader::writer`.
                 w.state.store(WRITER_REPLACED, Ordering::Release);
@@ -722,7 +723,8 @@ impl RingWriter {
             .writer()
             .filter(|w| w.state.load(Ordering::Relaxed) == WRITER_LIVE)
         {
-            w.ended_ns.store(monotonic_ns(), Ordering::Relaxed);
+            w.ended_ns
+                .store(crate::support::clock::monotonic_ns(), Ordering::Relaxed);
             // Partner: the acquire load in `RingReader::writer`.
             let _ = w.state.compare_exchange(
                 WRITER_LIVE,
@@ -738,25 +740,6 @@ impl Drop for RingWriter {
     fn drop(&mut self) {
         self.close();
     }
-}
-
-/// `CLOCK_MONOTONIC` now, nanoseconds.
-pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC) as u64
-}
-
-fn clock_ns(clock: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own (vDSO: no syscall).
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
-
-fn realtime_offset_ns() -> i64 {
-    clock_ns(libc::CLOCK_REALTIME) - clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// Why a sample could not be read.
