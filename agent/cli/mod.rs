@@ -538,6 +538,28 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
     }
 }
 
+/// Checks, before a long run, that the files it will write can be written: each one's
+/// directory exists and is writable, and so is the file where it exists. Otherwise the
+/// error names the file now rather than after the run.
+pub fn check_outputs<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<()> {
+    use nix::unistd::{access, AccessFlags};
+    for path in paths {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let checked = if path.exists() { path } else { dir };
+        access(checked, AccessFlags::W_OK).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot write {}: {}",
+                path.display(),
+                std::io::Error::from(e)
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// Text or JSON output.
 pub struct Output {
     /// Whether to print JSON (`--json`) rather than text.

@@ -69,6 +69,34 @@ impl ModelArgs {
     }
 }
 
+/// Refuses saved rooflines measured on another board than the one named (`--sim`, or
+/// `--root` for a real board): a simulated board's file names its board (`simulated
+/// orin-agx@r35 GPU`), and a file from a simulated GPU does not plan a real board. With no
+/// board named, the file's modes are planned as they are.
+fn check_measured_here(target: &Target, r: &Rooflines, path: &Path) -> Result<()> {
+    let here = match target.sim.as_deref() {
+        Some(name) => Some(
+            crate::sim::spec::find(name)
+                .with_context(|| format!("unknown simulated board {name:?}"))?
+                .id(),
+        ),
+        None => None,
+    };
+    let fits = match &here {
+        Some(id) => r.simulated && r.device.split_whitespace().any(|w| w == id),
+        None => target.root.is_none() || !r.simulated,
+    };
+    if !fits {
+        bail!(
+            "{}: rooflines of {}, not of this board ({}): measure them here with `jpower roofline --json`",
+            path.display(),
+            r.device,
+            here.map_or("a real board".into(), |id| format!("simulated {id}"))
+        );
+    }
+    Ok(())
+}
+
 /// A zoo name, an ONNX file (named `.onnx`, or not starting as JSON does), else a JSON
 /// layer list; with the nodes not counted.
 pub fn load(name: &str) -> Result<(Model, Vec<String>)> {
@@ -242,7 +270,11 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
         );
     }
     let (rooflines, source) = match &a.rooflines {
-        Some(path) => (Rooflines::load(path)?, path.display().to_string()),
+        Some(path) => {
+            let r = Rooflines::load(path)?;
+            check_measured_here(target, &r, path)?;
+            (r, path.display().to_string())
+        }
         None => {
             // Interpolating over the clocks needs modes measured at pinned clocks.
             let sample = a

@@ -97,6 +97,12 @@ struct ModeResult {
 
 /// `jpower roofline`.
 pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
+    super::check_outputs(
+        [&a.csv, &a.modes_csv, &a.svg]
+            .into_iter()
+            .flatten()
+            .map(|p| p.as_path()),
+    )?;
     let points = roofline::sweep(a.elements - a.elements % 4, a.max_iters);
     let discovered = target
         .root()

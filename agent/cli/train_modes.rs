@@ -227,6 +227,7 @@ pub(super) fn workload(name: &str) -> Result<SimWorkload> {
 
 /// `jpower profile`.
 pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<()> {
+    super::check_outputs(a.out.as_deref())?;
     if a.live {
         if a.strategy == "active" {
             bail!(

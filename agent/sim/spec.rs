@@ -769,6 +769,9 @@ mod tests {
                 );
             }
             assert!(b.presets.iter().any(|p| p.id == b.default_preset));
+            // The tree boots with every CPU online: its boot preset must say so.
+            let boot = crate::sim::tree::boot_preset(b);
+            assert_eq!(boot.cores, b.cpus(), "{} boots in {}", b.id(), boot.name);
             assert!(b
                 .presets
                 .iter()

@@ -46,16 +46,19 @@ pub fn resolve_min(table: &[u64], value: i64) -> u64 {
     }
 }
 
-/// The preset a simulated board boots into: MAXN (id 0), as the reference trees show.
+/// The preset a simulated board boots into: MAXN, as the reference trees are captured,
+/// else (a board without one: Xavier NX, whose preset 0 is a 2-core mode) its default
+/// preset. Every CPU is online in it, as the tree lays them out.
 pub fn boot_preset(spec: &BoardSpec) -> &'static PresetSpec {
+    let default = || spec.presets.iter().find(|p| p.id == spec.default_preset);
     spec.presets
         .iter()
-        .find(|p| p.id == 0)
+        .find(|p| p.name == "MAXN")
+        .or_else(default)
         .unwrap_or(&spec.presets[0])
 }
 
-/// Writes the whole tree of `spec` under `dir` at its boot state (preset 0, as the
-/// reference trees are captured at MAXN).
+/// Writes the whole tree of `spec` under `dir` at its boot state ([`boot_preset`]).
 pub fn lay_out(spec: &BoardSpec, dir: &Path) -> io::Result<()> {
     let t = Tree { dir };
     let boot = boot_preset(spec);
@@ -209,9 +212,15 @@ pub fn lay_out(spec: &BoardSpec, dir: &Path) -> io::Result<()> {
     }
     t.link(&format!("/sys/class/devfreq/{}", g.devfreq), &devfreq)?;
 
-    // EMC: the nvpmodel cap and the root-only debugfs clock.
+    // EMC: the nvpmodel cap (the boot preset's, if it sets one) and the root-only
+    // debugfs clock.
     let e = &spec.emc;
-    t.file(e.cap_file, &format!("{}\n", e.uncapped), 0o644)?;
+    let cap = if boot.emc_max_hz > 0 {
+        emc_hz
+    } else {
+        e.uncapped
+    };
+    t.file(e.cap_file, &format!("{cap}\n"), 0o644)?;
     let dbg = "/sys/kernel/debug/bpmp/debug/clk/emc";
     for (name, v) in [
         ("rate", emc_hz),

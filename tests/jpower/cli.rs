@@ -27,6 +27,35 @@ fn errors_are_one_clear_line() {
     one_line_error(&["--sim", "orin-agx", "set", "TURBO"], "MODE_15W (1)");
     one_line_error(&["--sim", "orin-agx", "set"], "nothing to set");
     one_line_error(&["--sim", "tx9", "status"], "unknown simulated board");
+    one_line_error(
+        &["--sim", "orin-agx", "set", "--cpu-freq", "1.3GHz"],
+        "1267.2 MHz (1267200 kHz)",
+    );
+    // Output files that cannot be written are refused before the run, not after it.
+    one_line_error(
+        &[
+            "--sim",
+            "orin-agx",
+            "profile",
+            "--out",
+            "/nonexistent/x.csv",
+        ],
+        "cannot write /nonexistent/x.csv",
+    );
+    one_line_error(
+        &[
+            "--sim",
+            "orin-agx",
+            "roofline",
+            "--svg",
+            "/nonexistent/r.svg",
+        ],
+        "cannot write /nonexistent/r.svg",
+    );
+    one_line_error(
+        &["residency", "/dev/null"],
+        "not a regular file or a directory",
+    );
 }
 
 #[test]
@@ -747,6 +776,33 @@ fn nonsense_option_values_are_usage_errors_naming_the_option() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(names), "{args:?}: {err}");
+    }
+}
+
+/// Found by a reviewer: a fresh simulated Xavier NX booted in "preset 0" (a 2-core mode)
+/// with every CPU online and the EMC uncapped, so `status` called it custom and
+/// nvpmodel's belief a disagreement. Every simulated board boots in one of its presets,
+/// and its nvpmodel status agrees.
+#[test]
+fn every_simulated_board_boots_in_a_preset_nvpmodel_agrees_with() {
+    for board in [
+        "orin-agx",
+        "orin-agx@r36",
+        "xavier-agx",
+        "xavier-nx",
+        "nano",
+        "orin-nano",
+    ] {
+        let rt = util::runtime();
+        let st = json(&ok(
+            jpower(rt.path()).args(["--sim", board, "--json", "status"])
+        ));
+        assert!(st["mode"]["preset_id"].is_u64(), "{board}: {}", st["mode"]);
+        assert_eq!(
+            st["nvpmodel"]["agrees"], true,
+            "{board}: {}",
+            st["nvpmodel"]
+        );
     }
 }
 

@@ -186,6 +186,18 @@ fn plan_inference_measures_a_simulated_board_and_plans_within_the_bound() {
         ],
         "no mode is predicted within 0.001 ms; the fastest, MAXN",
     );
+    // Another board's rooflines are refused by name.
+    one_line_error(
+        &[
+            "--sim",
+            "nano",
+            "plan-inference",
+            "resnet50",
+            "--rooflines",
+            saved,
+        ],
+        "rooflines of hand-made, not of this board (simulated nano@r32)",
+    );
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"device\": \"x\",\n\"modes\": [1]}").unwrap();
     let bad = bad.to_str().unwrap();
@@ -324,7 +336,7 @@ fn hand_made_rooflines(dir: &std::path::Path) -> std::path::PathBuf {
                        "eps_byte_j": 3e-11 + 2e-11 * 3.2e9 / emc, "pi0_w": 9.0 + 10.0 * gpu / 1.3e9 + emc / 1e9}})
     };
     let path = dir.join("r.json");
-    let file = serde_json::json!({"device": "hand-made", "simulated": true, "modes": [
+    let file = serde_json::json!({"device": "simulated orin-agx@r35 GPU (by hand)", "simulated": true, "modes": [
         mode(114.75e6, 204e6), mode(522.75e6, 665.6e6), mode(930.75e6, 2133e6), mode(1300.5e6, 3199e6)]});
     std::fs::write(&path, file.to_string()).unwrap();
     path
