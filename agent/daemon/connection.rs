@@ -13,7 +13,7 @@ use crate::ipc::events::{EventQueue, EventSender};
 use crate::ipc::protocol::{
     ActivityReply, CpuActivityReply, DiskActivityReply, ErrorCode, Kind, MinibatchReply, Phase,
     PhasedMinibatchReply, RailReply, ReplyBody, RequestBody, SampleReply, SchedulePlan,
-    TelemetryReply, TurnReply, WindowReply,
+    TelemetryReply, TurnReply, WindowReply, MAX_RAIL_NAME, MAX_SAMPLE_RAILS,
 };
 use crate::ipc::server::{Answer, Credentials, Handler};
 use crate::support::clock::monotonic_ns;
@@ -115,7 +115,9 @@ fn ended(m: Minibatch<Kind>, spans: &[Span<Phase>]) -> ReplyBody {
     })
 }
 
-/// The newest sample as the protocol carries it.
+const _: () = assert!(MAX_SAMPLE_RAILS == crate::telemetry::ring::MAX_RAILS);
+
+/// The newest sample as the protocol carries it (nothing allocated).
 fn sample(ring: &RingReader) -> Option<SampleReply> {
     ring.latest().map(|s| SampleReply {
         t_ns: s.t_ns,
@@ -127,11 +129,23 @@ fn sample(ring: &RingReader) -> Option<SampleReply> {
             .iter()
             .zip(s.rails())
             .map(|(r, v)| RailReply {
-                name: r.name.clone(),
+                name: rail_name(&r.name),
                 power_mw: u64::from(v.power_uw) / 1000,
             })
             .collect(),
     })
+}
+
+/// `name` as a sample carries it: whole, as the ring's 24-byte names always fit, else cut
+/// at a character boundary.
+fn rail_name(name: &str) -> heapless::String<MAX_RAIL_NAME> {
+    let mut out = heapless::String::new();
+    for c in name.chars() {
+        if out.push(c).is_err() {
+            break;
+        }
+    }
+    out
 }
 
 /// The newest sample and, with `window_ms`, the window's statistics: over the last

@@ -434,7 +434,13 @@ pub struct DiskActivityReply {
     pub read_bps: Option<u64>,
 }
 
-/// One sample.
+/// The most rails a sample carries (the telemetry ring's).
+pub const MAX_SAMPLE_RAILS: usize = 16;
+/// The longest rail name, bytes (the telemetry ring's).
+pub const MAX_RAIL_NAME: usize = 24;
+
+/// One sample: built without allocating (a subscription sends up to 100 a second); on
+/// the wire its lists are sequences and its names strings, as any other.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SampleReply {
     /// When the sample was taken, `CLOCK_MONOTONIC` nanoseconds.
@@ -442,7 +448,7 @@ pub struct SampleReply {
     /// The module's total power, milliwatts.
     pub module_mw: u64,
     /// Each rail's power, in the ring's rail order.
-    pub rails: Vec<RailReply>,
+    pub rails: heapless::Vec<RailReply, MAX_SAMPLE_RAILS>,
     /// Bit 0 throttled, bit 1 INA3221 warning alarm, bit 2 critical alarm (as in the ring's slots).
     pub flags: u32,
 }
@@ -451,7 +457,7 @@ pub struct SampleReply {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RailReply {
     /// The rail's name (`VDD_GPU_SOC`).
-    pub name: String,
+    pub name: heapless::String<MAX_RAIL_NAME>,
     /// The rail's power, milliwatts.
     pub power_mw: u64,
 }

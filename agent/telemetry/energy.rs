@@ -3,7 +3,7 @@
 //! per-minibatch accounting through `begin`/`phase`/`end` markers, each minibatch split into
 //! the spans between its phase markers (the protocol's phases: waiting for data, computing).
 
-use super::ring::RingReader;
+use super::ring::{RingReader, MAX_RAILS};
 use super::Sample;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -26,7 +26,7 @@ pub struct Energy {
     /// Mean module power over the window, watts.
     pub mean_module_w: f64,
     /// Per rail, in the ring's rail order.
-    pub rails_j: Vec<f64>,
+    pub rails_j: heapless::Vec<f64, MAX_RAILS>,
     /// How far off the module energy can be because the sensor holds each value for its
     /// refresh interval: one interval of the window's power swing at each end.
     pub error_bound_j: f64,
@@ -36,27 +36,73 @@ pub struct Energy {
 /// holding the first and last values where the samples do not cover the window.
 /// `refresh_s` is the slowest rail's refresh interval.
 pub fn integrate(samples: &[Sample], t0: u64, t1: u64, refresh_s: f64) -> Energy {
+    let (bounds, mut whole) = ([t0, t1], [0.0]);
     let rails = samples.first().map_or(0, |s| s.rail_count);
-    let mut e = Energy {
-        start_ns: t0,
-        end_ns: t1,
-        duration_s: t1.saturating_sub(t0) as f64 * 1e-9,
-        samples: samples
-            .iter()
-            .filter(|s| s.t_ns >= t0 && s.t_ns <= t1)
-            .count(),
-        rate_hz: 0.0,
-        module_j: 0.0,
-        mean_module_w: 0.0,
-        rails_j: vec![0.0; rails],
-        error_bound_j: 0.0,
-    };
-    let (mut lo, mut hi) = (f64::MAX, f64::MIN);
-    for w in samples.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
-        let (ta, tb) = (a.t_ns.max(t0), b.t_ns.min(t1));
+    let mut i = Integrator::new(&bounds, &mut whole, rails);
+    samples.iter().rev().for_each(|s| i.push(s));
+    i.finish(refresh_s)
+}
+
+/// The trapezoid integral over `bounds[0]..=bounds[last]` in one pass over samples fed
+/// newest first (as the ring yields them), without collecting them; the module energy
+/// is also split over the windows between consecutive bounds (a minibatch's phase spans).
+/// Sums do not depend on the order, and each segment is linear, so the windows' parts add
+/// up to the whole.
+struct Integrator<'a> {
+    bounds: &'a [u64],
+    parts: &'a mut [f64],
+    e: Energy,
+    /// The least and the greatest module power seen, watts (the error bound's swing).
+    swing: (f64, f64),
+    /// The newest sample fed: the last in time.
+    newest: Option<Sample>,
+    /// The sample fed before this one: after the last `push`, the oldest.
+    newer: Option<Sample>,
+}
+
+impl<'a> Integrator<'a> {
+    /// An empty integral over `bounds` (ascending, at least two), `parts` one per window
+    /// between them, of `rails` rails.
+    fn new(bounds: &'a [u64], parts: &'a mut [f64], rails: usize) -> Integrator<'a> {
+        let (t0, t1) = (bounds[0], bounds[bounds.len() - 1]);
+        parts.fill(0.0);
+        Integrator {
+            bounds,
+            parts,
+            e: Energy {
+                start_ns: t0,
+                end_ns: t1,
+                duration_s: t1.saturating_sub(t0) as f64 * 1e-9,
+                samples: 0,
+                rate_hz: 0.0,
+                module_j: 0.0,
+                mean_module_w: 0.0,
+                rails_j: std::iter::repeat_n(0.0, rails.min(MAX_RAILS)).collect(),
+                error_bound_j: 0.0,
+            },
+            swing: (f64::MAX, f64::MIN),
+            newest: None,
+            newer: None,
+        }
+    }
+
+    /// Feeds the next older sample.
+    fn push(&mut self, a: &Sample) {
+        match self.newer {
+            Some(b) => self.segment(a, &b),
+            None => self.newest = Some(*a),
+        }
+        if (self.e.start_ns..=self.e.end_ns).contains(&a.t_ns) {
+            self.e.samples += 1;
+        }
+        self.newer = Some(*a);
+    }
+
+    /// The segment from `a` to the next sample `b`, clipped to the window.
+    fn segment(&mut self, a: &Sample, b: &Sample) {
+        let (ta, tb) = (a.t_ns.max(self.e.start_ns), b.t_ns.min(self.e.end_ns));
         if tb <= ta || b.t_ns <= a.t_ns {
-            continue;
+            return;
         }
         // Power at time t on the segment a..b, linearly interpolated.
         let at = |pa: u32, pb: u32, t: u64| {
@@ -65,39 +111,69 @@ pub fn integrate(samples: &[Sample], t0: u64, t1: u64, refresh_s: f64) -> Energy
         };
         let dt = (tb - ta) as f64 * 1e-9;
         let trap = |pa: u32, pb: u32| 0.5 * (at(pa, pb, ta) + at(pa, pb, tb)) * dt;
-        e.module_j += trap(a.module_uw, b.module_uw);
-        for r in 0..rails {
-            e.rails_j[r] += trap(a.rails[r].power_uw, b.rails[r].power_uw);
+        self.e.module_j += trap(a.module_uw, b.module_uw);
+        for (r, j) in self.e.rails_j.iter_mut().enumerate() {
+            *j += trap(a.rails[r].power_uw, b.rails[r].power_uw);
         }
         for p in [a.module_uw, b.module_uw] {
-            lo = lo.min(f64::from(p) * 1e-6);
-            hi = hi.max(f64::from(p) * 1e-6);
+            self.widen(f64::from(p) * 1e-6);
+        }
+        self.spread(ta, tb, |t| at(a.module_uw, b.module_uw, t));
+    }
+
+    /// Holds `s`'s values from `from` to `to` (before the first and after the last
+    /// sample the sensor holds its value).
+    fn hold(&mut self, s: &Sample, from: u64, to: u64) {
+        if to <= from {
+            return;
+        }
+        let dt = (to - from) as f64 * 1e-9;
+        let w = f64::from(s.module_uw) * 1e-6;
+        self.e.module_j += w * dt;
+        for (r, j) in self.e.rails_j.iter_mut().enumerate() {
+            *j += f64::from(s.rails[r].power_uw) * 1e-6 * dt;
+        }
+        self.spread(from, to, |_| w);
+    }
+
+    /// Adds the trapezoid of the linear power `p` over `[u, v]` to each window it meets.
+    fn spread(&mut self, u: u64, v: u64, p: impl Fn(u64) -> f64) {
+        let first = self.bounds.partition_point(|&b| b <= u).saturating_sub(1);
+        for (i, part) in self.parts.iter_mut().enumerate().skip(first) {
+            let (lo, hi) = (self.bounds[i].max(u), self.bounds[i + 1].min(v));
+            if self.bounds[i] >= v {
+                break;
+            }
+            if hi > lo {
+                *part += 0.5 * (p(lo) + p(hi)) * (hi - lo) as f64 * 1e-9;
+            }
         }
     }
-    // Before the first and after the last sample the sensor holds its value.
-    if let (Some(first), Some(last)) = (samples.first(), samples.last()) {
-        let hold = |s: &Sample, from: u64, to: u64, e: &mut Energy| {
-            if to > from {
-                let dt = (to - from) as f64 * 1e-9;
-                e.module_j += f64::from(s.module_uw) * 1e-6 * dt;
-                for r in 0..rails {
-                    e.rails_j[r] += f64::from(s.rails[r].power_uw) * 1e-6 * dt;
-                }
-            }
-        };
-        hold(first, t0, first.t_ns.min(t1), &mut e);
-        hold(last, last.t_ns.max(t0), t1, &mut e);
-        lo = lo.min(f64::from(first.module_uw) * 1e-6);
-        hi = hi.max(f64::from(first.module_uw) * 1e-6);
+
+    fn widen(&mut self, w: f64) {
+        self.swing = (self.swing.0.min(w), self.swing.1.max(w));
     }
-    if e.duration_s > 0.0 {
-        e.rate_hz = e.samples as f64 / e.duration_s;
-        e.mean_module_w = e.module_j / e.duration_s;
+
+    /// The integral, with the holds at both ends; `refresh_s` is the slowest rail's
+    /// refresh interval.
+    fn finish(mut self, refresh_s: f64) -> Energy {
+        let (t0, t1) = (self.e.start_ns, self.e.end_ns);
+        if let (Some(first), Some(last)) = (self.newer, self.newest) {
+            self.hold(&first, t0, first.t_ns.min(t1));
+            self.hold(&last, last.t_ns.max(t0), t1);
+            self.widen(f64::from(first.module_uw) * 1e-6);
+        }
+        let mut e = self.e;
+        if e.duration_s > 0.0 {
+            e.rate_hz = e.samples as f64 / e.duration_s;
+            e.mean_module_w = e.module_j / e.duration_s;
+        }
+        let (lo, hi) = self.swing;
+        if hi >= lo {
+            e.error_bound_j = 2.0 * refresh_s * (hi - lo);
+        }
+        e
     }
-    if hi >= lo {
-        e.error_bound_j = 2.0 * refresh_s * (hi - lo);
-    }
-    e
 }
 
 impl RingReader {
@@ -106,19 +182,25 @@ impl RingReader {
     /// sampler that fell behind by more than a period must not leave the window empty),
     /// and those up to two periods after `t1`.
     pub fn energy(&self, t0: u64, t1: u64) -> Energy {
+        self.energy_split(&[t0, t1], &mut [0.0])
+    }
+
+    /// [`RingReader::energy`] over `bounds[0]..=bounds[last]` (ascending, at least two),
+    /// and in `parts` the module energy of each window between consecutive bounds, joules:
+    /// one pass over the ring, nothing allocated.
+    pub fn energy_split(&self, bounds: &[u64], parts: &mut [f64]) -> Energy {
+        let (t0, t1) = (bounds[0], bounds[bounds.len() - 1]);
         let margin = self.info.period_ns.saturating_mul(2);
-        let mut samples: Vec<Sample> = Vec::new();
+        let mut i = Integrator::new(bounds, parts, self.info.rails.len());
         for s in self.newest_since(0) {
             if s.t_ns <= t1.saturating_add(margin) {
-                samples.push(s);
+                i.push(&s);
             }
             if s.t_ns <= t0 {
                 break;
             }
         }
-        samples.reverse();
-        let refresh_s = self.info.slowest_refresh_s();
-        integrate(&samples, t0, t1, refresh_s)
+        i.finish(self.info.slowest_refresh_s())
     }
 }
 
@@ -259,21 +341,30 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display, P: Copy> Minibatches<K,
             .open
             .remove(&(kind, id))
             .ok_or(MarkerError::NotBegun { kind, id })?;
-        let ends = open.entered.iter().skip(1).map(|&(t, _)| t).chain([t_ns]);
+        // Its spans' bounds, never decreasing, then one pass over the ring for them all.
+        let n = open.entered.len();
+        let mut bounds = [0u64; MAX_SPANS + 1];
+        let mut parts = [0f64; MAX_SPANS];
+        let mut last = open.entered[0].0;
+        for (b, t) in bounds
+            .iter_mut()
+            .zip(open.entered.iter().map(|&(t, _)| t).chain([t_ns]))
+        {
+            last = last.max(t);
+            *b = last;
+        }
+        let e = ring.energy_split(&bounds[..=n], &mut parts[..n]);
         let spans = open
             .entered
             .iter()
-            .zip(ends)
-            .map(|(&(from, phase), to)| {
-                let e = ring.energy(from, to.max(from));
-                Span {
-                    phase,
-                    duration_s: e.duration_s,
-                    energy_j: e.module_j,
-                }
+            .zip(bounds.windows(2))
+            .zip(&parts)
+            .map(|((&(_, phase), w), &energy_j)| Span {
+                phase,
+                duration_s: (w[1] - w[0]) as f64 * 1e-9,
+                energy_j,
             })
             .collect();
-        let e = ring.energy(open.entered[0].0, t_ns);
         let minibatch = Minibatch {
             kind,
             id,
@@ -360,6 +451,9 @@ mod tests {
         assert!((spans[0].duration_s - 0.8).abs() < 1e-9, "{spans:?}");
         assert!((spans[0].energy_j - 8.0).abs() < 0.02, "{spans:?}");
         assert!((spans[1].energy_j - 6.0).abs() < 0.02, "{spans:?}");
+        // One pass splits the whole: the spans add up to it.
+        let sum: f64 = spans.iter().map(|s| s.energy_j).sum();
+        assert!((sum - train.energy_j).abs() < 1e-9, "{sum} {train:?}");
         let (infer, spans) = m.end("infer", 1, 2_000_000_000, &ring).unwrap();
         assert!((infer.energy_j - 10.0).abs() < 0.01, "{infer:?}");
         assert_eq!(spans.len(), 1, "no phase marker: one span");
@@ -378,6 +472,40 @@ mod tests {
                 id: 1
             })
         );
+    }
+
+    #[test]
+    fn a_split_window_adds_up_and_holds_at_both_ends() {
+        // Samples cover only 0.2..0.8 s of a 0..1 s window: 10 W held before, a ramp to
+        // 20 W, 20 W held after; the windows split it anywhere, between samples too.
+        let samples = vec![s(200, 10.0), s(500, 10.0), s(800, 20.0)];
+        let bounds = [
+            0,
+            100_000_000,
+            350_000_000,
+            650_000_000,
+            650_000_000,
+            1_000_000_000,
+        ];
+        let mut parts = [0.0; 5];
+        let mut i = Integrator::new(&bounds, &mut parts, 1);
+        samples.iter().rev().for_each(|s| i.push(s));
+        let whole = i.finish(0.0);
+        let want = [
+            1.0,
+            2.5,
+            10.0 * 0.15 + 0.15 * (10.0 + 15.0) / 2.0,
+            0.0,
+            0.15 * (15.0 + 20.0) / 2.0 + 20.0 * 0.2,
+        ];
+        for (got, want) in parts.iter().zip(want) {
+            assert!((got - want).abs() < 1e-9, "{parts:?}");
+        }
+        assert!((parts.iter().sum::<f64>() - whole.module_j).abs() < 1e-9);
+        assert!(
+            (whole.module_j - integrate(&samples, 0, 1_000_000_000, 0.0).module_j).abs() < 1e-12
+        );
+        assert_eq!(whole.samples, 3);
     }
 
     #[test]

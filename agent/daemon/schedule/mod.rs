@@ -269,7 +269,15 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: 
         select! {
             recv(control) -> m => match m {
                 Ok(Msg::Stop) | Err(_) => return,
-                Ok(m) => state.on(m, core, tally),
+                Ok(m) => {
+                    // Requests already submitted (their `submitted` reply sent) are queued
+                    // first: crossbeam picks at random among ready channels, and a turn's
+                    // end must not overtake them to hand the next turn to training.
+                    while let Ok(r) = inbox.try_recv() {
+                        state.turns.queue(r);
+                    }
+                    state.on(m, core, tally)
+                }
             },
             recv(inbox) -> r => {
                 if let Ok(r) = r {
