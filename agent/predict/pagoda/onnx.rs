@@ -964,7 +964,59 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Onnx, OnnxError> {
     if graph.node.is_empty() {
         return Err(invalid("not an ONNX model: the graph has no nodes".into()));
     }
+    check_dataflow(&graph).map_err(invalid)?;
     Ok(walk(&graph))
+}
+
+/// What ONNX requires of a graph and counting relies on: each tensor has one producer (a
+/// graph input, an initializer or one node's output), and the nodes come in topological
+/// order, every input produced before the node that reads it (so a cycle is refused). An
+/// input that nothing produces is left to the count, which lists what it cannot shape.
+fn check_dataflow(graph: &GraphProto) -> Result<(), String> {
+    let node_name = |i: usize| {
+        let n = &graph.node[i];
+        if n.name.is_empty() {
+            format!("{}_{i}", n.op_type)
+        } else {
+            n.name.clone()
+        }
+    };
+    let mut producer: HashMap<&str, Option<usize>> = graph
+        .input
+        .iter()
+        .map(|v| v.name.as_str())
+        .chain(graph.initializer.iter().map(|t| t.name.as_str()))
+        .map(|name| (name, None))
+        .collect();
+    let later: HashMap<&str, usize> = graph
+        .node
+        .iter()
+        .enumerate()
+        .flat_map(|(i, n)| n.output.iter().map(move |o| (o.as_str(), i)))
+        .collect();
+    for (i, n) in graph.node.iter().enumerate() {
+        for input in n.input.iter().filter(|s| !s.is_empty()) {
+            if let (None, Some(&j)) = (producer.get(input.as_str()), later.get(input.as_str())) {
+                return Err(format!(
+                    "node {} reads `{input}` before node {} produces it: the nodes are not in topological order (ONNX requires it), or they form a cycle",
+                    node_name(i),
+                    node_name(j)
+                ));
+            }
+        }
+        for output in n.output.iter().filter(|s| !s.is_empty()) {
+            if let Some(first) = producer.insert(output, Some(i)) {
+                let by = first.map_or("the graph's inputs".to_string(), |f| {
+                    format!("node {}", node_name(f))
+                });
+                return Err(format!(
+                    "`{output}` is produced by {by} and again by node {}: each tensor of an ONNX graph has one producer",
+                    node_name(i)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Reads and counts the ONNX model at `path`.
@@ -1385,5 +1437,51 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("m.onnx: not an ONNX model"), "{e}");
+    }
+
+    /// Found by an attacker of the parsers: a cycle (a reads b, b reads a) and a tensor
+    /// produced twice were counted as if valid. Both are one clear error.
+    #[test]
+    fn a_cycle_and_a_tensor_produced_twice_are_refused() {
+        let graph = |nodes: Vec<NodeProto>| {
+            ModelProto {
+                graph: Some(GraphProto {
+                    name: "bad".into(),
+                    node: nodes,
+                    input: vec![input("x", &[0, 3])],
+                    ..GraphProto::default()
+                }),
+            }
+            .encode_to_vec()
+        };
+        let error = |nodes| {
+            parse(&graph(nodes), Path::new("g.onnx"))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = error(vec![
+            node("Relu", &["b"], "a", vec![]),
+            node("Relu", &["a"], "b", vec![]),
+        ]);
+        assert!(
+            e.contains("node a reads `b` before node b produces it"),
+            "{e}"
+        );
+        let e = error(vec![
+            node("Relu", &["x"], "a", vec![]),
+            node("Sigmoid", &["a"], "a", vec![]),
+        ]);
+        assert!(
+            e.contains("`a` is produced by node a and again by node a"),
+            "{e}"
+        );
+        let e = error(vec![node("Relu", &["x"], "x", vec![])]);
+        assert!(e.contains("`x` is produced by the graph's inputs"), "{e}");
+        // What nothing produces is left to the count, which lists it.
+        assert!(parse(
+            &graph(vec![node("Relu", &["nope"], "a", vec![])]),
+            Path::new("g.onnx")
+        )
+        .is_ok());
     }
 }
