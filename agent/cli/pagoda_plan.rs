@@ -152,10 +152,8 @@ pub fn plan(
     }
     if let Some(path) = &a.truth {
         let text = crate::support::file_error::read_text(path)?;
-        let rows = profile::parse_csv_with(&text, path, TRUTH_HEADER)?;
-        if let Some(e) = profile::off_the_board(&rows, &space, path, &board.identity.model) {
-            bail!("{e}");
-        }
+        let rows =
+            profile::parse_csv_on(&text, path, TRUTH_HEADER, (&space, &board.identity.model))?;
         value["truth"] = score(&model, &rows, bound_s);
     }
     out.print(&value, || text(&value))

@@ -152,11 +152,13 @@ pub(super) fn read_profile(
     space: &ModeSpace,
     id: &str,
 ) -> Result<Vec<Row>> {
-    let rows = profile::read_csv(path)?;
-    if let Some(e) = profile::off_the_board(&rows, space, path, id) {
-        bail!("{e}");
-    }
-    Ok(rows)
+    let text = crate::support::file_error::read_text(path)?;
+    Ok(profile::parse_csv_on(
+        &text,
+        path,
+        profile::CSV_HEADER,
+        (space, id),
+    )?)
 }
 
 /// The board a model is fitted for and chosen on: a simulated one (`--sim`), or the one

@@ -94,21 +94,6 @@ const PLAUSIBLE: f64 = 1e6;
 /// The smallest: a microsecond, a microwatt (below, errors relative to it overflow).
 const PLAUSIBLE_MIN: f64 = 1e-6;
 
-/// Why a row of `rows` (read from `path`) is no mode of `space` (the board `board`'s), if
-/// one is not: a profile of another board, whose figures would score nothing here.
-pub fn off_the_board(rows: &[Row], space: &ModeSpace, path: &Path, board: &str) -> Option<String> {
-    rows.iter().find(|r| !space.contains(&r.mode)).map(|r| {
-        format!(
-            "{}: {} cores at {} kHz CPU, {} Hz GPU, {} Hz EMC is not a mode of {board}",
-            path.display(),
-            r.mode.cores,
-            r.mode.cpu_hz / 1000,
-            r.mode.gpu_hz,
-            r.mode.emc_hz,
-        )
-    })
-}
-
 /// Reads a truth/profile CSV (extra columns after the six are ignored).
 pub fn read_csv(path: &Path) -> Result<Vec<Row>, ProfileError> {
     parse_csv(&crate::support::file_error::read_text(path)?, path)
@@ -122,6 +107,27 @@ pub fn parse_csv(text: &str, path: &Path) -> Result<Vec<Row>, ProfileError> {
 /// Parses CSV text whose six columns are named by `header` (a mode's four knobs, a time in
 /// ms and a power in W, as [`CSV_HEADER`] but for their names).
 pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>, ProfileError> {
+    parse(text, path, header, None)
+}
+
+/// [`parse_csv_with`] for the board named `board`, whose modes are `space`: a row of
+/// another mode (a profile of another board, whose figures would score nothing here) is
+/// an error naming its line.
+pub fn parse_csv_on(
+    text: &str,
+    path: &Path,
+    header: &str,
+    (space, board): (&ModeSpace, &str),
+) -> Result<Vec<Row>, ProfileError> {
+    parse(text, path, header, Some((space, board)))
+}
+
+fn parse(
+    text: &str,
+    path: &Path,
+    header: &str,
+    on: Option<(&ModeSpace, &str)>,
+) -> Result<Vec<Row>, ProfileError> {
     let bad = |line: usize, message: String| crate::support::file_error::FileError::Invalid {
         path: path.to_path_buf(),
         line,
@@ -193,6 +199,17 @@ pub fn parse_csv_with(text: &str, path: &Path, header: &str) -> Result<Vec<Row>,
             gpu_hz: int(2)?,
             emc_hz: int(3)?,
         };
+        if let Some((_, board)) = on.filter(|(space, _)| !space.contains(&mode)) {
+            return Err(bad(
+                line,
+                format!(
+                    "{cores} cores at {} kHz CPU, {} Hz GPU, {} Hz EMC is not a mode of {board}",
+                    mode.cpu_hz / 1000,
+                    mode.gpu_hz,
+                    mode.emc_hz
+                ),
+            ));
+        }
         if let Some(first) = seen.insert(mode, line) {
             return Err(bad(line, format!("the mode of line {first} again")));
         }

@@ -565,8 +565,9 @@ fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
         );
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        // The line is named (found by a review: it was not).
         assert!(
-            err.contains("99 cores") && err.contains("is not a mode of orin-agx"),
+            err.contains("t.csv:2: 99 cores") && err.contains("is not a mode of orin-agx"),
             "{err}"
         );
         assert_eq!(err.lines().count(), 1, "{err}");

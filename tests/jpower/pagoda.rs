@@ -415,7 +415,7 @@ fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
     // Found by a review: a mode the board lacks was scored (a MAPE of 2e10 %), a repeated
     // mode's last row won, and 1e-300 counted as a positive latency.
     for (rows, want) in [
-        ("99,12345,7,9,5.0,30\n", "99 cores at 12345 kHz CPU, 7 Hz GPU, 9 Hz EMC is not a mode of NVIDIA Jetson AGX Orin"),
+        ("99,12345,7,9,5.0,30\n", ":2: 99 cores at 12345 kHz CPU, 7 Hz GPU, 9 Hz EMC is not a mode of NVIDIA Jetson AGX Orin"),
         (
             "12,2201600,1300500000,3199000000,50.0,53.5\n12,2201600,1300500000,3199000000,40.0,50\n",
             ":3: the mode of line 2 again",
