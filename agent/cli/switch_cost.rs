@@ -85,7 +85,7 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     }
     let saved = (!a.no_save).then(|| path.display().to_string());
     out.print(
-        &json!({"costs": costs, "skipped": skipped, "energy_note": energy_note, "profile": saved}),
+        &json!({"costs": costs_json(&costs)?, "skipped": skipped, "energy_note": energy_note, "profile": saved}),
         || text(&costs, &skipped, energy_note.as_deref(), saved.as_deref()),
     )
 }
@@ -216,6 +216,29 @@ fn ms(t: Option<settle::Times>) -> String {
     t.map_or("-".into(), |t| {
         format!("{:.3}/{:.3}", t.median_ms, t.p90_ms)
     })
+}
+
+/// The profile as `--json` gives it: each knob's two ends under a key with their unit, as
+/// every JSON output's keys carry theirs (`between_cores`; `between_khz` for the CPU,
+/// cpufreq's unit; `between_hz` for the GPU and EMC). The file keeps its own form.
+fn costs_json(costs: &SwitchCosts) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(costs)?;
+    for (k, j) in costs
+        .knobs
+        .iter()
+        .zip(v["knobs"].as_array_mut().into_iter().flatten())
+    {
+        let (key, per) = match k.knob {
+            Knob::Cores => ("between_cores", 1),
+            Knob::Cpu => ("between_khz", 1000),
+            Knob::Gpu | Knob::Emc => ("between_hz", 1),
+        };
+        if let Some(o) = j.as_object_mut() {
+            o.remove("between");
+            o.insert(key.into(), json!(k.between.map(|b| b / per)));
+        }
+    }
+    Ok(v)
 }
 
 fn text(

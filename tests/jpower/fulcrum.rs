@@ -51,6 +51,8 @@ fn the_measured_switch_cost_is_kept_in_the_profile_and_schedule_plans_with_it() 
     let mut slowest = 0.0f64;
     for (k, settle_ms) in knobs.iter().zip([0.1, 1.0]) {
         assert_eq!(k["moves_clock"], true, "{k}");
+        // The two ends' key carries their unit (found by a review: `between`, in Hz).
+        assert!(k["between_hz"][1].as_u64().unwrap() > 0, "{k}");
         assert_eq!(k["unsettled"], 0, "{k}");
         assert!(k["energy_j"].as_f64().is_some_and(f64::is_finite), "{k}");
         assert!(
