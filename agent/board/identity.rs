@@ -110,9 +110,12 @@ pub(super) fn identify(root: &Root) -> Result<Identity, BoardError> {
                 None => BoardError::NotJetson { root },
             }
         })?;
+    // The module's part number: `nvidia,p3701-0005`, or after the `+` of a carrier and
+    // its module (`nvidia,p3509-0000+p3668-0001`: an NX or Nano devkit names its module
+    // only there).
     let module = compatible.iter().find_map(|c| {
-        let part = c.strip_prefix("nvidia,")?;
-        (part.starts_with('p') && part.len() >= 10 && !part.contains('+')).then(|| part.to_string())
+        let part = c.strip_prefix("nvidia,")?.rsplit('+').next()?;
+        (part.starts_with('p') && part.len() >= 10).then(|| part.to_string())
     });
     let release = root.read_string(paths::TEGRA_RELEASE).unwrap_or_default();
     let (l4t_major, l4t_revision) = parse_tegra_release(&release);
@@ -154,5 +157,24 @@ mod tests {
             (Some(36), Some("5.0".into()))
         );
         assert_eq!(parse_tegra_release(""), (None, None));
+    }
+
+    /// Found by a review: an NX or Nano devkit names its module only after the `+` of its
+    /// carrier, so the module was unknown and its EMC maximum and GPU peaks never applied;
+    /// and a carrier named alone before the module was taken for the module.
+    #[test]
+    fn the_module_is_read_after_a_carriers_plus_too() {
+        for (compatible, module) in [
+            ("nvidia,p3509-0000+p3668-0001\0nvidia,jetson-xavier-nx\0nvidia,tegra194\0", "p3668-0001"),
+            ("nvidia,p3737-0000+p3701-0005\0nvidia,p3737-0000\0nvidia,p3701-0005\0nvidia,tegra234\0", "p3701-0005"),
+            ("nvidia,p3701-0000\0nvidia,tegra234\0", "p3701-0000"),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let dt = dir.path().join("proc/device-tree");
+            std::fs::create_dir_all(&dt).unwrap();
+            std::fs::write(dt.join("compatible"), compatible).unwrap();
+            let id = identify(&Root::host(dir.path())).unwrap();
+            assert_eq!(id.module.as_deref(), Some(module), "{compatible:?}");
+        }
     }
 }
