@@ -456,6 +456,17 @@ pub fn main() -> i32 {
         }
     };
     init_logger(cli.verbose);
+    // `--json` is global, so clap cannot see it conflict wherever it is placed.
+    if let Command::Watch(w) = &cli.command {
+        if w.csv && cli.json {
+            report(
+                true,
+                "the argument '--csv' cannot be used with '--json': one stdout cannot hold both",
+                "usage",
+            );
+            return 2;
+        }
+    }
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {

@@ -65,7 +65,7 @@ pub struct WatchArgs {
     #[arg(long, value_parser = super::bounds::seconds)]
     pub duration: Option<f64>,
     /// Stream every sample as a CSV row instead of the live table.
-    #[arg(long, conflicts_with = "json")]
+    #[arg(long)]
     pub csv: bool,
 }
 

@@ -17,15 +17,15 @@
 //! The directory is 0750 and its files 0640 whatever the umask: the group may read them
 //! (`jpower status` reports the last switch), only their owner may change what a restore
 //! writes back. What root makes there for an agent's runtime directory belongs to the
-//! agent's user ([`runtime::adopt`]).
+//! agent's user ([`runtime::adopt`]), and none is opened through a symbolic link.
 
 use crate::board::Values;
 use crate::board::{Board, MAX_KNOBS};
-use crate::support::runtime::{self, adopt, make_dir};
+use crate::support::runtime::{self, make_dir, open_private};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Version of the state file layout.
@@ -275,15 +275,7 @@ impl BoardLock {
         if let Some(dir) = path.parent() {
             make_dir(dir, STATE_DIR_MODE).map_err(io)?;
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .mode(STATE_FILE_MODE)
-            .open(path)
-            .map_err(io)?;
-        adopt(path).map_err(io)?;
+        let file = open_private(path, STATE_FILE_MODE, false).map_err(io)?;
         let start = std::time::Instant::now();
         loop {
             // SAFETY: flock on a descriptor we own; released when the file closes.
@@ -344,13 +336,7 @@ fn save(path: &Path, state: &State) -> Result<(), StateError> {
     let bytes =
         serde_json::to_vec_pretty(state).map_err(|e| io_error(path, io::Error::other(e)))?;
     let write = || -> io::Result<()> {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(STATE_FILE_MODE)
-            .open(&tmp)?;
-        adopt(&tmp)?;
+        let f = open_private(&tmp, STATE_FILE_MODE, true)?;
         f.write_all_at(&bytes, 0)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
@@ -410,14 +396,7 @@ impl Journal {
         if let Some(dir) = path.parent() {
             make_dir(dir, STATE_DIR_MODE)?;
         }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(STATE_FILE_MODE)
-            .open(path)?;
-        adopt(path)?;
+        let file = open_private(path, STATE_FILE_MODE, false)?;
         let (seq, stats, unfinished) = Journal::parse(&file, layout)?;
         Ok((
             Journal {

@@ -232,8 +232,16 @@ impl Config {
                 ));
             }
         }
+        // Whether the agent may run there is checked when it starts (every command reads
+        // this file, some pinned elsewhere by taskset or a cpuset).
         if let Some(c) = cfg.sampler_cpu {
-            crate::telemetry::sampler::check_cpu(c).map_err(|e| bad("sampler_cpu", e))?;
+            let most = nix::sched::CpuSet::count();
+            if c >= most {
+                return Err(bad(
+                    "sampler_cpu",
+                    format!("{c} is not a CPU number (0 to {})", most - 1),
+                ));
+            }
         }
         if cfg.activity_window_ms == 0 {
             return Err(bad("activity_window_ms", "0 is not a window".into()));
@@ -409,7 +417,7 @@ mod tests {
             assert!(e.starts_with(&format!("j.toml:2: {key}")), "{text}: {e}");
         }
         let ok =
-            "activity_rate_hz = 0.0\nrt_priority = 50\nsampler_cpu = 0\nsocket_mode = \"0600\"\n";
+            "activity_rate_hz = 0.0\nrt_priority = 50\nsampler_cpu = 1023\nsocket_mode = \"0600\"\n";
         assert!(Config::parse(ok, Path::new("x")).is_ok());
         assert!(Config::parse("activity_rate_hz = 0.1\n", Path::new("x")).is_ok());
     }

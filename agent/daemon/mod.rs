@@ -270,6 +270,9 @@ pub fn run(opts: Options) -> Result<()> {
     let metrics_listener =
         metrics::Metrics::bind(&config).map_err(|e| config.error_at("metrics_listen", e))?;
     check_groups(&config)?;
+    if let Some(cpu) = config.sampler_cpu {
+        crate::telemetry::sampler::check_cpu(cpu).map_err(|e| config.error_at("sampler_cpu", e))?;
+    }
     let socket = socket_path(socket.as_deref(), &config, &runtime_dir);
     let listener = server::bind(&socket, config.socket_mode_bits(), &config.read_group)?;
 

@@ -47,7 +47,7 @@ fn writable(dir: &Path) -> bool {
 /// which would keep a `read_group` other than its own out of the telemetry directory) and
 /// [`adopt`]ed.
 pub fn make_dir(dir: &Path, mode: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if dir.as_os_str().is_empty() || dir.is_dir() {
         return Ok(());
     }
@@ -58,17 +58,42 @@ pub fn make_dir(dir: &Path, mode: u32) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(e),
         Ok(()) => {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))?;
-            adopt(dir)
+            // Changed through a descriptor of the directory just made, never through a
+            // link put in its place.
+            let made = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+                .open(dir)?;
+            made.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            adopt(&made, dir)
         }
     }
 }
 
-/// Hands `path`, which this process made, to the owner of the directory it lies in, when
-/// this process is root and that directory is another user's: what `sudo jpower set` leaves
-/// in the agent's runtime directory beside a stopped agent, the agent (running as its own
-/// user) must be able to write when it starts.
-pub fn adopt(path: &Path) -> std::io::Result<()> {
+/// Opens the file at `path` in the runtime directory for reading and writing, creating it
+/// with `mode` (emptied with `truncate`), never through a symbolic link: whoever owns the
+/// directory could plant one for root to write, and [`adopt`], through. The file is
+/// [`adopt`]ed.
+pub fn open_private(path: &Path, mode: u32, truncate: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    adopt(&file, path)?;
+    Ok(file)
+}
+
+/// Hands `file`, which this process opened at `path`, to the owner of the directory it
+/// lies in, when this process is root and that directory is another user's: what `sudo
+/// jpower set` leaves in the agent's runtime directory beside a stopped agent, the agent
+/// (running as its own user) must be able to write when it starts. Through the
+/// descriptor, so never to whatever a link at `path` names.
+pub fn adopt(file: &std::fs::File, path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     if !nix::unistd::geteuid().is_root() {
         return Ok(());
@@ -80,7 +105,7 @@ pub fn adopt(path: &Path) -> std::io::Result<()> {
     if owner.uid() == 0 {
         return Ok(());
     }
-    std::os::unix::fs::chown(path, Some(owner.uid()), Some(owner.gid()))
+    std::os::unix::fs::fchown(file, Some(owner.uid()), Some(owner.gid()))
 }
 
 /// The system-wide state directory on a board (what survives a reboot: board profiles).
@@ -178,12 +203,22 @@ mod tests {
         std::os::unix::fs::chown(&agents, Some(4321), Some(4322)).unwrap();
         make_dir(&agents.join("state"), 0o750).unwrap();
         let file = agents.join("state/board.journal");
-        std::fs::write(&file, b"").unwrap();
-        adopt(&file).unwrap();
+        open_private(&file, 0o640, false).unwrap();
         for p in [agents.join("state"), file] {
             let m = std::fs::metadata(&p).unwrap();
             assert_eq!((m.uid(), m.gid()), (4321, 4322), "{}", p.display());
         }
+        // A link planted where a file will be is not written, nor handed over, through.
+        let victim = top.path().join("victim");
+        std::fs::write(&victim, b"root's").unwrap();
+        let lock = agents.join("state/board.lock");
+        std::os::unix::fs::symlink(&victim, &lock).unwrap();
+        assert!(open_private(&lock, 0o640, true).is_err());
+        let m = std::fs::metadata(&victim).unwrap();
+        assert_eq!(
+            (m.uid(), std::fs::read(&victim).unwrap()),
+            (0, b"root's".to_vec())
+        );
     }
 
     #[test]

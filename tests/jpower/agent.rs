@@ -692,6 +692,9 @@ fn a_bad_default_mode_or_budget_total_names_file_and_line() {
             "control_group = \"no-such-group-jpower\"\n",
             "bad.toml:1: control_group",
         ),
+        // Found by a review: a CPU the agent may not run on was a warning at most. It is
+        // the agent's error (only the agent: every command reads this file).
+        ("\nsampler_cpu = 1023\n", "bad.toml:2: sampler_cpu"),
     ] {
         let rt = util::runtime();
         let cfg = rt.path().join("bad.toml");

@@ -762,6 +762,10 @@ fn nonsense_option_values_are_usage_errors_naming_the_option() {
             "--csv",
         ),
         (
+            &["--json", "watch", "--csv", "--duration", "1"][..],
+            "--csv",
+        ),
+        (
             &["fulcrum", "eval", "--quick", "--limit", "0"][..],
             "--limit",
         ),

@@ -256,12 +256,14 @@ fn two_documented_inference_servers_both_finish_with_every_request_served() {
         );
     }
     finish(train);
+    // The batches each server saw end are distinct (one it was shut out of as its users
+    // finished may have ended unseen), and the agent served every request once.
     served_by_anyone.sort_unstable();
-    assert_eq!(
-        served_by_anyone,
-        (1..=60).collect::<Vec<_>>(),
-        "each request in one batch"
-    );
+    let before = served_by_anyone.len();
+    served_by_anyone.dedup();
+    assert_eq!(served_by_anyone.len(), before, "a request in two batches");
+    let s = schedule(&agent);
+    assert_eq!((s.queued, s.served, s.waiting), (60, 60, 0), "{s:?}");
 }
 
 fn request(c: &mut Client, body: RequestBody) -> ReplyBody {

@@ -598,7 +598,7 @@ impl RingWriter {
         ring.header().version.store(VERSION, Ordering::Release);
         file.set_permissions(std::fs::Permissions::from_mode(0o640))
             .map_err(io)?;
-        crate::support::runtime::adopt(&tmp).map_err(io)?;
+        crate::support::runtime::adopt(&file, &tmp).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)?;
         if let Some(p) = previous.as_mut() {
             p.replaced();
