@@ -436,18 +436,25 @@ fn direct_knobs(rt: &Path) -> serde_json::Value {
         .clone()
 }
 
-#[test]
-fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_start() {
+/// An agent on a fresh simulated Orin AGX, the board's knobs before it, and a client
+/// holding the GPU at 624.75 MHz under `lease`.
+fn holding(lease: LeaseKind) -> (Agent, serde_json::Value, Client) {
     let rt = util::runtime();
     let baseline = direct_knobs(rt.path());
-    let mut agent = Agent::start_in(rt, "orin-agx", "");
+    let agent = Agent::start_in(rt, "orin-agx", "");
     let mut c = agent.client(Encoding::Json);
     c.request(RequestBody::SetMode {
         mode: knobs(624_750_000),
-        lease: LeaseKind::Session,
+        lease,
         timeout_ms: None,
     })
     .unwrap();
+    (agent, baseline, c)
+}
+
+#[test]
+fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_start() {
+    let (mut agent, baseline, c) = holding(LeaseKind::Session);
     let ring = agent.status().ring_path;
     // With the holder still connected (its connection's thread outlives the stop).
     let status = agent.signal(nix::sys::signal::Signal::SIGTERM);
@@ -557,16 +564,7 @@ fn a_persistent_lease_outlives_a_clean_stop_until_restore() {
 /// its prior. With `keep`, the prior is the baseline's.
 #[test]
 fn a_persistent_leases_averaging_comes_back_after_a_restart_and_restore() {
-    let rt = util::runtime();
-    let baseline = direct_knobs(rt.path());
-    let mut agent = Agent::start_in(rt, "orin-agx", "");
-    let mut c = agent.client(Encoding::Json);
-    c.request(RequestBody::SetMode {
-        mode: knobs(624_750_000),
-        lease: LeaseKind::Persistent,
-        timeout_ms: None,
-    })
-    .unwrap();
+    let (mut agent, baseline, mut c) = holding(LeaseKind::Persistent);
     c.request(RequestBody::SetAveraging { samples: 16 })
         .unwrap();
     drop(c);

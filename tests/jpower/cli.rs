@@ -790,14 +790,7 @@ fn nonsense_option_values_are_usage_errors_naming_the_option() {
 /// and its nvpmodel status agrees.
 #[test]
 fn every_simulated_board_boots_in_a_preset_nvpmodel_agrees_with() {
-    for board in [
-        "orin-agx",
-        "orin-agx@r36",
-        "xavier-agx",
-        "xavier-nx",
-        "nano",
-        "orin-nano",
-    ] {
+    for &board in util::SIM_BOARDS {
         let rt = util::runtime();
         let st = json(&ok(
             jpower(rt.path()).args(["--sim", board, "--json", "status"])

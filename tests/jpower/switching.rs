@@ -62,14 +62,7 @@ fn presets(c: &Controller) -> Vec<Mode> {
         .collect()
 }
 
-const BOARDS: &[&str] = &[
-    "orin-agx",
-    "orin-agx@r36",
-    "xavier-agx",
-    "xavier-nx",
-    "nano",
-    "orin-nano",
-];
+use crate::util::SIM_BOARDS as BOARDS;
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]

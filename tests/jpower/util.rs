@@ -5,6 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Every simulated board (`--sim`), each release of one.
+pub const SIM_BOARDS: &[&str] = &[
+    "orin-agx",
+    "orin-agx@r36",
+    "xavier-agx",
+    "xavier-nx",
+    "nano",
+    "orin-nano",
+];
+
 /// A fresh runtime directory, removed when dropped.
 pub fn runtime() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
