@@ -73,7 +73,7 @@ pub struct Identity {
     pub l4t_revision: Option<String>,
 }
 
-pub(super) fn identify(root: &Root) -> Result<Identity, BoardError> {
+pub(super) fn identify(root: &Root, warnings: &mut Vec<String>) -> Result<Identity, BoardError> {
     let first = |candidates: &[&str]| {
         candidates
             .iter()
@@ -119,12 +119,18 @@ pub(super) fn identify(root: &Root) -> Result<Identity, BoardError> {
     });
     let release = root.read_string(paths::TEGRA_RELEASE).unwrap_or_default();
     let (l4t_major, l4t_revision) = parse_tegra_release(&release);
+    let model = if model.is_empty() {
+        let named = format!("Jetson ({soc:?})");
+        warnings.push(format!(
+            "no device-tree model ({}): the board is named {named:?}, and its state and profiles are kept under that name",
+            paths::DT_MODEL[0]
+        ));
+        named
+    } else {
+        model
+    };
     Ok(Identity {
-        model: if model.is_empty() {
-            format!("Jetson ({soc:?})")
-        } else {
-            model
-        },
+        model,
         compatible,
         module,
         soc,
@@ -173,8 +179,12 @@ mod tests {
             let dt = dir.path().join("proc/device-tree");
             std::fs::create_dir_all(&dt).unwrap();
             std::fs::write(dt.join("compatible"), compatible).unwrap();
-            let id = identify(&Root::host(dir.path())).unwrap();
+            let mut warnings = Vec::new();
+            let id = identify(&Root::host(dir.path()), &mut warnings).unwrap();
             assert_eq!(id.module.as_deref(), Some(module), "{compatible:?}");
+            // These trees have no model: named after the SoC, with a warning.
+            assert!(id.model.starts_with("Jetson ("), "{}", id.model);
+            assert!(warnings[0].contains("no device-tree model"), "{warnings:?}");
         }
     }
 }

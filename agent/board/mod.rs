@@ -93,7 +93,8 @@ pub struct Board {
 impl Board {
     /// Discovers the board under `root`.
     pub fn discover(root: Root) -> Result<Board, BoardError> {
-        let identity = identify(&root)?;
+        let mut warnings = Vec::new();
+        let identity = identify(&root, &mut warnings)?;
         let mut b = Board {
             root,
             identity,
@@ -105,7 +106,7 @@ impl Board {
             rails: Vec::new(),
             totals: Totals::default(),
             knobs: Vec::new(),
-            warnings: Vec::new(),
+            warnings,
         };
         b.discover_cpus();
         b.gpu = b.discover_gpu();
