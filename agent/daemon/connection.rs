@@ -426,7 +426,7 @@ impl Shared {
                             self.schedule
                                 .ended(conn.peer.client, held, now, turn_ms, e.module_j);
                         }
-                        let reply = ended(m, &spans);
+                        let reply = ended(m, spans);
                         let phases = match &reply {
                             ReplyBody::PhasedMinibatch(p) => Some((p.fetch_ms, p.compute_ms)),
                             _ => None,

@@ -270,9 +270,6 @@ pub struct Span<P> {
     pub energy_j: f64,
 }
 
-/// A minibatch ended: the whole of it, and its spans in order.
-pub type Ended<K, P> = (Minibatch<K>, Vec<Span<P>>);
-
 /// An open minibatch: the times at which it entered each of its phases, oldest first.
 #[derive(Debug)]
 struct Open<P> {
@@ -284,15 +281,27 @@ struct Open<P> {
 pub const MAX_OPEN: usize = 1024;
 
 /// Open minibatches, by kind and id, each in a phase of type `P`.
+///
+/// Markers are a socket round trip each, every minibatch: once the lists in use have
+/// grown to what the client needs, they allocate nothing. An ended minibatch's phase list
+/// is kept for the next one to begin, and the spans of the last one ended are kept in one
+/// list that the next end reuses.
 #[derive(Debug)]
 pub struct Minibatches<K, P> {
     open: HashMap<(K, u64), Open<P>>,
+    /// Phase lists of ended minibatches, emptied, for the next ones to begin (as many
+    /// as were ever open at once, at most [`MAX_OPEN`]).
+    spare: Vec<Vec<(u64, P)>>,
+    /// The spans of the minibatch ended last.
+    spans: Vec<Span<P>>,
 }
 
 impl<K, P> Default for Minibatches<K, P> {
     fn default() -> Self {
         Minibatches {
             open: HashMap::new(),
+            spare: Vec::new(),
+            spans: Vec::new(),
         }
     }
 }
@@ -306,12 +315,9 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display, P: Copy> Minibatches<K,
         if self.open.len() >= MAX_OPEN {
             return Err(MarkerError::TooMany);
         }
-        self.open.insert(
-            (kind, id),
-            Open {
-                entered: vec![(t_ns, phase)],
-            },
-        );
+        let mut entered = self.spare.pop().unwrap_or_default();
+        entered.push((t_ns, phase));
+        self.open.insert((kind, id), Open { entered });
         Ok(())
     }
 
@@ -336,8 +342,8 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display, P: Copy> Minibatches<K,
         id: u64,
         t_ns: u64,
         ring: &RingReader,
-    ) -> Result<Ended<K, P>, MarkerError<K>> {
-        let open = self
+    ) -> Result<(Minibatch<K>, &[Span<P>]), MarkerError<K>> {
+        let mut open = self
             .open
             .remove(&(kind, id))
             .ok_or(MarkerError::NotBegun { kind, id })?;
@@ -354,17 +360,17 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display, P: Copy> Minibatches<K,
             *b = last;
         }
         let e = ring.energy_split(&bounds[..=n], &mut parts[..n]);
-        let spans = open
-            .entered
-            .iter()
-            .zip(bounds.windows(2))
-            .zip(&parts)
-            .map(|((&(_, phase), w), &energy_j)| Span {
-                phase,
-                duration_s: (w[1] - w[0]) as f64 * 1e-9,
-                energy_j,
-            })
-            .collect();
+        self.spans.clear();
+        self.spans
+            .extend(open.entered.iter().zip(bounds.windows(2)).zip(&parts).map(
+                |((&(_, phase), w), &energy_j)| Span {
+                    phase,
+                    duration_s: (w[1] - w[0]) as f64 * 1e-9,
+                    energy_j,
+                },
+            ));
+        open.entered.clear();
+        self.spare.push(open.entered);
         let minibatch = Minibatch {
             kind,
             id,
@@ -374,7 +380,7 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display, P: Copy> Minibatches<K,
             samples: e.samples,
             error_bound_j: e.error_bound_j,
         };
-        Ok((minibatch, spans))
+        Ok((minibatch, &self.spans))
     }
 }
 
@@ -522,6 +528,37 @@ mod tests {
                 id: 1
             })
         );
+    }
+
+    /// After the first minibatch, the next ones begin on its phase list and end into
+    /// its span list: the same memory, nothing allocated.
+    #[test]
+    fn markers_reuse_their_lists() {
+        use crate::telemetry::ring::{RingInfo, RingWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.ring");
+        let w = RingWriter::create(&path, &RingInfo::for_test(&["R"], 64)).unwrap();
+        w.publish(0, &s(0, 10.0));
+        w.publish(1, &s(1000, 10.0));
+        let ring = RingReader::open(&path).unwrap();
+        let mut m = Minibatches::default();
+        let mut seen = None;
+        for id in 0..4u64 {
+            m.begin("train", id, 0u8, 0).unwrap();
+            for t in 1..8 {
+                m.phase("train", id, (t % 2) as u8, t).unwrap();
+            }
+            let entered = m.open[&("train", id)].entered.as_ptr();
+            let (_, spans) = m.end("train", id, 1_000_000_000, &ring).unwrap();
+            assert_eq!(spans.len(), 8);
+            let now = (entered, spans.as_ptr());
+            assert!(
+                seen.is_none_or(|s| s == now),
+                "minibatch {id} moved its lists"
+            );
+            seen = Some(now);
+            assert_eq!(m.spare.len(), 1);
+        }
     }
 
     #[test]
