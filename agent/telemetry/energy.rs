@@ -270,6 +270,9 @@ pub struct Span<P> {
     pub energy_j: f64,
 }
 
+/// A minibatch ended: the whole of it, and its spans in order (kept until the next end).
+pub type Ended<'a, K, P> = (Minibatch<K>, &'a [Span<P>]);
+
 /// An open minibatch: the times at which it entered each of its phases, oldest first.
 #[derive(Debug)]
 struct Open<P> {
@@ -342,7 +345,7 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display, P: Copy> Minibatches<K,
         id: u64,
         t_ns: u64,
         ring: &RingReader,
-    ) -> Result<(Minibatch<K>, &[Span<P>]), MarkerError<K>> {
+    ) -> Result<Ended<'_, K, P>, MarkerError<K>> {
         let mut open = self
             .open
             .remove(&(kind, id))
