@@ -74,7 +74,8 @@ pub struct BudgetScore {
     /// Budgets scored (those some mode truly meets).
     pub budgets: usize,
     /// Median over the budgets of how much slower the chosen mode truly is than the true fastest
-    /// within the budget, percent.
+    /// within the budget, percent: 0 for a choice over the budget that runs faster (how far
+    /// over is [`BudgetScore::over_budget_1w_pct`]'s to say, not a negative penalty's).
     pub median_time_penalty_pct: f64,
     /// 90th percentile of that time penalty, percent.
     pub p90_time_penalty_pct: f64,
@@ -249,7 +250,7 @@ pub fn score_budgets(
         };
         runs += chosen.runs.len();
         let actual = truth[chosen.mode.mode];
-        penalties.push((actual.time_ms - best.time_ms) / best.time_ms * 100.0);
+        penalties.push(((actual.time_ms - best.time_ms) / best.time_ms * 100.0).max(0.0));
         if actual.power_w > b + 1.0 {
             over += 1;
         }
@@ -362,6 +363,20 @@ mod tests {
         // No values is no score, not a perfect one (a review saw 0.00% for a grid with no
         // profiled mode on it).
         assert!(mape(&[], &[]).is_nan());
+    }
+
+    /// A model that puts a mode just under the budget when it is truly just over picks a
+    /// faster mode than the true best: no penalty, not a negative one; over by more than
+    /// 1 W is what counts it.
+    #[test]
+    fn a_choice_over_the_budget_is_no_gain() {
+        let truth = [p(0, 100.0, 20.5), p(1, 120.0, 15.0), p(2, 90.0, 22.5)];
+        let predicted = [p(0, 100.0, 19.5), p(1, 120.0, 15.0), p(2, 90.0, 20.5)];
+        let s = score_budgets(&predicted, &truth, [20.0].into_iter(), |_| 0.0, None);
+        assert_eq!((s.budgets, s.median_time_penalty_pct), (1, 0.0));
+        assert_eq!(s.over_budget_1w_pct, 0.0, "0.5 W over");
+        let s = score_budgets(&predicted, &truth, [21.0].into_iter(), |_| 0.0, None);
+        assert_eq!((s.median_time_penalty_pct, s.over_budget_1w_pct), (0.0, 100.0));
     }
 
     /// Modes at (cores, CPU MHz, GPU MHz), EMC fixed; predicted and measured (time, power).
