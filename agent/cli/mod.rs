@@ -442,13 +442,16 @@ pub fn main() -> i32 {
                 .take_while(|a| a != "--")
                 .any(|a| a == "--json");
             if json && e.use_stderr() {
+                // The error's first paragraph, on one line (a missing argument is named
+                // on the line after the message).
                 let text = e.render().to_string();
                 let line = text
                     .lines()
-                    .next()
-                    .unwrap_or("")
-                    .trim_start_matches("error: ");
-                report(true, line, "usage");
+                    .take_while(|l| !l.trim().is_empty())
+                    .map(str::trim)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                report(true, line.trim_start_matches("error: "), "usage");
                 return 2;
             }
             let _ = e.print();

@@ -10,8 +10,14 @@ use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
 use std::fmt::Write;
 
-/// Arguments of `jpower set`.
+/// Arguments of `jpower set`: a preset or a knob at least (else a usage error).
 #[derive(Debug, clap::Args)]
+#[command(group(
+    clap::ArgGroup::new("what")
+        .required(true)
+        .multiple(true)
+        .args(["preset", "cores", "cpu_freq", "gpu_freq", "emc_freq"])
+))]
 pub struct Args {
     /// A preset of the board's nvpmodel file, by name or id (knob options override it).
     pub preset: Option<String>,
@@ -75,11 +81,6 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         a.emc_freq.as_deref(),
         a.snap,
     )?;
-    if a.preset.is_none() && knobs.is_empty() {
-        bail!(
-            "nothing to set: name a preset or give --cores, --cpu-freq, --gpu-freq or --emc-freq"
-        );
-    }
     if let Some(client) = target.agent()? {
         return set_through_agent(client, a, &knobs, out);
     }

@@ -25,7 +25,6 @@ fn errors_are_one_clear_line() {
     );
     one_line_error(&["--sim", "orin-agx", "set", "--cores", "13"], "12 CPUs");
     one_line_error(&["--sim", "orin-agx", "set", "TURBO"], "MODE_15W (1)");
-    one_line_error(&["--sim", "orin-agx", "set"], "nothing to set");
     one_line_error(&["--sim", "tx9", "status"], "unknown simulated board");
     one_line_error(
         &["--sim", "orin-agx", "set", "--cpu-freq", "1.3GHz"],
@@ -723,6 +722,12 @@ fn json_errors_are_json_objects_on_stdout() {
     let out = run(jpower(rt.path()).args(["--json", "status", "--bogus"]));
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(json(&String::from_utf8_lossy(&out.stdout))["kind"], "usage");
+    // A missing argument is named in the object, not only on stderr.
+    let out = run(jpower(rt.path()).args(["--json", "--sim", "orin-agx", "set"]));
+    assert_eq!(out.status.code(), Some(2));
+    let j = json(&String::from_utf8_lossy(&out.stdout));
+    let e = j["error"].as_str().unwrap();
+    assert!(e.contains("not provided: <PRESET|--cores"), "{j}");
     // Without --json, stdout stays empty.
     let out = run(jpower(rt.path()).args(["--sim", "tx9", "status"]));
     assert!(out.stdout.is_empty());
@@ -730,8 +735,8 @@ fn json_errors_are_json_objects_on_stdout() {
 
 /// Found by a reviewer benchmarking with the CLI: these values were taken (a NaN budget, a
 /// sampler pinned to a CPU that does not exist, a priority SCHED_FIFO has not, CSV rows
-/// and a JSON object on one stdout, `--limit 0`) and failed late, as another kind of error,
-/// or not at all. Each is a usage error naming its option.
+/// and a JSON object on one stdout, `--limit 0`, `set` with nothing to set) and failed
+/// late, as another kind of error, or not at all. Each is a usage error naming its option.
 #[test]
 fn nonsense_option_values_are_usage_errors_naming_the_option() {
     let rt = util::runtime();
@@ -769,6 +774,8 @@ fn nonsense_option_values_are_usage_errors_naming_the_option() {
             &["fulcrum", "eval", "--quick", "--limit", "0"][..],
             "--limit",
         ),
+        // `set` with nothing to set.
+        (&["set", "--snap"][..], "--cpu-freq"),
         (
             &[
                 "schedule", "--train", "resnet18", "--infer", "resnet50", "--budget", "nan",

@@ -376,7 +376,10 @@ mod tests {
         assert_eq!((s.budgets, s.median_time_penalty_pct), (1, 0.0));
         assert_eq!(s.over_budget_1w_pct, 0.0, "0.5 W over");
         let s = score_budgets(&predicted, &truth, [21.0].into_iter(), |_| 0.0, None);
-        assert_eq!((s.median_time_penalty_pct, s.over_budget_1w_pct), (0.0, 100.0));
+        assert_eq!(
+            (s.median_time_penalty_pct, s.over_budget_1w_pct),
+            (0.0, 100.0)
+        );
     }
 
     /// Modes at (cores, CPU MHz, GPU MHz), EMC fixed; predicted and measured (time, power).
