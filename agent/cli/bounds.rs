@@ -23,6 +23,20 @@ pub fn count(s: &str) -> Result<usize, String> {
     }
 }
 
+/// The fewest profiled modes a fit takes: fewer fit a constant (every mode predicted
+/// alike, one point on the front).
+pub const FIT_MODES: usize = 3;
+
+/// A count of profiled modes to fit on: [`FIT_MODES`] or more.
+pub fn fit_modes(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= FIT_MODES => Ok(n),
+        _ => Err(format!(
+            "{s:?}: must be a whole number, {FIT_MODES} or more (fewer modes fit a constant)"
+        )),
+    }
+}
+
 /// A CPU the sampler thread can be pinned to.
 pub fn sampler_cpu(s: &str) -> Result<usize, String> {
     let cpu = s

@@ -27,8 +27,8 @@ pub struct EvalArgs {
     /// The target workload (ignored with --truth).
     #[arg(long, default_value = "mobilenetv3")]
     pub target: String,
-    /// Modes profiled for the target.
-    #[arg(long, default_value_t = 50)]
+    /// Modes profiled for the target (3 at least: fewer fit a constant).
+    #[arg(long, default_value_t = 50, value_parser = super::bounds::fit_modes)]
     pub modes: usize,
     /// How the target's modes are chosen: `stratified` over the knobs, or `active` (half
     /// stratified, the rest where jpower's physics ensemble is least certain).
@@ -79,7 +79,7 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
                 rows.len(),
                 a.modes
             );
-            replay = Replay::new(&rows, (a.truth_noise, a.truth_noise));
+            replay = Replay::new(&rows, (a.truth_noise, a.truth_noise), a.seed);
             &mut replay
         }
         None => {

@@ -33,7 +33,7 @@ pub struct ProfileArgs {
     /// `stratified`, `random`, `active` (half stratified, then rounds where the physics
     /// ensemble transferred from --reference is least certain), `reference` (PowerTrain's
     /// grid) or `all`.
-    #[arg(long, default_value = "stratified")]
+    #[arg(long, default_value = "stratified", value_parser = ["stratified", "random", "active", "reference", "all"])]
     pub strategy: String,
     /// With --strategy active: the reference workload whose pre-trained models guide it.
     #[arg(long, default_value = "resnet18")]
@@ -82,7 +82,7 @@ pub struct PredictArgs {
     #[arg(long, default_value = "resnet18")]
     pub reference: String,
     /// physics, powertrain, mlp_scratch or linear.
-    #[arg(long, default_value = "physics")]
+    #[arg(long, default_value = "physics", value_parser = ["physics", "powertrain", "mlp_scratch", "linear"])]
     pub method: String,
     /// Save the fitted models here.
     #[arg(long, value_name = "MODEL.json")]
@@ -104,7 +104,7 @@ pub struct OptimizeArgs {
     /// Run up to ten modes briefly (simulated workload), each the fastest predicted to fit
     /// once corrected by what the runs before it measured, and keep the fastest measured
     /// within the budget.
-    #[arg(long)]
+    #[arg(long, requires = "budget")]
     pub verify: bool,
     /// Write the Pareto front, the profiled points and the choice as an SVG plot.
     #[arg(long, value_name = "FILE.svg")]
@@ -244,6 +244,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
         Some(p) => Box::new(Replay::new(
             &read_profile(p, &space, &spec.id())?,
             (0.02, 0.015),
+            a.seed,
         )),
         None => Box::new(SimSource::new(
             spec.silicon,
@@ -394,10 +395,23 @@ fn choose(
     let all = src.modes();
     Ok(match a.strategy.as_str() {
         "all" => all,
-        "reference" => evaluate::reference_grid(space),
+        "reference" => {
+            // Of PowerTrain's grid, the modes the source has (a replayed profile's rows).
+            let grid: Vec<PinnedMode> = evaluate::reference_grid(space)
+                .into_iter()
+                .filter(|m| all.contains(m))
+                .collect();
+            if grid.is_empty() {
+                bail!(
+                    "--strategy reference: none of the {} modes to profile is on PowerTrain's grid",
+                    all.len()
+                );
+            }
+            grid
+        }
         "random" => profile::select(&all, Strategy::Random(a.modes), a.seed),
         "stratified" => profile::select(&all, Strategy::Stratified(a.modes), a.seed),
-        s => bail!("--strategy {s}: stratified, random, active, reference or all"),
+        s => unreachable!("--strategy {s} passed clap's check"),
     })
 }
 
@@ -483,7 +497,7 @@ fn report(
         None => {}
     }
     let minutes = secs / 60.0;
-    out.print(&json!({"board": board, "modes": rows.len(), "live": a.live, "profiling_minutes": minutes, "simulated_minutes": if a.live { None } else { Some(minutes) }, "out": a.out}), || match &a.out {
+    out.print(&json!({"board": board, "modes": rows.len(), "live": a.live, "profiling_minutes": minutes, "simulated_minutes": if a.live { None } else { Some(minutes) }, "out": a.out, "rows": rows}), || match &a.out {
         Some(p) => format!("profiled {} modes in {minutes:.1} {clock}minutes into {}\n", rows.len(), p.display()),
         None => String::new(),
     })
@@ -492,20 +506,21 @@ fn report(
 /// `jpower predict`.
 pub fn predict(target: &super::Target, a: &PredictArgs, out: &Output) -> Result<()> {
     let board = ModelBoard::of(target)?;
-    let method = Method::from_name(&a.method).ok_or_else(|| {
-        anyhow!(
-            "--method {}: physics, powertrain, mlp_scratch or linear",
-            a.method
-        )
-    })?;
-    let rows = read_profile(&a.profile, &board.space, &board.id)?;
-    // Fewer modes fit a constant: every mode predicted alike, one point on the front.
-    const FEWEST: usize = 3;
-    if rows.len() < FEWEST {
+    let method = Method::from_name(&a.method).expect("--method passed clap's check");
+    if a.save == a.profile {
         bail!(
-            "{}: {} profiled modes; a fit needs at least {FEWEST}",
+            "--save {} is the profile it fits: the model would overwrite it",
+            a.save.display()
+        );
+    }
+    super::check_outputs([a.save.as_path()])?;
+    let rows = read_profile(&a.profile, &board.space, &board.id)?;
+    if rows.len() < super::bounds::FIT_MODES {
+        bail!(
+            "{}: {} profiled modes; a fit needs at least {}",
             a.profile.display(),
-            rows.len()
+            rows.len(),
+            super::bounds::FIT_MODES
         );
     }
     let effort = Effort::new(false, a.seed);
@@ -550,10 +565,19 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
     let (pt, pp) = predict::time_and_power(&file.time, &file.power, &modes);
     let points = optimize::points(&pt, &pp);
     let front = optimize::pareto(&points);
+    let margin = |p: &TimePower| margin_w(file.method, pt[p.mode], pp[p.mode]);
+    // How a prediction is held against the budget, in words.
+    let held = |p: &TimePower| match margin(p) {
+        m if m.is_infinite() => "an extrapolation no margin bounds".to_string(),
+        m if m > 0.0 => format!("with the model's margin of {m:.2} W"),
+        _ => format!(
+            "on the prediction alone ({} keeps no margin)",
+            file.method.name()
+        ),
+    };
     let chosen = match a.budget {
         None => None,
         Some(b) => {
-            let margin = |p: &TimePower| margin_w(file.method, pt[p.mode], pp[p.mode]);
             let src = SimWorkload::from_name(&file.workload)
                 .zip(board.reference.filter(|_| board.simulated))
                 .map(|(w, spec)| SimSource::new(spec.silicon, w, board.space.clone(), 7));
@@ -621,8 +645,9 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
                 n => format!(" ({n} verification run(s), none within the budget)"),
             };
             bail!(
-                "no mode fits {b} W; the lowest predicted power is {:.2} W at {} ({:.1} ms){measured}",
+                "no mode fits {b} W; the lowest predicted power is {:.2} W, {}, at {} ({:.1} ms){measured}",
                 c.mode.power_w,
+                held(&c.mode),
                 knobs(&c.mode),
                 c.mode.time_ms
             );
@@ -660,8 +685,8 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
                 let p = &c.mode;
                 let how = match measured(p) {
                     Some(m) => format!("measured {:.1} ms, {:.2} W by a run", m.time_ms, m.power_w),
-                    None if a.verify => "no run fit: chosen by the predictions corrected by the runs, with the model's margin".into(),
-                    None => "with the model's margin".into(),
+                    None if a.verify => format!("no run fit: chosen by the predictions corrected by the runs, {}", held(p)),
+                    None => held(p),
                 };
                 let _ = writeln!(t, "fastest within {b} W: {} ({:.1} ms, {:.2} W predicted; {how})", knobs(p), p.time_ms, p.power_w);
             }

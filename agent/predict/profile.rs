@@ -44,12 +44,15 @@ pub struct Replay {
     rows: HashMap<PinnedMode, (f64, f64)>,
     order: Vec<PinnedMode>,
     noise: (f64, f64),
+    /// The noise's draw: minibatch `n` of seed `s` is draw `n + (s - 1) 2^40` of one
+    /// stream, so each seed has its own stretch and seed 1 starts at its beginning.
     count: u64,
 }
 
 impl Replay {
-    /// Replays `rows`, with relative noise sigmas `noise` of (time, power).
-    pub fn new(rows: &[Row], noise: (f64, f64)) -> Replay {
+    /// Replays `rows`, with relative noise sigmas `noise` of (time, power), drawn from
+    /// `seed`'s stretch of the noise.
+    pub fn new(rows: &[Row], noise: (f64, f64), seed: u64) -> Replay {
         Replay {
             rows: rows
                 .iter()
@@ -57,7 +60,7 @@ impl Replay {
                 .collect(),
             order: rows.iter().map(|r| r.mode).collect(),
             noise,
-            count: 0,
+            count: seed.wrapping_sub(1) << 40,
         }
     }
 }

@@ -388,7 +388,8 @@ fn profile_predict_optimize_round_trip() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("no mode fits 0.5 W; the lowest predicted power is"),
+        err.contains("no mode fits 0.5 W; the lowest predicted power is")
+            && err.contains(", an extrapolation no margin bounds, at cores 1"),
         "{err}"
     );
     let wrong = run(jpower(rt.path())
@@ -554,7 +555,7 @@ fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
     .unwrap();
     for args in [
         vec!["profile", "--modes", "1", "--truth"],
-        vec!["powertrain", "eval", "--quick", "--modes", "0", "--truth"],
+        vec!["powertrain", "eval", "--quick", "--modes", "3", "--truth"],
     ] {
         let out = util::run(
             util::jpower(rt.path())
@@ -703,6 +704,72 @@ fn status_and_modes_json_give_cpu_clocks_in_khz_and_gpu_and_emc_in_hz() {
     }
 }
 
+/// Found by a reviewer: a profile printed with `--json` and no `--out` was thrown away,
+/// `--seed` did not change a replayed profile's draw, `--strategy reference` on a replayed
+/// profile off PowerTrain's grid profiled nothing and succeeded, and `predict` found its
+/// `--save` unwritable only after the fit, or overwrote the profile it fitted.
+#[test]
+fn profiling_and_fitting_lose_no_work() {
+    let rt = util::runtime();
+    let csv = rt.path().join("rec.csv");
+    let mut text = String::from("cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w\n");
+    for (i, cores) in [1, 2, 3, 4].into_iter().enumerate() {
+        text += &format!(
+            "{cores},1428000,844800000,1600000000,{},{}\n",
+            200 - 10 * i,
+            5 + i
+        );
+    }
+    std::fs::write(&csv, &text).unwrap();
+    let profile = |extra: &[&str]| {
+        ok(jpower(rt.path())
+            .args(["--sim", "nano", "profile", "--strategy", "all", "--truth"])
+            .arg(&csv)
+            .args(extra))
+    };
+    let j = json(&profile(&["--json"]));
+    let rows = j["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{j}");
+    assert_eq!(rows[3]["mode"]["cpu_khz"], 1428000, "{j}");
+    assert!(rows[3]["time_ms"].as_f64().unwrap() > 150.0, "{j}");
+    assert_ne!(profile(&["--seed", "1"]), profile(&["--seed", "2"]));
+    assert_eq!(profile(&["--seed", "2"]), profile(&["--seed", "2"]));
+    let out = run(jpower(rt.path())
+        .args([
+            "--sim",
+            "nano",
+            "profile",
+            "--strategy",
+            "reference",
+            "--truth",
+        ])
+        .arg(&csv));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("none of the 4 modes"));
+    // `predict` refuses before fitting.
+    for (save, needle) in [
+        (csv.clone(), "is the profile it fits"),
+        (rt.path().join("no/such/m.json"), "cannot write"),
+    ] {
+        let out = run(jpower(rt.path())
+            .args([
+                "--sim",
+                "nano",
+                "predict",
+                "--method",
+                "linear",
+                "--profile",
+            ])
+            .arg(&csv)
+            .arg("--save")
+            .arg(&save));
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), text);
+}
+
 /// Issue 15: with `--json`, an error is a JSON object on stdout (beside the line on
 /// stderr) with the same exit status: 1, or 2 for the command line.
 #[test]
@@ -776,6 +843,27 @@ fn nonsense_option_values_are_usage_errors_naming_the_option() {
         ),
         // `set` with nothing to set.
         (&["set", "--snap"][..], "--cpu-freq"),
+        (&["profile", "--strategy", "bogus"][..], "--strategy"),
+        (
+            &[
+                "predict",
+                "--profile",
+                "p.csv",
+                "--save",
+                "m.json",
+                "--method",
+                "bogus",
+            ][..],
+            "--method",
+        ),
+        (
+            &["powertrain", "eval", "--quick", "--modes", "2"][..],
+            "--modes",
+        ),
+        (
+            &["optimize", "--model", "m.json", "--verify"][..],
+            "--budget",
+        ),
         (
             &[
                 "schedule", "--train", "resnet18", "--infer", "resnet50", "--budget", "nan",
