@@ -36,7 +36,7 @@ use crate::control::preset::Presets;
 use crate::control::state::Owner;
 use crate::control::Controller;
 use crate::sim::SimBoard;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -553,11 +553,14 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
 }
 
 /// Checks, before a long run, that the files it will write can be written: each one's
-/// directory exists and is writable, and so is the file where it exists. Otherwise the
-/// error names the file now rather than after the run.
+/// directory exists and is writable, and so is the file where it exists, which is not a
+/// directory. Otherwise the error names the file now rather than after the run.
 pub fn check_outputs<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<()> {
     use nix::unistd::{access, AccessFlags};
     for path in paths {
+        if path.is_dir() {
+            bail!("cannot write {}: it is a directory", path.display());
+        }
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),

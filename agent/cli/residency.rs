@@ -36,11 +36,12 @@ pub fn run(a: &Args, out: &Output) -> Result<()> {
     });
     out.print(&json, || {
         let mut t = format!(
-            "{} (device {major}:{minor}): {} files, {:.1} MB, {:.1}% of {} pages in the page cache{}\n",
+            "{} (device {major}:{minor}): {} files, {:.1} MB, {} of {} pages in the page cache{}\n",
             a.path.display(),
             r.files,
             r.bytes as f64 / 1e6,
-            r.fraction() * 100.0,
+            r.fraction()
+                .map_or("-".to_string(), |f| format!("{:.1}%", f * 100.0)),
             r.pages,
             if a.evict { " (after eviction)" } else { "" }
         );

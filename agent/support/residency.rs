@@ -33,13 +33,10 @@ pub struct Residency {
 }
 
 impl Residency {
-    /// The share of the pages in memory, 0 to 1 (1 for no pages).
-    pub fn fraction(&self) -> f64 {
-        if self.pages == 0 {
-            1.0
-        } else {
-            self.resident_pages as f64 / self.pages as f64
-        }
+    /// The share of the pages in memory, 0 to 1; `None` for no pages (empty files), which
+    /// are neither cached nor not.
+    pub fn fraction(&self) -> Option<f64> {
+        (self.pages > 0).then(|| self.resident_pages as f64 / self.pages as f64)
     }
 }
 

@@ -52,6 +52,10 @@ fn errors_are_one_clear_line() {
         "cannot write /nonexistent/r.svg",
     );
     one_line_error(
+        &["--sim", "orin-agx", "roofline", "--csv", "/tmp"],
+        "cannot write /tmp: it is a directory",
+    );
+    one_line_error(
         &["residency", "/dev/null"],
         "not a regular file or a directory",
     );
@@ -1122,6 +1126,15 @@ fn residency_measures_a_dataset_and_evicts_it() {
         e["resident_pages"].as_u64() <= j["resident_pages"].as_u64(),
         "{e}"
     );
+    // Empty files have no pages: no share, not a warm cache (found by a review: 100 %).
+    let empty = data.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let j = json(&ok(jpower(rt.path())
+        .args(["--json", "residency"])
+        .arg(&empty)));
+    assert!(j["resident_fraction"].is_null(), "{j}");
+    let text = ok(jpower(rt.path()).arg("residency").arg(&empty));
+    assert!(text.contains("- of 0 pages"), "{text}");
     let missing = run(jpower(rt.path()).args(["residency", "/no/such/dataset"]));
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/no/such/dataset"));

@@ -376,9 +376,11 @@ fn prepare_cache(dir: &Path, cache: Cache, first: bool) -> Result<f64, LiveError
     };
     match cache {
         Cache::Dropped => {
+            // No pages (empty files) are no pages left.
             let mut left = residency::evict(dir)
                 .map_err(|e| fail(format!("dropping its pages: {e}")))?
-                .fraction();
+                .fraction()
+                .unwrap_or(0.0);
             if left > DROPPED && nix::unistd::geteuid().is_root() {
                 // This filesystem ignores the per-file drop: drop the whole page cache.
                 nix::unistd::sync();
@@ -386,7 +388,8 @@ fn prepare_cache(dir: &Path, cache: Cache, first: bool) -> Result<f64, LiveError
                     .map_err(|e| fail(format!("writing {}: {e}", paths::PROC_DROP_CACHES)))?;
                 left = residency::measure(dir)
                     .map_err(|e| fail(format!("measuring its residency: {e}")))?
-                    .fraction();
+                    .fraction()
+                    .unwrap_or(0.0);
             }
             if left > DROPPED {
                 return Err(fail(format!(
@@ -407,7 +410,8 @@ fn prepare_cache(dir: &Path, cache: Cache, first: bool) -> Result<f64, LiveError
         } else {
             residency::measure(dir)
         }
-        .map(|r| r.fraction())
+        // No pages (empty files) are all warm.
+        .map(|r| r.fraction().unwrap_or(1.0))
         .map_err(|e| fail(format!("warming or measuring its pages: {e}"))),
     }
 }
