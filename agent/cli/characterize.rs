@@ -73,13 +73,13 @@ pub struct Args {
     /// Default: DIR of --out, named `out`.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub data: Vec<String>,
-    /// Live: samples in the dataset.
-    #[arg(long, value_name = "N", default_value_t = 2048)]
-    pub samples: u32,
+    /// Live: samples in the dataset [default: 2048].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub samples: Option<u32>,
     /// Live: bytes per sample file, KiB (a CIFAR-10 PNG is about 2, an ImageNet JPEG
-    /// about 110).
-    #[arg(long, value_name = "KIB", default_value_t = 64)]
-    pub sample_kib: u32,
+    /// about 110) [default: 64].
+    #[arg(long, value_name = "KIB", value_parser = clap::value_parser!(u32).range(1..))]
+    pub sample_kib: Option<u32>,
     /// Live: train on the CPU reference instead of CUDA (always so on a simulated board).
     #[arg(long)]
     pub cpu: bool,
@@ -183,8 +183,14 @@ fn lists(a: &Args) -> Result<Lists> {
             epochs: 2,
         });
     }
-    if a.batch.contains(&0) || a.repeats == 0 || a.epochs == 0 {
-        bail!("--batch, --repeats and --epochs must be positive");
+    for (name, zero) in [
+        ("--batch", a.batch.contains(&0)),
+        ("--repeats", a.repeats == 0),
+        ("--epochs", a.epochs == 0),
+    ] {
+        if zero {
+            bail!("{name} 0: must be 1 or more");
+        }
     }
     Ok(Lists {
         batches: a.batch.clone(),
@@ -363,9 +369,21 @@ fn sweep(
 /// `jpower characterize`.
 pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     match target.sim.as_deref() {
-        Some(_) if !a.live && a.run.is_some() => {
-            bail!("--run runs a command in real time: add --live (the agent's simulated board)")
+        Some(_) if !a.live => {
+            let live_only = [
+                ("--run", a.run.is_some()),
+                ("--data", !a.data.is_empty()),
+                ("--samples", a.samples.is_some()),
+                ("--sample-kib", a.sample_kib.is_some()),
+                ("--cpu", a.cpu),
+            ];
+            if let Some((name, _)) = live_only.iter().find(|(_, given)| *given) {
+                bail!("{name} is for a run in real time: add --live (the agent's simulated board)")
+            }
         }
+        _ => {}
+    }
+    match target.sim.as_deref() {
         Some(board) if !a.live => {
             let s = simulated(board, a)?;
             let configs = s.configs();
@@ -433,8 +451,8 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
         }
     } else {
         Shape {
-            samples: a.samples,
-            sample_bytes: (a.sample_kib as usize) << 10,
+            samples: a.samples.unwrap_or(2048),
+            sample_bytes: (a.sample_kib.unwrap_or(64) as usize) << 10,
             seed: 1,
         }
     };

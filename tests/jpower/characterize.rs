@@ -115,6 +115,18 @@ fn characterize_names_a_bad_value() {
         // Found by a CLI review: one mode named twice ran twice, its copies counted as
         // repeats (a CV of 0).
         (["--modes", "MAXN,maxn"], &["--modes names MAXN twice"][..]),
+        // Found by a review: a zero was not named, and the live-only options were taken
+        // and ignored in simulated time.
+        (["--repeats", "0"], &["--repeats 0: must be 1 or more"][..]),
+        (
+            ["--data", "x=/tmp"],
+            &["--data is for a run in real time: add --live"][..],
+        ),
+        (
+            ["--samples", "16"],
+            &["--samples is for a run in real time"][..],
+        ),
+        (["--run", "true"], &["--run is for a run in real time"][..]),
     ] {
         let out = run(jpower(rt.path())
             .args(["--sim", "xavier-agx", "characterize"])
