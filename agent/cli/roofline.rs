@@ -287,7 +287,17 @@ fn jetson(
     points: &[roofline::Point],
     quiet: bool,
 ) -> Result<Measurement> {
-    let mut session = Session::start(target, &SampleArgs::fast(), "roofline")?;
+    // A simulated board's GPU meters itself from its rails' model: its sensors are left
+    // as they are and sampled at the sampler's default rate.
+    let sample = match target.sim {
+        Some(_) => SampleArgs {
+            averaging: "keep".into(),
+            rate: None,
+            ..SampleArgs::fast()
+        },
+        None => SampleArgs::fast(),
+    };
+    let mut session = Session::start(target, &sample, "roofline")?;
     let measured = measure_board(&mut session, target, a, points, quiet);
     // Put the board back whether or not every mode was measured.
     let notes = session.finish()?;

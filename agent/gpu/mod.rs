@@ -31,7 +31,7 @@ pub mod roofline;
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
     /// The CUDA driver library could not be loaded.
-    #[error("no CUDA driver found (libcuda.so could not be loaded): the GPU path needs an NVIDIA driver with CUDA 11.4 or newer; use --sim BOARD or --cpu without one")]
+    #[error("no CUDA driver found (libcuda.so could not be loaded): the GPU path needs an NVIDIA driver with CUDA 11.4 or newer; without one, use --sim BOARD, or --cpu where the command has it (train, profile --live, characterize --live)")]
     NoDriver,
     /// The NVRTC library could not be loaded.
     #[error("no NVRTC library found (libnvrtc.so): install the CUDA toolkit's NVRTC and put its lib directory on LD_LIBRARY_PATH (on a Jetson: LD_LIBRARY_PATH=/usr/local/cuda/lib64)")]

@@ -84,6 +84,13 @@ fn roofline_on_a_simulated_board_switches_measures_fits_plots_and_restores() {
         .arg(&modes_csv)));
     assert_eq!(r["simulated"], true, "{r}");
     assert!(r["device"].as_str().unwrap().contains("simulated"));
+    // The simulated GPU meters itself: no note on the sensors' averaging or refresh, and
+    // no `--averaging` roofline does not have (found by a review).
+    assert!(
+        !r["notes"].to_string().contains("averaging"),
+        "{}",
+        r["notes"]
+    );
     let lock = r["lock"].to_string();
     assert!(lock.contains("PM QoS latency 0"), "{lock}");
     assert!(
