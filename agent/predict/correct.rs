@@ -28,13 +28,17 @@ pub struct Correction {
 impl Correction {
     /// Where its weights and modes disagree (an edited file), what disagrees.
     pub fn mismatch(&self) -> Option<String> {
-        (self.at.len() != self.weights.len()).then(|| {
-            format!(
+        if self.at.len() != self.weights.len() {
+            return Some(format!(
                 "a correction of {} weights at {} modes",
                 self.weights.len(),
                 self.at.len()
-            )
-        })
+            ));
+        }
+        self.weights
+            .iter()
+            .any(|w| !w.is_finite())
+            .then(|| "a correction weight that is not finite".to_string())
     }
 
     /// Fits the correction to `residual` (the log of measured over predicted) at each of

@@ -38,6 +38,20 @@ pub struct Miss {
 const PRIOR: f64 = 1.0;
 
 impl Miss {
+    /// Where its parts disagree (an edited file), what disagrees.
+    pub fn mismatch(&self) -> Option<String> {
+        if !self.local.is_empty() && self.local.len() != self.at.len() {
+            return Some(format!(
+                "an expected miss of {} local terms at {} modes",
+                self.local.len(),
+                self.at.len()
+            ));
+        }
+        let finite = self.base.is_finite() && self.per_distance.is_finite();
+        (!finite || self.local.iter().any(|z| !z.is_finite()))
+            .then(|| "an expected miss that is not finite".to_string())
+    }
+
     /// Fits the miss to each profiled mode's leave-one-out `residual` (NaN: not used).
     /// `None` with fewer than three finite residuals.
     pub fn fit(modes: &[PinnedMode], residual: &[f64]) -> Option<Miss> {
@@ -188,6 +202,22 @@ mod tests {
             ..miss.clone()
         };
         assert_eq!(unscaled.at(&modes[3]), miss.base);
+        assert_eq!((unscaled.mismatch(), miss.mismatch()), (None, None));
+        // An edited file's miss cut short, or not finite, is refused (found by a review:
+        // a cut `local` was silently ignored).
+        let cut = Miss {
+            local: miss.local[..3].to_vec(),
+            ..miss.clone()
+        };
+        assert!(cut
+            .mismatch()
+            .unwrap()
+            .contains("3 local terms at 12 modes"));
+        let inf = Miss {
+            base: f64::INFINITY,
+            ..miss.clone()
+        };
+        assert!(inf.mismatch().unwrap().contains("not finite"));
         // Residuals over the expected miss (each away from the others) have unit RMS.
         let z2: f64 = (0..modes.len())
             .map(|i| {

@@ -276,7 +276,10 @@ impl Model {
         if let Some(m) = self.scale.mean.iter().find(|m| !m.is_finite()) {
             return Some(format!("an input mean of {m}"));
         }
-        self.correction.as_ref().and_then(Correction::mismatch)
+        self.correction
+            .as_ref()
+            .and_then(Correction::mismatch)
+            .or_else(|| self.miss.as_ref().and_then(Miss::mismatch))
     }
 }
 

@@ -63,8 +63,17 @@ pub enum ModelFileError {
     Version {
         /// The model file.
         path: std::path::PathBuf,
-        /// The version it has.
-        found: u32,
+        /// The version it has, as the file writes it (`none` without one).
+        found: String,
+    },
+    /// The file parses, but its models do not predict its own profiled modes (an edited
+    /// or damaged file).
+    #[error("{}: damaged: {why}", path.display())]
+    Damaged {
+        /// The model file.
+        path: std::path::PathBuf,
+        /// What it predicts.
+        why: String,
     },
     /// The models were fitted for another board.
     #[error("{}: the model was fitted for {found}, not {wanted}", path.display())]
@@ -113,11 +122,17 @@ impl ModelFile {
                 path: path.into(),
                 source,
             })?;
-        let found = probe["version"].as_u64().unwrap_or(0) as u32;
-        if !(OLDEST_READABLE..=MODEL_VERSION).contains(&found) {
+        let version = &probe["version"];
+        if !version
+            .as_u64()
+            .is_some_and(|v| (u64::from(OLDEST_READABLE)..=u64::from(MODEL_VERSION)).contains(&v))
+        {
             return Err(ModelFileError::Version {
                 path: path.into(),
-                found,
+                found: match version {
+                    serde_json::Value::Null => "none".into(),
+                    v => v.to_string(),
+                },
             });
         }
         // Parsed again from the text, not from `probe`: the errors then carry the line.
@@ -127,6 +142,19 @@ impl ModelFile {
                 source,
             })?;
 
+        // Values no check of the parts catches (a weight of 1e308) show in what the models
+        // predict at the modes they were fitted on: a time and a power, finite and above 0.
+        let (t, p) = super::time_and_power(&f.time, &f.power, &f.profiled);
+        let unusable = |v: &(f64, f64)| !(v.0.is_finite() && v.0 > 0.0);
+        if let Some(i) = (0..f.profiled.len()).find(|&i| unusable(&t[i]) || unusable(&p[i])) {
+            return Err(ModelFileError::Damaged {
+                path: path.into(),
+                why: format!(
+                    "at its profiled mode {:?} it predicts {} ms and {} W",
+                    f.profiled[i], t[i].0, p[i].0
+                ),
+            });
+        }
         if let Some(b) = board {
             if f.board != b {
                 return Err(ModelFileError::Board {
@@ -221,6 +249,36 @@ mod tests {
             std::fs::write(&p, bad.to_string()).unwrap();
             let e = ModelFile::load(&p, None).unwrap_err().to_string();
             assert!(e.contains(why), "{why}: {e}");
+        }
+        // Found by a review: a version that is not a whole number was reported as 0, and
+        // values no check of the parts catches loaded, to predict inf or negative watts.
+        for (version, found) in [
+            (serde_json::json!(7.0), "version 7.0,"),
+            (serde_json::json!("7"), "version \"7\","),
+            (serde_json::Value::Null, "version none,"),
+        ] {
+            let mut bad = v.clone();
+            bad["version"] = version;
+            std::fs::write(&p, bad.to_string()).unwrap();
+            let e = ModelFile::load(&p, None).unwrap_err().to_string();
+            assert!(e.contains(found), "{found}: {e}");
+        }
+        v["profiled"] = serde_json::json!(rows.iter().map(|r| r.mode).collect::<Vec<_>>());
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert!(ModelFile::load(&p, None).is_ok(), "its own modes predict");
+        let edits: [(&str, Edit); 2] = [
+            ("-1 W", |t| t["bounds"] = serde_json::json!([-50.0, -1.0])),
+            ("0 W", |t| t["bounds"] = serde_json::json!([0.0, 0.0])),
+        ];
+        for (unit, edit) in edits {
+            let mut bad = v.clone();
+            edit(&mut bad["power"]);
+            std::fs::write(&p, bad.to_string()).unwrap();
+            let e = ModelFile::load(&p, None).unwrap_err().to_string();
+            assert!(
+                e.contains("damaged: at its profiled mode") && e.contains(unit),
+                "{e}"
+            );
         }
     }
 }
