@@ -159,8 +159,14 @@ fn parse(
     let mut seen: HashMap<PinnedMode, usize> = HashMap::new();
     for (line, f) in records {
         if f.len() < columns.len() {
-            // A quote never closed takes every line after it into one field.
-            let why = if f.iter().any(|x| x.contains('\n')) {
+            // A quote never closed takes the rest of the file into one field: an odd
+            // number of quotes from the record's line on (an escaped one counts two).
+            let quotes: usize = text
+                .lines()
+                .skip(line - 1)
+                .map(|l| l.matches('"').count())
+                .sum();
+            let why = if quotes % 2 == 1 {
                 "a quote (\") opened on this line is never closed".to_string()
             } else {
                 format!("{} fields, expected 6", f.len())
@@ -491,9 +497,15 @@ mod tests {
             ("2,729600,1,1,inf,5\n", 2, "time_ms"),
             ("# by hand\n\n2,x,1,1,10,5\n", 4, "cpu_khz"),
             ("\"2,729600\",1,1,10,5\n", 2, "5 fields"),
-            // Found by a review: an unclosed quote was reported as too few fields.
+            // Found by a review: an unclosed quote was reported as too few fields, also
+            // on the last line.
             (
                 "2,729600,1,1,10,5\n2,\"729600,1,1,10,5\n3,729600,1,1,10,5\n",
+                3,
+                "never closed",
+            ),
+            (
+                "2,729600,1,1,10,5\n2,\"729600,1,1,10,5\n",
                 3,
                 "never closed",
             ),
