@@ -404,6 +404,8 @@ impl Model {
         let mut batch = Batch::new(members, d, cap).with_tables(parts, &skip_parts, grids);
         let mut xs = vec![0.0; cap * d];
         let mut outputs = vec![0.0; members.len() * cap];
+        // Each member's outputs for a block, the same views for every block.
+        let mut views: Vec<&mut [f64]> = outputs.chunks_mut(cap).collect();
         let mut column = Vec::with_capacity(members.len());
         let mut out = Vec::with_capacity(modes.len());
         let misses = self.miss.as_ref().map(|e| e.at_modes(lattice));
@@ -421,7 +423,6 @@ impl Model {
                     row[e + host..to].copy_from_slice(&from[1][e + host..to]);
                 }
             }
-            let mut views: Vec<&mut [f64]> = outputs.chunks_mut(cap).collect();
             if !members.is_empty() {
                 let at = lattice.at.get(b * BLOCK..).unwrap_or_default();
                 batch.predict(xs, at, &mut views);
