@@ -75,8 +75,8 @@ fn plots(sums: &[Summary], front: &[ModePoint]) -> Result<String, plot::PlotErro
             title: "Utilisation per configuration",
             x_label: "CPU utilisation (%)",
             y_label: "GPU utilisation (%)",
-            x: plot::log_range(sums.iter().map(|s| s.mean.util[0] * 100.0)),
-            y: plot::log_range(sums.iter().map(|s| s.mean.util[1] * 100.0)),
+            x: plot::percent_range(sums.iter().map(|s| s.mean.util[0] * 100.0)),
+            y: plot::percent_range(sums.iter().map(|s| s.mean.util[1] * 100.0)),
         },
         Axes {
             title: "Variability across repeats",

@@ -96,6 +96,13 @@ pub fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     )
 }
 
+/// [`log_range`] of shares in percent: no axis past 100 %, and the decade below it at
+/// least.
+pub fn percent_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = log_range(values);
+    (lo.min(10.0), hi.min(100.0))
+}
+
 /// `n + 1` points evenly spaced in log space across `range`.
 pub fn log_grid(range: (f64, f64), n: u32) -> impl Iterator<Item = f64> + Clone {
     let (a, b) = (range.0.log10(), range.1.log10());
@@ -150,6 +157,9 @@ mod tests {
             log_range([0.5, 20.0, -1.0, f64::NAN].into_iter()),
             (0.1, 100.0)
         );
+        // Utilisations of 84-86 % once drew an axis to 1000 % (found by a review).
+        assert_eq!(percent_range([84.0, 86.0].into_iter()), (10.0, 100.0));
+        assert_eq!(percent_range([3.0, 100.0].into_iter()), (1.0, 100.0));
         assert_eq!(
             log_grid((1.0, 100.0), 2).collect::<Vec<_>>(),
             [1.0, 10.0, 100.0]
