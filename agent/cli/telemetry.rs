@@ -19,7 +19,7 @@ use crate::telemetry::ring::RingReader;
 use crate::telemetry::sampler::SamplerConfig;
 use crate::telemetry::Telemetry;
 use anyhow::{anyhow, bail, Context, Result};
-use serde_json::json;
+use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -508,15 +508,29 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
         super::dashboard::run(&view, &done)?;
     }
     let samples = ring.write_seq() - first;
-    let seconds = (monotonic_ns() - started) as f64 * 1e-9;
+    let now = monotonic_ns();
+    let seconds = (now - started) as f64 * 1e-9;
+    let e = ring.energy(started, now);
     let (overruns, errors) = ring.counters();
     let requested_hz = feed.requested_hz(&ring);
     let notes = feed.finish()?;
     if out.json {
         out.print(&json!({"samples": samples, "requested_hz": requested_hz, "rate_hz": samples as f64 / seconds,
-                          "overruns": overruns, "read_errors": errors, "notes": notes}), String::new)?;
+                          "overruns": overruns, "read_errors": errors, "notes": notes,
+                          "duration_s": e.duration_s, "module_j": e.module_j, "mean_module_w": e.mean_module_w,
+                          "rails": rails_json(&ring, &e)}), String::new)?;
     }
     Ok(())
+}
+
+/// Each rail's energy and mean power over `e`, as `energy` and `watch` print them.
+fn rails_json(ring: &RingReader, e: &crate::telemetry::energy::Energy) -> Vec<Value> {
+    ring.info
+        .rails
+        .iter()
+        .zip(&e.rails_j)
+        .map(|(r, j)| json!({"rail": r.name, "energy_j": j, "mean_w": if e.duration_s > 0.0 { j / e.duration_s } else { 0.0 }}))
+        .collect()
 }
 
 /// What `energy` measured of its command.
@@ -584,13 +598,7 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     } else {
         Some(e.error_bound_j)
     };
-    let rails: Vec<_> = ring
-        .info
-        .rails
-        .iter()
-        .zip(&e.rails_j)
-        .map(|(r, j)| json!({"rail": r.name, "energy_j": j, "mean_w": if e.duration_s > 0.0 { j / e.duration_s } else { 0.0 }}))
-        .collect();
+    let rails = rails_json(&ring, &e);
     // A command killed by a signal exits as a shell reports it: 128 + the signal.
     let code = status.code().unwrap_or_else(|| {
         128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)

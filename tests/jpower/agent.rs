@@ -1324,6 +1324,10 @@ fn read_only_commands_work_beside_a_running_agent() {
         "1",
     ])));
     assert!(watch["samples"].as_u64().unwrap() > 0, "{watch}");
+    // What it watched, not only how (found by a review: no watt in the object).
+    let rails = watch["rails"].as_array().unwrap();
+    assert!(!rails.is_empty() && rails.iter().all(|r| r["mean_w"].as_f64().unwrap() > 0.0));
+    assert!(watch["mean_module_w"].as_f64().unwrap() > 0.0, "{watch}");
     let energy = util::json(&util::ok(
         util::jpower(rt)
             .args(sim)
