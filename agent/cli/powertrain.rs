@@ -175,7 +175,7 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
             .collect();
         let _ = writeln!(
             t,
-            "\n  pre-training on the reference: {}; {:.1} s in all",
+            "\n  pre-training on the reference: {}; the whole evaluation {:.1} s",
             pretraining.join(", "),
             started.elapsed().as_secs_f64()
         );
