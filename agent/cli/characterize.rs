@@ -369,7 +369,7 @@ fn sweep(
 /// `jpower characterize`.
 pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     match target.sim.as_deref() {
-        Some(_) if !a.live => {
+        Some(board) if !a.live => {
             let live_only = [
                 ("--run", a.run.is_some()),
                 ("--data", !a.data.is_empty()),
@@ -380,11 +380,6 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
             if let Some((name, _)) = live_only.iter().find(|(_, given)| *given) {
                 bail!("{name} is for a run in real time: add --live (the agent's simulated board)")
             }
-        }
-        _ => {}
-    }
-    match target.sim.as_deref() {
-        Some(board) if !a.live => {
             let s = simulated(board, a)?;
             let configs = s.configs();
             let swept = sweep(&configs, s.epochs, a, out, &mut |c| Ok(s.run(c)))?;

@@ -513,7 +513,15 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     let e = ring.energy(started, now);
     let (overruns, errors) = ring.counters();
     let requested_hz = feed.requested_hz(&ring);
-    let notes = feed.finish()?;
+    let mut notes = feed.finish()?;
+    // A watch longer than the ring holds has its oldest samples overwritten: the energy
+    // is of the part still held, and a note says so.
+    if ring.oldest_t_ns().is_some_and(|t| t > started) {
+        notes.push(format!(
+            "the ring holds the last {:.1} s of the {seconds:.1} s watched: module_j and the rails' are over those, duration_s says how long",
+            e.duration_s
+        ));
+    }
     if out.json {
         out.print(&json!({"samples": samples, "requested_hz": requested_hz, "rate_hz": samples as f64 / seconds,
                           "overruns": overruns, "read_errors": errors, "notes": notes,

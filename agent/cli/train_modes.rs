@@ -507,7 +507,14 @@ fn report(
 pub fn predict(target: &super::Target, a: &PredictArgs, out: &Output) -> Result<()> {
     let board = ModelBoard::of(target)?;
     let method = Method::from_name(&a.method).expect("--method passed clap's check");
-    if a.save == a.profile {
+    let same_file = |x: &std::path::Path, y: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(x), std::fs::metadata(y)) {
+            (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+            _ => false,
+        }
+    };
+    if same_file(&a.save, &a.profile) {
         bail!(
             "--save {} is the profile it fits: the model would overwrite it",
             a.save.display()

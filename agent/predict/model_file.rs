@@ -142,19 +142,6 @@ impl ModelFile {
                 source,
             })?;
 
-        // Values no check of the parts catches (a weight of 1e308) show in what the models
-        // predict at the modes they were fitted on: a time and a power, finite and above 0.
-        let (t, p) = super::time_and_power(&f.time, &f.power, &f.profiled);
-        let unusable = |v: &(f64, f64)| !(v.0.is_finite() && v.0 > 0.0);
-        if let Some(i) = (0..f.profiled.len()).find(|&i| unusable(&t[i]) || unusable(&p[i])) {
-            return Err(ModelFileError::Damaged {
-                path: path.into(),
-                why: format!(
-                    "at its profiled mode {:?} it predicts {} ms and {} W",
-                    f.profiled[i], t[i].0, p[i].0
-                ),
-            });
-        }
         if let Some(b) = board {
             if f.board != b {
                 return Err(ModelFileError::Board {
@@ -163,6 +150,30 @@ impl ModelFile {
                     wanted: b.into(),
                 });
             }
+        }
+        // Values no check of the parts catches (an ensemble member's weight of 1e308, which
+        // the members' median hides) show in what the models predict at the modes they were
+        // fitted on: a time and a power above 0, each with a spread below itself (or none
+        // that bounds it: infinite, as a model without members gives outside its data).
+        let (t, p) = super::time_and_power(&f.time, &f.power, &f.profiled);
+        let unusable =
+            |v: &(f64, f64)| !(v.0.is_finite() && v.0 > 0.0 && (v.1 < v.0 || v.1 == f64::INFINITY));
+        if let Some(i) = (0..f.profiled.len()).find(|&i| unusable(&t[i]) || unusable(&p[i])) {
+            let m = &f.profiled[i];
+            return Err(ModelFileError::Damaged {
+                path: path.into(),
+                why: format!(
+                    "at its profiled mode ({} cores, CPU {} kHz, GPU {} Hz, EMC {} Hz) it predicts {:.4} ± {:.4} ms and {:.4} ± {:.4} W",
+                    m.cores,
+                    m.cpu_hz / 1000,
+                    m.gpu_hz,
+                    m.emc_hz,
+                    t[i].0,
+                    t[i].1,
+                    p[i].0,
+                    p[i].1
+                ),
+            });
         }
         Ok(f)
     }
@@ -267,8 +278,12 @@ mod tests {
         std::fs::write(&p, v.to_string()).unwrap();
         assert!(ModelFile::load(&p, None).is_ok(), "its own modes predict");
         let edits: [(&str, Edit); 2] = [
-            ("-1 W", |t| t["bounds"] = serde_json::json!([-50.0, -1.0])),
-            ("0 W", |t| t["bounds"] = serde_json::json!([0.0, 0.0])),
+            ("and -1.0000 ±", |t| {
+                t["bounds"] = serde_json::json!([-50.0, -1.0])
+            }),
+            ("and 0.0000 ±", |t| {
+                t["bounds"] = serde_json::json!([0.0, 0.0])
+            }),
         ];
         for (unit, edit) in edits {
             let mut bad = v.clone();

@@ -157,16 +157,16 @@ fn parse(
     }
     let mut rows = Vec::new();
     let mut seen: HashMap<PinnedMode, usize> = HashMap::new();
-    for (line, f) in records {
+    while let Some((line, f)) = records.next() {
         if f.len() < columns.len() {
-            // A quote never closed takes the rest of the file into one field: an odd
-            // number of quotes from the record's line on (an escaped one counts two).
-            let quotes: usize = text
+            // A quote never closed takes the rest of the file into one field: the record
+            // is the last, with an odd number of quotes on the line it starts on (an
+            // escaped one counts two; what follows, comments included, is the field's).
+            let quotes = text
                 .lines()
-                .skip(line - 1)
-                .map(|l| l.matches('"').count())
-                .sum();
-            let why = if quotes % 2 == 1 {
+                .nth(line - 1)
+                .map_or(0, |l| l.matches('"').count());
+            let why = if records.peek().is_none() && quotes % 2 == 1 {
                 "a quote (\") opened on this line is never closed".to_string()
             } else {
                 format!("{} fields, expected 6", f.len())
@@ -508,6 +508,14 @@ mod tests {
                 "2,729600,1,1,10,5\n2,\"729600,1,1,10,5\n",
                 3,
                 "never closed",
+            ),
+            // Found by the diff's review: quotes in a comment after a short row, or a
+            // quote opened on a later line, are not this row's.
+            ("2,729600,1,1,10\n# a 5\" screen\n", 2, "5 fields"),
+            (
+                "2,729600,1,1,10\n2,729600,1,1,10,5\n2,\"729600,1,1,10,5\n",
+                2,
+                "5 fields",
             ),
         ] {
             std::fs::write(&p, format!("{CSV_HEADER}\n{body}")).unwrap();

@@ -283,6 +283,10 @@ struct Open<P> {
 /// agent without bound by beginning minibatches it never ends.
 pub const MAX_OPEN: usize = 1024;
 
+/// The most emptied phase lists [`Minibatches`] keeps: a trainer and an inference server
+/// each have one or two minibatches open at a time.
+pub const SPARE_LISTS: usize = 16;
+
 /// Open minibatches, by kind and id, each in a phase of type `P`.
 ///
 /// Markers are a socket round trip each, every minibatch: once the lists in use have
@@ -292,8 +296,8 @@ pub const MAX_OPEN: usize = 1024;
 #[derive(Debug)]
 pub struct Minibatches<K, P> {
     open: HashMap<(K, u64), Open<P>>,
-    /// Phase lists of ended minibatches, emptied, for the next ones to begin (as many
-    /// as were ever open at once, at most [`MAX_OPEN`]).
+    /// Phase lists of ended minibatches, emptied, for the next ones to begin (at most
+    /// [`SPARE_LISTS`]: a burst of open minibatches is not kept for the connection's life).
     spare: Vec<Vec<(u64, P)>>,
     /// The spans of the minibatch ended last.
     spans: Vec<Span<P>>,
@@ -372,8 +376,10 @@ impl<K: Copy + Eq + std::hash::Hash + std::fmt::Display, P: Copy> Minibatches<K,
                     energy_j,
                 },
             ));
-        open.entered.clear();
-        self.spare.push(open.entered);
+        if self.spare.len() < SPARE_LISTS {
+            open.entered.clear();
+            self.spare.push(open.entered);
+        }
         let minibatch = Minibatch {
             kind,
             id,

@@ -127,6 +127,14 @@ fn characterize_names_a_bad_value() {
             &["--samples is for a run in real time"][..],
         ),
         (["--run", "true"], &["--run is for a run in real time"][..]),
+        (
+            ["--sample-kib", "2"],
+            &["--sample-kib is for a run in real time"][..],
+        ),
+        (
+            ["--cpu", "--quick"],
+            &["--cpu is for a run in real time"][..],
+        ),
     ] {
         let out = run(jpower(rt.path())
             .args(["--sim", "xavier-agx", "characterize"])

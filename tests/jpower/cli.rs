@@ -355,6 +355,22 @@ fn profile_predict_optimize_round_trip() {
         ])
         .arg(&physics)));
     assert!(p["chosen"]["power_w"].as_f64().unwrap() <= 4.0, "{p}");
+    // One ensemble member's output bias at 1e30 hides under the members' median, not
+    // under their spread: the file is damaged (found by a review: it loaded, to keep a
+    // margin of 1e30 W).
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&physics).unwrap()).unwrap();
+    let member = &mut v["power"]["reg"]["ensemble"]["members"][1];
+    let last = member["layers"].as_array().unwrap().len() - 1;
+    member["layers"][last]["b"] = serde_json::json!([1e30]);
+    let damaged = physics.with_file_name("damaged.json");
+    std::fs::write(&damaged, v.to_string()).unwrap();
+    let out = run(jpower(rt.path())
+        .args(["--sim", "nano", "optimize", "--budget", "4", "--model"])
+        .arg(&damaged));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("damaged: at its profiled mode ("), "{err}");
     // Issue 15: the plot names the board and workload, draws the budget and the runs.
     let plot = std::fs::read_to_string(&svg).unwrap();
     for text in [
@@ -750,9 +766,13 @@ fn profiling_and_fitting_lose_no_work() {
         .arg(&csv));
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("none of the 4 modes"));
-    // `predict` refuses before fitting.
+    // `predict` refuses before fitting, however the profile's path is spelled.
     for (save, needle) in [
         (csv.clone(), "is the profile it fits"),
+        (
+            rt.path().join(".").join("rec.csv"),
+            "is the profile it fits",
+        ),
         (rt.path().join("no/such/m.json"), "cannot write"),
     ] {
         let out = run(jpower(rt.path())
