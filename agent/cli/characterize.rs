@@ -409,9 +409,7 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
     }
     let (root, sim) = target.root()?;
     let board = crate::board::Board::discover(root)?;
-    let config = crate::daemon::Config::load(None)?;
-    let socket =
-        crate::daemon::socket_path(target.socket.as_deref(), &config, &target.runtime_dir());
+    let socket = target.agent_socket();
     let mut client = target.agent()?.with_context(|| {
         format!(
             "a live sweep drives the agent: start `jpower agent` first (no agent serves {})",

@@ -326,7 +326,7 @@ pub fn run(
     let mut planner = target.agent()?.context(
         "no agent serves the socket: start one on the same board (jpower --sim BOARD agent)",
     )?;
-    let socket = target.agent_socket()?;
+    let socket = target.agent_socket();
     let (train, plan) = plan_of(re.board, s, p);
     let before = apply(&mut planner, &train, plan)?;
     // The problem's budget is the guard's while the schedule runs; the one before comes
@@ -408,7 +408,7 @@ pub fn run(
 fn resolve_phases(planner: &mut Client, t: &Times, batch: usize) -> Result<serde_json::Value> {
     let shortest_ms = t.infer_ms[0].min(t.train_ms);
     let period_ms = t.train_ms + t.infer_ms[batch];
-    let guard_window_ms = crate::daemon::Config::load(None).map_or(1000, |c| c.budget_window_ms);
+    let guard_window_ms = super::agent_config().budget_window_ms;
     // Three channels: the most an INA3221 converts, so every chip refreshes in time.
     let samples = ina3221::averaging_for((shortest_ms * 250.0) as u32, 3);
     let (samples, refresh_ms, note) = match planner.request(RequestBody::SetAveraging { samples }) {

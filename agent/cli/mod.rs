@@ -81,8 +81,8 @@ pub struct Target {
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Where state files and simulated boards live [default: $JPOWER_RUNTIME_DIR, else the
-    /// agent config's runtime_dir, else /run/jpower if writable, else
-    /// $XDG_RUNTIME_DIR/jpower].
+    /// agent config's runtime_dir, else /run/jpower if writable, serving an agent or of one
+    /// of your groups, else $XDG_RUNTIME_DIR/jpower].
     #[arg(long, global = true, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// An nvpmodel configuration to read presets from [default: the board's /etc/nvpmodel.conf].
@@ -246,16 +246,26 @@ pub enum SimCommand {
     },
 }
 
+/// The agent's configuration as the CLI reads it (the default file's): where the agent's
+/// socket and runtime directory are, and the guard's window. A file the agent would refuse
+/// is a warning here, once, and the defaults stand, so that a typo in an agent-only key
+/// never stops `status`, `set` or the crash `restore`.
+pub fn agent_config() -> &'static crate::daemon::Config {
+    static CONFIG: std::sync::OnceLock<crate::daemon::Config> = std::sync::OnceLock::new();
+    CONFIG.get_or_init(|| {
+        crate::daemon::Config::load(None).unwrap_or_else(|e| {
+            log::warn!("{e} (ignored: the CLI uses the default socket and runtime directory)");
+            crate::daemon::Config::default()
+        })
+    })
+}
+
 impl Target {
     /// The runtime directory: `--runtime-dir`, `$JPOWER_RUNTIME_DIR`, the agent config's
     /// `runtime_dir` (the default config file's), else the default, so the CLI and the
     /// agent always agree.
     pub fn runtime_dir(&self) -> PathBuf {
-        self.runtime_dir_or(|| {
-            crate::daemon::Config::load(None)
-                .ok()
-                .and_then(|c| c.runtime_dir)
-        })
+        self.runtime_dir_or(|| agent_config().runtime_dir.clone())
     }
 
     /// [`Target::runtime_dir`] with `configured` for the config's `runtime_dir`.
@@ -285,18 +295,13 @@ impl Target {
 
     /// The agent's socket: `--socket`, else the configuration's, else the runtime
     /// directory's.
-    pub fn agent_socket(&self) -> Result<PathBuf> {
-        let config = crate::daemon::Config::load(None)?;
-        Ok(crate::daemon::socket_path(
-            self.socket.as_deref(),
-            &config,
-            &self.runtime_dir(),
-        ))
+    pub fn agent_socket(&self) -> PathBuf {
+        crate::daemon::socket_path(self.socket.as_deref(), agent_config(), &self.runtime_dir())
     }
 
     /// A connection to a running agent, if one serves the socket.
     pub fn agent(&self) -> Result<Option<crate::ipc::client::Client>> {
-        let path = self.agent_socket()?;
+        let path = self.agent_socket();
         if !path.exists() {
             return Ok(None);
         }
