@@ -25,9 +25,10 @@ fn temporary(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
 
-/// Replaces `path` with `bytes` (mode 0644: node_exporter runs as another user).
+/// Replaces `path` with `bytes` (mode 0644 whatever the umask, which is 0007 under the
+/// shipped unit: node_exporter runs as another user).
 pub fn write(path: &Path, bytes: &[u8]) -> Result<(), TextfileError> {
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let tmp = temporary(path);
     let failed = |p: &Path| {
         let p = p.to_path_buf();
@@ -40,7 +41,10 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<(), TextfileError> {
         .mode(0o644)
         .open(&tmp)
         .map_err(failed(&tmp))?;
-    let written = f.write_all(bytes).map_err(failed(&tmp));
+    let written = f
+        .set_permissions(std::fs::Permissions::from_mode(0o644))
+        .and_then(|()| f.write_all(bytes))
+        .map_err(failed(&tmp));
     drop(f);
     let renamed = written.and_then(|()| std::fs::rename(&tmp, path).map_err(failed(path)));
     if renamed.is_err() {
@@ -58,8 +62,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("jpower.prom");
         write(&path, b"a 1\n").unwrap();
-        write(&path, b"a 2\n").unwrap();
+        // SAFETY: umask has no preconditions; the test puts the old mask back.
+        let old = unsafe { libc::umask(0o007) };
+        let second = write(&path, b"a 2\n");
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        second.unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"a 2\n");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644, "{mode:o}");
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
