@@ -267,6 +267,19 @@ impl Config {
         if cfg.budget_window_ms == 0 {
             return Err(bad("budget_window_ms", "must be at least 1".into()));
         }
+        // The agent (started from `/` under systemd) and every command (started anywhere)
+        // must resolve these to the same place.
+        for (key, p) in [("socket", &cfg.socket), ("runtime_dir", &cfg.runtime_dir)] {
+            if let Some(p) = p.as_ref().filter(|p| !p.is_absolute()) {
+                return Err(bad(
+                    key,
+                    format!(
+                        "{:?} is not an absolute path (the agent and each command would each take it from their own working directory)",
+                        p.display().to_string()
+                    ),
+                ));
+            }
+        }
         if let Some(f) = &cfg.metrics_textfile {
             // node_exporter's textfile collector reads `*.prom` files only, by absolute path.
             if !f.is_absolute() || f.extension().is_none_or(|e| e != "prom") {
@@ -412,12 +425,13 @@ mod tests {
             ("socket_mode = \"+7\"\n", "socket_mode"),
             ("socket_mode = \"\"\n", "socket_mode"),
             ("sample_rate_hz = 1e-300\n", "sample_rate_hz"),
+            ("runtime_dir = \"relative\"\n", "runtime_dir"),
+            ("socket = \"run/jpower.sock\"\n", "socket"),
         ] {
             let e = err(&format!("\n{text}"));
             assert!(e.starts_with(&format!("j.toml:2: {key}")), "{text}: {e}");
         }
-        let ok =
-            "activity_rate_hz = 0.0\nrt_priority = 50\nsampler_cpu = 1023\nsocket_mode = \"0600\"\n";
+        let ok = "activity_rate_hz = 0.0\nrt_priority = 50\nsampler_cpu = 1023\nsocket_mode = \"0600\"\nruntime_dir = \"/run/j\"\nsocket = \"/run/j/s\"\n";
         assert!(Config::parse(ok, Path::new("x")).is_ok());
         assert!(Config::parse("activity_rate_hz = 0.1\n", Path::new("x")).is_ok());
     }
