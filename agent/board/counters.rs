@@ -102,7 +102,7 @@ impl Counters {
                 .emc
                 .as_ref()
                 .and_then(|e| e.rate.as_ref()?.try_clone().ok())
-                .or_else(|| root.open(paths::EMC_CLK_RATE, false).ok()),
+                .or_else(|| first(paths::EMC_RATE)),
             stat: root.open(paths::PROC_STAT, false).ok(),
             meminfo: root.open(paths::PROC_MEMINFO, false).ok(),
             diskstats: root.open(paths::PROC_DISKSTATS, false).ok(),

@@ -38,7 +38,7 @@ pub struct Emc {
     pub table_source: EmcTableSource,
     /// What the cap file holds for "no cap".
     pub uncapped: Uncapped,
-    /// The debugfs running rate, where readable (root).
+    /// The running rate ([`paths::EMC_RATE`]), where readable (root).
     pub rate: Option<Attr>,
 }
 
@@ -96,10 +96,9 @@ impl Board {
         };
         let table_hz: Vec<u64> = soc_table.iter().copied().filter(|&f| f <= limit).collect();
         let cap = self.add_knob(KnobKind::EmcCap, cap_file.path, Some(FreqUnit::Hz))?;
-        let rate = self
-            .root
-            .open(format!("{}/rate", paths::EMC_DEBUGFS), false)
-            .ok();
+        let rate = paths::EMC_RATE
+            .iter()
+            .find_map(|p| self.root.open(p, false).ok());
         Some(Emc {
             cap,
             table_hz,

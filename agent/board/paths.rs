@@ -63,9 +63,14 @@ pub const PROC_DROP_CACHES: &str = "/proc/sys/vm/drop_caches";
 pub const FAN_RPM: &[&str] = &["/sys/devices/pwm-fan/rpm_measured"];
 /// hwmon devices.
 pub const HWMON_CLASS: &str = "/sys/class/hwmon";
-/// The EMC's running rate (Hz) where BPMP's debugfs clock ([`EMC_DEBUGFS`]) is missing:
-/// Tegra210's common-clock debugfs (root only).
-pub const EMC_CLK_RATE: &str = "/sys/kernel/debug/clk/emc/clk_rate";
+/// The EMC's running rate (Hz): BPMP's debugfs clock ([`EMC_DEBUGFS`]) on t186/t194/t234,
+/// else Tegra210's common-clock debugfs (root only): the clock itself where the kernel
+/// shows it, then `override.emc`, which L4T 32's jetson_clocks reads as the current rate.
+pub const EMC_RATE: &[&str] = &[
+    "/sys/kernel/debug/bpmp/debug/clk/emc/rate",
+    "/sys/kernel/debug/clk/emc/clk_rate",
+    "/sys/kernel/debug/clk/override.emc/clk_rate",
+];
 /// actmon's average EMC activity (`mc_all`, the busy memory-clock rate in kHz): L4T 36's
 /// debugfs `cactmon` first (root only), then L4T 32/35's sysfs.
 pub const EMC_ACTIVITY: &[&str] = &[
