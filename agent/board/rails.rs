@@ -1,7 +1,9 @@
 //! INA3221 power rails: found under both drivers, named by their labels, and classified
 //! by a table of labels into what makes up a board's totals.
 //!
-//! - L4T 32 IIO driver `ina3221x`: `iio:deviceN/rail_name_K`, `in_power{K}_input` (mW).
+//! - L4T 32 IIO driver `ina3221x`: `iio:deviceN/rail_name_K`, `in_power{K}_input` (mW), read
+//!   alone: the driver's `in_voltage{K}_input` and `in_current{K}_input` are there too, but
+//!   each is another read per sample.
 //! - Mainline hwmon `ina3221` (L4T 35/36): `hwmon/hwmonN/in{K}_label`, `in{K}_input` (mV),
 //!   `curr{K}_input` (mA); power is mV x mA computed here. `hwmonN` is not stable across
 //!   boots, so it is globbed, never assumed.
@@ -18,9 +20,10 @@ use serde::Serialize;
 pub struct RailValue {
     /// Microwatts.
     pub power_uw: u32,
-    /// Millivolts (0 where the driver reports power only: L4T 32 IIO).
+    /// Millivolts (0 on L4T 32's IIO driver, read for its `in_power` alone: one read per
+    /// rail and sample, where its `in_voltage`/`in_current` would add one each).
     pub voltage_mv: u32,
-    /// Milliamperes (0 where the driver reports power only).
+    /// Milliamperes (0 where the voltage is).
     pub current_ma: u32,
 }
 

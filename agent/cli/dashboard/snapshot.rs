@@ -14,7 +14,7 @@ use crate::telemetry::ring::RingReader;
 pub struct RailRow {
     /// The rail's name.
     pub name: String,
-    /// Volts and amperes; `None` where the driver reports power only.
+    /// Volts and amperes; `None` where only the power is read (L4T 32's IIO driver).
     pub volts_amps: Option<(f64, f64)>,
     /// Watts.
     pub watts: f64,

@@ -122,12 +122,12 @@ fn rails(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Error> {
     )?;
     let volts = r.gauge(
         "jpower_rail_voltage_volts",
-        "Bus voltage of each rail, newest sample (rails whose driver reports power only are absent).",
+        "Bus voltage of each rail, newest sample (absent where only the power is read: L4T 32's IIO driver).",
         &["rail"],
     )?;
     let amps = r.gauge(
         "jpower_rail_current_amperes",
-        "Current of each rail, newest sample (rails whose driver reports power only are absent).",
+        "Current of each rail, newest sample (absent where only the power is read: L4T 32's IIO driver).",
         &["rail"],
     )?;
     let module = r.gauge(
@@ -142,7 +142,7 @@ fn rails(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Error> {
         power
             .with_label_values(&[name.as_str()])
             .set(f64::from(v.power_uw) / 1e6);
-        // Voltage 0: an L4T 32 IIO rail, which reports power only.
+        // Voltage 0: an L4T 32 IIO rail, read for its power alone.
         if v.voltage_mv > 0 {
             volts
                 .with_label_values(&[name.as_str()])

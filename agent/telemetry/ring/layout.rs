@@ -302,9 +302,9 @@ layout! {
     pub struct SlotRail as "slot_rail" {
         /// Microwatts.
         pub power_uw: AtomicU32,
-        /// Millivolts (0 where the driver reports power only).
+        /// Millivolts (0 where only the power is read: L4T 32's IIO driver).
         pub voltage_mv: AtomicU32,
-        /// Milliamperes (0 where the driver reports power only).
+        /// Milliamperes (0 where the voltage is).
         pub current_ma: AtomicU32,
     }
 }
