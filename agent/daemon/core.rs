@@ -283,7 +283,7 @@ impl Core {
                 }),
                 space_size: ModeSpace::of(self.controller.board()).len() as u64,
             },
-            RequestBody::SetMode { mode, lease, timeout_ms } => self.set_mode(peer, &mode, lease, timeout_ms, log::Level::Info),
+            RequestBody::SetMode { mode, lease, timeout_ms } => self.set_mode(peer, &mode, lease, Expiry::Asked(timeout_ms), log::Level::Info),
             RequestBody::Renew if self.holds_lease(peer.client) => {
                 self.heartbeat(peer.client);
                 ReplyBody::Ok
@@ -350,7 +350,7 @@ impl Core {
         peer: &Peer,
         mode: &ModeRequest,
         kind: LeaseKind,
-        timeout_ms: Option<u64>,
+        expiry: Expiry,
         level: log::Level,
     ) -> ReplyBody {
         if let Some(refused) = self.refuse_lease(peer, kind, "setting a mode") {
@@ -388,7 +388,7 @@ impl Core {
             Ok(t) => t,
             Err(e) => return err(ErrorCode::InvalidMode, e),
         };
-        match self.lease_and_apply(peer, target, kind, timeout_ms, ("set_mode", level)) {
+        match self.lease_and_apply(peer, target, kind, expiry, ("set_mode", level)) {
             Ok(sw) => ReplyBody::ModeSet {
                 writes: sw.steps.len() as u32,
                 switch_us: sw.elapsed_ns as f64 / 1000.0,
@@ -431,7 +431,7 @@ impl Core {
             peer,
             target,
             kind,
-            None,
+            Expiry::Kept,
             ("set_averaging", log::Level::Info),
         ) {
             Ok(_) => {
@@ -461,11 +461,15 @@ impl Core {
         peer: &Peer,
         target: Values,
         kind: LeaseKind,
-        timeout_ms: Option<u64>,
+        expiry: Expiry,
         (what, level): (&str, log::Level),
     ) -> Result<Switch, ApplyError> {
+        let asked = match expiry {
+            Expiry::Asked(ms) => ms,
+            Expiry::Kept => None,
+        };
         // 0, given or configured, is no timeout.
-        let timeout = timeout_ms
+        let timeout = asked
             .or(Some(self.config.lease_timeout_ms))
             .filter(|&ms| ms > 0)
             .map(Duration::from_millis);
@@ -511,15 +515,21 @@ impl Core {
             sw.elapsed_ns as f64 / 1000.0,
             lease_name(kind)
         );
-        let expiry = (kind == LeaseKind::Session).then_some(timeout).flatten();
-        let expires = expiry.map(|t| Instant::now() + t);
+        let session_timeout = (kind == LeaseKind::Session).then_some(timeout).flatten();
+        let expires = session_timeout.map(|t| Instant::now() + t);
         match &mut self.lease {
             // The holder switching again (a scheduler's phase switch): its lease is
-            // renewed in place, its prior kept, nothing allocated.
+            // renewed in place, its prior kept, nothing allocated unless its name changed
+            // (a `hello` since its last `set_mode`).
             Some(l) if l.client == peer.client => {
                 l.holder.lease = kind;
-                l.timeout = expiry;
-                l.expires = expires;
+                if matches!(expiry, Expiry::Asked(_)) || kind != LeaseKind::Session {
+                    l.timeout = session_timeout;
+                }
+                l.expires = l.timeout.map(|t| Instant::now() + t);
+                if !is_named(&l.holder.client, &peer.name, peer.pid) {
+                    l.holder.client = with_pid(&peer.name, peer.pid);
+                }
             }
             _ => {
                 self.lease = Some(Lease {
@@ -531,7 +541,7 @@ impl Core {
                         lease: kind,
                     },
                     prior,
-                    timeout: expiry,
+                    timeout: session_timeout,
                     expires,
                 })
             }
@@ -665,7 +675,7 @@ impl Core {
         } else {
             log::Level::Debug
         };
-        match self.set_mode(peer, &knobs, kind, None, level) {
+        match self.set_mode(peer, &knobs, kind, Expiry::Kept, level) {
             ReplyBody::ModeSet { .. } => Ok(()),
             // Phase modes have no `snap`: they name exact table values.
             ReplyBody::Error { code, message } => Err((code, message.replace(SNAP_ADVICE, ""))),
@@ -882,6 +892,26 @@ impl Core {
 }
 
 /// `name` with `(pid P)` appended, unless a client's name already ends with it.
+/// A switch's say over its lease's timeout.
+#[derive(Debug, Clone, Copy)]
+enum Expiry {
+    /// `set_mode`'s `timeout_ms`: `None` takes the configuration's `lease_timeout_ms`.
+    Asked(Option<u64>),
+    /// The holder's own timeout, renewed (a phase switch, `set_averaging`); the
+    /// configuration's for a lease the switch takes.
+    Kept,
+}
+
+/// Whether `holder` is [`with_pid`]`(name, pid)`, without making it.
+fn is_named(holder: &str, name: &str, pid: u32) -> bool {
+    holder == name
+        || holder
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(" (pid "))
+            .and_then(|rest| rest.strip_suffix(')'))
+            .is_some_and(|p| p.parse::<u32>() == Ok(pid))
+}
+
 fn with_pid(name: &str, pid: u32) -> String {
     let suffix = format!("(pid {pid})");
     if name.ends_with(&suffix) {

@@ -1053,6 +1053,52 @@ fn holder_names_carry_the_pid_and_busy_names_the_holder_once() {
     );
 }
 
+/// Found by review: the holder's next `set_mode` kept the name of its first (the doc says
+/// the latest), and `set_averaging` replaced the lease's own timeout with the
+/// configuration's (a 300 ms lease lived on forever; a lease without one expired).
+#[test]
+fn the_holders_next_switch_renames_it_and_the_averaging_keeps_its_timeout() {
+    let agent = Agent::start("orin-agx", "");
+    let mut a = agent.client(Encoding::Json);
+    let set = |a: &mut jpower::ipc::client::Client, gpu_hz, timeout_ms| {
+        a.request(RequestBody::SetMode {
+            mode: knobs(gpu_hz),
+            lease: LeaseKind::Session,
+            timeout_ms,
+        })
+        .unwrap()
+    };
+    set(&mut a, 318_750_000, None);
+    a.request(RequestBody::Hello {
+        version: PROTOCOL_VERSION,
+        client: "second".into(),
+    })
+    .unwrap();
+    let me = std::process::id();
+    assert_eq!(
+        agent.status().holder.unwrap().client,
+        format!("test (pid {me})")
+    );
+    set(&mut a, 420_750_000, Some(300));
+    assert_eq!(
+        agent.status().holder.unwrap().client,
+        format!("second (pid {me})")
+    );
+    a.request(RequestBody::SetAveraging { samples: 4 }).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let renewed = a.request(RequestBody::Renew);
+    assert!(
+        matches!(
+            renewed,
+            Err(ClientError::Agent {
+                code: ErrorCode::NotFound,
+                ..
+            })
+        ),
+        "the 300 ms lease outlived its timeout: {renewed:?}"
+    );
+}
+
 /// Issue 14: errors over the socket speak the protocol: an invalid `cpu_khz` names its
 /// nearest values in kHz (the agent gave Hz, 1000x off), `cores` and `snap` are the
 /// request's fields, not the CLI's `--cores` and `--snap`.
