@@ -444,6 +444,18 @@ impl Shared {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()),
             ),
+            RequestBody::Release => {
+                let mut core = self.lock();
+                let held = core.holds_lease(conn.peer.client);
+                let reply = core.handle(&conn.peer, body);
+                drop(core);
+                if held && matches!(reply, ReplyBody::Released { .. }) {
+                    // A planner's phase modes switch under its lease: they end with it,
+                    // its own release too (no `lease_ended` tells it of that one).
+                    self.schedule.lease_ended(conn.peer.client);
+                }
+                reply
+            }
             body => self.lock().handle(&conn.peer, body),
         }
     }

@@ -623,9 +623,10 @@ pub struct TurnTotals {
     /// Turns whose holder's connection closed first (an inference batch's requests go
     /// back to the head of the queue).
     pub aborted: u64,
-    /// The ended turns' minibatch durations summed, milliseconds.
+    /// The ended turns' spans summed, each from its grant to its holder's `minibatch_end`
+    /// (not the whole minibatch, which may have begun before the gate), milliseconds.
     pub duration_ms: f64,
-    /// The ended turns' minibatch energies summed, joules.
+    /// The module's energy over those spans, summed, joules.
     pub energy_j: f64,
 }
 

@@ -685,6 +685,15 @@ fn a_planners_phase_modes_end_with_its_lease() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert!(agent.status().holder.is_none());
+    // Its own release ends them too, at once (they stayed until the next turn).
+    let (plan, modes) = plan_with_phases(Some(5.0));
+    request(&mut planner, RequestBody::SchedulePlan(plan));
+    assert_eq!(schedule(&agent).plan.unwrap().phase_modes, Some(modes));
+    assert!(matches!(
+        request(&mut planner, RequestBody::Release),
+        ReplyBody::Released { .. }
+    ));
+    assert_eq!(schedule(&agent).plan.unwrap().phase_modes, None);
 }
 
 /// Found by a client written from `docs/protocol.md` alone: a plan refused for its

@@ -5,11 +5,10 @@
 //!
 //! Each exposition is built in a registry of its own from one snapshot, so a metric that
 //! no longer applies (a lease that ended, a budget cleared, a rail without a voltage
-//! reading) is absent rather than stale. GPU and CPU load are not exported: the agent has
-//! no load counters yet.
+//! reading, a counter the board lacks) is absent rather than stale.
 
 use super::energy::EnergyCounters;
-use crate::ipc::protocol::{Holder, LeaseKind, Status};
+use crate::ipc::protocol::{ActivityReply, Holder, LeaseKind, Status};
 use crate::telemetry::{flags, Sample};
 use prometheus::core::{Collector, GenericCounterVec, GenericGaugeVec};
 use prometheus::{Encoder, Opts, Registry, TextEncoder};
@@ -46,6 +45,8 @@ pub struct Snapshot {
     pub zones: Vec<(String, Option<i32>)>,
     /// The throttle flags ([`flags`]).
     pub throttle: u32,
+    /// The activity counters' newest record (`None` with them off).
+    pub activity: Option<ActivityReply>,
 }
 
 /// The exposition of `s`.
@@ -71,6 +72,9 @@ pub fn render(s: &Snapshot) -> Result<Vec<u8>, prometheus::Error> {
     budget_and_lease(&r, s)?;
     sampler(&r, s)?;
     thermal(&r, s)?;
+    if let Some(a) = &s.activity {
+        load(&r, a)?;
+    }
 
     let mut out = Vec::new();
     TextEncoder::new().encode(&r.registry.gather(), &mut out)?;
@@ -364,6 +368,54 @@ fn thermal(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Error> {
     Ok(())
 }
 
+/// The activity counters' loads and memory; what the board lacks (or, for a CPU, while it
+/// is offline) is absent.
+fn load(r: &Exposition, a: &ActivityReply) -> Result<(), prometheus::Error> {
+    let ratio = |pm: u32| f64::from(pm) / 1e3;
+    for (name, help, pm) in [
+        (
+            "jpower_gpu_load_ratio",
+            "GPU load over the activity window (0 to 1).",
+            a.gpu_load_pm,
+        ),
+        (
+            "jpower_emc_load_ratio",
+            "EMC (memory controller) activity over the activity window, of its running clock (0 to 1).",
+            a.emc_activity_pm,
+        ),
+    ] {
+        let g = r.gauge(name, help, &[])?;
+        if let Some(pm) = pm {
+            g.with_label_values(NO_LABELS).set(ratio(pm));
+        }
+    }
+    let cpu = r.gauge(
+        "jpower_cpu_load_ratio",
+        "Each online CPU's utilisation over the activity window (0 to 1).",
+        &["cpu"],
+    )?;
+    for c in &a.cpus {
+        if let Some(pm) = c.util_pm {
+            cpu.with_label_values(&[c.cpu.to_string().as_str()])
+                .set(ratio(pm));
+        }
+    }
+    for (name, help, kb) in [
+        (
+            "jpower_memory_used_bytes",
+            "RAM in use (MemTotal - MemAvailable).",
+            a.ram_used_kb,
+        ),
+        ("jpower_memory_total_bytes", "RAM in all.", a.ram_total_kb),
+    ] {
+        let g = r.gauge(name, help, &[])?;
+        if let Some(kb) = kb {
+            g.with_label_values(NO_LABELS).set(kb as f64 * 1024.0);
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,6 +467,33 @@ mod tests {
             read_errors: 1,
             zones: vec![("cpu-thermal".into(), Some(45_500)), ("gone".into(), None)],
             throttle: flags::THROTTLED,
+            activity: Some(ActivityReply {
+                age_ms: 3.0,
+                window_ms: 1000.0,
+                gpu_load_pm: Some(625),
+                gpu_hz: Some(1_300_500_000),
+                emc_activity_pm: None,
+                emc_hz: None,
+                fan_pwm: None,
+                fan_rpm: None,
+                ram_used_kb: Some(2_048),
+                ram_total_kb: Some(4_096),
+                swap_used_kb: None,
+                swap_total_kb: None,
+                cpus: vec![
+                    crate::ipc::protocol::CpuActivityReply {
+                        cpu: 0,
+                        util_pm: Some(250),
+                        khz: Some(2_201_600),
+                    },
+                    crate::ipc::protocol::CpuActivityReply {
+                        cpu: 1,
+                        util_pm: None,
+                        khz: None,
+                    },
+                ],
+                disks: vec![],
+            }),
         }
     }
 
@@ -446,6 +525,10 @@ mod tests {
             "jpower_throttle_flag{flag=\"throttled\"} 1",
             "jpower_throttle_flag{flag=\"critical_alarm\"} 0",
             "jpower_cpu_online 3",
+            "jpower_gpu_load_ratio 0.625",
+            "jpower_cpu_load_ratio{cpu=\"0\"} 0.25",
+            "jpower_memory_used_bytes 2097152",
+            "jpower_memory_total_bytes 4194304",
         ] {
             assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
         }
@@ -455,8 +538,15 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("zone=\"gone\""), "{t}");
-        // No EMC cap: absent, not zero.
+        // No EMC cap: absent, not zero; likewise an EMC activity the board could not read,
+        // and an offline CPU's load.
         assert!(!t.contains("\njpower_emc_cap_hertz "), "{t}");
+        assert!(!t.contains("\njpower_emc_load_ratio "), "{t}");
+        assert!(!t.contains("cpu=\"1\""), "{t}");
+        // The activity counters off: no load at all.
+        let mut off = snapshot();
+        off.activity = None;
+        assert!(!text(&off).contains("\njpower_gpu_load_ratio "));
     }
 
     /// Regression: right after the first sample nothing has been integrated yet, and the

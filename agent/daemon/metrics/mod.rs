@@ -106,6 +106,14 @@ impl Source {
             read_errors,
             zones: ring.zones(),
             throttle: ring.throttle(),
+            activity: match (&ring.info.activity, ring.activity()) {
+                (Some(info), Some(a)) => Some(super::connection::activity_reply(
+                    info,
+                    &a,
+                    crate::support::clock::monotonic_ns(),
+                )),
+                _ => None,
+            },
         }
     }
 }
