@@ -168,6 +168,15 @@ fn the_listener_serves_every_family_with_its_unit_and_energy_only_grows() {
     assert!(value(&first, "jpower_module_power_watts") > 0.0);
     assert!(value(&first, "jpower_rail_power_watts{rail=\"VDD_GPU_SOC\"}") > 0.0);
     assert!(first.contains(&format!("jpower_board_info{{board=\"{}\"", st.board)));
+    // The activity counters' record (10 Hz by default) gives the loads.
+    let mut loaded = String::new();
+    wait_for("the activity counters", Duration::from_secs(10), || {
+        loaded = scrape(port);
+        loaded.contains("\njpower_cpu_load_ratio{cpu=\"0\"} ")
+    });
+    let gpu_load = value(&loaded, "jpower_gpu_load_ratio");
+    assert!((0.0..=1.0).contains(&gpu_load), "{gpu_load}");
+    assert!(value(&loaded, "jpower_memory_total_bytes") > 0.0);
     promtool_accepts(
         &first,
         "the_listener_serves_every_family_with_its_unit_and_energy_only_grows",
