@@ -53,6 +53,43 @@ pub fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A percentile strictly between 0 and 100.
+pub fn percentile(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v < 100.0 => Ok(v),
+        _ => Err(format!("{s:?}: must be a number above 0 and below 100")),
+    }
+}
+
+/// The slowest arrival rate `jpower schedule` plans for, requests per second: its simulated
+/// runs span 2,000 requests each, an hour of simulated training per setting at 0.5 a
+/// second (and a live run measures a rate over 2 s windows, one request a window).
+pub const MIN_RATE_PER_S: f64 = 0.5;
+
+/// A request rate of at least [`MIN_RATE_PER_S`].
+pub fn rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= MIN_RATE_PER_S && v.is_finite() => Ok(v),
+        _ => Err(format!(
+            "{s:?}: must be a finite rate of at least {MIN_RATE_PER_S} requests per second"
+        )),
+    }
+}
+
+/// The slowest per-phase switch `jpower schedule` weighs, milliseconds: a switch slower
+/// than a second is no per-minibatch switch (and each is simulated in 10 ms steps).
+pub const MAX_SWITCH_MS: f64 = 1000.0;
+
+/// A switch time from 0 to [`MAX_SWITCH_MS`] milliseconds.
+pub fn switch_ms(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=MAX_SWITCH_MS).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{s:?}: must be a number of milliseconds from 0 to {MAX_SWITCH_MS}"
+        )),
+    }
+}
+
 /// A fraction in 0..1 (0 included).
 pub fn fraction(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;

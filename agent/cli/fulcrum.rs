@@ -4,11 +4,10 @@
 //! scores every strategy against the exhaustive oracle.
 
 use super::{Output, Target};
-use crate::control::mode::PinnedMode;
 use crate::predict::evaluate::Effort;
 use crate::predict::fulcrum::eval::{self, Report};
 use crate::predict::fulcrum::search::{self, Strategy};
-use crate::predict::fulcrum::{oracle, Board, Problem, Setting, BATCHES};
+use crate::predict::fulcrum::{oracle, Board, Problem, Setting};
 use crate::predict::{FitConfig, Method, Model};
 use crate::sim::concurrent::ConcurrentBoard;
 use crate::sim::settle::SwitchTimes;
@@ -36,18 +35,18 @@ pub struct ScheduleArgs {
     #[arg(long, value_name = "MS", value_parser = super::bounds::positive)]
     pub slo_ms: f64,
     /// The percentile the latency target applies to.
-    #[arg(long, value_name = "P", default_value_t = 99.0)]
+    #[arg(long, value_name = "P", default_value_t = 99.0, value_parser = super::bounds::percentile)]
     pub percentile: f64,
-    /// Request arrival rate, per second.
-    #[arg(long, value_name = "PER_S", value_parser = super::bounds::positive)]
+    /// Request arrival rate, per second (at least 0.5).
+    #[arg(long, value_name = "PER_S", value_parser = super::bounds::rate)]
     pub rate: f64,
     /// The search: gmd, als, maxn, presets or random.
-    #[arg(long, default_value = "gmd")]
+    #[arg(long, default_value = "gmd", value_parser = ["gmd", "als", "maxn", "presets", "random"])]
     pub strategy: String,
     /// Time of one switch of the GPU and EMC clocks between phases, ms [default: the
     /// board's measured cost (`jpower switch-cost`), else the assumed EMC settle time,
-    /// 1 ms].
-    #[arg(long, value_name = "MS")]
+    /// 1 ms; at most 1000].
+    #[arg(long, value_name = "MS", value_parser = super::bounds::switch_ms)]
     pub switch_ms: Option<f64>,
     /// Seed of the arrivals and the measurement noise.
     #[arg(long, default_value_t = 1)]
@@ -58,7 +57,7 @@ pub struct ScheduleArgs {
     #[arg(long)]
     pub live: bool,
     /// How long a live run submits requests, seconds.
-    #[arg(long, value_name = "S", default_value_t = 5.0, requires = "live")]
+    #[arg(long, value_name = "S", default_value_t = 5.0, requires = "live", value_parser = super::bounds::seconds)]
     pub seconds: f64,
     /// In a live run, the users change to RATE requests per second S seconds in; the
     /// planner re-plans when it measures the drift.
@@ -99,19 +98,34 @@ pub enum Command {
 
 fn board_spec(target: &Target, what: &str) -> Result<&'static BoardSpec> {
     let Some(board) = &target.sim else {
-        bail!("{what} runs on a simulated board: name one with --sim BOARD (with --live, the board an agent serves)");
+        bail!("{what} runs on a simulated board: name one with --sim BOARD");
     };
     spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))
 }
 
-fn knobs_text(m: &PinnedMode) -> String {
+/// A mode as JSON ([`PinnedMode`]'s), in words.
+fn mode_text(m: &serde_json::Value) -> String {
+    let f = |k: &str| m[k].as_f64().unwrap_or(f64::NAN);
     format!(
-        "{} cores, CPU {} MHz, GPU {:.2} MHz, EMC {:.1} MHz",
-        m.cores,
-        m.cpu_hz / 1_000_000,
-        m.gpu_hz as f64 / 1e6,
-        m.emc_hz as f64 / 1e6
+        "{} cores, CPU {:.1} MHz, GPU {:.2} MHz, EMC {:.1} MHz",
+        m["cores"],
+        f("cpu_khz") / 1e3,
+        f("gpu_hz") / 1e6,
+        f("emc_hz") / 1e6
     )
+}
+
+/// A setting as [`super::fulcrum_live::chosen`] gives it, in words.
+fn chosen_text(c: &serde_json::Value) -> String {
+    match (c.get("train"), c.get("infer")) {
+        (Some(train), Some(infer)) => format!(
+            "train at {}; infer at {}; batch {}",
+            mode_text(train),
+            mode_text(infer),
+            c["infer_batch"]
+        ),
+        _ => format!("{}; batch {}", mode_text(c), c["infer_batch"]),
+    }
 }
 
 /// `jpower schedule`.
@@ -123,9 +137,6 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
             a.strategy
         )
     })?;
-    if !(a.percentile > 0.0 && a.percentile < 100.0) {
-        bail!("--percentile must lie between 0 and 100");
-    }
     let (switch_ms, switch_from) = match a.switch_ms {
         Some(ms) => (ms, "--switch-ms".to_string()),
         None => super::switch_cost::measured_fast_switch(target)?.map_or_else(
@@ -133,8 +144,31 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
             |(ms, path)| (ms, format!("measured ({path})")),
         ),
     };
-    if !(switch_ms >= 0.0 && switch_ms.is_finite()) {
-        bail!("--switch-ms must be a number of milliseconds, 0 or more");
+    if a.live {
+        // Checked before the search: a change after the run would never happen.
+        for (flag, change) in [
+            ("--rate-change", &a.rate_change),
+            ("--slowdown", &a.slowdown),
+            ("--infer-slowdown", &a.infer_slowdown),
+        ] {
+            if let Some(c) = change.as_ref().filter(|c| c.at_s >= a.seconds) {
+                bail!(
+                    "{flag} at {} s: the run ends at --seconds {} s",
+                    c.at_s,
+                    a.seconds
+                );
+            }
+        }
+        if let Some(c) = a
+            .rate_change
+            .filter(|c| c.value < super::bounds::MIN_RATE_PER_S)
+        {
+            bail!(
+                "--rate-change to {} requests/s: at least {} (as --rate)",
+                c.value,
+                super::bounds::MIN_RATE_PER_S
+            );
+        }
     }
     let mut board = ConcurrentBoard::new(
         spec,
@@ -177,9 +211,6 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
         }
     };
     if a.live {
-        if !(a.seconds > 0.0 && a.seconds.is_finite()) {
-            bail!("--seconds must be a positive number");
-        }
         let replanner = super::fulcrum_live::Replanner {
             strategy,
             board: &mut board,
@@ -203,9 +234,9 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
     let o = board.run(&choice.setting, &p, false);
     let started = Instant::now();
     let fixed = oracle::fixed(&mut board, &p);
-    let pair = fixed
-        .best
-        .and_then(|f| oracle::per_phase(&mut board, &p, f).best);
+    let pair = fixed.best.map(|f| oracle::per_phase(&mut board, &p, f));
+    let settings_run = fixed.runs + pair.as_ref().map_or(0, |s| s.runs);
+    let pair = pair.and_then(|s| s.best);
     let oracle_s = started.elapsed().as_secs_f64();
     let best = [fixed.best, pair].into_iter().flatten().max_by(|x, y| {
         x.outcome
@@ -231,7 +262,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<()> {
             "throughput_per_s": best.map_or(0.0, |b| b.outcome.throughput_per_s),
             "feasible": best.is_some(),
             "chosen": best.map(|b| super::fulcrum_live::chosen(&board, &b.setting)),
-            "settings_run": fixed.runs,
+            "settings_run": settings_run,
             "seconds": oracle_s,
         },
     }));
@@ -254,7 +285,7 @@ fn live_text(v: &serde_json::Value) -> String {
             r["budget_w"],
             r["training_scale"].as_f64().unwrap_or(f64::NAN),
             r["inference_scale"].as_f64().unwrap_or(f64::NAN),
-            r["chosen"],
+            chosen_text(&r["chosen"]),
         );
     }
     let sensor = &l["sensor"];
@@ -285,7 +316,7 @@ fn live_text(v: &serde_json::Value) -> String {
         v["board"].as_str().unwrap_or(""),
         v["train"].as_str().unwrap_or(""),
         v["infer"].as_str().unwrap_or(""),
-        v["chosen"],
+        chosen_text(&v["chosen"]),
         f("throughput_per_s"),
         l["minibatches"],
         f("seconds"),
@@ -309,19 +340,7 @@ fn schedule_text(
     oracle: Option<Setting>,
 ) -> String {
     let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    let mode = |i| board.space().get(i).expect("a mode");
-    let describe = |s: &Setting| {
-        if s.per_phase() {
-            format!(
-                "train at {}; infer at {}; batch {}",
-                knobs_text(&mode(s.train)),
-                knobs_text(&mode(s.infer)),
-                BATCHES[s.batch]
-            )
-        } else {
-            format!("{}; batch {}", knobs_text(&mode(s.train)), BATCHES[s.batch])
-        }
-    };
+    let describe = |s: &Setting| chosen_text(&super::fulcrum_live::chosen(board, s));
     let mut t = String::new();
     let _ = writeln!(
         t,

@@ -433,16 +433,22 @@ fn resolve_phases(planner: &mut Client, t: &Times, batch: usize) -> Result<serde
 }
 
 /// The users' arrivals: `(count, rate)` per segment, before and after the change, the
-/// counts those rates give over the run's time.
+/// counts those rates give over the run's time, at least one request in all.
 fn arrival_segments(rate: f64, seconds: f64, change: Option<Change>) -> Vec<(usize, f64)> {
     let count = |r: f64, s: f64| (r * s).round() as usize;
-    match change {
+    let mut segments = match change {
         Some(c) if c.at_s < seconds => vec![
             (count(rate, c.at_s), rate),
             (count(c.value, seconds - c.at_s), c.value),
         ],
-        _ => vec![(count(rate, seconds).max(1), rate)],
+        _ => vec![(count(rate, seconds), rate)],
+    };
+    if segments.iter().all(|s| s.0 == 0) {
+        if let Some(last) = segments.last_mut() {
+            last.0 = 1;
+        }
     }
+    segments
 }
 
 /// What the planner watches: the problem and setting in force, the board as it is (its
@@ -692,6 +698,22 @@ mod tests {
         assert_eq!(phase_drift(4.0, 1600.0, 1000.0, 0.02), None, "too few");
         assert_eq!(phase_drift(5.0, 1500.0, 1000.0, 1.0), None, "noisy");
         assert_eq!(phase_drift(5.0, 1.0, 0.0, 0.02), None, "nothing planned");
+    }
+
+    /// Found by review: a change at 0 s to a rate that rounds to no request, over a short
+    /// run, submitted nothing and reported NaN latencies.
+    #[test]
+    fn a_live_run_submits_at_least_one_request() {
+        let at = |value, at_s| Some(Change { value, at_s });
+        assert_eq!(arrival_segments(0.5, 0.9, None), [(1, 0.5)]);
+        assert_eq!(
+            arrival_segments(0.5, 0.9, at(0.5, 0.0)),
+            [(0, 0.5), (1, 0.5)]
+        );
+        assert_eq!(
+            arrival_segments(30.0, 2.0, at(10.0, 1.0)),
+            [(30, 30.0), (10, 10.0)]
+        );
     }
 
     #[test]

@@ -135,6 +135,44 @@ fn schedule_prints_the_chosen_configuration_and_the_oracle() {
     );
 }
 
+/// Found by review: `--rate 0.01` ran for hours (each simulated run spans 2,000 requests),
+/// `--switch-ms 1e7` for a minute, and these typos exited 1 (`--seconds` only after the
+/// whole search); they are usage errors now, and a live change after the run's end is
+/// refused before the search.
+#[test]
+fn schedule_refuses_what_it_cannot_plan_before_searching() {
+    let rt = util::runtime();
+    for extra in [
+        &["--rate", "0.01"][..],
+        &["--switch-ms", "1e7"],
+        &["--switch-ms", "nan"],
+        &["--percentile", "100"],
+        &["--strategy", "foo"],
+        &["--live", "--seconds", "0"],
+    ] {
+        let out = schedule_maxn(rt.path(), extra).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        assert_eq!(
+            json(&String::from_utf8_lossy(&out.stdout))["kind"],
+            "usage",
+            "{extra:?}"
+        );
+    }
+    let started = std::time::Instant::now();
+    let out = schedule_maxn(
+        rt.path(),
+        &["--live", "--seconds", "1", "--rate-change", "40@2"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(json(&String::from_utf8_lossy(&out.stdout))["error"]
+        .as_str()
+        .unwrap()
+        .contains("--rate-change at 2 s: the run ends at --seconds 1 s"));
+    assert!(started.elapsed().as_secs() < 5, "it searched first");
+}
+
 /// The default strategy's figures on this six-configuration sample, against the issue's
 /// targets (99 % of feasible configurations met, mean throughput within 3 % of the
 /// oracle, at most 10 modes profiled): 100 %, 0.968, 8.7 modes since each strategy

@@ -240,7 +240,8 @@ pub fn sweep<B: SweepBoard + Send>(groups: Vec<(B, Vec<Problem>)>, seed: u64) ->
             PerPhase {
                 switch_ms,
                 won_pct: 100.0 * won.len() as f64 / n,
-                mean_gain_pct: 100.0 * won.iter().sum::<f64>() / won.len().max(1) as f64,
+                // Folded from +0: an empty f64 sum is -0, printed "-0.0 %".
+                mean_gain_pct: 100.0 * won.iter().fold(0.0, |a, g| a + g) / won.len().max(1) as f64,
             }
         })
         .collect();

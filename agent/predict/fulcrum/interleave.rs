@@ -221,7 +221,9 @@ impl Engine {
             normals: &mut self.normals,
             next: 0,
         };
-        let allowed = ((1.0 - p.percentile / 100.0) * REQUESTS as f64).floor() as usize;
+        // Late requests the percentile may hold: the ones above its nearest rank (the same
+        // rank `slo_pct_ms` is read at, so stopping early never drops a run that meets).
+        let allowed = REQUESTS - nearest_rank(p.percentile, REQUESTS);
         let (train, infer) = (phases.train, phases.infer);
         let max_batch = BATCHES[phases.batch.min(BATCHES.len() - 1)] as usize;
         let (mut t, mut minibatches, mut served, mut late, mut switching) =
@@ -279,7 +281,7 @@ impl Engine {
             .max(if meter.count == 0 { mean_w } else { 0.0 });
         let lat = &mut self.latencies[..served.max(1)];
         let mut pct = |q: f64| {
-            let i = ((q / 100.0 * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1;
+            let i = nearest_rank(q, lat.len()) - 1;
             *lat.select_nth_unstable_by(i, f64::total_cmp).1
         };
         Outcome {
@@ -294,6 +296,11 @@ impl Engine {
             completed,
         }
     }
+}
+
+/// The nearest rank (1-based) of percentile `q` among `n` values, at least 1.
+fn nearest_rank(q: f64, n: usize) -> usize {
+    ((q / 100.0 * n as f64).ceil() as usize).clamp(1, n.max(1))
 }
 
 #[cfg(test)]
@@ -377,6 +384,17 @@ mod tests {
         );
         let early = e.run(&ph, &p, &NOISE, 3, 4, true);
         assert!(!early.completed && !early.met(&p));
+    }
+
+    /// Found by review: early stopping allowed `floor((1 - p/100) n)` late requests, one
+    /// fewer than the percentile's own rank at p90 and p99.95 (rounding), so a run that
+    /// met was dropped.
+    #[test]
+    fn early_stopping_allows_what_the_percentile_allows() {
+        for (q, allowed) in [(90.0, 200), (99.0, 20), (99.95, 1), (50.0, 1000)] {
+            assert_eq!(REQUESTS - nearest_rank(q, REQUESTS), allowed, "p{q}");
+        }
+        assert_eq!(nearest_rank(99.0, 0), 1);
     }
 
     #[test]
