@@ -33,7 +33,8 @@ pub struct Connection {
     /// Where the scheduler sends the `served` events of this connection's requests.
     notify: EventSender,
     /// Where the scheduler grants this connection's turns: one channel of one for the
-    /// connection's life, so a gate allocates nothing.
+    /// connection's life, so a gate makes no channel (a grant allocates only the list
+    /// of its requests' ids, which the reply carries).
     grants: (
         crossbeam_channel::Sender<TurnReply>,
         crossbeam_channel::Receiver<TurnReply>,

@@ -1,10 +1,10 @@
 //! A declared arrival rate as requests: Poisson arrivals (exponential gaps from a fixed
 //! seed, as `predict::fulcrum::interleave` draws them), each due at its own instant, for
-//! clients that declare a rate instead of submitting requests.
+//! clients that declare a rate instead of submitting requests. The scheduler's thread waits
+//! [`Arrivals::due_in`] at most, so an arrival makes no timer of its own (no allocation).
 
 use crate::support::clock::monotonic_ns;
 use crate::support::rng::SplitMix64;
-use crossbeam_channel::{at, never, Receiver};
 use std::time::{Duration, Instant};
 
 /// The seed of the gaps.
@@ -15,8 +15,6 @@ const SEED: u64 = 0xF01C_A7E5;
 pub struct Arrivals {
     rate_per_s: Option<f64>,
     next: Option<Instant>,
-    /// Fires at `next` (never without a rate): made once per arrival, not per wait.
-    timer: Receiver<Instant>,
     gaps: SplitMix64,
 }
 
@@ -25,7 +23,6 @@ impl Default for Arrivals {
         Arrivals {
             rate_per_s: None,
             next: None,
-            timer: never(),
             gaps: SplitMix64::new(SEED),
         }
     }
@@ -47,12 +44,14 @@ impl Arrivals {
         }
         self.rate_per_s = rate_per_s;
         self.next = rate_per_s.and_then(|r| self.after(Instant::now(), r));
-        self.timer = self.next.map_or_else(never, at);
     }
 
-    /// A channel that fires when the next arrival is due (never without a rate).
-    pub fn timer(&self) -> &Receiver<Instant> {
-        &self.timer
+    /// How long until the next arrival is due: zero once it is, `Duration::MAX` without
+    /// one.
+    pub fn due_in(&self) -> Duration {
+        self.next.map_or(Duration::MAX, |next| {
+            next.saturating_duration_since(Instant::now())
+        })
     }
 
     /// The due arrival happened: its time (`CLOCK_MONOTONIC` ns, when it was due even if
@@ -65,7 +64,6 @@ impl Arrivals {
         if let Some(r) = self.rate_per_s {
             self.next = self.after(due, r);
         }
-        self.timer = self.next.map_or_else(never, at);
         at_ns
     }
 }
@@ -75,15 +73,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_declared_rate_fires_and_no_rate_never_does() {
+    fn a_declared_rate_comes_due_and_no_rate_never_does() {
         let mut a = Arrivals::default();
-        assert!(a.timer().recv_timeout(Duration::from_millis(20)).is_err());
+        assert_eq!(a.due_in(), Duration::MAX);
         a.set_rate(Some(1000.0));
-        assert!(a.timer().recv_timeout(Duration::from_secs(5)).is_ok());
+        let wait = a.due_in();
+        assert!(wait < Duration::from_secs(5), "{wait:?}");
+        std::thread::sleep(wait);
+        assert_eq!(a.due_in(), Duration::ZERO);
         let first = a.arrived();
         assert!(first <= monotonic_ns());
+        assert!(a.due_in() < Duration::from_secs(5));
         a.set_rate(None);
-        assert!(a.timer().recv_timeout(Duration::from_millis(20)).is_err());
+        assert_eq!(a.due_in(), Duration::MAX);
     }
 
     /// Rates whose gaps no `Duration` or `Instant` holds never fire instead of panicking
@@ -93,7 +95,7 @@ mod tests {
         let mut a = Arrivals::default();
         for rate in [1e-300, 1e-20, f64::MIN_POSITIVE] {
             a.set_rate(Some(rate));
-            assert!(a.timer().recv_timeout(Duration::from_millis(5)).is_err());
+            assert_eq!(a.due_in(), Duration::MAX);
         }
     }
 }

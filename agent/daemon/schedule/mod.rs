@@ -261,8 +261,8 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: 
         rate: arrivals::Arrivals::default(),
     };
     loop {
-        let timer = state.rate.timer().clone();
-        // A turn kept for an inference server on its way back: look again when it lapses.
+        // A turn kept for an inference server on its way back: look again when it lapses,
+        // or when the declared rate's next arrival is due, whichever comes first.
         let hold = state.turns.held_until().map_or(Duration::MAX, |until| {
             Duration::from_nanos(until.saturating_sub(monotonic_ns()))
         });
@@ -284,18 +284,18 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: 
                     state.turns.queue(r);
                 }
             }
-            recv(timer) -> _ => {
-                let at_ns = state.rate.arrived();
-                // A declared rate adds nothing to a full queue: it is a load, not a backlog.
-                if let Some(id) = tally.admit() {
-                    state.turns.queue(Request {
-                        id,
-                        at_ns,
-                        notify: None,
-                    });
-                }
+            default(hold.min(state.rate.due_in())) => {}
+        }
+        while state.rate.due_in().is_zero() {
+            let at_ns = state.rate.arrived();
+            // A declared rate adds nothing to a full queue: it is a load, not a backlog.
+            if let Some(id) = tally.admit() {
+                state.turns.queue(Request {
+                    id,
+                    at_ns,
+                    notify: None,
+                });
             }
-            default(hold) => {}
         }
         state.dispatch(core);
     }

@@ -92,6 +92,9 @@ pub struct Turns {
     /// The inference server that ended a batch with requests waiting, and until when
     /// (`CLOCK_MONOTONIC` ns) the next turn waits for it.
     held_for: Option<(u64, u64)>,
+    /// The last batch's list, emptied, for the next one: a batch allocates nothing once
+    /// one as large has run.
+    spare: Vec<Request>,
     totals: ScheduleReply,
 }
 
@@ -104,6 +107,7 @@ impl Default for Turns {
             queue: VecDeque::new(),
             active: None,
             held_for: None,
+            spare: Vec::new(),
             totals: ScheduleReply {
                 plan: None,
                 replan_pending: false,
@@ -218,7 +222,9 @@ impl Turns {
         let requests = match kind {
             Kind::Infer => {
                 let n = self.queue.len().min(self.plan.max_batch as usize);
-                self.queue.drain(..n).collect()
+                let mut batch = std::mem::take(&mut self.spare);
+                batch.extend(self.queue.drain(..n));
+                batch
             }
             Kind::Train => Vec::new(),
         };
@@ -249,10 +255,11 @@ impl Turns {
         });
     }
 
-    fn requeue(&mut self, requests: Vec<Request>) {
-        for r in requests.into_iter().rev() {
+    fn requeue(&mut self, mut requests: Vec<Request>) {
+        while let Some(r) = requests.pop() {
             self.queue.push_front(r);
         }
+        self.keep_spare(requests);
     }
 
     /// `client` ended a minibatch of `kind` at `end_ns`: if that ends its turn, the turn
@@ -284,7 +291,8 @@ impl Turns {
             self.held_for = Some((client, end_ns.saturating_add(HOLD_NS)));
         }
         let batch = served as u32;
-        for r in active.requests {
+        let mut requests = active.requests;
+        for r in requests.drain(..) {
             let latency_ms = end_ns.saturating_sub(r.at_ns) as f64 / 1e6;
             let s = &mut self.totals;
             s.served += 1;
@@ -299,7 +307,15 @@ impl Turns {
                 });
             }
         }
+        self.keep_spare(requests);
         Some(served)
+    }
+
+    /// Keeps the emptied `list` for the next batch if it holds more than the spare.
+    fn keep_spare(&mut self, list: Vec<Request>) {
+        if list.capacity() > self.spare.capacity() {
+            self.spare = list;
+        }
     }
 
     /// `client`'s connection closed: it leaves its gate, and a turn it held is aborted
