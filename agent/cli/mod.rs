@@ -81,8 +81,8 @@ pub struct Target {
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Where state files and simulated boards live [default: $JPOWER_RUNTIME_DIR, else the
-    /// agent config's runtime_dir, else /run/jpower if writable, serving an agent or of one
-    /// of your groups, else $XDG_RUNTIME_DIR/jpower].
+    /// agent config's runtime_dir, else /run/jpower if writable or an agent answers there,
+    /// else $XDG_RUNTIME_DIR/jpower].
     #[arg(long, global = true, value_name = "DIR")]
     pub runtime_dir: Option<PathBuf>,
     /// An nvpmodel configuration to read presets from [default: the board's /etc/nvpmodel.conf].
@@ -246,17 +246,20 @@ pub enum SimCommand {
     },
 }
 
-/// The agent's configuration as the CLI reads it (the default file's): where the agent's
-/// socket and runtime directory are, and the guard's window. A file the agent would refuse
-/// is a warning here, once, and the defaults stand, so that a typo in an agent-only key
-/// never stops `status`, `set` or the crash `restore`.
+/// The agent's configuration as the CLI reads it ([`crate::daemon::Config::load_for_cli`]):
+/// a file the agent would refuse is a warning here, once, so that a typo in an agent-only
+/// key never stops `status`, `set` or the crash `restore`, and its valid `socket` and
+/// `runtime_dir` still lead to the agent.
 pub fn agent_config() -> &'static crate::daemon::Config {
     static CONFIG: std::sync::OnceLock<crate::daemon::Config> = std::sync::OnceLock::new();
     CONFIG.get_or_init(|| {
-        crate::daemon::Config::load(None).unwrap_or_else(|e| {
-            log::warn!("{e} (ignored: the CLI uses the default socket and runtime directory)");
-            crate::daemon::Config::default()
-        })
+        let (config, error) = crate::daemon::Config::load_for_cli(std::path::Path::new(
+            crate::daemon::config::DEFAULT_PATH,
+        ));
+        if let Some(e) = error {
+            log::warn!("{e} (the agent would refuse this file; the CLI takes its socket, runtime_dir and budget_window_ms where they are valid)");
+        }
+        config
     })
 }
 

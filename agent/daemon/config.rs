@@ -150,6 +150,51 @@ impl Config {
         }
     }
 
+    /// `path` (the default file) as the CLI reads it: where the agent's socket and runtime
+    /// directory are, and the guard's window. A file the agent would refuse still gives
+    /// those keys where they are valid on their own (a typo elsewhere must not hide a
+    /// running agent, nor stop a restore); the error comes back beside them, for a warning.
+    /// A missing file is the defaults.
+    pub fn load_for_cli(path: &Path) -> (Config, Option<ConfigError>) {
+        use crate::support::file_error::{read_text, FileError};
+        let text = match read_text(path) {
+            Ok(text) => text,
+            Err(FileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return (Config::default(), None)
+            }
+            Err(e) => return (Config::default(), Some(e)),
+        };
+        let e = match Config::parse(&text, path) {
+            Ok(c) => {
+                let file = Some(path.to_path_buf());
+                return (Config { file, ..c }, None);
+            }
+            Err(e) => e,
+        };
+        let table = text.parse::<toml::Table>().unwrap_or_default();
+        let absolute = |key: &str| {
+            table
+                .get(key)
+                .and_then(toml::Value::as_str)
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+        };
+        let defaults = Config::default();
+        let config = Config {
+            socket: absolute("socket"),
+            runtime_dir: absolute("runtime_dir"),
+            budget_window_ms: table
+                .get("budget_window_ms")
+                .and_then(toml::Value::as_integer)
+                .and_then(|ms| u64::try_from(ms).ok())
+                .filter(|&ms| ms > 0)
+                .unwrap_or(defaults.budget_window_ms),
+            file: Some(path.to_path_buf()),
+            ..defaults
+        };
+        (config, Some(e))
+    }
+
     /// An error about `key`'s value found after parsing (against the board): it names the
     /// file and the key's line, as parse errors do.
     pub fn error_at(&self, key: &str, message: impl std::fmt::Display) -> anyhow::Error {
@@ -434,6 +479,40 @@ mod tests {
         let ok = "activity_rate_hz = 0.0\nrt_priority = 50\nsampler_cpu = 1023\nsocket_mode = \"0600\"\nruntime_dir = \"/run/j\"\nsocket = \"/run/j/s\"\n";
         assert!(Config::parse(ok, Path::new("x")).is_ok());
         assert!(Config::parse("activity_rate_hz = 0.1\n", Path::new("x")).is_ok());
+    }
+
+    /// Found by review: a typo in an agent-only key made the CLI drop the file's valid
+    /// `runtime_dir`, so `set` wrote the knobs beside a running agent it no longer found.
+    #[test]
+    fn the_cli_keeps_the_valid_keys_of_a_file_the_agent_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jpower.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Config::load_for_cli(&path)
+        };
+        let (c, e) = load("runtime_dir = \"/srv/j\"\ntypo = 1\nbudget_window_ms = 3000\n");
+        assert!(e
+            .unwrap()
+            .to_string()
+            .contains("jpower.toml:2: unknown field `typo`"));
+        assert_eq!(c.runtime_dir.as_deref(), Some(Path::new("/srv/j")));
+        assert_eq!((c.socket, c.budget_window_ms), (None, 3000));
+        let (c, e) = load("socket = \"relative.sock\"\nbudget_window_ms = 0\n");
+        assert!(
+            e.is_some() && c.socket.is_none(),
+            "a relative path is not valid on its own"
+        );
+        assert_eq!(c.budget_window_ms, Config::default().budget_window_ms);
+        let (c, e) = load("this is [ not toml\n");
+        assert!(e.is_some() && c.runtime_dir.is_none());
+        let (c, e) = load("runtime_dir = \"/srv/j\"\n");
+        assert!(e.is_none() && c.runtime_dir.is_some());
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            Config::load_for_cli(&path).1.is_none(),
+            "no file: the defaults"
+        );
     }
 
     #[test]

@@ -3,10 +3,10 @@
 //!
 //! The runtime directory holds the state files, the simulated boards and (later) the
 //! socket and telemetry ring. It is `--runtime-dir DIR`, else `JPOWER_RUNTIME_DIR`, else
-//! `/run/jpower` when that is writable, serves an agent's socket, or belongs to one of the
-//! caller's groups (the agent's home on a board, which the package makes 0750 for the
-//! group `jpower`: its members find the agent there though they cannot write to it), else
-//! `$XDG_RUNTIME_DIR/jpower` for an unprivileged user on a laptop. What must outlive a
+//! `/run/jpower` when that is writable, or when an agent answers on its socket there (the
+//! agent's home on a board, which the package makes 0750 for the group `jpower`: its
+//! members reach the agent there though they cannot write to it, and everything they do
+//! goes through it), else `$XDG_RUNTIME_DIR/jpower` for an unprivileged user on a laptop. What must outlive a
 //! reboot (a board's measured profile) goes to the state directory ([`state_dir`]).
 
 use std::path::{Path, PathBuf};
@@ -25,7 +25,9 @@ pub fn runtime_dir(explicit: Option<&Path>) -> PathBuf {
         return PathBuf::from(dir);
     }
     let system = Path::new(SYSTEM_RUNTIME_DIR);
-    if writable(system) || system.join("jpower.sock").exists() || in_our_group(system) {
+    // Decided once a process: a command asks many times, and each answer costs a connection.
+    static SYSTEM_IS_OURS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *SYSTEM_IS_OURS.get_or_init(|| writable(system) || answers(&system.join("jpower.sock"))) {
         return system.to_path_buf();
     }
     match std::env::var_os("XDG_RUNTIME_DIR") {
@@ -44,17 +46,10 @@ fn writable(dir: &Path) -> bool {
     nix::unistd::access(probe, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
-/// Whether `dir` is a directory of one of the caller's groups that it may enter.
-fn in_our_group(dir: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = std::fs::metadata(dir) else {
-        return false;
-    };
-    let gid = nix::unistd::Gid::from_raw(meta.gid());
-    meta.is_dir()
-        && (gid == nix::unistd::getegid()
-            || nix::unistd::getgroups().is_ok_and(|groups| groups.contains(&gid)))
-        && nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).is_ok()
+/// Whether an agent accepts a connection on `socket` (one this caller may connect to: a
+/// stale socket, or one of another group, does not count).
+fn answers(socket: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket).is_ok()
 }
 
 /// Makes `dir` (and the directories missing above it, as `create_dir_all` does), `dir`
@@ -195,24 +190,16 @@ fn is_zombie(pid: i32) -> bool {
 mod tests {
     use super::*;
 
-    /// A group member finds the agent's directory though it cannot write to it; another
-    /// group's directory is not taken for it.
+    /// A live agent's socket is one to go to; a stale one (its agent gone) or none is not.
     #[test]
-    fn a_directory_of_the_callers_group_is_its_to_find() {
+    fn only_a_socket_an_agent_answers_on_counts() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(in_our_group(dir.path()));
-        assert!(!in_our_group(&dir.path().join("missing")));
-        let ours = nix::unistd::getgroups().unwrap_or_default();
-        let stranger = (1..65534)
-            .map(nix::unistd::Gid::from_raw)
-            .find(|g| *g != nix::unistd::getegid() && !ours.contains(g))
-            .unwrap();
-        // Only root may give a directory to a group it is not in.
-        if nix::unistd::chown(dir.path(), None, Some(stranger)).is_ok() {
-            assert!(!in_our_group(dir.path()));
-        } else {
-            eprintln!("notice: not root, so the other group's directory is not checked");
-        }
+        let socket = dir.path().join("jpower.sock");
+        assert!(!answers(&socket));
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        assert!(answers(&socket));
+        drop(listener);
+        assert!(socket.exists() && !answers(&socket));
     }
 
     #[test]
