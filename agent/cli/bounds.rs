@@ -53,6 +53,14 @@ pub fn positive(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A slowdown: a finite fraction, 0 or more (0.05: at most 5% slower; 1: twice as slow).
+pub fn slowdown(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("{s:?}: must be a finite fraction, 0 or more")),
+    }
+}
+
 /// A percentile strictly between 0 and 100.
 pub fn percentile(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {

@@ -58,7 +58,7 @@ impl ModelArgs {
         let (model, skipped) = load(&self.model)?;
         if !skipped.is_empty() {
             log::warn!(
-                "{}: {} nodes not counted (listed in the output): {}",
+                "{}: {} nodes not counted (the JSON's `not_counted` lists them too): {}",
                 self.model,
                 skipped.len(),
                 skipped.join("; ")
@@ -218,7 +218,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "MS", conflicts_with = "slowdown", value_parser = super::bounds::positive)]
     pub latency_ms: Option<f64>,
     /// The latency bound as a slowdown against MAXN (0.05: at most 5% slower).
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.05)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.05, value_parser = super::bounds::slowdown)]
     pub slowdown: f64,
     /// Rooflines saved from `jpower roofline --json` [default: measure them now on the
     /// board, every preset or the --preset/--sample modes].
@@ -228,7 +228,7 @@ pub struct PlanArgs {
     #[arg(long = "preset", value_name = "PRESET")]
     pub presets: Vec<String>,
     /// Measure N pinned (GPU, EMC) modes spread over the grid (as `jpower roofline --sample`).
-    #[arg(long, value_name = "N", conflicts_with = "presets")]
+    #[arg(long, value_name = "N", conflicts_with = "presets", value_parser = super::bounds::count)]
     pub sample: Option<usize>,
     /// Seconds each roofline point runs, and each switch settles, when measuring.
     #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = super::bounds::seconds)]
@@ -269,6 +269,14 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
             skipped.len()
         );
     }
+    // What would fail after minutes of measuring is refused before them.
+    super::check_outputs(a.svg.as_deref())?;
+    if a.markers && a.rooflines.is_none() {
+        bail!("--markers measures through the agent, which holds the board, so the rooflines cannot be measured now: measure them first with `jpower roofline --sample 6 --json > FILE` while no agent runs, and pass --rooflines FILE");
+    }
+    if let Some(path) = &a.truth {
+        crate::support::file_error::read_text(path)?;
+    }
     let (rooflines, source) = match &a.rooflines {
         Some(path) => {
             let r = Rooflines::load(path)?;
@@ -289,6 +297,7 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
     };
     if a.calibrate {
         let flags = super::pagoda_plan::CalibrateFlags {
+            not_counted: &skipped,
             latency_ms: a.latency_ms,
             slowdown: a.slowdown,
             verify: a.verify,
@@ -364,6 +373,7 @@ fn plan_json(
         "model": report.model,
         "batch": report.batch,
         "precision": report.precision,
+        "training": report.training,
         "flops": report.total.flops,
         "bytes": report.total.bytes(),
         "rooflines": {"source": source, "device": rooflines.device, "simulated": rooflines.simulated},
@@ -382,9 +392,10 @@ fn plan_json(
 fn plan_text(report: &Report, rooflines: &Rooflines, plan: &Plan) -> String {
     let (chosen, reference) = (plan.chosen(), plan.reference());
     let mut t = format!(
-        "{} at batch {}: {}FLOPs, {}B, {:.2} FLOP/byte; rooflines of {}{}\nbound: {:.3} ms\n{:<30} {:>12} {:>12} {:>9} {:>9} {:>9}\n",
+        "{} at batch {}{}: {}FLOPs, {}B, {:.2} FLOP/byte; rooflines of {}{}\nbound: {:.3} ms\n{:<30} {:>12} {:>12} {:>9} {:>9} {:>9}\n",
         report.model,
         report.batch,
+        if report.training { " (a training step: 3 x inference)" } else { "" },
         si(report.total.flops as f64),
         si(report.total.bytes() as f64),
         report.total.intensity(),

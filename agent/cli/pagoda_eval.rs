@@ -22,10 +22,10 @@ pub struct EvalArgs {
     #[arg(long)]
     pub quick: bool,
     /// The latency bound as a slowdown against the top mode.
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.05)]
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.05, value_parser = super::bounds::slowdown)]
     pub slowdown: f64,
     /// Forward passes averaged on each calibration mode.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
     /// The simulated measurements' noise: each case draws from its own stream of this seed.
     #[arg(long, value_name = "S", default_value_t = 1)]
@@ -38,9 +38,6 @@ pub fn eval(target: &Target, a: &EvalArgs, out: &Output) -> Result<()> {
         bail!("pagoda eval scores against a simulated board's truth: name one with --sim BOARD");
     };
     let spec = spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))?;
-    if !(a.slowdown >= 0.0 && a.slowdown.is_finite()) {
-        bail!("--slowdown must be a non-negative fraction");
-    }
     let full = spec.mode_space();
     let space = if a.quick { thin(&full) } else { full.clone() };
     let sampled = roofline_modes(&full);

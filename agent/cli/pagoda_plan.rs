@@ -30,6 +30,8 @@ const RUNS: u32 = 10;
 
 /// What the calibrated plan takes of `plan-inference`'s flags.
 pub struct CalibrateFlags<'a> {
+    /// The model's nodes that were not counted (an ONNX graph's unknown operators).
+    pub not_counted: &'a [String],
     /// `--latency-ms`: the latency bound, milliseconds.
     pub latency_ms: Option<f64>,
     /// `--slowdown`: the bound as a fraction over the reference's latency.
@@ -114,6 +116,8 @@ pub fn plan(
     };
     let mut value = serde_json::json!({
         "model": report.model,
+        "training": report.training,
+        "not_counted": a.not_counted,
         "batch": report.batch,
         "board": spec.map_or(board.identity.model.clone(), |s| s.id()),
         "simulated": spec.is_some(),

@@ -311,6 +311,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Model, FileError> {
         line,
         message,
     };
+    // A byte-order mark (some Windows editors write one) is no JSON.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let file: File =
         serde_json::from_str(text).map_err(|e| invalid(e.line().max(1), e.to_string()))?;
     if file.version != VERSION {

@@ -734,14 +734,22 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             };
             let smaller = elements(&a.shape).min(elements(&b.shape)).max(1) as u64;
             let other = (smaller != elements(&s) as u64).then_some(smaller);
-            g.layer(
-                name,
-                Op::Elementwise {
+            // The smaller operand a weight broadcast over the activations: a bias.
+            let weight = if elements(&a.shape) < elements(&b.shape) {
+                &a
+            } else {
+                &b
+            };
+            let op = match (kind, other) {
+                (Binary::Add | Binary::Sub, Some(elements)) if weight.weight => {
+                    Op::Bias { elements }
+                }
+                _ => Op::Elementwise {
                     kind,
                     other_elements: other,
                 },
-                &s,
-            )?;
+            };
+            g.layer(name, op, &s)?;
             g.set(&out, s, None);
         }
         "Conv" => {
@@ -1219,6 +1227,36 @@ mod tests {
             s: s.as_bytes().to_vec(),
             ..AttributeProto::default()
         }
+    }
+
+    /// Found by review: `nn.Linear` on 3-D input exports as MatMul then an Add of the bias
+    /// initializer, which was counted as a broadcast activation: missing from the
+    /// parameters and read again for every sample. It is a bias: parameters, read once.
+    #[test]
+    fn a_bias_added_to_a_matmul_is_a_weight() {
+        let o = counted(
+            input("x", &[0, 4, 8]),
+            vec![
+                node("MatMul", &["x", "w"], "mm", vec![]),
+                node("Add", &["mm", "b"], "y", vec![]),
+            ],
+            vec![weight("w", &[8, 10]), weight("b", &[10])],
+        );
+        for batch in [1, 2] {
+            let r = o.model.count(batch, Precision::F32, false);
+            let ops: Vec<&str> = r.layers.iter().map(|l| l.op).collect();
+            assert_eq!(ops, ["linear", "bias"], "{:?}", o.skipped);
+            assert_eq!(r.total.params, 8 * 10 + 10);
+            let bias = &r.layers[1].counts;
+            assert_eq!((bias.weight_bytes, bias.flops), (40, batch * 4 * 10));
+        }
+        // Two activations added stay an element-wise add.
+        let o = counted(
+            input("x", &[0, 4, 8]),
+            vec![node("Add", &["x", "x"], "y", vec![])],
+            vec![],
+        );
+        assert_eq!(o.model.count(1, Precision::F32, false).layers[0].op, "add");
     }
 
     /// PyTorch exports `nn.LSTM` sequence first: its steps are the input's first

@@ -155,6 +155,13 @@ pub enum Op {
         /// The second operand's elements per sample, where it is broadcast.
         other_elements: Option<u64>,
     },
+    /// A weight added element-wise, broadcast over the activations: a bias exported as its
+    /// own `Add` of an initializer (PyTorch's `nn.Linear` on 3-D input, every transformer
+    /// projection). Its elements are parameters, read once a pass, not per sample.
+    Bias {
+        /// The weight's elements.
+        elements: u64,
+    },
     /// Concatenation along the first dimension with other tensors of `extra` more rows.
     Concat {
         /// How much the first dimension grows.
@@ -352,6 +359,7 @@ impl Op {
                 Binary::Mul => "mul",
                 Binary::Div => "div",
             },
+            Op::Bias { .. } => "bias",
             Op::Concat { .. } => "concat",
             Op::Reshape { .. } => "reshape",
             Op::Transpose { .. } => "transpose",
@@ -527,6 +535,12 @@ impl Op {
                 }
                 Ok(input.to_vec())
             }
+            Op::Bias { elements: o } => {
+                if *o == 0 || elements(input) % o != 0 {
+                    return Err(format!("a bias of {o} elements does not divide {input:?}"));
+                }
+                Ok(input.to_vec())
+            }
             Op::Concat { extra } => {
                 let mut out = input.to_vec();
                 out[0] += extra;
@@ -673,6 +687,7 @@ impl Op {
             Op::Elementwise { other_elements, .. } => {
                 per_element(1, 0, n * other_elements.unwrap_or(in_e) * b)
             }
+            Op::Bias { elements } => per_element(1, *elements, 0),
             // Every operand is read (together as large as the output) and the output written.
             Op::Concat { .. } => Counts {
                 activation_bytes: 2 * n * out_e * b,

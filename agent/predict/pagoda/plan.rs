@@ -107,6 +107,7 @@ impl Rooflines {
                 e.eps_flop_j,
                 e.eps_byte_j,
                 e.pi0_w,
+                e.eps_flop_f16_j.unwrap_or(0.0),
             ]
             .iter()
             .all(|v| v.is_finite());
@@ -114,6 +115,7 @@ impl Rooflines {
                 || t.peak_f32_flops <= 0.0
                 || t.peak_bytes_per_s <= 0.0
                 || e.eps_flop_j < 0.0
+                || e.eps_flop_f16_j.is_some_and(|v| v < 0.0)
                 || e.eps_byte_j < 0.0
                 || e.pi0_w < 0.0
             {
