@@ -550,24 +550,64 @@ struct Measured {
     waited_ms: f64,
 }
 
-/// Runs `command` with `feed` sampling: its energy from the ring.
-fn measure(feed: &Feed, command: &[String]) -> Result<Measured> {
-    let ring = RingReader::open(feed.path())?;
+/// How often `energy` looks at its command and its ring while the command runs.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Runs `command` with `feed` sampling: its energy from the ring, integrated in parts while
+/// it runs (every quarter of what the ring holds, at most 10 s), so a command longer than
+/// the ring loses nothing; a ring its writer replaced (another client changed the
+/// sensors' averaging through the agent) is followed to the new one. Under `--json`
+/// (`quiet_stdout`), the command's standard output goes to jpower's standard error, so
+/// that stdout holds the one JSON object.
+fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measured> {
+    let mut ring = RingReader::open(feed.path())?;
     // The integral needs one sample at or before the start (the sensor holds its value,
     // however old) and the first one after the end to interpolate to: nothing more.
     let waited_before = sample_after(&ring, 0)?;
     let t0 = monotonic_ns();
-    let mut child = std::process::Command::new(&command[0])
-        .args(&command[1..])
+    let mut cmd = std::process::Command::new(&command[0]);
+    cmd.args(&command[1..]);
+    if quiet_stdout {
+        cmd.stdout(std::io::stderr());
+    }
+    let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot run {}", command[0]))?;
     COMMAND_PID.store(i32::try_from(child.id()).unwrap_or(0), Ordering::Relaxed);
-    let status = child.wait();
+    let (mut done, mut from) = (None::<crate::telemetry::energy::Energy>, t0);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) => std::thread::sleep(POLL),
+            Err(e) => break Err(e),
+        }
+        let refresh_s = ring.info.slowest_refresh_s();
+        let held_ns = ring
+            .info
+            .period_ns
+            .saturating_mul(u64::from(ring.info.slot_count));
+        let replaced = ring
+            .writer()
+            .is_some_and(|l| l.state == crate::telemetry::ring::WriterState::Replaced);
+        if replaced || monotonic_ns() - from > (held_ns / 4).min(10_000_000_000) {
+            if let Some(to) = ring.latest().map(|s| s.t_ns).filter(|&to| to > from) {
+                let part = ring.energy(from, to);
+                done = Some(done.map_or(part.clone(), |d| d.join(&part, refresh_s)));
+                from = to;
+            }
+            if replaced {
+                ring = RingReader::open(feed.path())?;
+            }
+        }
+    };
     COMMAND_PID.store(0, Ordering::Relaxed);
     let status = status.with_context(|| format!("waiting for {}", command[0]))?;
     let t1 = monotonic_ns();
     let waited_after = sample_after(&ring, t1)?;
-    let energy = ring.energy(t0, t1);
+    let last = ring.energy(from, t1);
+    let energy = done.map_or(last.clone(), |d| {
+        d.join(&last, ring.info.slowest_refresh_s())
+    });
     Ok(Measured {
         ring,
         energy,
@@ -582,7 +622,7 @@ fn measure(feed: &Feed, command: &[String]) -> Result<Measured> {
 pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     catch_interrupts();
     let feed = Feed::start(target, &a.sample, "energy")?;
-    let measured = measure(&feed, &a.command);
+    let measured = measure(&feed, &a.command, out.json);
     let mut notes = feed.finish()?;
     let Measured {
         ring,

@@ -30,6 +30,38 @@ pub struct Energy {
     /// How far off the module energy can be because the sensor holds each value for its
     /// refresh interval: one interval of the window's power swing at each end.
     pub error_bound_j: f64,
+    /// The least and the greatest module power seen, watts (the bound's swing; `None`
+    /// without a sample).
+    #[serde(skip)]
+    pub swing_w: Option<(f64, f64)>,
+}
+
+impl Energy {
+    /// This window and `next`, which begins where this one ends, as one window: what a
+    /// reader integrating a window longer than the ring holds adds up, part by part,
+    /// before the ring overwrites them. `refresh_s` as for [`integrate`].
+    pub fn join(&self, next: &Energy, refresh_s: f64) -> Energy {
+        let mut e = self.clone();
+        e.end_ns = next.end_ns;
+        e.duration_s += next.duration_s;
+        e.samples += next.samples;
+        e.module_j += next.module_j;
+        for (a, b) in e.rails_j.iter_mut().zip(&next.rails_j) {
+            *a += b;
+        }
+        e.swing_w = match (self.swing_w, next.swing_w) {
+            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+            (a, b) => a.or(b),
+        };
+        if e.duration_s > 0.0 {
+            e.rate_hz = e.samples as f64 / e.duration_s;
+            e.mean_module_w = e.module_j / e.duration_s;
+        }
+        e.error_bound_j = e
+            .swing_w
+            .map_or(0.0, |(lo, hi)| 2.0 * refresh_s * (hi - lo));
+        e
+    }
 }
 
 /// Integrates `samples` (oldest first) over `[t0, t1]`, interpolating at the edges and
@@ -79,6 +111,7 @@ impl<'a> Integrator<'a> {
                 mean_module_w: 0.0,
                 rails_j: std::iter::repeat_n(0.0, rails.min(MAX_RAILS)).collect(),
                 error_bound_j: 0.0,
+                swing_w: None,
             },
             swing: (f64::MAX, f64::MIN),
             newest: None,
@@ -171,6 +204,7 @@ impl<'a> Integrator<'a> {
         let (lo, hi) = self.swing;
         if hi >= lo {
             e.error_bound_j = 2.0 * refresh_s * (hi - lo);
+            e.swing_w = Some((lo, hi));
         }
         e
     }
@@ -567,6 +601,32 @@ mod tests {
             );
             seen = Some(now);
             assert_eq!(m.spare.len(), 1);
+        }
+    }
+
+    /// A window integrated in two parts that meet at a sample, joined, is the window
+    /// integrated whole (what `energy` does for a command longer than the ring holds).
+    #[test]
+    fn two_parts_joined_are_the_whole() {
+        let samples: Vec<Sample> = (0..=20)
+            .map(|i| s(i * 100, 5.0 + f64::from(i as u32 % 7)))
+            .collect();
+        let whole = integrate(&samples, 50_000_000, 1_950_000_000, 0.1);
+        let first = integrate(&samples, 50_000_000, 1_000_000_000, 0.1);
+        let second = integrate(&samples, 1_000_000_000, 1_950_000_000, 0.1);
+        let joined = first.join(&second, 0.1);
+        assert!(
+            (joined.module_j - whole.module_j).abs() < 1e-9,
+            "{joined:?} {whole:?}"
+        );
+        assert!((joined.duration_s - whole.duration_s).abs() < 1e-12);
+        assert!((joined.error_bound_j - whole.error_bound_j).abs() < 1e-9);
+        assert_eq!(
+            (joined.start_ns, joined.end_ns),
+            (whole.start_ns, whole.end_ns)
+        );
+        for (j, w) in joined.rails_j.iter().zip(&whole.rails_j) {
+            assert!((j - w).abs() < 1e-9);
         }
     }
 

@@ -1344,6 +1344,42 @@ fn idle_connections_are_closed_but_holders_and_subscribers_stay() {
     );
 }
 
+/// Found by review: another client's `set_averaging` makes the agent write a new ring; an
+/// `energy` reading the old one waited for samples that never came and failed ("hangs or
+/// was killed"), losing its command's exit status. It follows the ring to the new one.
+#[test]
+fn energy_follows_the_agents_ring_when_another_client_replaces_it() {
+    let agent = Agent::start("orin-agx", "");
+    let rt = agent.rt.path();
+    let sim = ["--sim", "orin-agx", "--json"];
+    let long = util::jpower(rt)
+        .args(sim)
+        .args(["energy", "--", "sh", "-c", "sleep 2; exit 5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    util::ok(util::jpower(rt).args(sim).args([
+        "energy",
+        "--averaging",
+        "auto",
+        "--",
+        "sleep",
+        "0.3",
+    ]));
+    let out = long.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e = util::json(&String::from_utf8_lossy(&out.stdout));
+    assert!(e["duration_s"].as_f64().unwrap() >= 2.0, "{e}");
+    assert!(e["module_j"].as_f64().unwrap() > 0.0, "{e}");
+}
+
 /// Issue 15: with an agent running, every command that only reads works (none takes the
 /// board lock the agent holds), and `status --json` has the same keys as without one.
 #[test]

@@ -445,9 +445,11 @@ fn energy_runs_a_command_and_keeps_its_exit_status() {
         "--",
         "sh",
         "-c",
-        "sleep 0.3; exit 3",
+        "echo from the command; sleep 0.3; exit 3",
     ]));
     assert_eq!(out.status.code(), Some(3));
+    // Under --json the command's output goes to stderr: stdout is one JSON object.
+    assert!(String::from_utf8_lossy(&out.stderr).contains("from the command"));
     let j = util::json(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(j["exit_code"], 3);
     assert!(j["duration_s"].as_f64().unwrap() >= 0.3);
