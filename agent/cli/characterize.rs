@@ -158,10 +158,29 @@ fn names<T>(
     list: &[String],
     parse: fn(&str) -> Option<T>,
     known: &str,
-) -> Result<Vec<T>> {
-    list.iter()
+) -> Result<Vec<T>>
+where
+    T: PartialEq,
+{
+    let parsed: Vec<T> = list
+        .iter()
         .map(|s| parse(s.trim()).with_context(|| format!("--{flag} {s:?}: one of {known}")))
-        .collect()
+        .collect::<Result<_>>()?;
+    once(flag, &parsed, |i| list[i].trim().to_string())?;
+    Ok(parsed)
+}
+
+/// Refuses a list that names a value twice: the sweep would run it twice and count the
+/// copies as repeats (a CV from copies, duplicate rows).
+/// `shown(i)` is the `i`th value as given.
+fn once<T: PartialEq>(flag: &str, list: &[T], shown: impl Fn(usize) -> String) -> Result<()> {
+    match (0..list.len()).find(|&i| list[..i].contains(&list[i])) {
+        Some(i) => bail!(
+            "--{flag} names {} twice: give each once (use --repeats for repeats)",
+            shown(i)
+        ),
+        None => Ok(()),
+    }
 }
 
 /// The lists every sweep shares, checked.
@@ -192,6 +211,8 @@ fn lists(a: &Args) -> Result<Lists> {
             bail!("{name} 0: must be 1 or more");
         }
     }
+    once("batch", &a.batch, |i| a.batch[i].to_string())?;
+    once("workers", &a.workers, |i| a.workers[i].to_string())?;
     Ok(Lists {
         batches: a.batch.clone(),
         workers: a.workers.clone(),

@@ -139,12 +139,17 @@ fn set_through_agent(
     knobs: &KnobRequest,
     out: &Output,
 ) -> Result<()> {
+    // The protocol speaks kHz, cpufreq's unit: a clock between two kHz is in no table
+    // (truncated, it named one that is), unless --snap asks for the nearest.
+    if let Some(hz) = knobs.cpu_hz.filter(|hz| hz % 1000 != 0 && !knobs.snap) {
+        bail!("CPU frequency {hz} Hz is not available on this board: cpufreq's table is in whole kHz; pass --snap to use the nearest");
+    }
     let mode = match &a.preset {
         Some(name) if knobs.is_empty() => ModeRequest::Preset { name: name.clone() },
         Some(_) => bail!("through the agent, give a preset or knob values, not both"),
         None => ModeRequest::Knobs {
             cores: knobs.cores.map(|c| c as u32),
-            cpu_khz: knobs.cpu_hz.map(|h| h / 1000),
+            cpu_khz: knobs.cpu_hz.map(|h| (h + 500) / 1000),
             gpu_hz: knobs.gpu_hz,
             emc_hz: knobs.emc_hz,
             snap: knobs.snap,

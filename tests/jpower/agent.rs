@@ -487,6 +487,17 @@ fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_star
         "{err}"
     );
     assert!(!err.contains("send"), "{err}");
+    // A CPU clock between two kHz is in no table: truncated to kHz, it named one that is
+    // (found by a review).
+    let off = util::run(util::jpower(agent.rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "set",
+        "--cpu-freq",
+        "729.6009MHz",
+    ]));
+    let err = String::from_utf8_lossy(&off.stderr);
+    assert!(!off.status.success() && err.contains("whole kHz"), "{err}");
     // A persistent lease.
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
     assert_eq!(agent.status().online_cpus, [0, 1, 2, 3]);

@@ -115,6 +115,8 @@ fn characterize_names_a_bad_value() {
         // Found by a CLI review: one mode named twice ran twice, its copies counted as
         // repeats (a CV of 0).
         (["--modes", "MAXN,maxn"], &["--modes names MAXN twice"][..]),
+        (["--batch", "16,16"], &["--batch names 16 twice"][..]),
+        (["--media", "sd,sd"], &["--media names sd twice"][..]),
         // Found by a review: a zero was not named, and the live-only options were taken
         // and ignored in simulated time.
         (["--repeats", "0"], &["--repeats 0: must be 1 or more"][..]),

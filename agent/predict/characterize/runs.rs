@@ -429,7 +429,8 @@ pub fn mode_front(summaries: &[Summary]) -> Vec<ModePoint> {
                 mode: m.clone(),
                 time_s: *t,
                 energy_j: *e,
-                pareto: !dominated,
+                // A mode whose time or energy was not measured is on no front.
+                pareto: !dominated && t.is_finite() && e.is_finite(),
             }
         })
         .collect()
@@ -531,6 +532,11 @@ mod tests {
         assert!(sums[0].mean.util[2].is_nan(), "never measured: absent");
         let front = mode_front(&sums);
         assert!(front[0].pareto && !front[1].pareto, "{front:?}");
+        // Found by review: a mode whose energy was not measured (NaN) dominated nothing and
+        // was dominated by nothing, so it sat on the front.
+        let mut unmeasured = sums.clone();
+        unmeasured[1].mean.energy_j = f64::NAN;
+        assert!(!mode_front(&unmeasured)[1].pareto);
         assert_eq!(mean_cv(&[1.0, 3.0]), (2.0, 2f64.sqrt() / 2.0));
     }
 
