@@ -61,6 +61,29 @@ pub fn slowdown(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A sampling rate the sampler takes, Hz: from the configuration's slowest (a sample
+/// every ten seconds) to 100 kHz.
+pub fn sample_rate(s: &str) -> Result<f64, String> {
+    let low = crate::daemon::config::MIN_SAMPLE_RATE_HZ;
+    match s.parse::<f64>() {
+        Ok(v) if (low..=100_000.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?}: must be a rate from {low} to 100000 Hz")),
+    }
+}
+
+/// An INA3221 averaging: `keep`, `auto`, or a count the chip takes.
+pub fn averaging(s: &str) -> Result<String, String> {
+    match s {
+        "keep" | "auto" => Ok(s.to_string()),
+        n => match n.parse::<u32>() {
+            Ok(count) => crate::board::ina3221::check_samples(count).map(|_| s.to_string()),
+            Err(_) => Err(format!(
+                "{s:?}: keep, auto or a count (1, 4, 16, 64, 128, 256, 512, 1024)"
+            )),
+        },
+    }
+}
+
 /// A percentile strictly between 0 and 100.
 pub fn percentile(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {

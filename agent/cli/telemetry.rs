@@ -29,11 +29,11 @@ use std::time::Duration;
 #[derive(Debug, Clone, clap::Args)]
 pub struct SampleArgs {
     /// Samples per second [default: 1000, or what the sensors' refresh allows].
-    #[arg(long, value_parser = super::bounds::positive)]
+    #[arg(long, value_parser = super::bounds::sample_rate)]
     pub rate: Option<f64>,
     /// INA3221 averaging: `keep` the board's, `auto` (the largest that refreshes at the
     /// rate), or a count (1, 4, 16, 64, 128, 256, 512, 1024). Put back afterwards.
-    #[arg(long, default_value = "keep")]
+    #[arg(long, default_value = "keep", value_parser = super::bounds::averaging)]
     pub averaging: String,
     /// SCHED_FIFO priority for the sampler thread, 1 to 99.
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
@@ -296,10 +296,21 @@ fn start_sampler(
             ina3221::I2C_BUS_HZ / 1000,
         ));
     }
+    let averaging_knob = board
+        .knobs
+        .iter()
+        .any(|k| matches!(k.kind, crate::board::KnobKind::InaSamples(_)));
+    if !averaging_knob && a.averaging != "keep" {
+        notes.push(format!(
+            "--averaging {}: this board's power monitors have no averaging knob (an L4T 32 IIO driver), so their refresh is fixed",
+            a.averaging
+        ));
+    }
     if fastest > 0 && telemetry.sampler.rate_hz > 1e6 / f64::from(fastest) * 1.01 {
         notes.push(format!(
-            "the sensors refresh every {:.1} ms: samples faster than that repeat values (marked stale); use --averaging auto",
-            f64::from(fastest) / 1000.0
+            "the sensors refresh every {:.1} ms: samples faster than that repeat values (marked stale){}",
+            f64::from(fastest) / 1000.0,
+            if averaging_knob { "; use --averaging auto" } else { ", a refresh this board's IIO driver fixes" }
         ));
     }
     Ok((telemetry, notes))
@@ -510,15 +521,17 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     let samples = ring.write_seq() - first;
     let now = monotonic_ns();
     let seconds = (now - started) as f64 * 1e-9;
-    let e = ring.energy(started, now);
+    // A watch longer than the ring holds has its oldest samples overwritten: its energy
+    // is of the part still held (holding the oldest value back to the start would make up
+    // the rest), and a note says so.
+    let held_from = ring.oldest_t_ns().filter(|&t| t > started);
+    let e = ring.energy(held_from.unwrap_or(started), now);
     let (overruns, errors) = ring.counters();
     let requested_hz = feed.requested_hz(&ring);
     let mut notes = feed.finish()?;
-    // A watch longer than the ring holds has its oldest samples overwritten: the energy
-    // is of the part still held, and a note says so.
-    if ring.oldest_t_ns().is_some_and(|t| t > started) {
+    if held_from.is_some() {
         notes.push(format!(
-            "the ring holds the last {:.1} s of the {seconds:.1} s watched: module_j and the rails' are over those, duration_s says how long",
+            "the ring holds the last {:.1} s of the {seconds:.1} s watched: module_j, the rails' and duration_s are over those",
             e.duration_s
         ));
     }
@@ -637,10 +650,13 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     let refresh_s = ring.info.slowest_refresh_s();
     let bound = if e.samples < 2 || e.duration_s < refresh_s {
         notes.push(format!(
-            "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound; use --averaging auto to refresh about every millisecond",
+            "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound{}",
             e.duration_s * 1e3,
             e.samples,
-            refresh_s * 1e3
+            refresh_s * 1e3,
+            // Advice only where the averaging was left as it was: asked for, it changed
+            // what it could (an IIO board's refresh is fixed, as its own note says).
+            if a.sample.averaging == "keep" { "; use --averaging auto to refresh about every millisecond" } else { "" }
         ));
         None
     } else {

@@ -432,6 +432,43 @@ fn a_clock_below_its_minimum_flags_samples_as_throttled() {
     drop(t);
 }
 
+/// Found by review: these exited 1 with kind `error` (or `telemetry`), and a rate of
+/// 1e-300 Hz wrapped the sampler's period and sampled at hundreds of Hz; on an IIO board
+/// `--averaging` changed nothing without a word, and the note then advised it.
+#[test]
+fn watch_and_energy_refuse_what_the_sampler_cannot_do_and_say_what_iio_boards_fix() {
+    let rt = util::runtime();
+    for extra in [
+        &["--rate", "1e-300"][..],
+        &["--rate", "2e5"],
+        &["--averaging", "foo"],
+        &["--averaging", "3"],
+    ] {
+        let out = util::run(
+            util::jpower(rt.path())
+                .args(["--sim", "nano", "--json", "watch", "--duration", "0.1"])
+                .args(extra),
+        );
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let j = util::json(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(j["kind"], "usage", "{extra:?}");
+    }
+    let j = util::json(&util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "xavier-agx",
+        "--json",
+        "energy",
+        "--averaging",
+        "auto",
+        "--",
+        "sleep",
+        "0.1",
+    ])));
+    let notes = j["notes"].to_string();
+    assert!(notes.contains("no averaging knob"), "{notes}");
+    assert!(!notes.contains("use --averaging auto"), "{notes}");
+}
+
 #[test]
 fn energy_runs_a_command_and_keeps_its_exit_status() {
     let rt = util::runtime();
