@@ -41,23 +41,26 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
     /// Power modes: preset names, comma-separated; `presets` for all of the board's; or
-    /// `sample:N`, N pinned modes spread over the board's mode space.
-    #[arg(long, value_name = "LIST", default_value = "presets")]
+    /// `sample:N`, N pinned modes spread over the board's mode space (at most the
+    /// space's size).
+    #[arg(long, value_name = "LIST", default_value = "presets", value_parser = modes_list)]
     pub modes: String,
-    /// Minibatch sizes.
+    /// Minibatch sizes (1 to 4096).
     #[arg(
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "8,16,32"
+        default_value = "8,16,32",
+        value_parser = clap::value_parser!(u32).range(1..=4096)
     )]
     pub batch: Vec<u32>,
-    /// Data-loader workers (0: the training process loads).
+    /// Data-loader workers (0: the training process loads; at most 64).
     #[arg(
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "0,1,4"
+        default_value = "0,1,4",
+        value_parser = clap::value_parser!(u32).range(0..=64)
     )]
     pub workers: Vec<u32>,
     /// Simulated time: storage media of the dataset: sd, hdd, nvme.
@@ -65,9 +68,10 @@ pub struct Args {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "sd,nvme"
+        default_value = "sd,nvme",
+        value_parser = medium
     )]
-    pub media: Vec<String>,
+    pub media: Vec<Medium>,
     /// Live: dataset locations, one per storage medium, as NAME=DIR (or DIR, named by its
     /// last component); the dataset is written under DIR/jpower-dataset once and kept.
     /// Default: DIR of --out, named `out`.
@@ -99,11 +103,12 @@ pub struct Args {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "warm"
+        default_value = "warm",
+        value_parser = cache
     )]
-    pub cache: Vec<String>,
-    /// Repeats of each configuration (for the coefficient of variation).
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub cache: Vec<Cache>,
+    /// Repeats of each configuration (for the coefficient of variation; 1 to 100).
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeats: u32,
     /// Epochs per run (1 to 1000).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -152,22 +157,19 @@ fn catch_signals() -> Result<()> {
     Ok(())
 }
 
-/// Each comma-separated name of `list` through `parse`, or an error naming `flag`.
-fn names<T>(
-    flag: &str,
-    list: &[String],
-    parse: fn(&str) -> Option<T>,
-    known: &str,
-) -> Result<Vec<T>>
-where
-    T: PartialEq,
-{
-    let parsed: Vec<T> = list
-        .iter()
-        .map(|s| parse(s.trim()).with_context(|| format!("--{flag} {s:?}: one of {known}")))
-        .collect::<Result<_>>()?;
-    once(flag, &parsed, |i| list[i].trim().to_string())?;
-    Ok(parsed)
+/// `--modes`, its `sample:N` checked ([`modes::sample_count`]).
+fn modes_list(s: &str) -> Result<String, String> {
+    modes::sample_count(s).map(|_| s.to_string())
+}
+
+/// A `--media` name.
+fn medium(s: &str) -> Result<Medium, String> {
+    Medium::from_name(s.trim()).ok_or_else(|| "one of sd, hdd, nvme".to_string())
+}
+
+/// A `--cache` name.
+fn cache(s: &str) -> Result<Cache, String> {
+    Cache::from_name(s.trim()).ok_or_else(|| "one of dropped, warm".to_string())
 }
 
 /// Refuses a list that names a value twice: the sweep would run it twice and count the
@@ -202,21 +204,13 @@ fn lists(a: &Args) -> Result<Lists> {
             epochs: 2,
         });
     }
-    for (name, zero) in [
-        ("--batch", a.batch.contains(&0)),
-        ("--repeats", a.repeats == 0),
-        ("--epochs", a.epochs == 0),
-    ] {
-        if zero {
-            bail!("{name} 0: must be 1 or more");
-        }
-    }
     once("batch", &a.batch, |i| a.batch[i].to_string())?;
     once("workers", &a.workers, |i| a.workers[i].to_string())?;
+    once("cache", &a.cache, |i| a.cache[i].name().to_string())?;
     Ok(Lists {
         batches: a.batch.clone(),
         workers: a.workers.clone(),
-        caches: names("cache", &a.cache, Cache::from_name, "dropped, warm")?,
+        caches: a.cache.clone(),
         repeats: a.repeats,
         epochs: a.epochs,
     })
@@ -235,7 +229,13 @@ fn sweep_modes(
         return Ok(all().take(2).collect());
     }
     if let Some(n) = modes::sample_count(&a.modes).map_err(anyhow::Error::msg)? {
-        return Ok(modes::sample(&space()?, n, 0x5A3F));
+        let space = space()?;
+        anyhow::ensure!(
+            n <= space.len(),
+            "--modes sample:{n}: the board has {} modes; name at most that many",
+            space.len()
+        );
+        return Ok(modes::sample(&space, n, 0x5A3F));
     }
     if a.modes == "presets" {
         return Ok(all().collect());
@@ -270,7 +270,8 @@ fn simulated(board: &str, a: &Args) -> Result<Sweep> {
     let media = if a.quick {
         vec![Medium::Sd]
     } else {
-        names("media", &a.media, Medium::from_name, "sd, hdd, nvme")?
+        once("media", &a.media, |i| a.media[i].name().to_string())?;
+        a.media.clone()
     };
     let s = Sweep {
         spec,

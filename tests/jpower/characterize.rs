@@ -106,35 +106,64 @@ fn characterize_resumed_after_an_interruption_equals_an_uninterrupted_sweep() {
 #[test]
 fn characterize_names_a_bad_value() {
     let rt = runtime();
-    for (args, says) in [
-        (["--modes", "TURBO"], &["TURBO", "MAXN"][..]),
+    // Exit 2 for what clap checks alone (a usage error), 1 for what needs the board.
+    for (args, code, says) in [
+        (["--modes", "TURBO"], 1, &["TURBO", "MAXN"][..]),
         (
             ["--cache", "cold"],
-            &["--cache \"cold\": one of dropped, warm"][..],
+            2,
+            &["'cold' for '--cache <LIST>': one of dropped, warm"][..],
         ),
         // Found by a CLI review: one mode named twice ran twice, its copies counted as
         // repeats (a CV of 0).
-        (["--modes", "MAXN,maxn"], &["--modes names MAXN twice"][..]),
-        (["--batch", "16,16"], &["--batch names 16 twice"][..]),
-        (["--media", "sd,sd"], &["--media names sd twice"][..]),
+        (
+            ["--modes", "MAXN,maxn"],
+            1,
+            &["--modes names MAXN twice"][..],
+        ),
+        (["--batch", "16,16"], 1, &["--batch names 16 twice"][..]),
+        (["--media", "sd,sd"], 1, &["--media names sd twice"][..]),
         // Found by a review: a zero was not named, and the live-only options were taken
         // and ignored in simulated time.
-        (["--repeats", "0"], &["--repeats 0: must be 1 or more"][..]),
+        (["--repeats", "0"], 2, &["'0' for '--repeats <N>'"][..]),
+        // Found by a later review: these exited 1 as failures of the run, and a sample
+        // larger than the mode space ran the whole space as if asked to.
+        (["--batch", "8,0"], 2, &["'0' for '--batch <LIST>'"][..]),
+        (["--workers", "65"], 2, &["'65' for '--workers <LIST>'"][..]),
+        (["--media", "tape"], 2, &["'tape' for '--media <LIST>'"][..]),
+        (
+            ["--modes", "sample:0"],
+            2,
+            &["sample:N takes a positive N"][..],
+        ),
+        (
+            ["--modes", "sample:100000"],
+            1,
+            &["sample:100000: the board has"][..],
+        ),
         (
             ["--data", "x=/tmp"],
+            1,
             &["--data is for a run in real time: add --live"][..],
         ),
         (
             ["--samples", "16"],
+            1,
             &["--samples is for a run in real time"][..],
         ),
-        (["--run", "true"], &["--run is for a run in real time"][..]),
+        (
+            ["--run", "true"],
+            1,
+            &["--run is for a run in real time"][..],
+        ),
         (
             ["--sample-kib", "2"],
+            1,
             &["--sample-kib is for a run in real time"][..],
         ),
         (
             ["--cpu", "--quick"],
+            1,
             &["--cpu is for a run in real time"][..],
         ),
     ] {
@@ -144,7 +173,7 @@ fn characterize_names_a_bad_value() {
             .arg("--out")
             .arg(rt.path().join("o")));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert!(says.iter().all(|s| err.contains(s)), "{args:?}: {err}");
     }
 }
