@@ -6,6 +6,7 @@ use crate::control::mode::{KnobRequest, Mode};
 use crate::control::{Restored, Switch};
 use crate::ipc::client::{Client, ClientError};
 use crate::ipc::protocol::{LeaseKind, ModeRequest, ReplyBody, RequestBody, SNAP_ADVICE};
+use crate::support::units::{parse_freq, FreqUnit};
 use anyhow::{anyhow, bail, Result};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -25,14 +26,14 @@ pub struct Args {
     #[arg(long)]
     pub cores: Option<usize>,
     /// CPU frequency of every cluster: 2201600 (kHz, the file's unit), 2.2016GHz, 729.6MHz.
-    #[arg(long, value_name = "FREQ")]
-    pub cpu_freq: Option<String>,
+    #[arg(long, value_name = "FREQ", value_parser = |s: &str| parse_freq(s, FreqUnit::KHz))]
+    pub cpu_freq: Option<u64>,
     /// GPU frequency: 1300500000 (Hz), 1300.5MHz.
-    #[arg(long, value_name = "FREQ")]
-    pub gpu_freq: Option<String>,
+    #[arg(long, value_name = "FREQ", value_parser = |s: &str| parse_freq(s, FreqUnit::Hz))]
+    pub gpu_freq: Option<u64>,
     /// EMC (memory) frequency cap: 3199000000 (Hz), 3.199GHz.
-    #[arg(long, value_name = "FREQ")]
-    pub emc_freq: Option<String>,
+    #[arg(long, value_name = "FREQ", value_parser = |s: &str| parse_freq(s, FreqUnit::Hz))]
+    pub emc_freq: Option<u64>,
     /// Use the nearest available frequency instead of refusing a value not in the table.
     #[arg(long)]
     pub snap: bool,
@@ -74,13 +75,13 @@ fn overlay(mut base: Mode, over: Mode) -> Mode {
 
 /// `jpower set`.
 pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
-    let knobs = KnobRequest::parse(
-        a.cores,
-        a.cpu_freq.as_deref(),
-        a.gpu_freq.as_deref(),
-        a.emc_freq.as_deref(),
-        a.snap,
-    )?;
+    let knobs = KnobRequest {
+        cores: a.cores,
+        cpu_hz: a.cpu_freq,
+        gpu_hz: a.gpu_freq,
+        emc_hz: a.emc_freq,
+        snap: a.snap,
+    };
     if let Some(client) = target.agent()? {
         return set_through_agent(client, a, &knobs, out);
     }

@@ -11,7 +11,7 @@
 //! ([`ModeSpace`]), enumerated without allocation as [`PinnedMode`]s.
 
 use crate::board::Board;
-use crate::support::units::{parse_freq, Freq, FreqParseError, FreqUnit};
+use crate::support::units::Freq;
 use serde::{Deserialize, Serialize};
 
 /// A frequency range, Hz.
@@ -301,9 +301,6 @@ impl ModeSpace {
 /// Why a request cannot become a mode.
 #[derive(Debug, thiserror::Error)]
 pub enum ModeError {
-    /// A frequency that does not parse.
-    #[error(transparent)]
-    Parse(#[from] FreqParseError),
     /// The value is not in the board's table.
     #[error("{domain} frequency {} is not available on this board; nearest: {}; pass --snap to use the nearest", Freq(*requested_hz), nearest_list(domain, .nearest))]
     NotInTable {
@@ -393,25 +390,6 @@ pub struct KnobRequest {
 }
 
 impl KnobRequest {
-    /// A request from the command line's text: `1.3GHz`, or a bare number in the file's
-    /// unit (kHz for the CPU, Hz for the GPU and the EMC).
-    pub fn parse(
-        cores: Option<usize>,
-        cpu: Option<&str>,
-        gpu: Option<&str>,
-        emc: Option<&str>,
-        snap: bool,
-    ) -> Result<KnobRequest, FreqParseError> {
-        let hz = |text: Option<&str>, unit| text.map(|t| parse_freq(t, unit)).transpose();
-        Ok(KnobRequest {
-            cores,
-            cpu_hz: hz(cpu, FreqUnit::KHz)?,
-            gpu_hz: hz(gpu, FreqUnit::Hz)?,
-            emc_hz: hz(emc, FreqUnit::Hz)?,
-            snap,
-        })
-    }
-
     /// The pinned mode this request names on `board`.
     pub fn resolve(&self, board: &Board) -> Result<Mode, ModeError> {
         let mut mode = Mode {

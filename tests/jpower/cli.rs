@@ -19,10 +19,6 @@ fn errors_are_one_clear_line() {
         &["--sim", "orin-agx", "set", "--gpu-freq", "1.3GHz"],
         "nearest: 1236.75 MHz",
     );
-    one_line_error(
-        &["--sim", "orin-agx", "set", "--cpu-freq", "fast"],
-        "invalid frequency",
-    );
     one_line_error(&["--sim", "orin-agx", "set", "--cores", "13"], "12 CPUs");
     one_line_error(&["--sim", "orin-agx", "set", "TURBO"], "MODE_15W (1)");
     one_line_error(&["--sim", "tx9", "status"], "unknown simulated board");
@@ -867,6 +863,12 @@ fn nonsense_option_values_are_usage_errors_naming_the_option() {
         ),
         // `set` with nothing to set.
         (&["set", "--snap"][..], "--cpu-freq"),
+        // A frequency that does not parse (it exited 1, as a failure of the board).
+        (
+            &["set", "--cpu-freq", "fast"][..],
+            "'fast' for '--cpu-freq <FREQ>': invalid frequency",
+        ),
+        (&["set", "--emc-freq", "3.1.9GHz"][..], "--emc-freq"),
         (&["profile", "--strategy", "bogus"][..], "--strategy"),
         (
             &[
