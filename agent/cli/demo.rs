@@ -72,6 +72,22 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         telemetry.path.display()
     );
     let _ = writeln!(text, "  ({})", ina3221::NOISE_NOTE);
+    // A mode's power is in every reading two refreshes after its switch: the first
+    // refresh after it may average the modes on either side. Each mode is then read for
+    // 300 ms, or two refreshes where the sensors are slower (L4T 32's IIO driver
+    // refreshes every few hundred ms, whatever the averaging).
+    let refresh = Duration::from_secs_f64(ring.info.slowest_refresh_s());
+    let settle = Duration::from_millis(50) + 2 * refresh;
+    let window = Duration::from_millis(300).max(2 * refresh);
+    if refresh > Duration::from_millis(10) {
+        let _ = writeln!(
+            text,
+            "  (the slowest rail refreshes every {:.0} ms: each mode settles {:.2} s and is read for {:.2} s)",
+            refresh.as_secs_f64() * 1e3,
+            settle.as_secs_f64(),
+            window.as_secs_f64()
+        );
+    }
     if let Some(sim) = &sim {
         sim.set_load(LoadState::TRAINING)?;
         let _ = writeln!(
@@ -89,10 +105,9 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     let mut rows = Vec::new();
     for (name, mode) in &tour {
         let sw = c.apply(mode)?;
-        // A 300 ms window once the clocks have settled.
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(settle);
         let t0 = monotonic_ns();
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(window);
         let e = ring.energy(t0, monotonic_ns());
         let us = sw.elapsed_ns as f64 / 1000.0;
         let _ = writeln!(

@@ -218,6 +218,29 @@ fn demo_switches_modes_and_the_rails_respond() {
     assert!(st["state"].is_null());
 }
 
+/// Found by a review: on L4T 32's IIO sensors (a refresh every few hundred ms) the demo
+/// read each mode 50 ms after its switch, so every row showed the mode before it (MAXN
+/// at idle power, 5W at MAXN's).
+#[test]
+fn demo_waits_for_slow_sensors_to_show_each_mode() {
+    let rt = util::runtime();
+    let d = json(&ok(
+        jpower(rt.path()).args(["--sim", "nano", "--json", "demo"])
+    ));
+    let tour = d["tour"].as_array().unwrap();
+    let power = |name: &str| {
+        tour.iter().find(|r| r["mode"] == name).unwrap()["module_mw"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(power("MAXN") > power("5W"), "{tour:?}");
+    assert!(power("5W") > power("lowest pinned"), "{tour:?}");
+    assert!(
+        power("highest pinned") > 3 * power("lowest pinned"),
+        "{tour:?}"
+    );
+}
+
 #[test]
 fn bench_switch_quick_prints_the_ratio() {
     let rt = util::runtime();
