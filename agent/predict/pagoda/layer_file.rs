@@ -29,8 +29,8 @@
 //! `resize` (`scale`), `softmax` and `layer_norm` (last dimension), `embedding` (`vocab`,
 //! `dim`, input `[tokens]`), `attention` (`heads`, input `[seq, hidden]` of projected Q, K
 //! and V: expands to `Q K^T`, scale, softmax, `A V` and the heads' merge) and `lstm`
-//! (`hidden`, input `[steps, features]`). An unknown field or operator is an error naming
-//! its line.
+//! (`hidden`, input `[steps, features]`). An unknown field or operator, or a field the
+//! layer's operator does not take, is an error naming its line.
 
 use super::op::{Activation, Binary, Op, PoolKind, Shape};
 use super::{zoo, Model};
@@ -94,40 +94,62 @@ struct Spec {
     hidden: Option<u64>,
 }
 
-/// The operators a layer list may name.
-pub const OPS: &[&str] = &[
-    "conv2d",
-    "depthwise_conv2d",
-    "linear",
-    "gemm",
-    "matmul",
-    "batch_norm",
-    "max_pool",
-    "avg_pool",
-    "global_avg_pool",
-    "global_max_pool",
-    "relu",
-    "relu6",
-    "sigmoid",
-    "tanh",
-    "hard_sigmoid",
-    "hard_swish",
-    "silu",
-    "gelu",
-    "add",
-    "sub",
-    "mul",
-    "div",
-    "concat",
-    "reshape",
-    "flatten",
-    "transpose",
-    "resize",
-    "softmax",
-    "layer_norm",
-    "embedding",
-    "attention",
-    "lstm",
+/// The operators a layer list may name, each with the fields it takes (beyond `name`,
+/// `op` and `input`).
+const OPS: &[(&str, &[&str])] = &[
+    (
+        "conv2d",
+        &[
+            "out_channels",
+            "kernel",
+            "stride",
+            "padding",
+            "dilation",
+            "groups",
+            "bias",
+        ],
+    ),
+    (
+        "depthwise_conv2d",
+        &[
+            "out_channels",
+            "kernel",
+            "stride",
+            "padding",
+            "dilation",
+            "bias",
+        ],
+    ),
+    ("linear", &["out_features", "bias"]),
+    ("gemm", &["out_features", "bias"]),
+    ("matmul", &["n"]),
+    ("batch_norm", &[]),
+    ("max_pool", &["kernel", "stride", "padding"]),
+    ("avg_pool", &["kernel", "stride", "padding"]),
+    ("global_avg_pool", &[]),
+    ("global_max_pool", &[]),
+    ("relu", &[]),
+    ("relu6", &[]),
+    ("sigmoid", &[]),
+    ("tanh", &[]),
+    ("hard_sigmoid", &[]),
+    ("hard_swish", &[]),
+    ("silu", &[]),
+    ("gelu", &[]),
+    ("add", &["other_elements"]),
+    ("sub", &["other_elements"]),
+    ("mul", &["other_elements"]),
+    ("div", &["other_elements"]),
+    ("concat", &["extra"]),
+    ("reshape", &["to"]),
+    ("flatten", &[]),
+    ("transpose", &["perm"]),
+    ("resize", &["scale"]),
+    ("softmax", &[]),
+    ("layer_norm", &[]),
+    ("embedding", &["vocab", "dim"]),
+    ("attention", &["heads"]),
+    ("lstm", &["hidden"]),
 ];
 
 fn need<T>(v: Option<T>, field: &str) -> Result<T, String> {
@@ -135,9 +157,61 @@ fn need<T>(v: Option<T>, field: &str) -> Result<T, String> {
 }
 
 impl Spec {
+    /// The operator-specific fields this layer gives.
+    fn given(&self) -> impl Iterator<Item = &'static str> + '_ {
+        [
+            ("out_channels", self.out_channels.is_some()),
+            ("kernel", self.kernel.is_some()),
+            ("stride", self.stride.is_some()),
+            ("padding", self.padding.is_some()),
+            ("dilation", self.dilation.is_some()),
+            ("groups", self.groups.is_some()),
+            ("bias", self.bias.is_some()),
+            ("out_features", self.out_features.is_some()),
+            ("n", self.n.is_some()),
+            ("other_elements", self.other_elements.is_some()),
+            ("extra", self.extra.is_some()),
+            ("to", self.to.is_some()),
+            ("perm", self.perm.is_some()),
+            ("scale", self.scale.is_some()),
+            ("vocab", self.vocab.is_some()),
+            ("dim", self.dim.is_some()),
+            ("heads", self.heads.is_some()),
+            ("hidden", self.hidden.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(field, given)| given.then_some(field))
+    }
+
+    /// Refuses an unknown operator, and a field its operator does not take (it would be
+    /// ignored: a `kernel` on a `relu`, `groups` on a `depthwise_conv2d`).
+    fn check_fields(&self) -> Result<(), String> {
+        let Some((_, takes)) = OPS.iter().find(|(op, _)| *op == self.op) else {
+            let known: Vec<&str> = OPS.iter().map(|(op, _)| *op).collect();
+            return Err(format!(
+                "unknown op {:?}; known: {}",
+                self.op,
+                known.join(", ")
+            ));
+        };
+        match self.given().find(|f| !takes.contains(f)) {
+            Some(field) if takes.is_empty() => Err(format!(
+                "{} takes no field `{field}` (it takes none)",
+                self.op
+            )),
+            Some(field) => Err(format!(
+                "{} takes no field `{field}` (it takes {})",
+                self.op,
+                takes.join(", ")
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The operators this layer adds, each with its name suffix and input shape (`None`:
     /// the previous output).
     fn ops(&self, input: &[u64]) -> Result<Vec<(String, Op, Option<Shape>)>, String> {
+        self.check_fields()?;
         let activation = |function| Op::Activation { function };
         let binary = |kind| Op::Elementwise {
             kind,
@@ -245,7 +319,7 @@ impl Spec {
                     .map(|(suffix, op, shape)| (format!(".{suffix}"), op, Some(shape)))
                     .collect());
             }
-            other => return Err(format!("unknown op {other:?}; known: {}", OPS.join(", "))),
+            other => return Err(format!("unknown op {other:?}")),
         };
         Ok(vec![(String::new(), op, self.input.clone())])
     }
@@ -439,6 +513,10 @@ mod tests {
             ("{\"version\": 1, \"name\": \"relu\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"relu\", \"op\": \"relu\"},\n\n{\"name\": \"b[}\\\"\", \"op\": \"conv2d\", \"out_channels\": 4, \"kernel\": 11}]}", 4, "does not fit"),
             ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"\\u0041\", \"op\": \"relu\"},\n{\"name\": \"A\", \"op\": \"relu\"}]}", 3, "used twice (first on line 2)"),
             ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8", 1, "EOF"),
+            // Found by a review: a field its operator does not take was ignored.
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"relu\"},\n{\"name\": \"b\", \"op\": \"relu\", \"kernel\": 3}]}", 3, "relu takes no field `kernel` (it takes none)"),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"depthwise_conv2d\", \"kernel\": 3, \"groups\": 3}]}", 2, "depthwise_conv2d takes no field `groups` (it takes out_channels, kernel,"),
+            ("{\"version\": 1, \"name\": \"x\", \"input\": [3, 8, 8], \"layers\": [\n{\"name\": \"a\", \"op\": \"max_pool\", \"kernel\": 2, \"out_channels\": 3}]}", 2, "max_pool takes no field `out_channels`"),
         ];
         for (text, line, what) in cases {
             let e = parse_str(text).unwrap_err().to_string();
