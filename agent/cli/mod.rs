@@ -422,7 +422,10 @@ fn kind(e: &anyhow::Error) -> &'static str {
                 || e.is::<crate::predict::regress::RegressError>()
         }),
         ("sim", |e| e.is::<crate::sim::SimError>()),
-        ("file", |e| e.is::<crate::support::file_error::FileError>()),
+        ("file", |e| {
+            e.is::<crate::support::file_error::FileError>()
+                || e.is::<crate::predict::pagoda::onnx::OnnxError>()
+        }),
         ("io", |e| e.is::<std::io::Error>()),
     ];
     e.chain()

@@ -64,6 +64,13 @@ fn flops_reads_a_layer_list_and_rejects_bad_ones_in_one_line() {
     std::fs::write(&onnx, b"\x0a\x05trunc").unwrap();
     let onnx = onnx.to_str().unwrap();
     one_line_error(&["flops", onnx], &format!("{onnx}: not an ONNX model"));
+    // Its kind is a file's, as a malformed layer list's is (it was the catch-all "error").
+    for model in [onnx, bad] {
+        let rt = util::runtime();
+        let out = run(jpower(rt.path()).args(["--json", "flops", model]));
+        let v = json(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(v["kind"], "file", "{v}");
+    }
     // An ONNX file not named .onnx is still read as one (it was "not UTF-8 text").
     let unnamed = dir.path().join("model.bin");
     std::fs::write(&unnamed, b"\x08\x07\xff\x0a\x05trunc").unwrap();
