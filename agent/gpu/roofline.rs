@@ -50,13 +50,14 @@ impl Kernel {
     }
 }
 
-/// FP32 or FP16 arithmetic.
+/// FP32 or FP16 arithmetic, named in outputs as `--precision` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
 pub enum Precision {
     /// FP32.
+    #[serde(rename = "fp32")]
     F32,
     /// FP16 (`half2`).
+    #[serde(rename = "fp16")]
     F16,
 }
 

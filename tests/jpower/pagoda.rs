@@ -15,7 +15,8 @@ fn flops_counts_the_zoo_and_scales_with_batch_and_training() {
     assert_eq!(total["params"], 25_557_032);
     assert_eq!(one["layers"][0]["op"], "conv2d");
     let train = count(&["resnet50", "--batch", "8", "--train", "--precision", "fp16"]);
-    assert_eq!(train["precision"], "f16");
+    // Named as --precision names it (it was "f16").
+    assert_eq!(train["precision"], "fp16");
     assert_eq!(
         train["total"]["flops"].as_u64().unwrap(),
         3 * 8 * total["flops"].as_u64().unwrap()
