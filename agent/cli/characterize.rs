@@ -63,14 +63,9 @@ pub struct Args {
         value_parser = clap::value_parser!(u32).range(0..=64)
     )]
     pub workers: Vec<u32>,
-    /// Simulated time: storage media of the dataset: sd, hdd, nvme.
-    #[arg(
-        long,
-        value_name = "LIST",
-        value_delimiter = ',',
-        default_value = "sd,nvme",
-        value_parser = medium
-    )]
+    /// Simulated time: storage media of the dataset: sd, hdd, nvme [default: sd,nvme]. A
+    /// live sweep's media are its --data folders.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = medium)]
     pub media: Vec<Medium>,
     /// Live: dataset locations, one per storage medium, as NAME=DIR (or DIR, named by its
     /// last component); the dataset is written under DIR/jpower-dataset once and kept.
@@ -271,7 +266,11 @@ fn simulated(board: &str, a: &Args) -> Result<Sweep> {
         vec![Medium::Sd]
     } else {
         once("media", &a.media, |i| a.media[i].name().to_string())?;
-        a.media.clone()
+        if a.media.is_empty() {
+            vec![Medium::Sd, Medium::Nvme]
+        } else {
+            a.media.clone()
+        }
     };
     let s = Sweep {
         spec,
@@ -425,6 +424,9 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
 fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
     if let Some(w) = a.workload.as_deref().filter(|w| *w != "builtin") {
         bail!("--workload {w:?}: a live sweep runs the built-in workload (builtin) or a --run command; the simulated models run in simulated time (--sim BOARD without --live)");
+    }
+    if !a.media.is_empty() {
+        bail!("--media is for simulated time: a live sweep's media are its --data folders (NAME=DIR,...)");
     }
     if a.run.is_some() && (a.data.is_empty() || a.workload.is_some()) {
         bail!("--run needs --data NAME=DIR,... (the command's dataset, one per medium) and no --workload");

@@ -136,7 +136,8 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         "\n== restored the baseline; the board is as it was found"
     );
     out.print(
-        &json!({"status": snap, "presets": presets, "space_size": space.len(), "tour": rows}),
+        &json!({"status": snap, "presets": presets, "space_size": space.len(), "tour": rows,
+                "settle_s": settle.as_secs_f64(), "window_s": window.as_secs_f64()}),
         || text,
     )
 }

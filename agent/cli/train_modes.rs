@@ -114,12 +114,8 @@ pub struct OptimizeArgs {
 /// The simulated board named by `--sim`.
 pub(super) fn spec(sim: Option<&str>) -> Result<&'static BoardSpec> {
     let id = sim.ok_or_else(|| anyhow!("the PowerTrain commands run on a simulated board or a replayed profile: pass --sim BOARD"))?;
-    crate::sim::spec::find(id).ok_or_else(|| {
-        anyhow!(
-            "unknown simulated board {id:?} (known: {})",
-            crate::sim::spec::names()
-        )
-    })
+    crate::sim::spec::find(id)
+        .ok_or_else(|| crate::sim::SimError::UnknownBoard(id.to_string()).into())
 }
 
 /// `method`'s models pre-trained on the simulated reference workload `name` on `spec`.

@@ -106,7 +106,8 @@ fn characterize_resumed_after_an_interruption_equals_an_uninterrupted_sweep() {
 #[test]
 fn characterize_names_a_bad_value() {
     let rt = runtime();
-    // Exit 2 for what clap checks alone (a usage error), 1 for what needs the board.
+    // Exit 2 for what clap checks value by value (a usage error), 1 for the checks made
+    // after parsing: a value named twice, and what needs the board.
     for (args, code, says) in [
         (["--modes", "TURBO"], 1, &["TURBO", "MAXN"][..]),
         (
@@ -135,6 +136,14 @@ fn characterize_names_a_bad_value() {
             ["--modes", "sample:0"],
             2,
             &["sample:N takes a positive N"][..],
+        ),
+        (["--batch", "4097"], 2, &["'4097' for '--batch <LIST>'"][..]),
+        (["--repeats", "101"], 2, &["'101' for '--repeats <N>'"][..]),
+        // A live sweep's media are its --data folders: --media was taken and ignored.
+        (
+            ["--live", "--media=nvme"],
+            1,
+            &["--media is for simulated time"][..],
         ),
         (
             ["--modes", "sample:100000"],

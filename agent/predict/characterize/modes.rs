@@ -73,7 +73,7 @@ pub fn sample_count(list: &str) -> Result<Option<usize>, String> {
         None => Ok(None),
         Some(n) => match n.parse::<usize>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(format!("--modes {list:?}: sample:N takes a positive N")),
+            _ => Err("sample:N takes a positive N".to_string()),
         },
     }
 }

@@ -74,7 +74,7 @@ fn plan_figures(plans: &[Planned; BATCHES.len()]) -> PlanFigures {
     std::array::from_fn(|i| {
         let o = &plans[i / 3].outcome;
         match i % 3 {
-            0 => o.guard_w.ln(),
+            0 => o.guard_w.max(1e-3).ln(),
             1 => o.throughput_per_s.max(1e-3).ln(),
             _ => o.slo_pct_ms.max(1e-3).ln(),
         }

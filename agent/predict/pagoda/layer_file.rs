@@ -19,8 +19,9 @@
 //! Shapes are per sample (no batch dimension). Each layer takes the previous layer's output
 //! unless it gives its own `input` shape (a branch). Operators and their fields:
 //! `conv2d` (`out_channels`, `kernel`, `stride` 1, `padding` 0, `dilation` 1, `groups` 1,
-//! `bias` false; the four take a number or `[h, w]`), `depthwise_conv2d` (groups and
-//! output channels the input's), `linear`/`gemm` (`out_features`, `bias` true), `matmul`
+//! `bias` false; the four take a number or `[h, w]`), `depthwise_conv2d` (the same but
+//! `groups`, which is the input's channels; `out_channels` a multiple of them, the
+//! input's by default), `linear`/`gemm` (`out_features`, `bias` true), `matmul`
 //! (`n`: `[.., m, k] x [.., k, n]`), `batch_norm`, `max_pool`/`avg_pool` (`kernel`, `stride`
 //! the kernel's, `padding` 0), `global_avg_pool`/`global_max_pool`, activations (`relu`,
 //! `relu6`, `sigmoid`, `tanh`, `hard_sigmoid`, `hard_swish`, `silu`, `gelu`), element-wise
@@ -157,27 +158,51 @@ fn need<T>(v: Option<T>, field: &str) -> Result<T, String> {
 }
 
 impl Spec {
-    /// The operator-specific fields this layer gives.
-    fn given(&self) -> impl Iterator<Item = &'static str> + '_ {
+    /// The operator-specific fields this layer gives. The destructuring names every
+    /// field, so a field added to [`Spec`] must be listed here too.
+    fn given(&self) -> impl Iterator<Item = &'static str> {
+        let Spec {
+            name: _,
+            op: _,
+            input: _,
+            out_channels,
+            kernel,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            out_features,
+            n,
+            other_elements,
+            extra,
+            to,
+            perm,
+            scale,
+            vocab,
+            dim,
+            heads,
+            hidden,
+        } = self;
         [
-            ("out_channels", self.out_channels.is_some()),
-            ("kernel", self.kernel.is_some()),
-            ("stride", self.stride.is_some()),
-            ("padding", self.padding.is_some()),
-            ("dilation", self.dilation.is_some()),
-            ("groups", self.groups.is_some()),
-            ("bias", self.bias.is_some()),
-            ("out_features", self.out_features.is_some()),
-            ("n", self.n.is_some()),
-            ("other_elements", self.other_elements.is_some()),
-            ("extra", self.extra.is_some()),
-            ("to", self.to.is_some()),
-            ("perm", self.perm.is_some()),
-            ("scale", self.scale.is_some()),
-            ("vocab", self.vocab.is_some()),
-            ("dim", self.dim.is_some()),
-            ("heads", self.heads.is_some()),
-            ("hidden", self.hidden.is_some()),
+            ("out_channels", out_channels.is_some()),
+            ("kernel", kernel.is_some()),
+            ("stride", stride.is_some()),
+            ("padding", padding.is_some()),
+            ("dilation", dilation.is_some()),
+            ("groups", groups.is_some()),
+            ("bias", bias.is_some()),
+            ("out_features", out_features.is_some()),
+            ("n", n.is_some()),
+            ("other_elements", other_elements.is_some()),
+            ("extra", extra.is_some()),
+            ("to", to.is_some()),
+            ("perm", perm.is_some()),
+            ("scale", scale.is_some()),
+            ("vocab", vocab.is_some()),
+            ("dim", dim.is_some()),
+            ("heads", heads.is_some()),
+            ("hidden", hidden.is_some()),
         ]
         .into_iter()
         .filter_map(|(field, given)| given.then_some(field))
