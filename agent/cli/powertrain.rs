@@ -22,7 +22,7 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct EvalArgs {
     /// The reference workload (resnet18, mobilenetv3, yolov8n, bert, lstm).
-    #[arg(long, default_value = "resnet18")]
+    #[arg(long, default_value = "resnet18", value_parser = super::train_modes::reference_name)]
     pub reference: String,
     /// The target workload (ignored with --truth).
     #[arg(long, default_value = "mobilenetv3")]
@@ -123,7 +123,23 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
     })
     .context("fitting the predictors")?;
     bar.finish_and_clear();
-    let value = serde_json::to_value(&report)?;
+    let mut value = serde_json::to_value(&report)?;
+    // What was evaluated, as the text's first line says it.
+    for (key, v) in [
+        ("reference", serde_json::json!(a.reference)),
+        (
+            "target",
+            serde_json::json!(a.truth.is_none().then_some(&a.target)),
+        ),
+        ("truth", serde_json::json!(a.truth)),
+        ("truth_noise", serde_json::json!(a.truth_noise)),
+        ("target_modes", serde_json::json!(a.modes)),
+        ("strategy", serde_json::json!(a.strategy)),
+        ("quick", serde_json::json!(a.quick)),
+        ("seed", serde_json::json!(a.seed)),
+    ] {
+        value[key] = v;
+    }
     out.print(&value, || {
         let mut t = format!(
             "PowerTrain evaluation on {}: reference {} ({} modes, {:.0} simulated min), target {} ({} modes scored)\n\n",

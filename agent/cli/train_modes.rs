@@ -36,7 +36,7 @@ pub struct ProfileArgs {
     #[arg(long, default_value = "stratified", value_parser = ["stratified", "random", "active", "reference", "all"])]
     pub strategy: String,
     /// With --strategy active: the reference workload whose pre-trained models guide it.
-    #[arg(long, default_value = "resnet18")]
+    #[arg(long, default_value = "resnet18", value_parser = reference_name)]
     pub reference: String,
     /// With --strategy active: pre-train the guide on 800 reference modes with fewer
     /// epochs (as `powertrain eval --quick`).
@@ -79,7 +79,7 @@ pub struct PredictArgs {
     #[arg(long, default_value = "target")]
     pub workload: String,
     /// The reference workload, profiled on PowerTrain's grid for the transfer methods.
-    #[arg(long, default_value = "resnet18")]
+    #[arg(long, default_value = "resnet18", value_parser = reference_name)]
     pub reference: String,
     /// physics, powertrain, mlp_scratch or linear.
     #[arg(long, default_value = "physics", value_parser = ["physics", "powertrain", "mlp_scratch", "linear"])]
@@ -217,6 +217,14 @@ impl ModelBoard {
 }
 
 /// A simulated workload by name.
+/// A `--reference` value: a simulated workload's name, checked even where the option is
+/// not used (it was taken and ignored).
+pub(super) fn reference_name(name: &str) -> Result<String, String> {
+    workload(name)
+        .map(|_| name.to_string())
+        .map_err(|e| e.to_string())
+}
+
 pub(super) fn workload(name: &str) -> Result<SimWorkload> {
     SimWorkload::from_name(name).ok_or_else(|| {
         anyhow!("unknown workload {name:?}: resnet18, mobilenetv3, yolov8n, bert, lstm")
@@ -226,6 +234,9 @@ pub(super) fn workload(name: &str) -> Result<SimWorkload> {
 /// `jpower profile`.
 pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<()> {
     super::check_outputs(a.out.as_deref())?;
+    if a.quick && a.strategy != "active" {
+        bail!("--quick shortens --strategy active's pre-training; without it, it would be ignored");
+    }
     if a.live {
         if a.strategy == "active" {
             bail!(

@@ -20,6 +20,10 @@ fn errors_are_one_clear_line() {
         "nearest: 1236.75 MHz",
     );
     one_line_error(&["--sim", "orin-agx", "set", "--cores", "13"], "12 CPUs");
+    one_line_error(
+        &["--sim", "orin-agx", "profile", "--modes", "5", "--quick"],
+        "--quick shortens --strategy active's pre-training",
+    );
     one_line_error(&["--sim", "orin-agx", "set", "TURBO"], "MODE_15W (1)");
     one_line_error(&["--sim", "tx9", "status"], "unknown simulated board");
     one_line_error(
@@ -904,6 +908,20 @@ fn nonsense_option_values_are_usage_errors_naming_the_option() {
         ),
         (&["set", "--emc-freq", "3.1.9GHz"][..], "--emc-freq"),
         (&["profile", "--strategy", "bogus"][..], "--strategy"),
+        // Checked even where unused: it was taken and ignored.
+        (&["profile", "--reference", "nosuch"][..], "--reference"),
+        (
+            &[
+                "predict",
+                "--profile",
+                "p.csv",
+                "--save",
+                "m.json",
+                "--reference",
+                "x",
+            ][..],
+            "--reference",
+        ),
         (
             &[
                 "predict",
@@ -1034,6 +1052,10 @@ fn physics_meets_the_targets_on_truths_unlike_the_simulator() {
             .args(["--json", "--sim", board, "powertrain", "eval", "--quick"])
             .args(["--modes", "50", "--truth"])
             .arg(&csv)));
+        // The object says what was evaluated (found by a review: only the text did).
+        assert_eq!(report["truth"], csv.to_str().unwrap(), "{report}");
+        assert!(report["target"].is_null() && report["target_modes"] == 50);
+        assert_eq!(report["reference"], "resnet18");
         let physics = &report["methods"]["physics"];
         let get = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
         let (time, power) = (get(physics, "time_mape"), get(physics, "power_mape"));
