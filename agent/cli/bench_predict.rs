@@ -72,6 +72,11 @@ pub fn predict(board: &str, quick: bool) -> Result<serde_json::Value> {
         time,
         power,
         profiled: modes,
+        source: Some(format!(
+            "simulated {} on {}",
+            Workload::MobileNetV3.name(),
+            spec.id()
+        )),
     };
     let model_bytes = serde_json::to_vec(&file)?.len();
     Ok(json!({

@@ -71,7 +71,7 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
     let mut replay;
     let target: &mut dyn profile::Source = match &a.truth {
         Some(path) => {
-            let rows = super::train_modes::read_profile(path, &spec.mode_space(), &spec.id())?;
+            let (rows, _) = super::train_modes::read_profile(path, &spec.mode_space(), &spec.id())?;
             anyhow::ensure!(
                 rows.len() > a.modes,
                 "{}: {} rows, need more than --modes {}",

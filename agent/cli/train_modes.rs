@@ -141,20 +141,17 @@ fn pretrained_over(
     Ok(evaluate::pretrained(&mut reference, space, method, effort)?)
 }
 
-/// A recorded profile of the board `id` of modes `space`: every row's mode must be one of
-/// the board's.
+/// A profile of the board `id` of modes `space` (every row's mode must be one of the
+/// board's), and what it was of ([`profile::simulated_source`]; `recorded` if unmarked).
 pub(super) fn read_profile(
     path: &std::path::Path,
     space: &ModeSpace,
     id: &str,
-) -> Result<Vec<Row>> {
+) -> Result<(Vec<Row>, String)> {
     let text = crate::support::file_error::read_text(path)?;
-    Ok(profile::parse_csv_on(
-        &text,
-        path,
-        profile::CSV_HEADER,
-        (space, id),
-    )?)
+    let rows = profile::parse_csv_on(&text, path, profile::CSV_HEADER, (space, id))?;
+    let source = profile::simulated_source(&text).unwrap_or_else(|| "recorded".into());
+    Ok((rows, source))
 }
 
 /// The board a model is fitted for and chosen on: a simulated one (`--sim`), or the one
@@ -249,7 +246,7 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
     let space = spec.mode_space();
     let mut src: Box<dyn Source> = match &a.truth {
         Some(p) => Box::new(Replay::new(
-            &read_profile(p, &space, &spec.id())?,
+            &read_profile(p, &space, &spec.id())?.0,
             (0.02, 0.015),
             a.seed,
         )),
@@ -497,7 +494,13 @@ fn report(
     a: &ProfileArgs,
     out: &Output,
 ) -> Result<()> {
-    let csv = profile::write_csv(rows);
+    let mut csv = profile::write_csv(rows);
+    if !a.live && a.truth.is_none() {
+        csv.insert_str(
+            0,
+            &format!("{}{} on {board}\n", profile::SIMULATED_MARK, a.workload),
+        );
+    }
     match &a.out {
         Some(p) => std::fs::write(p, &csv).with_context(|| format!("writing {}", p.display()))?,
         None if !out.json => print!("{csv}"),
@@ -528,7 +531,7 @@ pub fn predict(target: &super::Target, a: &PredictArgs, out: &Output) -> Result<
         );
     }
     super::check_outputs([a.save.as_path()])?;
-    let rows = read_profile(&a.profile, &board.space, &board.id)?;
+    let (rows, source) = read_profile(&a.profile, &board.space, &board.id)?;
     if rows.len() < super::bounds::FIT_MODES {
         bail!(
             "{}: {} profiled modes; a fit needs at least {}",
@@ -561,6 +564,7 @@ pub fn predict(target: &super::Target, a: &PredictArgs, out: &Output) -> Result<
         time,
         power,
         profiled: rows.iter().map(|r| r.mode).collect(),
+        source: Some(source),
     };
     file.save(&a.save)?;
     out.print(&json!({"model": a.save, "board": board.id, "method": method.name(), "profiled_modes": rows.len()}), || {
@@ -611,6 +615,15 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
             if a.verify && src.is_none() {
                 bail!("--verify runs the model's workload on the simulated board: {:?} is not a simulated workload", file.workload);
             }
+            // Files from before the source was kept trust the workload's name.
+            let simulated = format!("simulated {} on {}", file.workload, board.id);
+            if let Some(source) = file
+                .source
+                .as_ref()
+                .filter(|s| a.verify && **s != simulated)
+            {
+                bail!("--verify runs the {simulated}, but the model was fitted on a profile {}: the runs would check another truth than the one it learnt", if source == "recorded" { "recorded or replayed".to_string() } else { format!("of the {source}") });
+            }
             let knobs: Vec<optimize::LogCoords> = modes.iter().map(optimize::log_coords).collect();
             let verify = Verify {
                 run: &measure,
@@ -623,7 +636,11 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
         let plot = super::pareto_plot::ParetoPlot {
             title: format!(
                 "{}{}: {}",
-                if board.simulated { "SIMULATED " } else { "" },
+                match file.source.as_deref() {
+                    Some("recorded") => "recorded profile, ",
+                    _ if board.simulated => "SIMULATED ",
+                    _ => "",
+                },
                 board.id,
                 file.workload
             ),

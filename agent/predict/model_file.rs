@@ -14,7 +14,9 @@ use std::path::Path;
 /// error in place of the miss) and version 5 files still read and predict as they did
 /// when written (version 4's spreads without the miss): refit them for what version 6
 /// keeps. Version 7 writes each mode's CPU clock as `cpu_khz`, the unit of every other
-/// JSON output ([`PinnedMode`]); earlier files' `cpu_hz` still reads.
+/// JSON output ([`PinnedMode`]); earlier files' `cpu_hz` still reads. Since version 7 a
+/// file may name its profile's `source` (without it, `optimize --verify` trusts the
+/// workload's name, as it did).
 pub const MODEL_VERSION: u32 = 7;
 
 /// The oldest version of model files this jpower reads.
@@ -37,6 +39,11 @@ pub struct ModelFile {
     pub power: Model,
     /// Modes the models were fitted on (they are measured, not predicted).
     pub profiled: Vec<PinnedMode>,
+    /// What the profile was of: `simulated WORKLOAD on BOARD`
+    /// ([`crate::predict::profile::simulated_source`]) or `recorded`; absent in files
+    /// written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// Model-file errors.
@@ -212,6 +219,7 @@ mod tests {
             time,
             power,
             profiled: vec![],
+            source: Some("recorded".into()),
         };
         let p = dir.path().join("m.json");
         f.save(&p).unwrap();

@@ -91,6 +91,21 @@ pub type ProfileError = crate::support::file_error::FileError;
 /// The columns of truth and profile CSV files.
 pub const CSV_HEADER: &str = "cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w";
 
+/// The comment `jpower profile` writes first in a profile of a simulated workload,
+/// followed by `WORKLOAD on BOARD`: its rows are the simulator's, so a model fitted on
+/// them may be checked by running the simulator ([`simulated_source`]).
+pub const SIMULATED_MARK: &str = "# jpower: simulated ";
+
+/// What a profile's first line says it is a profile of: `simulated WORKLOAD on BOARD`
+/// where `jpower profile` marked it so ([`SIMULATED_MARK`]), else `None` (recorded, or
+/// replayed from a recording).
+pub fn simulated_source(text: &str) -> Option<String> {
+    let first = text.trim_start_matches('\u{feff}').lines().next()?;
+    first
+        .strip_prefix(SIMULATED_MARK)
+        .map(|what| format!("simulated {}", what.trim()))
+}
+
 /// The largest time (ms) or power (W) a profile may hold: anything above is a broken
 /// file, and would overflow the arithmetic it feeds.
 const PLAUSIBLE: f64 = 1e6;

@@ -52,6 +52,15 @@ class ModeChoice(unittest.TestCase):
             {"cores": 4, "cpu_khz": 883200, "gpu_hz": 752250000, "emc_hz": 1331200000},
         )
 
+    def test_a_simulated_profiles_comment_line_is_skipped(self):
+        # `jpower --sim BOARD profile` begins with one; csv.DictReader took it as the header.
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write("# jpower: simulated resnet18 on orin-agx@r35\n" + PROFILE)
+        try:
+            self.assertEqual(read_profile(f.name), profile())
+        finally:
+            os.unlink(f.name)
+
     def test_a_file_that_is_not_a_profile_is_refused(self):
         for text in ("cores,cpu_khz\n", "cores,cpu_khz\n4,x\n", "a,b\n1,2\n"):
             with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:

@@ -322,15 +322,38 @@ fn profile_predict_optimize_round_trip() {
         .arg(&csv));
     let text = std::fs::read_to_string(&csv).unwrap();
     assert!(
-        text.starts_with("cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w"),
+        text.starts_with(
+            "# jpower: simulated lstm on nano@r32\ncores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w"
+        ),
         "{text}"
     );
-    assert_eq!(text.lines().count(), 31);
-    // A replayed profile measures the same modes again.
+    assert_eq!(text.lines().count(), 32);
+    // A replayed profile measures the same modes again, and is no simulated workload's.
     let replayed = ok(jpower(rt.path())
         .args(["--sim", "nano", "profile", "--strategy", "all", "--truth"])
         .arg(&csv));
+    assert!(replayed.starts_with("cores,"), "{replayed}");
     assert_eq!(replayed.lines().count(), 31);
+    // Found by a review: a model of a replayed (or recorded) profile was "verified" by
+    // runs of the simulator's workload of the same name, another truth.
+    let (replayed_csv, replayed_model) = (dir.path().join("r.csv"), dir.path().join("r.json"));
+    std::fs::write(&replayed_csv, &replayed).unwrap();
+    ok(jpower(rt.path())
+        .args(["--sim", "nano", "predict", "--method", "linear"])
+        .args(["--workload", "lstm", "--profile"])
+        .arg(&replayed_csv)
+        .arg("--save")
+        .arg(&replayed_model));
+    let out = run(jpower(rt.path())
+        .args([
+            "--sim", "nano", "optimize", "--budget", "4", "--verify", "--model",
+        ])
+        .arg(&replayed_model));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("fitted on a profile recorded or replayed"),
+        "{err}"
+    );
     ok(jpower(rt.path())
         .args([
             "--sim",
@@ -537,7 +560,11 @@ fn predict_and_optimize_run_on_a_board_found_at_root() {
     );
     // Two modes fit a constant, not a model.
     let text = std::fs::read_to_string(&csv).unwrap();
-    let two: Vec<&str> = text.lines().take(3).collect();
+    let two: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .take(3)
+        .collect();
     std::fs::write(&csv, two.join("\n") + "\n").unwrap();
     let err = String::from_utf8_lossy(
         &run(on_tree()
@@ -575,6 +602,7 @@ fn active_profiling_starts_stratified_and_adds_rounds_where_the_models_disagree(
     let rows: Vec<String> = std::fs::read_to_string(&csv)
         .unwrap()
         .lines()
+        .filter(|l| !l.starts_with('#'))
         .skip(1)
         .map(|l| l.split(',').take(4).collect::<Vec<_>>().join(","))
         .collect();

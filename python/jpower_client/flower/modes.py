@@ -35,10 +35,11 @@ class Mode(NamedTuple):
 
 
 def read_profile(path: str) -> List[Mode]:
-    """The rows of a `jpower profile` CSV. Raises ValueError for a file without rows or with
-    a row that does not parse."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+    """The rows of a `jpower profile` CSV, its `#` comment lines skipped (a simulated
+    profile begins with ``# jpower: simulated WORKLOAD on BOARD``). Raises ValueError for a
+    file without rows or with a row that does not parse."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
     if not rows:
         raise ValueError("{}: a profile without rows".format(path))
     try:
