@@ -22,10 +22,10 @@ pub enum Command {
 #[derive(Debug, clap::Args)]
 pub struct EvalArgs {
     /// The reference workload (resnet18, mobilenetv3, yolov8n, bert, lstm).
-    #[arg(long, default_value = "resnet18", value_parser = super::train_modes::reference_name)]
+    #[arg(long, default_value = "resnet18", value_parser = super::train_modes::workload_name)]
     pub reference: String,
-    /// The target workload (ignored with --truth).
-    #[arg(long, default_value = "mobilenetv3")]
+    /// The target workload (checked, but not run, with --truth).
+    #[arg(long, default_value = "mobilenetv3", value_parser = super::train_modes::workload_name)]
     pub target: String,
     /// Modes profiled for the target (3 at least: fewer fit a constant).
     #[arg(long, default_value_t = 50, value_parser = super::bounds::fit_modes)]
@@ -125,19 +125,20 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
     bar.finish_and_clear();
     let mut value = serde_json::to_value(&report)?;
     // What was evaluated, as the text's first line says it.
-    for (key, v) in [
+    let target = match &a.truth {
+        Some(truth) => vec![
+            ("truth", serde_json::json!(truth)),
+            ("truth_noise", serde_json::json!(a.truth_noise)),
+        ],
+        None => vec![("target", serde_json::json!(a.target))],
+    };
+    for (key, v) in target.into_iter().chain([
         ("reference", serde_json::json!(a.reference)),
-        (
-            "target",
-            serde_json::json!(a.truth.is_none().then_some(&a.target)),
-        ),
-        ("truth", serde_json::json!(a.truth)),
-        ("truth_noise", serde_json::json!(a.truth_noise)),
         ("target_modes", serde_json::json!(a.modes)),
         ("strategy", serde_json::json!(a.strategy)),
         ("quick", serde_json::json!(a.quick)),
         ("seed", serde_json::json!(a.seed)),
-    ] {
+    ]) {
         value[key] = v;
     }
     out.print(&value, || {

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 #[derive(Debug, clap::Args)]
 pub struct ProfileArgs {
     /// The workload (resnet18, mobilenetv3, yolov8n, bert, lstm).
-    #[arg(long, default_value = "resnet18")]
+    #[arg(long, default_value = "resnet18", value_parser = workload_name)]
     pub workload: String,
     /// How many modes (stratified over the knobs; see --strategy).
     #[arg(long, default_value_t = 50, value_parser = super::bounds::count)]
@@ -36,7 +36,7 @@ pub struct ProfileArgs {
     #[arg(long, default_value = "stratified", value_parser = ["stratified", "random", "active", "reference", "all"])]
     pub strategy: String,
     /// With --strategy active: the reference workload whose pre-trained models guide it.
-    #[arg(long, default_value = "resnet18", value_parser = reference_name)]
+    #[arg(long, default_value = "resnet18", value_parser = workload_name)]
     pub reference: String,
     /// With --strategy active: pre-train the guide on 800 reference modes with fewer
     /// epochs (as `powertrain eval --quick`).
@@ -54,7 +54,8 @@ pub struct ProfileArgs {
     /// the guide's training and the live trainer's weights.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write the profile here (CSV that --truth can replay) instead of stdout.
+    /// Write the profile here (CSV that --truth can replay) instead of stdout. A simulated
+    /// workload's profile begins with the comment `# jpower: simulated W on BOARD`.
     #[arg(long, value_name = "FILE.csv")]
     pub out: Option<PathBuf>,
     /// Profile in real time through the running agent (a Jetson, --root or --sim board):
@@ -75,11 +76,13 @@ pub struct PredictArgs {
     /// A profile of the target workload (from `jpower profile`).
     #[arg(long, value_name = "FILE.csv")]
     pub profile: PathBuf,
-    /// The workload the profile is of (recorded in the model file).
-    #[arg(long, default_value = "target")]
-    pub workload: String,
+    /// The workload the profile is of (recorded in the model file) [default: the one a
+    /// simulated profile's first line names, else `target`]. A simulated profile of
+    /// another workload is refused.
+    #[arg(long)]
+    pub workload: Option<String>,
     /// The reference workload, profiled on PowerTrain's grid for the transfer methods.
-    #[arg(long, default_value = "resnet18", value_parser = reference_name)]
+    #[arg(long, default_value = "resnet18", value_parser = workload_name)]
     pub reference: String,
     /// physics, powertrain, mlp_scratch or linear.
     #[arg(long, default_value = "physics", value_parser = ["physics", "powertrain", "mlp_scratch", "linear"])]
@@ -103,7 +106,8 @@ pub struct OptimizeArgs {
     pub budget: Option<f64>,
     /// Run up to ten modes briefly (simulated workload), each the fastest predicted to fit
     /// once corrected by what the runs before it measured, and keep the fastest measured
-    /// within the budget.
+    /// within the budget. Refused for a model fitted on a recorded or replayed profile, or
+    /// on another workload's (its runs would check another truth).
     #[arg(long, requires = "budget")]
     pub verify: bool,
     /// Write the Pareto front, the profiled points and the choice as an SVG plot.
@@ -213,15 +217,15 @@ impl ModelBoard {
     }
 }
 
-/// A simulated workload by name.
-/// A `--reference` value: a simulated workload's name, checked even where the option is
-/// not used (it was taken and ignored).
-pub(super) fn reference_name(name: &str) -> Result<String, String> {
+/// A workload option's value: a simulated workload's name, checked even where the option
+/// is not used (it was taken and ignored).
+pub(super) fn workload_name(name: &str) -> Result<String, String> {
     workload(name)
         .map(|_| name.to_string())
         .map_err(|e| e.to_string())
 }
 
+/// A simulated workload by name.
 pub(super) fn workload(name: &str) -> Result<SimWorkload> {
     SimWorkload::from_name(name).ok_or_else(|| {
         anyhow!("unknown workload {name:?}: resnet18, mobilenetv3, yolov8n, bert, lstm")
@@ -532,6 +536,18 @@ pub fn predict(target: &super::Target, a: &PredictArgs, out: &Output) -> Result<
     }
     super::check_outputs([a.save.as_path()])?;
     let (rows, source) = read_profile(&a.profile, &board.space, &board.id)?;
+    // The workload a simulated profile names (`simulated W on B`).
+    let named = source
+        .strip_prefix("simulated ")
+        .and_then(|s| s.split(" on ").next());
+    let workload = match (a.workload.as_deref(), named) {
+        (Some(given), Some(named)) if given != named => bail!(
+            "--workload {given}: {} is a profile of the {source}",
+            a.profile.display()
+        ),
+        (Some(given), _) => given.to_string(),
+        (None, named) => named.unwrap_or("target").to_string(),
+    };
     if rows.len() < super::bounds::FIT_MODES {
         bail!(
             "{}: {} profiled modes; a fit needs at least {}",
@@ -559,7 +575,7 @@ pub fn predict(target: &super::Target, a: &PredictArgs, out: &Output) -> Result<
     let file = ModelFile {
         version: MODEL_VERSION,
         board: board.id.clone(),
-        workload: a.workload.clone(),
+        workload,
         method,
         time,
         power,
@@ -567,13 +583,14 @@ pub fn predict(target: &super::Target, a: &PredictArgs, out: &Output) -> Result<
         source: Some(source),
     };
     file.save(&a.save)?;
-    out.print(&json!({"model": a.save, "board": board.id, "method": method.name(), "profiled_modes": rows.len()}), || {
+    out.print(&json!({"model": a.save, "board": board.id, "method": method.name(), "profiled_modes": rows.len(), "workload": file.workload, "source": file.source}), || {
         format!("fitted {} on {} profiled modes into {}\n", method.name(), rows.len(), a.save.display())
     })
 }
 
 /// `jpower optimize`.
 pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Result<()> {
+    super::check_outputs(a.svg.as_deref())?;
     let board = ModelBoard::of(target)?;
     if a.verify && !board.simulated {
         bail!("--verify runs the model's workload on a simulated board (--sim); on a Jetson, profile the modes you would choose with `jpower profile --live`");
@@ -635,13 +652,14 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
     if let Some(path) = &a.svg {
         let plot = super::pareto_plot::ParetoPlot {
             title: format!(
-                "{}{}: {}",
-                match file.source.as_deref() {
-                    Some("recorded") => "recorded profile, ",
-                    _ if board.simulated => "SIMULATED ",
-                    _ => "",
-                },
+                "{}{}{}: {}",
+                if board.simulated { "SIMULATED " } else { "" },
                 board.id,
+                if file.source.as_deref() == Some("recorded") {
+                    ", recorded profile"
+                } else {
+                    ""
+                },
                 file.workload
             ),
             all: &points,

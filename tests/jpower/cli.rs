@@ -51,6 +51,19 @@ fn errors_are_one_clear_line() {
         ],
         "cannot write /nonexistent/r.svg",
     );
+    // Before the model is read and every mode predicted (it failed after them).
+    one_line_error(
+        &[
+            "--sim",
+            "orin-agx",
+            "optimize",
+            "--model",
+            "/nonexistent/m.json",
+            "--svg",
+            "/nonexistent/o.svg",
+        ],
+        "cannot write /nonexistent/o.svg",
+    );
     one_line_error(
         &["--sim", "orin-agx", "roofline", "--csv", "/tmp"],
         "cannot write /tmp: it is a directory",
@@ -328,6 +341,35 @@ fn profile_predict_optimize_round_trip() {
         "{text}"
     );
     assert_eq!(text.lines().count(), 32);
+    // Without --workload, the model is of the workload the profile names; another is
+    // refused (it would label the model, and --verify run, another workload).
+    let fitted = json(&ok(jpower(rt.path())
+        .args(["--sim", "nano", "--json", "predict", "--method", "linear"])
+        .arg("--profile")
+        .arg(&csv)
+        .arg("--save")
+        .arg(&model)));
+    assert_eq!(fitted["workload"], "lstm", "{fitted}");
+    assert_eq!(fitted["source"], "simulated lstm on nano@r32", "{fitted}");
+    let out = run(jpower(rt.path())
+        .args([
+            "--sim",
+            "nano",
+            "predict",
+            "--method",
+            "linear",
+            "--workload",
+            "bert",
+        ])
+        .arg("--profile")
+        .arg(&csv)
+        .arg("--save")
+        .arg(&model));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("is a profile of the simulated lstm on nano@r32"),
+        "{err}"
+    );
     // A replayed profile measures the same modes again, and is no simulated workload's.
     let replayed = ok(jpower(rt.path())
         .args(["--sim", "nano", "profile", "--strategy", "all", "--truth"])
