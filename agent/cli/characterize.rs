@@ -30,7 +30,6 @@ use crate::support::csv_text;
 use anyhow::{bail, Context, Result};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Arguments of `jpower characterize`.
@@ -128,29 +127,6 @@ pub struct Args {
 /// The sensor refresh a live sweep asks the agent for, µs: a mode's power reaches the
 /// readings within two refreshes of a switch, and an epoch spans many.
 const SENSOR_REFRESH_US: u32 = 20_000;
-
-/// Set by SIGINT and SIGTERM: stop after the current run.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: nix::libc::c_int) {
-    // Release: pairs with the Acquire load between runs.
-    STOP.store(true, Ordering::Release);
-}
-
-/// Installs [`on_signal`] for SIGINT and SIGTERM.
-fn catch_signals() -> Result<()> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::empty(),
-        SigSet::empty(),
-    );
-    for s in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { sigaction(s, &action) }.with_context(|| format!("catching {s}"))?;
-    }
-    Ok(())
-}
 
 /// `--modes`, its `sample:N` checked ([`modes::sample_count`]).
 fn modes_list(s: &str) -> Result<String, String> {
@@ -336,7 +312,7 @@ fn sweep(
         .append(true)
         .open(&csv_path)
         .with_context(|| format!("opening {}", csv_path.display()))?;
-    catch_signals()?;
+    super::interrupt::catch()?;
     let todo: Vec<_> = configs
         .iter()
         .filter(|c| !done.iter().any(|r| &r.config == *c))
@@ -344,7 +320,7 @@ fn sweep(
     let (resumed, start) = (done.len(), Instant::now());
     let mut stopped = false;
     for (i, c) in todo.iter().enumerate() {
-        if STOP.load(Ordering::Acquire) {
+        if super::interrupt::interrupted() {
             stopped = true;
             break;
         }

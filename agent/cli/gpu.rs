@@ -28,21 +28,21 @@ pub struct TrainArgs {
     /// Train on the CPU reference instead of the GPU.
     #[arg(long)]
     pub cpu: bool,
-    /// Minibatches to train.
-    #[arg(long, default_value_t = 200)]
+    /// Minibatches to train, 1 to 1,000,000.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub steps: u64,
-    /// Images per minibatch.
-    #[arg(long, default_value_t = 32)]
+    /// Images per minibatch, 1 to 4096.
+    #[arg(long, default_value_t = 32, value_parser = batch)]
     pub batch: usize,
-    /// Learning rate (SGD with momentum 0.9).
-    #[arg(long, default_value_t = 0.02)]
+    /// Learning rate (SGD with momentum 0.9), above 0 and at most 10.
+    #[arg(long, default_value_t = 0.02, value_parser = learning_rate)]
     pub lr: f32,
     /// Seed of the synthetic task and the initial weights.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The CUDA device.
-    #[arg(long, default_value_t = 0)]
-    pub gpu: usize,
+    /// The CUDA device [default: 0]; none is used with --cpu or --sim.
+    #[arg(long)]
+    pub gpu: Option<usize>,
     /// Write one CSV row per minibatch.
     #[arg(long, value_name = "FILE.csv")]
     pub csv: Option<PathBuf>,
@@ -61,9 +61,15 @@ struct Step {
 /// is metered from the telemetry ring; off a Jetson (a data-centre GPU) the run is metered
 /// by NVML's energy counter and each minibatch gets the run's mean power.
 pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
-    if a.batch == 0 || a.steps == 0 {
-        bail!("--batch and --steps must be at least 1");
+    if a.gpu.is_some() && (a.cpu || target.sim.is_some()) {
+        return Err(super::usage(
+            "--gpu names a CUDA device: none is used with --cpu or --sim",
+        ));
     }
+    if let Some(path) = &a.csv {
+        super::check_outputs([path.as_path()])?;
+    }
+    super::interrupt::catch()?;
     let host_gpu = target.sim.is_none() && target.root.is_none() && !a.cpu;
     let discovered = target
         .root()
@@ -129,6 +135,22 @@ pub fn train(target: &Target, a: &TrainArgs, out: &Output) -> Result<()> {
     )
 }
 
+/// A `--batch`: 1 to 4096 images (the built-in CNN's buffers grow with it, 7.7 KB an image).
+fn batch(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=4096).contains(&n) => Ok(n),
+        _ => Err("a whole number from 1 to 4096".into()),
+    }
+}
+
+/// A `--lr`: finite, above 0 and at most 10 (SGD diverges well before).
+fn learning_rate(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(x) if x > 0.0 && x <= 10.0 => Ok(x),
+        _ => Err("a number above 0 and at most 10".into()),
+    }
+}
+
 /// The device `train --sim BOARD` names, without `--cpu`.
 const SIMULATED_GPU: &str = "simulated GPU";
 
@@ -155,19 +177,35 @@ fn train_on_board(target: &Target, a: &TrainArgs, out: &Output) -> Result<Traine
             None => {}
         }
         let ring = RingReader::open(&session.telemetry.path)?;
+        let refresh_s = ring.info.slowest_refresh_s();
         let mut marks = Minibatches::default();
+        let mut unbounded = 0;
         let mut meter = |step, t0, t1| -> Result<Minibatch<Kind>> {
             marks.begin(Kind::Train, step, (), t0)?;
-            Ok(marks.end(Kind::Train, step, t1, &ring)?.0)
+            let mut m = marks.end(Kind::Train, step, t1, &ring)?.0;
+            // Shorter than a refresh, the minibatch is the readings held over it: they may
+            // not measure it at all, so no bound holds (`energy` says the same).
+            if m.samples < 2 || m.duration_s < refresh_s {
+                m.error_bound_j = f64::INFINITY;
+                unbounded += 1;
+            }
+            Ok(m)
         };
-        if a.cpu || session.sim.is_some() {
+        let trained = if a.cpu || session.sim.is_some() {
             let trainer = Trainer::new(Cpu, a.batch, a.seed, a.lr)?;
             run(trainer, &mut meter, a.steps, out.json)
         } else {
-            let cuda = Cuda::open(a.gpu, l4t)?;
+            let cuda = Cuda::open(a.gpu.unwrap_or(0), l4t)?;
             let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, a.lr)?;
             run(trainer, &mut meter, a.steps, out.json)
+        };
+        if unbounded > 0 {
+            notes.push(format!(
+                "{unbounded} minibatch(es) shorter than the sensors' {:.1} ms refresh: their power is the readings held over them, which may be older than the minibatch, with no error bound (null)",
+                refresh_s * 1e3
+            ));
         }
+        trained
     })();
     if let Some(sim) = &session.sim {
         sim.set_load(LoadState::default())?;
@@ -181,7 +219,7 @@ fn train_on_board(target: &Target, a: &TrainArgs, out: &Output) -> Result<Traine
 /// A GPU on a machine that is not a Jetson: NVML's energy counter over the whole run
 /// (it has no per-minibatch resolution), each minibatch given the run's mean power.
 fn train_with_nvml(a: &TrainArgs, out: &Output) -> Result<Trained> {
-    let cuda = Cuda::open(a.gpu, None)?;
+    let cuda = Cuda::open(a.gpu.unwrap_or(0), None)?;
     let mut nvml = NvmlMeter::open(&cuda.pci_bus_id()?)?;
     let trainer = Trainer::new(cuda.train_backend()?, a.batch, a.seed, a.lr)?;
     let mut meter = |step, t0: u64, t1: u64| -> Result<Minibatch<Kind>> {
@@ -234,6 +272,7 @@ fn run<B: Backend>(
     )?;
     let mut out = Vec::with_capacity(steps as usize);
     for step in 0..steps {
+        super::interrupt::check()?;
         let t0 = monotonic_ns();
         let loss = trainer.step()?;
         let energy = meter(step, t0, monotonic_ns())?;
@@ -260,10 +299,11 @@ pub struct KernelsArgs {
     pub out: Option<PathBuf>,
 }
 
-/// `jpower kernels`: fails on a compile or assembly error and on any register spill.
+/// `jpower kernels`: fails on a compile or assembly error, on any register spill, where
+/// nothing could be compiled, and where ptxas reports no kernel of a file.
 pub fn kernels(a: &KernelsArgs, out: &Output) -> Result<()> {
     let ptxas = a.ptxas.clone().or_else(|| find_on_path("ptxas"));
-    let mut rows = Vec::new();
+    let (mut compiled, mut rows) = (Vec::new(), Vec::new());
     let mut text = String::new();
     let mut spills = Vec::new();
     let supported = kernels::nvrtc_archs()?;
@@ -278,6 +318,19 @@ pub fn kernels(a: &KernelsArgs, out: &Output) -> Result<()> {
             skipped.push(cc);
         }
     }
+    anyhow::ensure!(
+        skipped.len() < a.arch.len(),
+        "nothing compiled: this NVRTC ({}) compiles for none of compute_{}",
+        crate::gpu::versions(),
+        a.arch
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", compute_")
+    );
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     for source in CudaSource::ALL {
         for &cc in a.arch.iter().filter(|cc| !skipped.contains(cc)) {
             let ptx = kernels::compile(source, cc)?;
@@ -287,7 +340,6 @@ pub fn kernels(a: &KernelsArgs, out: &Output) -> Result<()> {
                 .unwrap_or("?")
                 .to_string();
             if let Some(dir) = &a.out {
-                std::fs::create_dir_all(dir)?;
                 let path = dir.join(format!("{}.compute_{cc}.ptx", source.name()));
                 std::fs::write(&path, &ptx)
                     .with_context(|| format!("writing {}", path.display()))?;
@@ -298,8 +350,16 @@ pub fn kernels(a: &KernelsArgs, out: &Output) -> Result<()> {
                 source.name(),
                 ptx.len()
             );
+            compiled.push(json!({"file": source.name(), "arch": cc, "ptx_version": version, "ptx_bytes": ptx.len()}));
             let Some(ptxas) = &ptxas else { continue };
-            for r in kernels::assemble(ptxas, &ptx, cc)? {
+            let assembled = kernels::assemble(ptxas, &ptx, cc)?;
+            anyhow::ensure!(
+                !assembled.is_empty(),
+                "{} reported no kernel of {}.cu for sm_{cc}: is it ptxas?",
+                ptxas.display(),
+                source.name()
+            );
+            for r in assembled {
                 let _ = writeln!(
                     text,
                     "  sm_{cc} {:<18} {:>3} registers, {} B stack, {} B spill stores, {} B spill loads",
@@ -318,10 +378,13 @@ pub fn kernels(a: &KernelsArgs, out: &Output) -> Result<()> {
             "no ptxas found: compiled only (give --ptxas PATH to check registers and spills)"
         );
     }
-    out.print(
-        &json!({"assembled": ptxas.is_some(), "kernels": rows, "spills": spills, "skipped_archs": skipped}),
-        || text,
-    )?;
+    // A spill is an error: --json prints the error's one object, the text the table first.
+    if spills.is_empty() || !out.json {
+        out.print(
+            &json!({"assembled": ptxas.is_some(), "compiled": compiled, "kernels": rows, "spills": spills, "skipped_archs": skipped}),
+            || text,
+        )?;
+    }
     if !spills.is_empty() {
         bail!("register spills: {}", spills.join(", "));
     }

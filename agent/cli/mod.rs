@@ -15,6 +15,7 @@ mod fulcrum;
 mod fulcrum_live;
 mod generate;
 mod gpu;
+mod interrupt;
 mod modes;
 mod pagoda;
 mod pagoda_eval;
@@ -324,6 +325,11 @@ impl Target {
         let (root, sim) = self.root()?;
         let board = Board::discover(root)?;
         let controller = Controller::open(board, &self.runtime_dir(), Owner::cli())?;
+        // A process that died holding a simulated board left its load there (the training
+        // load of `train` or `switch-cost`): on a board the load ends with the process.
+        if let Some(sim) = sim.as_ref().filter(|_| !controller.recovered().is_empty()) {
+            sim.set_load(crate::sim::kernel::LoadState::default())?;
+        }
         Ok((controller, sim))
     }
 
@@ -397,9 +403,21 @@ fn one_line(e: &anyhow::Error) -> String {
 
 /// The kind of an error, for scripts (`--json`): named after the first error in its
 /// chain that one of jpower's layers defines, `usage` for the command line, else `error`.
+/// A command line that parses but asks for what cannot be done: exit status 2 and kind
+/// `usage`, as clap's own errors.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
+
+/// A [`UsageError`].
+fn usage(message: &str) -> anyhow::Error {
+    UsageError(message.into()).into()
+}
+
 fn kind(e: &anyhow::Error) -> &'static str {
     type Is = fn(&(dyn std::error::Error + 'static)) -> bool;
     const KINDS: &[(&str, Is)] = &[
+        ("usage", |e| e.is::<UsageError>()),
         ("board", |e| e.is::<crate::board::BoardError>()),
         ("sysfs", |e| e.is::<crate::board::sysfs::SysfsError>()),
         ("nvpmodel", |e| e.is::<crate::board::nvpmodel::NvpError>()),
@@ -484,8 +502,13 @@ pub fn main() -> i32 {
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
-            report(cli.json, &one_line(&e), kind(&e));
-            1
+            let kind = kind(&e);
+            report(cli.json, &one_line(&e), kind);
+            if kind == "usage" {
+                2
+            } else {
+                1
+            }
         }
     }
 }
@@ -563,27 +586,26 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
     }
 }
 
-/// Checks, before a long run, that the files it will write can be written: each one's
-/// directory exists and is writable, and so is the file where it exists, which is not a
-/// directory. Otherwise the error names the file now rather than after the run.
+/// Checks, before a long run, that the files it will write can be written, by opening
+/// each for writing (without truncating it; one that did not exist is removed again):
+/// permission bits say nothing to root, nor of a read-only mount or a path through a
+/// file. Otherwise the error names the file now rather than after the run.
 pub fn check_outputs<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<()> {
-    use nix::unistd::{access, AccessFlags};
     for path in paths {
         if path.is_dir() {
             bail!("cannot write {}: it is a directory", path.display());
         }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let checked = if path.exists() { path } else { dir };
-        access(checked, AccessFlags::W_OK).map_err(|e| {
-            anyhow::anyhow!(
-                "cannot write {}: {}",
-                path.display(),
-                std::io::Error::from(e)
-            )
-        })?;
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if !existed {
+            std::fs::remove_file(path)
+                .with_context(|| format!("removing {} after checking it", path.display()))?;
+        }
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ use crate::gpu::roofline::{
 };
 use crate::sim::gpu::SimGpu;
 use crate::telemetry::ring::RingReader;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ pub struct Args {
     pub presets: Vec<String>,
     /// Measure N pinned modes instead: all cores at the top CPU clock, (GPU, EMC) pairs
     /// spread evenly over the board's grid.
-    #[arg(long, value_name = "N", conflicts_with = "presets")]
+    #[arg(long, value_name = "N", conflicts_with = "presets", value_parser = super::bounds::count)]
     pub sample: Option<usize>,
     /// Elements per buffer (4-byte floats; three buffers), far larger than L2.
     #[arg(long, default_value_t = 1 << 26,
@@ -56,12 +56,12 @@ pub struct Args {
     /// Leave CPU idle states, GPU rail gating and the fan as they are.
     #[arg(long)]
     pub no_lock: bool,
-    /// The CUDA device.
-    #[arg(long, default_value_t = 0)]
-    pub gpu: usize,
+    /// The CUDA device [default: 0]; none is used with --sim.
+    #[arg(long)]
+    pub gpu: Option<usize>,
     /// Off a Jetson: also run `copy` for this many seconds and check NVML's energy
     /// counter against its power readings (the first 2 s dropped).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = super::bounds::seconds)]
     pub nvml_check: Option<f64>,
     /// Write every point as CSV.
     #[arg(long, value_name = "FILE.csv")]
@@ -103,6 +103,12 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
             .flatten()
             .map(|p| p.as_path()),
     )?;
+    if a.gpu.is_some() && target.sim.is_some() {
+        return Err(super::usage(
+            "--gpu names a CUDA device: a simulated board's GPU is its model",
+        ));
+    }
+    super::interrupt::catch()?;
     let points = roofline::sweep(a.elements - a.elements % 4, a.max_iters);
     let discovered = target
         .root()
@@ -111,9 +117,9 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
     let m = match discovered {
         Err(e) if host_gpu && is_not_jetson(&e) => discrete(a, &points, out.json)?,
         Err(e) => return Err(e),
-        Ok(_) if a.nvml_check.is_some() => {
-            bail!("--nvml-check is for GPUs metered by NVML; a Jetson is metered by its INA3221 rails")
-        }
+        Ok(_) if a.nvml_check.is_some() => return Err(super::usage(
+            "--nvml-check is for GPUs metered by NVML; a Jetson is metered by its INA3221 rails",
+        )),
         Ok(_) => jetson(target, a, &points, out.json)?,
     };
     let title = format!(
@@ -159,7 +165,7 @@ pub(super) fn measure_json(
         point_seconds,
         settle: point_seconds,
         no_lock: false,
-        gpu: 0,
+        gpu: None,
         nvml_check: None,
         csv: None,
         modes_csv: None,
@@ -199,7 +205,7 @@ fn write(path: &PathBuf, body: String) -> Result<()> {
 /// A GPU on a machine that is not a Jetson: its own clocks (NVML's SM clock read while
 /// each point runs), NVML energy.
 fn discrete(a: &Args, points: &[roofline::Point], quiet: bool) -> Result<Measurement> {
-    let mut gpu = Cuda::open(a.gpu, None)?;
+    let mut gpu = Cuda::open(a.gpu.unwrap_or(0), None)?;
     let mut meter = NvmlMeter::open(&gpu.pci_bus_id()?)?;
     gpu.watch_clock(meter.sm_clock());
     let name = gpu.name();
@@ -326,7 +332,7 @@ fn measure_board(
             (Box::new(gpu), Box::new(meter), None)
         }
         None => {
-            let mut cuda = Cuda::open(a.gpu, board.identity.l4t_major)?;
+            let mut cuda = Cuda::open(a.gpu.unwrap_or(0), board.identity.l4t_major)?;
             if let Some(g) = &board.gpu {
                 let cur = g.cur.try_clone()?;
                 cuda.watch_clock(Box::new(move || cur.read_u64().ok().map(|hz| hz as f64)));
@@ -406,9 +412,13 @@ fn modes(target: &Target, board: &Board, a: &Args) -> Result<Vec<(String, Mode)>
             .iter()
             .flat_map(|&g| space.emc_hz.iter().map(move |&e| (g, e)))
             .collect();
-        if n == 0 || grid.is_empty() {
-            bail!(
-                "--sample {n}: the board has {} (GPU, EMC) pairs",
+        anyhow::ensure!(
+            !grid.is_empty(),
+            "--sample: the board lets jpower set no (GPU, EMC) pair"
+        );
+        if n > grid.len() {
+            log::warn!(
+                "--sample {n}: the board has {} (GPU, EMC) pairs, each measured once",
                 grid.len()
             );
         }
@@ -490,6 +500,7 @@ fn measure_mode(
     bar.set_message(mode.clone());
     let mut measured = Vec::with_capacity(sweep.points.len());
     for p in sweep.points {
+        super::interrupt::check()?;
         measured.extend(roofline::measure(
             device,
             meter,

@@ -225,7 +225,14 @@ pub fn restore(target: &Target, if_crashed: bool, out: &Output) -> Result<()> {
     match c.restore()? {
         Restored::Nothing => out.print(
             &json!({"restored": false, "recovered": c.recovered()}),
-            || "nothing to restore: jpower holds no saved state for this board\n".into(),
+            || match c.recovered() {
+                [] => "nothing to restore: jpower holds no saved state for this board\n".into(),
+                // Opening the board finished what a dead process left (the warning above).
+                done => format!(
+                    "restored on opening the board: {}; nothing more is saved\n",
+                    done.join("; ")
+                ),
+            },
         ),
         Restored::Baseline { switch, unknown } => {
             let (changes, lines) = describe(c.board(), &switch);

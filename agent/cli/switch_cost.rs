@@ -39,8 +39,8 @@ pub struct Args {
     pub repeats: u32,
     /// Measure only these knobs (gpu, emc, cpu, cores) [default: every one the board lets
     /// jpower set].
-    #[arg(long = "knob", value_name = "KNOB")]
-    pub knobs: Vec<String>,
+    #[arg(long = "knob", value_name = "KNOB", value_parser = knob)]
+    pub knobs: Vec<Knob>,
     /// Print the costs without keeping them in the board's profile.
     #[arg(long)]
     pub no_save: bool,
@@ -48,27 +48,26 @@ pub struct Args {
 
 /// `jpower switch-cost`.
 pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
-    let knobs: Vec<Knob> = if a.knobs.is_empty() {
+    let knobs = if a.knobs.is_empty() {
         Knob::ALL.to_vec()
     } else {
-        a.knobs
-            .iter()
-            .map(|n| {
-                Knob::from_name(n)
-                    .with_context(|| format!("unknown knob {n:?} (gpu, emc, cpu, cores)"))
-            })
-            .collect::<Result<_>>()?
+        a.knobs.clone()
     };
     if target.agent()?.is_some() {
         bail!("an agent serves this board: stop it first (systemctl stop jpower), since a switch timed through its socket would time the socket too");
     }
+    super::interrupt::catch()?;
     let (mut c, sim) = target.open()?;
     // The load a schedule switches under (on a board, whatever runs now).
     if let Some(sim) = &sim {
         sim.set_load(LoadState::TRAINING)?;
     }
-    let result = measure_all(target, &mut c, &knobs, a.repeats);
-    c.restore()?;
+    // A mode held (`jpower set`) is put back as it was, not the baseline under it.
+    let result = super::telemetry::Restore::begin(&mut c, "switch-cost").and_then(|restore| {
+        let measured = measure_all(target, &mut c, &knobs, a.repeats);
+        restore.put_back(&mut c)?;
+        measured
+    });
     if let Some(sim) = &sim {
         sim.set_load(LoadState::default())?;
     }
@@ -139,6 +138,7 @@ fn measure_all(
             skipped.push((knob, why));
             continue;
         }
+        super::interrupt::check()?;
         eprintln!("switch-cost: {} ...", knob.name());
         let mut cost = settle::measure(c, knob, repeats)?;
         if energy_note.is_none() {
@@ -214,8 +214,13 @@ fn switch_energy(
 
 fn ms(t: Option<settle::Times>) -> String {
     t.map_or("-".into(), |t| {
-        format!("{:.3}/{:.3}", t.median_ms, t.p90_ms)
+        format!("{:.3}/{:.3}/{:.3}", t.median_ms, t.p90_ms, t.max_ms)
     })
+}
+
+/// A `--knob` name.
+fn knob(name: &str) -> Result<Knob, String> {
+    Knob::from_name(name).ok_or_else(|| "one of gpu, emc, cpu, cores".to_string())
 }
 
 /// The profile as `--json` gives it: each knob's two ends under a key with their unit, as
@@ -248,12 +253,12 @@ fn text(
     saved: Option<&str>,
 ) -> String {
     let mut t = format!(
-        "switch costs of {} ({} switches each way per knob; ms from the write to the clock settled, median/p90)\n",
+        "switch costs of {} ({} switches each way per knob; ms from the write to the clock settled, median/p90/longest)\n",
         costs.board, costs.repeats
     );
     let _ = writeln!(
         t,
-        "  {:<6} {:>24} {:>16} {:>16} {:>10} {:>16}",
+        "  {:<6} {:>24} {:>22} {:>22} {:>10} {:>16}",
         "knob", "between", "down ms", "up ms", "unsettled", "energy mJ"
     );
     for k in &costs.knobs {
@@ -267,7 +272,7 @@ fn text(
         };
         let _ = writeln!(
             t,
-            "  {:<6} {:>24} {:>16} {:>16} {:>10} {:>16}{}",
+            "  {:<6} {:>24} {:>22} {:>22} {:>10} {:>16}{}",
             k.knob.name(),
             between,
             ms(k.down),

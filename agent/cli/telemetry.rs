@@ -22,7 +22,6 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Sampling options shared by `watch` and `energy`.
@@ -86,30 +85,9 @@ pub enum RingCommand {
     /// every sample is whole (a torn read would break its totals or its order).
     Read {
         path: PathBuf,
-        #[arg(long, value_name = "SECONDS")]
+        #[arg(long, value_name = "SECONDS", value_parser = super::bounds::seconds)]
         check: Option<f64>,
     },
-}
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-/// The command `energy` runs, while it runs (0: none): a SIGTERM is passed on to it.
-static COMMAND_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
-    let pid = COMMAND_PID.load(Ordering::Relaxed);
-    if sig == libc::SIGTERM && pid > 0 {
-        // SAFETY: kill(2) is async-signal-safe; the pid is our own running child's.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
-/// Lets Ctrl-C and SIGTERM end a measurement cleanly (so the sensor is put back).
-fn catch_interrupts() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
-    }
 }
 
 /// A sampler session: telemetry running, and whatever the command changed on the board
@@ -125,11 +103,45 @@ pub(super) struct Session {
     pub notes: Vec<String>,
 }
 
-enum Restore {
+/// What a command that changes the board puts back when it finishes.
+pub(super) enum Restore {
     /// The held state's values, from the overlay this session pushed.
     Overlay,
     /// The baseline this session saved.
     Baseline,
+}
+
+impl Restore {
+    /// Records command `name` as the board's owner before its first change: a lease (on a
+    /// board another holds, an overlay on its state), so if this process dies the next
+    /// jpower command puts the board back.
+    pub(super) fn begin(controller: &mut Controller, name: &str) -> Result<Restore> {
+        let owner = Owner::new(
+            OwnerKind::Lease,
+            std::process::id(),
+            format!("jpower {name}"),
+        );
+        Ok(if controller.state().is_none() {
+            controller.set_owner(owner);
+            Restore::Baseline
+        } else {
+            controller.push_overlay(owner)?;
+            Restore::Overlay
+        })
+    }
+
+    /// Puts back what [`Restore::begin`] recorded.
+    pub(super) fn put_back(self, controller: &mut Controller) -> Result<()> {
+        match self {
+            Restore::Overlay => {
+                controller.pop_overlay()?;
+            }
+            Restore::Baseline => {
+                controller.restore()?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Session {
@@ -167,14 +179,8 @@ impl Session {
 
     pub fn finish(mut self) -> Result<Vec<String>> {
         drop(self.telemetry);
-        match self.restore.take() {
-            Some(Restore::Overlay) => {
-                self.controller.pop_overlay()?;
-            }
-            Some(Restore::Baseline) => {
-                self.controller.restore()?;
-            }
-            None => {}
+        if let Some(restore) = self.restore.take() {
+            restore.put_back(&mut self.controller)?;
         }
         Ok(self.notes)
     }
@@ -439,9 +445,7 @@ fn bus_limit_hz(rails: usize) -> f64 {
     1e9 / per_sample as f64
 }
 
-/// Applies `target`, first recording what to put back: a session's own change is a lease
-/// (on a board another holds, an overlay on its state), so if this process dies the next
-/// jpower command puts it back.
+/// Applies `target`, first recording what to put back ([`Restore::begin`]).
 fn change(
     controller: &mut Controller,
     restore: &mut Option<Restore>,
@@ -449,25 +453,14 @@ fn change(
     target: &Values,
 ) -> Result<crate::control::Switch> {
     if restore.is_none() && target != controller.current() {
-        let owner = Owner::new(
-            OwnerKind::Lease,
-            std::process::id(),
-            format!("jpower {name}"),
-        );
-        *restore = Some(if controller.state().is_none() {
-            controller.set_owner(owner);
-            Restore::Baseline
-        } else {
-            controller.push_overlay(owner)?;
-            Restore::Overlay
-        });
+        *restore = Some(Restore::begin(controller, name)?);
     }
     Ok(controller.apply_values(target)?)
 }
 
 /// `jpower watch`.
 pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
-    catch_interrupts();
+    super::interrupt::catch()?;
     let feed = Feed::start(target, &a.sample, "watch")?;
     let ring = RingReader::open(feed.path())?;
     for n in feed.notes() {
@@ -475,7 +468,7 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     }
     let (started, first) = (monotonic_ns(), ring.write_seq());
     let end = a.duration.map(|d| started + (d * 1e9) as u64);
-    let done = || INTERRUPTED.load(Ordering::Relaxed) || end.is_some_and(|e| monotonic_ns() >= e);
+    let done = || super::interrupt::interrupted() || end.is_some_and(|e| monotonic_ns() >= e);
     if a.csv {
         // A closed pipe (`| head`) ends the stream like Ctrl-C: the sensor is put back.
         let mut csv = crate::support::csv_text::writer(std::io::stdout().lock());
@@ -563,7 +556,8 @@ struct Measured {
     waited_ms: f64,
 }
 
-/// How often `energy` looks at its command and its ring while the command runs.
+/// How often `energy` looks at its ring while the command runs (it hears of the command's
+/// end at once).
 const POLL: Duration = Duration::from_millis(50);
 
 /// Runs `command` with `feed` sampling: its energy from the ring, integrated in parts while
@@ -586,13 +580,22 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot run {}", command[0]))?;
-    COMMAND_PID.store(i32::try_from(child.id()).unwrap_or(0), Ordering::Relaxed);
+    super::interrupt::forward_sigterm_to(child.id());
+    // The command's end is taken where wait(2) returns, on a thread of its own, so the
+    // duration is the command's and not rounded up to the next look at the ring.
+    let (exited, exit) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let status = child.wait();
+        let _ = exited.send((status, monotonic_ns()));
+    });
     let (mut done, mut from) = (None::<crate::telemetry::energy::Energy>, t0);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) => std::thread::sleep(POLL),
-            Err(e) => break Err(e),
+    let (status, t1) = loop {
+        match exit.recv_timeout(POLL) {
+            Ok(ended) => break ended,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                bail!("lost the wait for {}", command[0])
+            }
         }
         let refresh_s = ring.info.slowest_refresh_s();
         let held_ns = ring
@@ -613,9 +616,8 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
             }
         }
     };
-    COMMAND_PID.store(0, Ordering::Relaxed);
+    super::interrupt::forward_sigterm_to(0);
     let status = status.with_context(|| format!("waiting for {}", command[0]))?;
-    let t1 = monotonic_ns();
     let waited_after = sample_after(&ring, t1)?;
     let last = ring.energy(from, t1);
     let energy = done.map_or(last.clone(), |d| {
@@ -633,7 +635,7 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
 /// both), a SIGTERM to jpower is passed on to it, and whatever ends it, the board is put
 /// back, a failure to start it included.
 pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
-    catch_interrupts();
+    super::interrupt::catch()?;
     let feed = Feed::start(target, &a.sample, "energy")?;
     let measured = measure(&feed, &a.command, out.json);
     let mut notes = feed.finish()?;
@@ -854,12 +856,16 @@ pub fn ring(cmd: &RingCommand, out: &Output) -> Result<()> {
     if let Some(w) = &warning {
         eprintln!("jpower: warning: {}: {w}", path.display());
     }
-    out.print(
-        &json!({"read": read, "torn": torn, "lost": lost, "writer_warning": warning}),
-        || format!("read {read} samples: {torn} torn, {lost} lost\n"),
-    )?;
+    // Torn samples are an error: --json prints the error's one object, the text the
+    // counts first.
+    if torn == 0 || !out.json {
+        out.print(
+            &json!({"read": read, "torn": torn, "lost": lost, "writer_warning": warning}),
+            || format!("read {read} samples: {torn} torn, {lost} lost\n"),
+        )?;
+    }
     if torn > 0 {
-        bail!("{torn} torn samples");
+        bail!("{torn} torn samples of {read} read ({lost} lost)");
     }
     Ok(())
 }

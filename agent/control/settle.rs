@@ -340,10 +340,11 @@ pub fn ends(board: &Board, knob: Knob) -> [PinnedMode; 2] {
 pub fn measure(ctl: &mut Controller, knob: Knob, repeats: u32) -> Result<KnobCost, ControlError> {
     let ends = ends(ctl.board(), knob);
     let modes = ends.map(|m| m.to_mode(ctl.board()));
-    // The rate each end settles at.
+    // The rate each end settles at, the top read last: the first switch timed goes down
+    // from it (a review found it timing a switch to where the board already was).
     let mut settled = [Vec::new(), Vec::new()];
-    for (end, mode) in modes.iter().enumerate() {
-        ctl.apply(mode)?;
+    for end in [1, 0] {
+        ctl.apply(&modes[end])?;
         std::thread::sleep(HOLD);
         running(ctl.board(), knob, &mut settled[end])?;
     }

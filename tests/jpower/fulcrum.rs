@@ -32,18 +32,27 @@ fn the_measured_switch_cost_is_kept_in_the_profile_and_schedule_plans_with_it() 
     assert_eq!(assumed["switch_ms_from"], "assumed", "{assumed}");
     assert_eq!(assumed["problem"]["switch_ms"], 1.0);
 
+    // A mode held by `jpower set` is what the board returns to (a review found
+    // switch-cost restoring the baseline under it).
+    ok(jpower(rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
+    // One switch each way: the first switch timed is a real one (a review found it timing
+    // a switch to where the board already was, 0.01 ms).
     let m = json(&ok(jpower(rt.path()).args([
         "--json",
         "--sim",
         "orin-agx",
         "switch-cost",
         "--repeats",
-        "3",
+        "1",
         "--knob",
         "gpu",
         "--knob",
         "emc",
     ])));
+    let st = json(&ok(
+        jpower(rt.path()).args(["--sim", "orin-agx", "--json", "status"])
+    ));
+    assert_eq!(st["mode"]["name"], "MODE_15W", "{st}");
     let profile = std::path::PathBuf::from(m["profile"].as_str().unwrap());
     assert!(profile.starts_with(rt.path().join("var-lib")), "{m}");
     let knobs = m["costs"]["knobs"].as_array().unwrap();

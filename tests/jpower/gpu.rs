@@ -291,6 +291,128 @@ fn gpu_commands_say_what_is_missing_in_one_line() {
     assert!(!err.contains("panicked"));
 }
 
+/// Found by a CLI review: `--steps 1e11` or `--batch 1e8` aborted on an allocation with
+/// the board changed and the simulated load left on; `--lr nan` trained to NaN; `--gpu`
+/// was ignored beside `--cpu` or `--sim`; `roofline --sample 0` and `--nvml-check` on a
+/// Jetson exited 1 as errors of the board; an unwritable `--csv` failed after training.
+/// Each is now a usage error (exit 2, kind `usage`) found before the board is touched.
+#[test]
+fn train_and_roofline_refuse_what_they_cannot_do_before_touching_the_board() {
+    let rt = util::runtime();
+    let status = || {
+        json(&ok(
+            jpower(rt.path()).args(["--sim", "orin-agx", "--json", "status"])
+        ))
+    };
+    let before = status()["knobs"].clone();
+    for args in [
+        &["train", "--steps", "0"][..],
+        &["train", "--steps", "100000000000"],
+        &["train", "--batch", "100000000"],
+        &["train", "--lr", "nan"],
+        &["train", "--lr=-5"],
+        &["train", "--cpu", "--gpu", "1"],
+        &["train", "--gpu", "0"],
+        &["roofline", "--sample", "0"],
+        &["roofline", "--gpu", "0"],
+        &["roofline", "--nvml-check", "3"],
+    ] {
+        let out = run(jpower(rt.path())
+            .args(["--sim", "orin-agx", "--json"])
+            .args(args));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.lines().count(), 1, "{args:?}: {stdout}");
+        assert_eq!(json(&stdout)["kind"], "usage", "{args:?}");
+    }
+    let out = run(jpower(rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "train",
+        "--steps",
+        "2",
+        "--csv",
+        "/nonexistent/dir/x.csv",
+    ]));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot write /nonexistent/dir/x.csv"), "{err}");
+    // A file where a folder should be: permission bits said yes (for root, always).
+    let file = rt.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = run(jpower(rt.path())
+        .args(["--sim", "orin-agx", "roofline", "--sample", "2", "--svg"])
+        .arg(file.join("r.svg")));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write"));
+    let after = status();
+    assert_eq!(after["knobs"], before);
+    assert!(after["state"].is_null(), "{after}");
+}
+
+/// Found by a CLI review: Ctrl-C or SIGTERM killed `train`, `roofline` and `switch-cost`
+/// where they stood, leaving the board pinned and a simulated board loaded until some
+/// later command; `restore` then said both "restored" (a warning) and "nothing to
+/// restore". Now the signal stops the command at its next minibatch, point or knob and it
+/// puts the board back; a hard kill is undone by the next command, which also ends the
+/// dead command's simulated load.
+#[test]
+fn an_interrupted_train_puts_the_board_back_and_a_killed_one_is_undone_next() {
+    let rt = util::runtime();
+    let jp = || {
+        let mut c = jpower(rt.path());
+        c.args(["--sim", "orin-agx"]);
+        c
+    };
+    let sim = jpower::sim::SimBoard::open("orin-agx", rt.path()).unwrap();
+    let status = || {
+        let mut c = jp();
+        json(&ok(c.args(["--json", "status"])))
+    };
+    let before = status()["knobs"].clone();
+    let idle_w: f64 = sim.true_rail_watts().unwrap().iter().sum();
+    for (signal, stopped) in [
+        (nix::sys::signal::Signal::SIGINT, true),
+        (nix::sys::signal::Signal::SIGTERM, true),
+        (nix::sys::signal::Signal::SIGKILL, false),
+    ] {
+        let child = jp()
+            .args(["train", "--steps", "1000000"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Training: the simulated board draws a training load's power.
+        let started = std::time::Instant::now();
+        while sim.true_rail_watts().unwrap().iter().sum::<f64>() < idle_w + 5.0 {
+            assert!(
+                started.elapsed().as_secs() < 30,
+                "train never loaded the board"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        if stopped {
+            assert_eq!(out.status.code(), Some(1), "{signal}: {err}");
+            assert!(err.contains("interrupted"), "{signal}: {err}");
+            let st = status();
+            assert_eq!(st["knobs"], before, "{signal}");
+            assert!(st["state"].is_null(), "{signal}: {st}");
+        } else {
+            let restored = ok(jp().arg("restore"));
+            assert!(
+                restored.contains("restored on opening the board"),
+                "{restored}"
+            );
+            assert_eq!(status()["knobs"], before);
+        }
+        let w: f64 = sim.true_rail_watts().unwrap().iter().sum();
+        assert!(w < idle_w + 1.0, "{signal}: {w} W, idle {idle_w} W");
+    }
+}
+
 #[test]
 fn kernels_compile_for_the_jetson_archs_without_spills() {
     if let Err(e) = jpower::gpu::nvrtc_present() {
@@ -310,6 +432,17 @@ fn kernels_compile_for_the_jetson_archs_without_spills() {
     assert_eq!(k["spills"].as_array().unwrap().len(), 0, "{k}");
     // A CUDA 13 NVRTC cannot build for Maxwell or Volta: those are skipped with a notice.
     let supported = jpower::gpu::kernels::nvrtc_archs().unwrap();
+    // Every file compiled for every architecture is listed, ptxas or not (a review found
+    // the JSON empty where the text listed them).
+    assert_eq!(
+        k["compiled"].as_array().unwrap().len(),
+        2 * [53, 72, 87]
+            .iter()
+            .filter(|cc| supported.contains(cc))
+            .count(),
+        "{k}"
+    );
+    kernels_fail_on_spills_on_no_kernels_and_on_nothing_compiled(rt.path());
     let skipped = |cc: u32| {
         let skip = !supported.contains(&cc);
         if skip {
@@ -364,6 +497,52 @@ fn kernels_compile_for_the_jetson_archs_without_spills() {
         let cubin = jpower::gpu::kernels::compile_cubin(CudaSource::Roofline, cc).unwrap();
         assert_eq!(&cubin[..4], b"\x7fELF", "sm_{cc} CUBIN");
     }
+}
+
+/// Found by a CLI review: with a spill, `kernels --json` printed the result and then the
+/// error, two objects; a ptxas that reported nothing, or architectures NVRTC could not
+/// compile for, passed having checked nothing.
+fn kernels_fail_on_spills_on_no_kernels_and_on_nothing_compiled(rt: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let spilling = rt.join("spilling-ptxas");
+    std::fs::write(
+        &spilling,
+        "#!/bin/sh\n{\n echo \"ptxas info    : Compiling entry function 'k' for 'sm_87'\"\n echo 'ptxas info    : 8 bytes stack frame, 8 bytes spill stores, 0 bytes spill loads'\n echo 'ptxas info    : Used 40 registers'\n} >&2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&spilling, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (ptxas, arch, needle) in [
+        (spilling.as_path(), "87", "register spills: k on sm_87"),
+        (Path::new("/bin/true"), "87", "reported no kernel"),
+        (spilling.as_path(), "99", "nothing compiled"),
+    ] {
+        let out = run(jpower(rt)
+            .args(["--json", "kernels", "--arch", arch, "--ptxas"])
+            .arg(ptxas));
+        assert_eq!(out.status.code(), Some(1), "{needle}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.lines().count(), 1, "{needle}: {stdout}");
+        let e = json(&stdout);
+        assert!(e["error"].as_str().unwrap().contains(needle), "{e}");
+    }
+}
+
+/// Found by a CLI review: minibatches shorter than an IIO board's 422 ms refresh were
+/// given the idle readings held over them with an error bound of exactly 0 J.
+#[test]
+fn train_gives_no_bound_for_minibatches_shorter_than_the_sensors_refresh() {
+    let rt = util::runtime();
+    let t = json(&ok(
+        jpower(rt.path()).args(["--sim", "nano", "--json", "train", "--steps", "3"])
+    ));
+    for b in t["minibatches"].as_array().unwrap() {
+        assert!(b["error_bound_j"].is_null(), "{b}");
+    }
+    let notes = t["notes"].to_string();
+    assert!(
+        notes.contains("3 minibatch(es) shorter than the sensors'"),
+        "{notes}"
+    );
 }
 
 #[test]
