@@ -250,6 +250,32 @@ pub fn run(opts: Options) -> Result<()> {
         ));
     }
 
+    let default_error = |e: anyhow::Error| {
+        let name = config.default_mode.as_deref().unwrap_or_default();
+        config.error_at("default_mode", format!("{name:?}: {e:#}"))
+    };
+    // Checked before the agent writes anything (a review found the averaging written, then
+    // the agent exiting on a bad name with the board changed).
+    if let Some(name) = &config.default_mode {
+        core::default_target(
+            controller.board(),
+            presets.as_ref(),
+            name,
+            controller.current(),
+        )
+        .map_err(default_error)?;
+    }
+    let has_averaging = controller
+        .board()
+        .knobs
+        .iter()
+        .any(|k| matches!(k.kind, crate::board::KnobKind::InaSamples(_)));
+    if config.sensor_averaging != "keep" && !has_averaging {
+        log::warn!(
+            "sensor_averaging = {:?} ignored: this board's sensors have no averaging setting (an IIO board's refresh is fixed)",
+            config.sensor_averaging
+        );
+    }
     let rate = config.sample_rate_hz;
     let period_us = (1e6 / rate.unwrap_or(1000.0)) as u32;
     let averaging = match config.sensor_averaging.as_str() {
@@ -287,11 +313,14 @@ pub fn run(opts: Options) -> Result<()> {
     };
     if let Some(t) = averaging.clone().filter(|t| t != controller.current()) {
         controller.apply_values(&t)?;
-        log::warn!(
-            "set INA3221 averaging for {:.0} Hz: {}",
-            rate.unwrap_or(1000.0),
-            ina3221::NOISE_NOTE
-        );
+        match config.sensor_averaging.as_str() {
+            "auto" => log::warn!(
+                "set INA3221 averaging for {:.0} Hz: {}",
+                rate.unwrap_or(1000.0),
+                ina3221::NOISE_NOTE
+            ),
+            n => log::info!("set INA3221 averaging to {n} conversions (sensor_averaging)"),
+        }
     }
     let sensors = sensors::Sensors::start(
         controller.board(),
@@ -303,10 +332,6 @@ pub fn run(opts: Options) -> Result<()> {
     let ring = sensors.ring().clone();
     let ring_path = sensors.path().display().to_string();
     let mut core = core::Core::new(controller, presets, config.clone(), sensors);
-    let default_error = |e: anyhow::Error| {
-        let name = config.default_mode.as_deref().unwrap_or_default();
-        config.error_at("default_mode", format!("{name:?}: {e:#}"))
-    };
     if let (None, Some(name)) = (&left_mode, &config.default_mode) {
         core.apply_default(name).map_err(default_error)?;
     }

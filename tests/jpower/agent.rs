@@ -426,6 +426,34 @@ fn the_budget_guard_steps_down_when_the_load_raises_power_and_lifts_after() {
     assert_eq!(gpu_max(&agent.status()), 1_300_500_000);
 }
 
+/// Found by an integrator's review: a `budget_window_ms` shorter than two samples at the
+/// sampler's rate (400 ms at the board's own averaging, 2.3 Hz) left the guard without a
+/// mean, silent over its budget. The window is widened to hold two samples.
+#[test]
+fn the_guard_widens_a_window_too_short_for_two_samples() {
+    let agent = Agent::start("orin-agx", "budget_w = 5.0\nbudget_window_ms = 400\n");
+    let sim = SimBoard::open("orin-agx", agent.rt.path()).unwrap();
+    sim.set_load(LoadState::TRAINING).unwrap();
+    wait_for("the guard to cap the mode", || {
+        agent.status().guard.is_some()
+    });
+}
+
+/// Found by an integrator's review: `activity_rate_hz = 0`, a documented value, made
+/// `jpower status` fail on the agent's refusal to give counters it does not keep.
+#[test]
+fn status_through_an_agent_without_activity_counters_leaves_them_out() {
+    let agent = Agent::start("orin-agx", "activity_rate_hz = 0\n");
+    let st = util::json(&util::ok(
+        util::jpower(agent.rt.path())
+            .args(["--sim", "orin-agx", "--json", "--socket"])
+            .arg(agent.socket())
+            .arg("status"),
+    ));
+    assert!(st["activity"].is_null(), "{st}");
+    assert!(!st["agent"].is_null(), "{st}");
+}
+
 fn direct_knobs(rt: &Path) -> serde_json::Value {
     util::json(&util::ok(
         util::jpower(rt)
@@ -704,8 +732,15 @@ fn a_bad_default_mode_or_budget_total_names_file_and_line() {
         // Found by a review: a CPU the agent may not run on was a warning at most. It is
         // the agent's error (only the agent: every command reads this file).
         ("\nsampler_cpu = 1023\n", "bad.toml:2: sampler_cpu"),
+        // Found by an integrator's review: the averaging was written before the default
+        // mode was found missing, and the board left changed with the socket behind.
+        (
+            "sensor_averaging = \"auto\"\ndefault_mode = \"BOGUS\"\n",
+            "bad.toml:2: default_mode",
+        ),
     ] {
         let rt = util::runtime();
+        let before = direct_knobs(rt.path());
         let cfg = rt.path().join("bad.toml");
         std::fs::write(&cfg, text).unwrap();
         let out = util::run(
@@ -716,6 +751,8 @@ fn a_bad_default_mode_or_budget_total_names_file_and_line() {
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{err}");
+        assert_eq!(direct_knobs(rt.path()), before, "{err}");
+        assert!(!rt.path().join("jpower.sock").exists(), "{err}");
     }
 }
 

@@ -66,12 +66,29 @@ pub struct Core {
     /// Set by `shutdown`: later requests are refused, so nothing changes the board after
     /// the final restore.
     stopping: bool,
+    /// The guard's window where it was last widened beyond `budget_window_ms`, to warn
+    /// once per change ([`Core::guard_window`]).
+    widened_window: Option<Duration>,
 }
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Core").field("lease", &self.lease).finish()
     }
+}
+
+/// The knob values of preset `name` (the configuration's `default_mode`) over `from`:
+/// checked at start before the agent writes anything, applied by [`Core::apply_default`].
+pub fn default_target(
+    board: &crate::board::Board,
+    presets: Option<&Presets>,
+    name: &str,
+    from: &Values,
+) -> anyhow::Result<Values> {
+    let presets = presets
+        .ok_or_else(|| anyhow::anyhow!("the board has no nvpmodel file to take the preset from"))?;
+    let mode = presets.find(name)?.mode.clone();
+    Ok(plan::target(board, &mode, from)?)
 }
 
 /// A mode error in the protocol's words: the field the client sent and its unit
@@ -146,6 +163,7 @@ impl Core {
             config,
             sensors,
             stopping: false,
+            widened_window: None,
         }
     }
 
@@ -236,11 +254,12 @@ impl Core {
 
     /// Applies a preset at start, as the agent's own persistent setting.
     pub fn apply_default(&mut self, name: &str) -> anyhow::Result<()> {
-        let presets = self.presets.as_ref().ok_or_else(|| {
-            anyhow::anyhow!("the board has no nvpmodel file to take the preset from")
-        })?;
-        let mode = presets.find(name)?.mode.clone();
-        self.requested = plan::target(self.controller.board(), &mode, &self.requested)?;
+        self.requested = default_target(
+            self.controller.board(),
+            self.presets.as_ref(),
+            name,
+            &self.requested,
+        )?;
         let sw = self.apply_effective()?;
         log::info!("applied default_mode {name}: {} write(s)", sw.steps.len());
         Ok(())
@@ -491,7 +510,7 @@ impl Core {
             }
         }
         self.detect_external();
-        let window = Duration::from_millis(self.config.budget_window_ms);
+        let window = self.guard_window();
         let mean = self.mean_power(window);
         let effective = self.controller.current().clone();
         if let Some(mean) = mean {
@@ -548,6 +567,27 @@ impl Core {
         }
         let _ = self.controller.refresh();
         self.notify_holder(ReplyBody::ExternalChange { paths });
+    }
+
+    /// The guard's window: `budget_window_ms`, widened to two and a half sample periods
+    /// where the sampler runs slower (the board's averaging, or a client's), since a mean
+    /// needs two samples (a review found the guard silent with 400 ms at 2.3 Hz).
+    fn guard_window(&mut self) -> Duration {
+        let configured = Duration::from_millis(self.config.budget_window_ms);
+        let least = Duration::from_nanos(self.sensors.ring().get().info.period_ns) * 5 / 2;
+        let window = configured.max(least);
+        let widened = (window > configured).then_some(window);
+        if widened != self.widened_window && self.guard.budget_w.is_some() {
+            if let Some(w) = widened {
+                log::warn!(
+                    "budget guard: budget_window_ms = {} holds fewer than two samples at the sampler's rate: judging {} ms means",
+                    self.config.budget_window_ms,
+                    w.as_millis()
+                );
+            }
+            self.widened_window = widened;
+        }
+        window
     }
 
     /// The mean of the budgeted total over the last `window`, from the ring without
