@@ -56,6 +56,9 @@ pub struct EvalArgs {
     pub no_cache: bool,
 }
 
+/// The fewest modes of a `--truth` file left to score beside those profiled.
+const MIN_SCORED: usize = 10;
+
 /// Runs `jpower powertrain ...` on the simulated board `target` names (orin-agx unless
 /// `--sim` names another; a `--root` tree is refused: the evaluation needs the board's
 /// model for its reference and its truth).
@@ -72,11 +75,14 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
     let target: &mut dyn profile::Source = match &a.truth {
         Some(path) => {
             let (rows, _) = super::train_modes::read_profile(path, &spec.mode_space(), &spec.id())?;
+            // A MAPE over a handful of modes says nothing (a review found --modes 29 on a
+            // 30-row file scoring one mode without a word).
             anyhow::ensure!(
-                rows.len() > a.modes,
-                "{}: {} rows, need more than --modes {}",
+                rows.len() >= a.modes + MIN_SCORED,
+                "{}: {} rows leave {} mode(s) to score beside --modes {}; at least {MIN_SCORED} are needed",
                 path.display(),
                 rows.len(),
+                rows.len().saturating_sub(a.modes),
                 a.modes
             );
             replay = Replay::new(&rows, (a.truth_noise, a.truth_noise), a.seed);

@@ -687,6 +687,35 @@ fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
         );
         assert_eq!(err.lines().count(), 1, "{err}");
     }
+    // Found by a review: --modes 29 of a 30-row truth scored one mode without a word.
+    let truth =
+        ok(jpower(rt.path()).args(["sim", "truth", "--kind", "launch", "--board", "orin-agx"]));
+    let head: Vec<&str> = truth
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .take(31)
+        .collect();
+    std::fs::write(&csv, head.join("\n") + "\n").unwrap();
+    let out = util::run(
+        util::jpower(rt.path())
+            .args([
+                "--sim",
+                "orin-agx",
+                "powertrain",
+                "eval",
+                "--quick",
+                "--modes",
+                "29",
+                "--truth",
+            ])
+            .arg(&csv),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("30 rows leave 1 mode(s) to score beside --modes 29; at least 10"),
+        "{err}"
+    );
 }
 
 /// Replays the file parsers' fuzz corpora (`fuzz/corpus/{nvpmodel,config,csv,model}`) on
