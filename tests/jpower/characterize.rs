@@ -175,6 +175,12 @@ fn characterize_names_a_bad_value() {
             1,
             &["--cpu is for a run in real time"][..],
         ),
+        // Found by a review: --quick set the lists and ignored the ones given.
+        (
+            ["--quick", "--media=nvme"],
+            2,
+            &["'--quick' cannot be used with '--media <LIST>'"][..],
+        ),
     ] {
         let out = run(jpower(rt.path())
             .args(["--sim", "xavier-agx", "characterize"])
