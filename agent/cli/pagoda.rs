@@ -49,13 +49,29 @@ pub struct ModelArgs {
     /// The element type.
     #[arg(long, value_enum, default_value_t = PrecisionArg::Fp32)]
     pub precision: PrecisionArg,
+    /// An ONNX file's symbolic dimension by name (`--dim seq=128`; repeatable); one not
+    /// given counts as 1, with a warning. The batch is --batch.
+    #[arg(long = "dim", value_name = "NAME=N", value_parser = dim)]
+    pub dims: Vec<(String, i64)>,
+}
+
+/// A `--dim NAME=N`.
+fn dim(s: &str) -> Result<(String, i64), String> {
+    match s.split_once('=') {
+        Some((name, n)) if !name.trim().is_empty() => match n.trim().parse::<i64>() {
+            Ok(n) if (1..=1 << 20).contains(&n) => Ok((name.trim().to_string(), n)),
+            _ => Err(format!("{n:?} is no size from 1 to 1048576")),
+        },
+        _ => Err("NAME=N, as `seq=128`".into()),
+    }
 }
 
 impl ModelArgs {
     /// The model named, counted, and the ONNX nodes it could not count (each also a
     /// warning on stderr).
     pub fn report(&self) -> Result<(Report, Vec<String>)> {
-        let (model, skipped) = load(&self.model)?;
+        let dims: onnx::Dims = self.dims.iter().cloned().collect();
+        let (model, skipped) = load(&self.model, &dims)?;
         if !skipped.is_empty() {
             log::warn!(
                 "{}: {} nodes not counted (the JSON's `not_counted` lists them too): {}",
@@ -99,8 +115,16 @@ fn check_measured_here(target: &Target, r: &Rooflines, path: &Path) -> Result<()
 
 /// A zoo name, an ONNX file (named `.onnx`, or not starting as JSON does), else a JSON
 /// layer list; with the nodes not counted.
-pub fn load(name: &str) -> Result<(Model, Vec<String>)> {
+pub fn load(name: &str, dims: &onnx::Dims) -> Result<(Model, Vec<String>)> {
+    let onnx_only = |what: &str| {
+        anyhow::ensure!(
+            dims.is_empty(),
+            "--dim names a symbolic dimension of an ONNX file, and {name} is {what}"
+        );
+        Ok(())
+    };
     if let Some(m) = zoo::get(name) {
+        onnx_only("a built-in model")?;
         return Ok((m, Vec::new()));
     }
     let path = Path::new(name);
@@ -114,9 +138,10 @@ pub fn load(name: &str) -> Result<(Model, Vec<String>)> {
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
     if onnx_named || !starts_as_json(path) {
-        let o = onnx::load(path)?;
+        let o = onnx::load(path, dims)?;
         return Ok((o.model, o.skipped));
     }
+    onnx_only("a layer list")?;
     Ok((layer_file::load(path)?, Vec::new()))
 }
 
@@ -231,7 +256,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "N", conflicts_with = "presets", value_parser = super::bounds::count)]
     pub sample: Option<usize>,
     /// Seconds each roofline point runs, and each switch settles, when measuring.
-    #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = super::bounds::seconds)]
+    #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = super::bounds::seconds,
+          conflicts_with = "rooflines")]
     pub point_seconds: f64,
     /// Draw the layers and the model on the rooflines of the planned mode and MAXN.
     #[arg(long, value_name = "FILE.svg", conflicts_with = "calibrate")]
@@ -276,6 +302,15 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
     }
     if let Some(path) = &a.truth {
         crate::support::file_error::read_text(path)?;
+    }
+    if a.calibrate {
+        super::pagoda_plan::simulated(target, a.markers)?;
+        let min = crate::predict::pagoda::calibrate::MIN_MODES;
+        if a.sample.is_some_and(|n| n < min) || (1..min).contains(&a.presets.len()) {
+            return Err(super::usage(&format!(
+                "--calibrate interpolates over the clocks of at least {min} measured modes: give --sample {min} or more (6 by default)"
+            )));
+        }
     }
     let (rooflines, source) = match &a.rooflines {
         Some(path) => {

@@ -45,6 +45,19 @@ pub struct CalibrateFlags<'a> {
     pub markers: Option<std::time::Duration>,
 }
 
+/// The simulated board `--calibrate` runs the model on, or `None` where `--markers`
+/// measures the user's program; an error where it has neither (checked before any
+/// roofline is measured).
+pub fn simulated(target: &Target, markers: bool) -> Result<Option<&'static spec::BoardSpec>> {
+    match &target.sim {
+        Some(board) => Ok(Some(
+            spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))?,
+        )),
+        None if markers => Ok(None),
+        None => bail!("--calibrate runs the model on the board: on a simulated board (--sim BOARD) by its inference model, or on a Jetson with --markers, from the minibatch markers of your inference program through the agent"),
+    }
+}
+
 /// `jpower plan-inference --calibrate`, on `rooflines` (measured at pinned clocks).
 pub fn plan(
     target: &Target,
@@ -53,13 +66,7 @@ pub fn plan(
     rooflines: &Rooflines,
     out: &Output,
 ) -> Result<()> {
-    let spec = match &target.sim {
-        Some(board) => {
-            Some(spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))?)
-        }
-        None if a.markers.is_some() => None,
-        None => bail!("--calibrate runs the model on the board: on a simulated board (--sim BOARD) by its inference model; on a Jetson with --markers, from the minibatch markers of your inference program through the agent; or record a profile of the model and pass it with --truth FILE.csv"),
-    };
+    let spec = simulated(target, a.markers.is_some())?;
     let (root, _) = target.root()?;
     let board = Board::discover(root)?;
     let space = ModeSpace::of(&board);
@@ -117,6 +124,7 @@ pub fn plan(
     let mut value = serde_json::json!({
         "model": report.model,
         "training": report.training,
+        "precision": report.precision,
         "not_counted": a.not_counted,
         "batch": report.batch,
         "board": spec.map_or(board.identity.model.clone(), |s| s.id()),
@@ -128,7 +136,7 @@ pub fn plan(
         "calibration_runs_per_mode": RUNS,
         "reference": mode_json(&reference, predicted.latency_s, predicted.energy_j()),
         "chosen": mode_json(&chosen, chosen_s, chosen_j),
-        "alternatives": feasible.iter().skip(1).take(3).map(|(m, s, j)| mode_json(m, *s, *j)).collect::<Vec<_>>(),
+        "alternatives": alternatives(&feasible).map(|(m, s, j)| mode_json(&m, s, j)).collect::<Vec<_>>(),
     });
     if a.verify {
         let verify = |m: &PinnedMode, source: &mut Measure| {
@@ -218,6 +226,26 @@ fn score(model: &Calibrated, rows: &[profile::Row], bound_s: f64) -> serde_json:
     })
 }
 
+/// The next three modes of `feasible` (least energy first, the plan first of all) whose
+/// predictions differ from the plan's and from each other's: modes that differ only in a
+/// knob the model does not see (the cores, for a GPU-bound model) are one alternative, the
+/// first (a review found three ties listed).
+fn alternatives(
+    feasible: &[(PinnedMode, f64, f64)],
+) -> impl Iterator<Item = (PinnedMode, f64, f64)> + '_ {
+    let mut seen: Vec<(f64, f64)> = Vec::new();
+    feasible
+        .iter()
+        .filter(move |&&(_, s, j)| {
+            let new = !seen.contains(&(s, j));
+            seen.push((s, j));
+            new
+        })
+        .skip(1)
+        .take(3)
+        .copied()
+}
+
 fn mode_label(m: &serde_json::Value) -> String {
     let mhz = |k: &str, per_mhz: f64| m[k].as_f64().unwrap_or(0.0) / per_mhz;
     format!(
@@ -233,9 +261,11 @@ fn text(v: &serde_json::Value) -> String {
     let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
     let (c, r) = (&v["chosen"], &v["reference"]);
     let mut t = format!(
-        "{} at batch {} on {}{} ({} modes), calibrated on {} modes x {} runs ({})\nbound: {:.3} ms\n",
+        "{} at batch {}, {}{} on {}{} ({} modes), calibrated on {} modes x {} runs ({})\nbound: {:.3} ms\n",
         v["model"].as_str().unwrap_or(""),
         v["batch"],
+        v["precision"].as_str().unwrap_or(""),
+        if v["training"] == true { ", training (3 x a forward pass)" } else { "" },
         if v["simulated"] == true { "SIMULATED " } else { "" },
         v["board"].as_str().unwrap_or(""),
         v["modes"],
@@ -260,6 +290,16 @@ fn text(v: &serde_json::Value) -> String {
         100.0 * f(&c["energy_saving"]),
         100.0 * f(&c["latency_change"])
     );
+    for m in v["alternatives"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            t,
+            "  or: {}: {:.3} ms, {:.4} J, saves {:.1}%",
+            mode_label(&m["mode"]),
+            f(&m["latency_ms"]),
+            f(&m["energy_j"]),
+            100.0 * f(&m["energy_saving"])
+        );
+    }
     let vf = &v["verify"];
     if !vf.is_null() {
         let _ = writeln!(

@@ -673,6 +673,20 @@ fn bad_input_closes_only_that_client() {
             "{what}: {text}"
         );
     }
+    // An oversized line sent in one write: the error, then end-of-file, not a reset that
+    // loses the error (found by a client written from the docs).
+    let mut s = UnixStream::connect(&agent.socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let line = format!("{{\"id\":1,\"body\":\"{}\"}}\n", "a".repeat(70_000));
+    s.write_all(line.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out)
+        .expect("end-of-file, not ECONNRESET");
+    assert!(
+        String::from_utf8_lossy(&out).contains("exceeds the 64 KiB limit"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
     for _ in 0..1000 {
         drop(UnixStream::connect(&agent.socket).unwrap());
     }

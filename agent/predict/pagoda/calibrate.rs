@@ -48,7 +48,7 @@ pub enum FitError {
     #[error("mode {0:?} has no GPU or EMC clock: interpolating needs modes measured at pinned clocks (`jpower roofline --sample N`)")]
     NoClocks(String),
     /// Too few modes to fit.
-    #[error("{0} modes measured; interpolating over the clocks needs at least 4")]
+    #[error("{0} modes measured; interpolating over the clocks needs at least {MIN_MODES}")]
     TooFew(usize),
 }
 
@@ -73,6 +73,9 @@ fn slope(pairs: impl Iterator<Item = (f64, f64)>) -> f64 {
     }
 }
 
+/// The fewest modes measured at pinned clocks the knob rooflines are fitted on.
+pub const MIN_MODES: usize = 4;
+
 impl KnobRooflines {
     /// Fits the rooflines of `r` (every mode measured at known clocks).
     pub fn fit(r: &Rooflines) -> Result<KnobRooflines, FitError> {
@@ -84,7 +87,7 @@ impl KnobRooflines {
                 _ => Err(FitError::NoClocks(m.mode.clone())),
             })
             .collect::<Result<_, _>>()?;
-        if clocks.len() < 4 {
+        if clocks.len() < MIN_MODES {
             return Err(FitError::TooFew(clocks.len()));
         }
         // Energy terms scaled to pJ and W so that the least squares are well conditioned.

@@ -27,13 +27,14 @@
 //! `relu6`, `sigmoid`, `tanh`, `hard_sigmoid`, `hard_swish`, `silu`, `gelu`), element-wise
 //! `add`/`sub`/`mul`/`div` (`other_elements` for a broadcast operand), `concat` (`extra`
 //! rows along the first dimension), `reshape` (`to`), `flatten`, `transpose` (`perm`),
-//! `resize` (`scale`), `softmax` and `layer_norm` (last dimension), `embedding` (`vocab`,
+//! `resize`, `resize_linear` and `resize_cubic` (`scale`; nearest-neighbour, bilinear,
+//! bicubic), `softmax` and `layer_norm` (last dimension), `embedding` (`vocab`,
 //! `dim`, input `[tokens]`), `attention` (`heads`, input `[seq, hidden]` of projected Q, K
 //! and V: expands to `Q K^T`, scale, softmax, `A V` and the heads' merge) and `lstm`
 //! (`hidden`, input `[steps, features]`). An unknown field or operator, or a field the
 //! layer's operator does not take, is an error naming its line.
 
-use super::op::{Activation, Binary, Op, PoolKind, Shape};
+use super::op::{Activation, Binary, Interpolation, Op, PoolKind, Shape};
 use super::{zoo, Model};
 use crate::support::file_error::{read_text, FileError};
 use serde::Deserialize;
@@ -146,6 +147,8 @@ const OPS: &[(&str, &[&str])] = &[
     ("flatten", &[]),
     ("transpose", &["perm"]),
     ("resize", &["scale"]),
+    ("resize_linear", &["scale"]),
+    ("resize_cubic", &["scale"]),
     ("softmax", &[]),
     ("layer_norm", &[]),
     ("embedding", &["vocab", "dim"]),
@@ -317,8 +320,13 @@ impl Spec {
             "transpose" => Op::Transpose {
                 perm: need(self.perm.clone(), "perm")?,
             },
-            "resize" => Op::Resize {
+            "resize" | "resize_linear" | "resize_cubic" => Op::Resize {
                 scale: need(self.scale, "scale")?,
+                mode: match self.op.as_str() {
+                    "resize" => Interpolation::Nearest,
+                    "resize_linear" => Interpolation::Linear,
+                    _ => Interpolation::Cubic,
+                },
             },
             "softmax" => Op::Softmax,
             "layer_norm" => Op::LayerNorm,

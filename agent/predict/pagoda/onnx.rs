@@ -9,7 +9,7 @@
 //! dropped in silence; the nodes after it still count where their input shapes are known
 //! (from the file's `value_info`, which `onnx.shape_inference` writes, or from folding).
 
-use super::op::{Activation, Binary, Op, PoolKind, Shape};
+use super::op::{Activation, Binary, Interpolation, Op, PoolKind, Shape};
 use super::Model;
 use std::collections::HashMap;
 use std::path::Path;
@@ -183,9 +183,13 @@ fn tensor_values(t: &TensorProto) -> Option<Vec<f64>> {
     (v.len() <= MAX_FOLDED && v.len() as i64 == elements(&t.dims)).then_some(v)
 }
 
-/// A declared shape, a symbolic dimension as 1; `None` where a dimension is 0 or negative
-/// (no shape a count can use), or the rank is beyond [`MAX_RANK`].
-fn value_shape(v: &ValueInfoProto) -> Option<Vec<i64>> {
+/// The values given to symbolic dimensions by name (`--dim seq=128`).
+pub type Dims = HashMap<String, i64>;
+
+/// A declared shape, a symbolic dimension as `dims` gives it, else 1; `None` where a
+/// dimension is 0 or negative (no shape a count can use), or the rank is beyond
+/// [`MAX_RANK`].
+fn value_shape(v: &ValueInfoProto, dims: &Dims) -> Option<Vec<i64>> {
     let shape = v.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref()?;
     if shape.dim.len() > MAX_RANK {
         return None;
@@ -196,21 +200,38 @@ fn value_shape(v: &ValueInfoProto) -> Option<Vec<i64>> {
         .map(|d| match d.dim_value {
             Some(x) if x > 0 => Some(x),
             Some(_) => None,
-            None => Some(1),
+            None => Some(
+                d.dim_param
+                    .as_ref()
+                    .and_then(|p| dims.get(p))
+                    .copied()
+                    .unwrap_or(1),
+            ),
         })
         .collect()
 }
 
-/// Whether dimension `i` of `v`'s declared shape is symbolic (or absent).
-fn symbolic(v: &ValueInfoProto, i: usize) -> bool {
+/// The name of dimension `i` of `v`'s declared shape where it is symbolic and `dims`
+/// gives it no value (`?` where it has no name, or is absent).
+fn unset(v: &ValueInfoProto, i: usize, dims: &Dims) -> Option<String> {
     let dim = v
         .r#type
         .as_ref()
         .and_then(|t| t.tensor_type.as_ref())
         .and_then(|t| t.shape.as_ref())
         .and_then(|s| s.dim.get(i));
-    dim.is_none_or(|d| d.dim_value.is_none())
+    match dim {
+        Some(d) if d.dim_value.is_some() => None,
+        Some(Dimension {
+            dim_param: Some(p), ..
+        }) if !p.is_empty() => (!dims.contains_key(p)).then(|| p.clone()),
+        _ => Some("?".into()),
+    }
 }
+
+/// ONNX's `TensorProto.DataType` codes of the 16-bit floats.
+const FLOAT16: i32 = 10;
+const BFLOAT16: i32 = 16;
 
 fn elements(s: &[i64]) -> i64 {
     s.iter().fold(1i64, |a, &d| a.saturating_mul(d.max(0)))
@@ -360,15 +381,15 @@ fn padding(
     Ok(pair(Some(pads), 0))
 }
 
-/// Counts every node of `graph`.
-fn walk(graph: &GraphProto) -> Onnx {
+/// Counts every node of `graph`, its symbolic dimensions as `dims` gives them.
+fn walk(graph: &GraphProto, dims: &Dims) -> Onnx {
     let mut g = Graph {
         tensors: HashMap::new(),
         value_info: graph
             .value_info
             .iter()
             .chain(&graph.output)
-            .filter_map(|v| Some((v.name.as_str(), value_shape(v)?)))
+            .filter_map(|v| Some((v.name.as_str(), value_shape(v, dims)?)))
             .collect(),
         model: Model::new(
             if graph.name.is_empty() {
@@ -380,6 +401,15 @@ fn walk(graph: &GraphProto) -> Onnx {
         ),
         skipped: Vec::new(),
     };
+    if graph
+        .initializer
+        .iter()
+        .any(|t| [FLOAT16, BFLOAT16].contains(&t.data_type))
+    {
+        log::warn!(
+            "the file's weights are stored as 16-bit floats: counted at --precision (fp32 by default; --precision fp16 counts them as stored)"
+        );
+    }
     for t in &graph.initializer {
         g.tensors.insert(
             t.name.clone(),
@@ -402,7 +432,7 @@ fn walk(graph: &GraphProto) -> Onnx {
         if g.tensors.contains_key(&v.name) {
             continue;
         }
-        if let Some(mut s) = value_shape(v) {
+        if let Some(mut s) = value_shape(v, dims) {
             let batch = usize::from(sequence_first.contains(&v.name.as_str()));
             // The batch dimension is 1: the count multiplies by the batch size later.
             if let Some(b) = s.get_mut(batch) {
@@ -414,8 +444,19 @@ fn walk(graph: &GraphProto) -> Onnx {
                 }
                 *b = 1;
             }
-            for i in (0..s.len()).filter(|&i| i != batch && symbolic(v, i)) {
-                log::warn!("{}: dimension {i} is symbolic and counted as 1", v.name);
+            for (i, p) in (0..s.len())
+                .filter(|&i| i != batch)
+                .filter_map(|i| Some((i, unset(v, i, dims)?)))
+            {
+                log::warn!(
+                    "{}: dimension {i} ({p}) is symbolic and counted as 1{}",
+                    v.name,
+                    if p == "?" {
+                        String::new()
+                    } else {
+                        format!(" (--dim {p}=N gives it a value)")
+                    }
+                );
             }
             if g.model.input.is_empty() {
                 g.model.input = per_sample(&s).unwrap_or_default();
@@ -487,8 +528,13 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
             g.set(&out, t.dims.clone(), tensor_values(t));
         }
         "Identity" | "Cast" | "Dropout" => {
+            // A weight stays one through them (a tied embedding, FP16 weights cast up): a
+            // review found them counted as activations and the embedding dropped unlisted.
             let t = x()?;
             g.set(&out, t.shape, t.values);
+            if let Some(o) = g.tensors.get_mut(&out) {
+                o.weight = t.weight;
+            }
         }
         "Shape" => {
             let s = x()?.shape;
@@ -896,10 +942,24 @@ fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
                     "a scale of {h} x {w} is not an integer upsampling, the same on both axes"
                 ));
             }
+            // Both operators' default is nearest; Upsample-7 says `bilinear` (a review
+            // found a bilinear Resize counted as nearest, at no FLOPs, unlisted).
+            let mode = match attr(n, "mode").map_or(&b"nearest"[..], |a| &a.s[..]) {
+                b"nearest" => Interpolation::Nearest,
+                b"linear" | b"bilinear" => Interpolation::Linear,
+                b"cubic" => Interpolation::Cubic,
+                other => {
+                    return Err(format!(
+                        "mode {} is not counted",
+                        String::from_utf8_lossy(other)
+                    ))
+                }
+            };
             let s = g.layer(
                 name,
                 Op::Resize {
                     scale: scale as u64,
+                    mode,
                 },
                 &t.shape,
             )?;
@@ -959,7 +1019,7 @@ pub struct OnnxError {
 }
 
 /// Decodes and counts an ONNX model held in `bytes` (read from `path`, named in errors).
-pub fn parse(bytes: &[u8], path: &Path) -> Result<Onnx, OnnxError> {
+pub fn parse(bytes: &[u8], path: &Path, dims: &Dims) -> Result<Onnx, OnnxError> {
     use prost::Message;
     let invalid = |message: String| OnnxError {
         path: path.to_path_buf(),
@@ -973,7 +1033,25 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Onnx, OnnxError> {
         return Err(invalid("not an ONNX model: the graph has no nodes".into()));
     }
     check_dataflow(&graph).map_err(invalid)?;
-    Ok(walk(&graph))
+    let named: Vec<&str> = graph
+        .input
+        .iter()
+        .chain(&graph.value_info)
+        .chain(&graph.output)
+        .filter_map(|v| v.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref())
+        .flat_map(|s| s.dim.iter().filter_map(|d| d.dim_param.as_deref()))
+        .collect();
+    if let Some(p) = dims.keys().find(|p| !named.contains(&p.as_str())) {
+        return Err(invalid(format!(
+            "--dim {p}: the file names no such dimension ({})",
+            if named.is_empty() {
+                "it names none".to_string()
+            } else {
+                named.join(", ")
+            }
+        )));
+    }
+    Ok(walk(&graph, dims))
 }
 
 /// What ONNX requires of a graph and counting relies on: each tensor has one producer (a
@@ -1028,12 +1106,12 @@ fn check_dataflow(graph: &GraphProto) -> Result<(), String> {
 }
 
 /// Reads and counts the ONNX model at `path`.
-pub fn load(path: &Path) -> Result<Onnx, OnnxError> {
+pub fn load(path: &Path, dims: &Dims) -> Result<Onnx, OnnxError> {
     let bytes = std::fs::read(path).map_err(|e| OnnxError {
         path: path.to_path_buf(),
         message: format!("cannot read: {e}"),
     })?;
-    parse(&bytes, path)
+    parse(&bytes, path, dims)
 }
 
 #[cfg(test)]
@@ -1208,7 +1286,7 @@ mod tests {
             ..GraphProto::default()
         };
         let bytes = ModelProto { graph: Some(graph) }.encode_to_vec();
-        parse(&bytes, Path::new("t.onnx")).unwrap()
+        parse(&bytes, Path::new("t.onnx"), &Dims::new()).unwrap()
     }
 
     fn floats(output: &str, v: &[f32]) -> TensorProto {
@@ -1257,6 +1335,91 @@ mod tests {
             vec![],
         );
         assert_eq!(o.model.count(1, Precision::F32, false).layers[0].op, "add");
+    }
+
+    /// Found by review: a weight through `Identity` (a tied embedding) or `Cast` (FP16
+    /// weights cast up) became an activation: the MatMul was counted without its weights,
+    /// or not at all, and a Gather from it vanished unlisted.
+    #[test]
+    fn a_weight_stays_one_through_identity_and_cast() {
+        let direct = counted(
+            input("x", &[0, 4, 8]),
+            vec![node("MatMul", &["x", "w"], "y", vec![])],
+            vec![weight("w", &[8, 10])],
+        );
+        let want = direct.model.count(1, Precision::F32, false).total;
+        assert_eq!(want.params, 80);
+        for through in ["Identity", "Cast"] {
+            let mut w = weight("w", &[8, 10]);
+            if through == "Cast" {
+                w.data_type = FLOAT16;
+                w.raw_data.truncate(2 * 80);
+            }
+            let o = counted(
+                input("x", &[0, 4, 8]),
+                vec![
+                    node(through, &["w"], "w2", vec![int("to", 1)]),
+                    node("MatMul", &["x", "w2"], "y", vec![]),
+                ],
+                vec![w],
+            );
+            assert!(o.skipped.is_empty(), "{through}: {:?}", o.skipped);
+            let got = o.model.count(1, Precision::F32, false).total;
+            assert_eq!(
+                (got.params, got.flops),
+                (want.params, want.flops),
+                "{through}"
+            );
+        }
+    }
+
+    /// Found by review: a symbolic sequence length counted as 1 with no way to give it;
+    /// `--dim NAME=N` gives it, and a name the file does not use is an error.
+    #[test]
+    fn a_symbolic_dimension_takes_the_value_given_by_name() {
+        let named = |p: &str| Dimension {
+            dim_value: None,
+            dim_param: Some(p.into()),
+        };
+        let x = ValueInfoProto {
+            name: "x".into(),
+            r#type: Some(TypeProto {
+                tensor_type: Some(TensorType {
+                    elem_type: 1,
+                    shape: Some(TensorShapeProto {
+                        dim: vec![
+                            named("batch"),
+                            named("seq"),
+                            Dimension {
+                                dim_value: Some(8),
+                                dim_param: None,
+                            },
+                        ],
+                    }),
+                }),
+            }),
+        };
+        let bytes = ModelProto {
+            graph: Some(GraphProto {
+                node: vec![node("MatMul", &["x", "w"], "y", vec![])],
+                initializer: vec![weight("w", &[8, 10])],
+                input: vec![x],
+                ..GraphProto::default()
+            }),
+        }
+        .encode_to_vec();
+        let flops = |dims: &[(&str, i64)]| {
+            let dims: Dims = dims.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+            parse(&bytes, Path::new("s.onnx"), &dims)
+                .map(|o| o.model.count(1, Precision::F32, false).total.flops)
+        };
+        assert_eq!(flops(&[]).unwrap(), 2 * 8 * 10);
+        assert_eq!(flops(&[("seq", 128)]).unwrap(), 128 * 2 * 8 * 10);
+        let e = flops(&[("sequence", 128)]).unwrap_err().to_string();
+        assert!(
+            e.contains("--dim sequence: the file names no such dimension (batch, seq)"),
+            "{e}"
+        );
     }
 
     /// PyTorch exports `nn.LSTM` sequence first: its steps are the input's first
@@ -1311,6 +1474,42 @@ mod tests {
             assert!(o.model.layers.is_empty(), "{factors:?}");
             assert!(o.skipped[0].contains(why), "{:?}", o.skipped);
         }
+        // The interpolation is counted as it is (a review found bilinear at no FLOPs): a
+        // weighted sum of 4 inputs an output element, of 16 for cubic.
+        for (mode, op, flops) in [
+            ("nearest", "resize", 0),
+            ("linear", "resize_linear", 8),
+            ("cubic", "resize_cubic", 32),
+        ] {
+            let o = counted(
+                x(),
+                vec![node(
+                    "Resize",
+                    &["x", "", "s"],
+                    "y",
+                    vec![text("mode", mode)],
+                )],
+                vec![floats("s", &[1.0, 1.0, 4.0, 4.0])],
+            );
+            let r = o.model.count(1, Precision::F32, false);
+            assert_eq!(r.layers[0].op, op);
+            assert_eq!(r.total.flops, flops * 4 * 8 * 8, "{mode}");
+        }
+        let odd = counted(
+            x(),
+            vec![node(
+                "Resize",
+                &["x", "", "s"],
+                "y",
+                vec![text("mode", "area")],
+            )],
+            vec![floats("s", &[1.0, 1.0, 4.0, 4.0])],
+        );
+        assert!(
+            odd.skipped[0].contains("mode area is not counted"),
+            "{:?}",
+            odd.skipped
+        );
     }
 
     /// Padding comes from `pads` or `auto_pad`; what the count cannot model (uneven pads,
@@ -1407,7 +1606,7 @@ mod tests {
 
     #[test]
     fn an_exported_graph_counts_layer_by_layer_and_lists_what_it_skips() {
-        let o = parse(&model(), Path::new("m.onnx")).unwrap();
+        let o = parse(&model(), Path::new("m.onnx"), &Dims::new()).unwrap();
         let r = o.model.count(2, Precision::F32, false);
         let names: Vec<&str> = r.layers.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["conv", "relu", "fc"]);
@@ -1449,7 +1648,7 @@ mod tests {
                 vec![ints("perm", &[0, 2, 3, 1])],
             ),
         ];
-        let o = parse(&model_with(extra), Path::new("m.onnx")).unwrap();
+        let o = parse(&model_with(extra), Path::new("m.onnx"), &Dims::new()).unwrap();
         let said = |what: &str| o.skipped.iter().any(|s| s.contains(what));
         assert!(said("is not a permutation of rank 4"), "{:?}", o.skipped);
         assert!(
@@ -1465,13 +1664,13 @@ mod tests {
     fn truncated_or_foreign_files_are_one_clear_error() {
         let bytes = model();
         for cut in [bytes.len() / 2, 7] {
-            let e = parse(&bytes[..cut], Path::new("m.onnx"))
+            let e = parse(&bytes[..cut], Path::new("m.onnx"), &Dims::new())
                 .unwrap_err()
                 .to_string();
             assert!(e.starts_with("m.onnx: not an ONNX model"), "{e}");
             assert!(!e.contains('\n'));
         }
-        let e = parse(b"{\"json\": true}", Path::new("m.onnx"))
+        let e = parse(b"{\"json\": true}", Path::new("m.onnx"), &Dims::new())
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("m.onnx: not an ONNX model"), "{e}");
@@ -1493,7 +1692,7 @@ mod tests {
             .encode_to_vec()
         };
         let error = |nodes| {
-            parse(&graph(nodes), Path::new("g.onnx"))
+            parse(&graph(nodes), Path::new("g.onnx"), &Dims::new())
                 .unwrap_err()
                 .to_string()
         };
@@ -1518,7 +1717,8 @@ mod tests {
         // What nothing produces is left to the count, which lists it.
         assert!(parse(
             &graph(vec![node("Relu", &["nope"], "a", vec![])]),
-            Path::new("g.onnx")
+            Path::new("g.onnx"),
+            &Dims::new()
         )
         .is_ok());
     }

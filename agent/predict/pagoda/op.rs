@@ -26,6 +26,31 @@ use serde::{Deserialize, Serialize};
 /// A per-sample tensor shape (the batch dimension is not part of it).
 pub type Shape = Vec<u64>;
 
+/// How an upsampling takes each output element from the input's: the nearest one (no
+/// arithmetic), or a weighted sum of the 2 x 2 (bilinear) or 4 x 4 (bicubic) around it,
+/// one multiply-accumulate per input read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Interpolation {
+    /// The nearest input element.
+    Nearest,
+    /// Bilinear.
+    Linear,
+    /// Bicubic.
+    Cubic,
+}
+
+impl Interpolation {
+    /// FLOPs per output element (2 per multiply-accumulate, as everywhere here).
+    fn flops_per_element(self) -> u64 {
+        match self {
+            Interpolation::Nearest => 0,
+            Interpolation::Linear => 2 * 4,
+            Interpolation::Cubic => 2 * 16,
+        }
+    }
+}
+
 /// An activation function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -177,10 +202,12 @@ pub enum Op {
         /// The new order of the input's dimensions.
         perm: Vec<usize>,
     },
-    /// Nearest-neighbour upsampling of the last two dimensions by an integer factor.
+    /// Upsampling of the last two dimensions by an integer factor.
     Resize {
         /// The factor.
         scale: u64,
+        /// How each output element is taken from the input.
+        mode: Interpolation,
     },
     /// Softmax over the last dimension.
     Softmax,
@@ -363,7 +390,11 @@ impl Op {
             Op::Concat { .. } => "concat",
             Op::Reshape { .. } => "reshape",
             Op::Transpose { .. } => "transpose",
-            Op::Resize { .. } => "resize",
+            Op::Resize { mode, .. } => match mode {
+                Interpolation::Nearest => "resize",
+                Interpolation::Linear => "resize_linear",
+                Interpolation::Cubic => "resize_cubic",
+            },
             Op::Softmax => "softmax",
             Op::LayerNorm => "layer_norm",
             Op::Embedding { .. } => "embedding",
@@ -429,7 +460,7 @@ impl Op {
                 check_shape(to, "target")?;
                 Vec::new()
             }
-            Op::Resize { scale } => vec![*scale],
+            Op::Resize { scale, .. } => vec![*scale],
             Op::Embedding { vocab, dim } => vec![*vocab, *dim],
             Op::Lstm { hidden } => vec![*hidden],
             _ => Vec::new(),
@@ -567,7 +598,7 @@ impl Op {
                 }
                 Ok(perm.iter().map(|&i| input[i]).collect())
             }
-            Op::Resize { scale } => {
+            Op::Resize { scale, .. } => {
                 let [c, h, w] = chw(input, "resize")?;
                 if *scale == 0 {
                     return Err("scale must be at least 1".into());
@@ -693,7 +724,8 @@ impl Op {
                 activation_bytes: 2 * n * out_e * b,
                 ..Counts::default()
             },
-            Op::Transpose { .. } | Op::Resize { .. } => per_element(0, 0, 0),
+            Op::Transpose { .. } => per_element(0, 0, 0),
+            Op::Resize { mode, .. } => per_element(mode.flops_per_element(), 0, 0),
             Op::Reshape { .. } => Counts::default(),
             Op::Softmax => per_element(7, 0, 0),
             Op::LayerNorm => per_element(7, 2 * input[input.len() - 1], 0),

@@ -83,7 +83,17 @@ impl Rooflines {
                 format!("not `jpower roofline --json` output: {e}"),
             )
         })?;
-        r.check().map_err(|m| invalid(1, m))?;
+        r.check().map_err(|m| {
+            // The line of the bad mode's name (a review found every error on line 1).
+            let name = r.modes.iter().find(|m| !m.valid()).map(|m| &m.mode);
+            let quoted = name.and_then(|n| serde_json::to_string(n).ok());
+            let line = quoted.and_then(|q| {
+                text.lines()
+                    .position(|l| l.contains("\"mode\"") && l.contains(&q))
+                    .map(|i| i + 1)
+            });
+            invalid(line.unwrap_or(1), m)
+        })?;
         Ok(r)
     }
 
@@ -97,35 +107,38 @@ impl Rooflines {
         if self.modes.is_empty() {
             return Err("no modes".into());
         }
-        for m in &self.modes {
-            let t = &m.time;
-            let e = &m.energy;
-            let finite = [
-                t.peak_f32_flops,
-                t.peak_f16_flops,
-                t.peak_bytes_per_s,
-                e.eps_flop_j,
-                e.eps_byte_j,
-                e.pi0_w,
-                e.eps_flop_f16_j.unwrap_or(0.0),
-            ]
-            .iter()
-            .all(|v| v.is_finite());
-            if !finite
-                || t.peak_f32_flops <= 0.0
-                || t.peak_bytes_per_s <= 0.0
-                || e.eps_flop_j < 0.0
-                || e.eps_flop_f16_j.is_some_and(|v| v < 0.0)
-                || e.eps_byte_j < 0.0
-                || e.pi0_w < 0.0
-            {
-                return Err(format!(
-                    "mode {:?}: peaks must be positive and energy terms non-negative",
-                    m.mode
-                ));
-            }
+        match self.modes.iter().find(|m| !m.valid()) {
+            Some(m) => Err(format!(
+                "mode {:?}: peaks must be positive and energy terms non-negative",
+                m.mode
+            )),
+            None => Ok(()),
         }
-        Ok(())
+    }
+}
+
+impl ModeRoofline {
+    /// Whether its peaks are positive and its energy terms non-negative, all finite.
+    fn valid(&self) -> bool {
+        let (t, e) = (&self.time, &self.energy);
+        let finite = [
+            t.peak_f32_flops,
+            t.peak_f16_flops,
+            t.peak_bytes_per_s,
+            e.eps_flop_j,
+            e.eps_byte_j,
+            e.pi0_w,
+            e.eps_flop_f16_j.unwrap_or(0.0),
+        ]
+        .iter()
+        .all(|v| v.is_finite());
+        finite
+            && t.peak_f32_flops > 0.0
+            && t.peak_bytes_per_s > 0.0
+            && e.eps_flop_j >= 0.0
+            && e.eps_flop_f16_j.is_none_or(|v| v >= 0.0)
+            && e.eps_byte_j >= 0.0
+            && e.pi0_w >= 0.0
     }
 }
 

@@ -53,8 +53,9 @@ pub fn plan_svg(report: &Report, rooflines: &Rooflines, plan: &Plan) -> Result<S
     let mut energy = Vec::new();
     for &m in &shown {
         let p = &plan.modes[m];
-        for &i in &counted {
-            let (x, y, e) = point(p, i);
+        // The layers and the whole model: the axes hold both (a review found the model's
+        // circle clamped to a corner where zero-FLOP layers dominate).
+        for (x, y, e) in counted.iter().map(|&i| point(p, i)).chain([total(p)]) {
             xs.push(x);
             perf.push(y);
             energy.push(e);
@@ -101,10 +102,10 @@ pub fn plan_svg(report: &Report, rooflines: &Rooflines, plan: &Plan) -> Result<S
                 "plan"
             };
             let text = format!(
-                "{} ({role}): {:.3} ms, {:.3} J; circles: the {} layers with FLOPs of {}, the filled one the whole model",
+                "{} ({role}): {:.3} ms, {:.3} mJ; circles: the {} layers with FLOPs of {}, the filled one the whole model",
                 p.mode,
                 p.latency_s * 1e3,
-                p.energy_j,
+                p.energy_j * 1e3,
                 counted.len(),
                 report.layers.len()
             );

@@ -15,7 +15,7 @@
 //!
 //! Each is checked against its published size and multiply-accumulates in the tests below.
 
-use super::op::{Activation, Binary, Op, PoolKind, Shape};
+use super::op::{Activation, Binary, Interpolation, Op, PoolKind, Shape};
 use super::Model;
 
 /// The built-in models' names.
@@ -335,10 +335,22 @@ fn yolov8n() -> Model {
     }
     n.add("9.cat", Op::Concat { extra: 3 * 128 });
     let p5 = n.conv_bn("9.cv2", 256, 1, 1, 1, silu);
-    n.add("10", Op::Resize { scale: 2 });
+    n.add(
+        "10",
+        Op::Resize {
+            scale: 2,
+            mode: Interpolation::Nearest,
+        },
+    );
     n.add("11", Op::Concat { extra: p4[0] });
     let h12 = c2f(&mut n, "12", 128, 1, false);
-    n.add("13", Op::Resize { scale: 2 });
+    n.add(
+        "13",
+        Op::Resize {
+            scale: 2,
+            mode: Interpolation::Nearest,
+        },
+    );
     n.add("14", Op::Concat { extra: p3[0] });
     let out15 = c2f(&mut n, "15", 64, 1, false);
     n.conv_bn("16", 64, 3, 2, 1, silu);
