@@ -31,7 +31,7 @@ pub enum Command {
         #[arg(long)]
         quick: bool,
         /// Switches to time (alternating between two modes).
-        #[arg(long, value_parser = super::bounds::count)]
+        #[arg(allow_negative_numbers = true, long, value_parser = super::bounds::count)]
         iterations: Option<usize>,
         /// The simulated board whose tree is exported.
         #[arg(long, default_value = "orin-agx")]
@@ -45,7 +45,7 @@ pub enum Command {
         #[arg(long)]
         quick: bool,
         /// Requests per measurement.
-        #[arg(long, value_parser = super::bounds::count)]
+        #[arg(allow_negative_numbers = true, long, value_parser = super::bounds::count)]
         requests: Option<usize>,
     },
     /// A Prometheus scrape (`GET /metrics`, a connection each, as the agent serves them)
@@ -55,7 +55,7 @@ pub enum Command {
         #[arg(long)]
         quick: bool,
         /// Scrapes and status requests to time.
-        #[arg(long, value_parser = super::bounds::count)]
+        #[arg(allow_negative_numbers = true, long, value_parser = super::bounds::count)]
         requests: Option<usize>,
     },
     /// Sampler CPU cost at 1 kHz against its raw preads (targets: <= 1% of a core, <= 1.5x),

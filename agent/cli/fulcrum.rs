@@ -29,16 +29,16 @@ pub struct ScheduleArgs {
     #[arg(long, value_name = "MODEL")]
     pub infer: String,
     /// Power budget, W (the mean over the guard's 1 s window).
-    #[arg(long, value_name = "W", value_parser = super::bounds::positive)]
+    #[arg(allow_negative_numbers = true, long, value_name = "W", value_parser = super::bounds::positive)]
     pub budget: f64,
     /// Latency target, ms.
-    #[arg(long, value_name = "MS", value_parser = super::bounds::positive)]
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", value_parser = super::bounds::positive)]
     pub slo_ms: f64,
     /// The percentile the latency target applies to.
-    #[arg(long, value_name = "P", default_value_t = 99.0, value_parser = super::bounds::percentile)]
+    #[arg(allow_negative_numbers = true, long, value_name = "P", default_value_t = 99.0, value_parser = super::bounds::percentile)]
     pub percentile: f64,
     /// Request arrival rate, per second (at least 0.5).
-    #[arg(long, value_name = "PER_S", value_parser = super::bounds::rate)]
+    #[arg(allow_negative_numbers = true, long, value_name = "PER_S", value_parser = super::bounds::rate)]
     pub rate: f64,
     /// The search: gmd, als, maxn, presets or random.
     #[arg(long, default_value = "gmd", value_parser = ["gmd", "als", "maxn", "presets", "random"])]
@@ -46,7 +46,7 @@ pub struct ScheduleArgs {
     /// Time of one switch of the GPU and EMC clocks between phases, ms [default: the
     /// board's measured cost (`jpower switch-cost`), else the assumed EMC settle time,
     /// 1 ms; at most 1000].
-    #[arg(long, value_name = "MS", value_parser = super::bounds::switch_ms)]
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", value_parser = super::bounds::switch_ms)]
     pub switch_ms: Option<f64>,
     /// Seed of the arrivals and the measurement noise.
     #[arg(long, default_value_t = 1)]
@@ -57,7 +57,7 @@ pub struct ScheduleArgs {
     #[arg(long)]
     pub live: bool,
     /// How long a live run submits requests, seconds.
-    #[arg(long, value_name = "S", default_value_t = 5.0, requires = "live", value_parser = super::bounds::seconds)]
+    #[arg(allow_negative_numbers = true, long, value_name = "S", default_value_t = 5.0, requires = "live", value_parser = super::bounds::seconds)]
     pub seconds: f64,
     /// In a live run, the users change to RATE requests per second S seconds in; the
     /// planner re-plans when it measures the drift.
@@ -81,7 +81,7 @@ pub struct EvalArgs {
     pub quick: bool,
     /// Run only about N of the configurations, evenly spread over the sweep (the
     /// integration test's setting).
-    #[arg(long, value_name = "N", value_parser = super::bounds::count)]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", value_parser = super::bounds::count)]
     pub limit: Option<usize>,
     /// Seed of the boards' noise and arrivals (0, the default, is the figures the README
     /// quotes; others repeat the sweep on other draws).

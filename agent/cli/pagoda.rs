@@ -240,10 +240,10 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// The latency bound, milliseconds per forward pass of the batch.
-    #[arg(long, value_name = "MS", conflicts_with = "slowdown", value_parser = super::bounds::positive)]
+    #[arg(allow_negative_numbers = true, long, value_name = "MS", conflicts_with = "slowdown", value_parser = super::bounds::positive)]
     pub latency_ms: Option<f64>,
     /// The latency bound as a slowdown against MAXN (0.05: at most 5% slower).
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.05, value_parser = super::bounds::slowdown)]
+    #[arg(allow_negative_numbers = true, long, value_name = "FRACTION", default_value_t = 0.05, value_parser = super::bounds::slowdown)]
     pub slowdown: f64,
     /// Rooflines saved from `jpower roofline --json` [default: measure them now on the
     /// board, every preset or the --preset/--sample modes].
@@ -253,10 +253,10 @@ pub struct PlanArgs {
     #[arg(long = "preset", value_name = "PRESET")]
     pub presets: Vec<String>,
     /// Measure N pinned (GPU, EMC) modes spread over the grid (as `jpower roofline --sample`).
-    #[arg(long, value_name = "N", conflicts_with = "presets", value_parser = super::bounds::count)]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", conflicts_with = "presets", value_parser = super::bounds::count)]
     pub sample: Option<usize>,
     /// Seconds each roofline point runs, and each switch settles, when measuring.
-    #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = super::bounds::seconds,
+    #[arg(allow_negative_numbers = true, long, value_name = "S", default_value_t = 1.0, value_parser = super::bounds::seconds,
           conflicts_with = "rooflines")]
     pub point_seconds: f64,
     /// Draw the layers and the model on the rooflines of the planned mode and MAXN.
@@ -273,7 +273,7 @@ pub struct PlanArgs {
     #[arg(long, requires = "calibrate")]
     pub markers: bool,
     /// With --markers, how long to wait for your program to end a minibatch, seconds.
-    #[arg(long, value_name = "S", default_value_t = 30.0, requires = "markers",
+    #[arg(allow_negative_numbers = true, long, value_name = "S", default_value_t = 30.0, requires = "markers",
           value_parser = super::bounds::seconds)]
     pub marker_timeout: f64,
     /// Run the planned mode and the top mode and report predicted against measured.

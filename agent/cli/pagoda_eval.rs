@@ -22,7 +22,7 @@ pub struct EvalArgs {
     #[arg(long)]
     pub quick: bool,
     /// The latency bound as a slowdown against the top mode.
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.05, value_parser = super::bounds::slowdown)]
+    #[arg(allow_negative_numbers = true, long, value_name = "FRACTION", default_value_t = 0.05, value_parser = super::bounds::slowdown)]
     pub slowdown: f64,
     /// Forward passes averaged on each calibration mode.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]

@@ -28,7 +28,7 @@ pub struct EvalArgs {
     #[arg(long, default_value = "mobilenetv3", value_parser = super::train_modes::workload_name)]
     pub target: String,
     /// Modes profiled for the target (3 at least: fewer fit a constant).
-    #[arg(long, default_value_t = 50, value_parser = super::bounds::fit_modes)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 50, value_parser = super::bounds::fit_modes)]
     pub modes: usize,
     /// How the target's modes are chosen: `stratified` over the knobs, or `active` (half
     /// stratified, the rest where jpower's physics ensemble is least certain).
@@ -38,7 +38,7 @@ pub struct EvalArgs {
     #[arg(long, value_name = "FILE.csv")]
     pub truth: Option<PathBuf>,
     /// Noise added to replayed minibatches, relative sigma of time and power.
-    #[arg(long, default_value_t = 0.0, value_parser = super::bounds::fraction)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0.0, value_parser = super::bounds::fraction)]
     pub truth_noise: f64,
     /// A smaller setting: a random subset of the reference grid and fewer epochs (CI).
     #[arg(long)]

@@ -38,7 +38,7 @@ pub struct Args {
     pub presets: Vec<String>,
     /// Measure N pinned modes instead: all cores at the top CPU clock, (GPU, EMC) pairs
     /// spread evenly over the board's grid.
-    #[arg(long, value_name = "N", conflicts_with = "presets", value_parser = super::bounds::count)]
+    #[arg(allow_negative_numbers = true, long, value_name = "N", conflicts_with = "presets", value_parser = super::bounds::count)]
     pub sample: Option<usize>,
     /// Elements per buffer (4-byte floats; three buffers), far larger than L2.
     #[arg(long, default_value_t = 1 << 26,
@@ -48,10 +48,10 @@ pub struct Args {
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(2..=1 << 20))]
     pub max_iters: u32,
     /// Seconds each point runs (NVML's counter wants 1 s or more).
-    #[arg(long, default_value_t = 1.0, value_parser = super::bounds::seconds)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, value_parser = super::bounds::seconds)]
     pub point_seconds: f64,
     /// Seconds to wait after each switch for the clocks to settle.
-    #[arg(long, default_value_t = 1.0, value_parser = super::bounds::seconds_or_zero)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 1.0, value_parser = super::bounds::seconds_or_zero)]
     pub settle: f64,
     /// Leave CPU idle states, GPU rail gating and the fan as they are.
     #[arg(long)]
@@ -61,7 +61,7 @@ pub struct Args {
     pub gpu: Option<usize>,
     /// Off a Jetson: also run `copy` for this many seconds and check NVML's energy
     /// counter against its power readings (the first 2 s dropped).
-    #[arg(long, value_name = "SECONDS", value_parser = super::bounds::seconds)]
+    #[arg(allow_negative_numbers = true, long, value_name = "SECONDS", value_parser = super::bounds::seconds)]
     pub nvml_check: Option<f64>,
     /// Write every point as CSV.
     #[arg(long, value_name = "FILE.csv")]

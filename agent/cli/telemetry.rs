@@ -28,17 +28,17 @@ use std::time::Duration;
 #[derive(Debug, Clone, clap::Args)]
 pub struct SampleArgs {
     /// Samples per second [default: 1000, or what the sensors' refresh allows].
-    #[arg(long, value_parser = super::bounds::sample_rate)]
+    #[arg(allow_negative_numbers = true, long, value_parser = super::bounds::sample_rate)]
     pub rate: Option<f64>,
     /// INA3221 averaging: `keep` the board's, `auto` (the largest that refreshes at the
     /// rate), or a count (1, 4, 16, 64, 128, 256, 512, 1024). Put back afterwards.
-    #[arg(long, default_value = "keep", value_parser = super::bounds::averaging)]
+    #[arg(allow_negative_numbers = true, long, default_value = "keep", value_parser = super::bounds::averaging)]
     pub averaging: String,
     /// SCHED_FIFO priority for the sampler thread, 1 to 99.
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
     pub rt_priority: Option<i32>,
     /// Pin the sampler thread to this CPU (one this process may run on).
-    #[arg(long, value_parser = super::bounds::sampler_cpu)]
+    #[arg(allow_negative_numbers = true, long, value_parser = super::bounds::sampler_cpu)]
     pub sampler_cpu: Option<usize>,
 }
 
@@ -61,7 +61,7 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub sample: SampleArgs,
     /// Stop after this many seconds.
-    #[arg(long, value_parser = super::bounds::seconds)]
+    #[arg(allow_negative_numbers = true, long, value_parser = super::bounds::seconds)]
     pub duration: Option<f64>,
     /// Stream every sample as a CSV row instead of the live table.
     #[arg(long)]
@@ -85,7 +85,7 @@ pub enum RingCommand {
     /// every sample is whole (a torn read would break its totals or its order).
     Read {
         path: PathBuf,
-        #[arg(long, value_name = "SECONDS", value_parser = super::bounds::seconds)]
+        #[arg(allow_negative_numbers = true, long, value_name = "SECONDS", value_parser = super::bounds::seconds)]
         check: Option<f64>,
     },
 }

@@ -28,7 +28,7 @@ pub struct ProfileArgs {
     #[arg(long, default_value = "resnet18", value_parser = workload_name)]
     pub workload: String,
     /// How many modes (stratified over the knobs; see --strategy).
-    #[arg(long, default_value_t = 50, value_parser = super::bounds::count)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 50, value_parser = super::bounds::count)]
     pub modes: usize,
     /// `stratified`, `random`, `active` (half stratified, then rounds where the physics
     /// ensemble transferred from --reference is least certain), `reference` (PowerTrain's
@@ -102,7 +102,7 @@ pub struct OptimizeArgs {
     #[arg(long, value_name = "MODEL.json")]
     pub model: PathBuf,
     /// The fastest mode whose power stays within this budget, watts.
-    #[arg(long, value_name = "W", value_parser = super::bounds::positive)]
+    #[arg(allow_negative_numbers = true, long, value_name = "W", value_parser = super::bounds::positive)]
     pub budget: Option<f64>,
     /// Run up to ten modes briefly (simulated workload), each the fastest predicted to fit
     /// once corrected by what the runs before it measured, and keep the fastest measured

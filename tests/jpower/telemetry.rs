@@ -441,6 +441,9 @@ fn watch_and_energy_refuse_what_the_sampler_cannot_do_and_say_what_iio_boards_fi
     for extra in [
         &["--rate", "1e-300"][..],
         &["--rate", "2e5"],
+        // A negative number is the option's value, refused by its check (it was clap's
+        // "unexpected argument '-5'").
+        &["--rate", "-5"],
         &["--averaging", "foo"],
         &["--averaging", "3"],
     ] {
@@ -452,6 +455,8 @@ fn watch_and_energy_refuse_what_the_sampler_cannot_do_and_say_what_iio_boards_fi
         assert_eq!(out.status.code(), Some(2), "{extra:?}");
         let j = util::json(&String::from_utf8_lossy(&out.stdout));
         assert_eq!(j["kind"], "usage", "{extra:?}");
+        let error = j["error"].as_str().unwrap();
+        assert!(error.starts_with("invalid value"), "{extra:?}: {error}");
     }
     let j = util::json(&util::ok(util::jpower(rt.path()).args([
         "--sim",
