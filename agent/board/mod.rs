@@ -133,6 +133,10 @@ impl Board {
             b.warnings.push("no INA3221 power rails found".into());
         }
         b.totals = Totals::of(&b.rails);
+        if !b.rails.is_empty() && b.totals.module.is_empty() {
+            b.warnings
+                .push("no rail found makes up module power (its input rail or its module rails): module power is not measured".into());
+        }
         if b.knobs.len() > MAX_KNOBS {
             return Err(BoardError::TooManyKnobs(b.knobs.len()));
         }

@@ -1,7 +1,8 @@
 //! Ctrl-C and SIGTERM for the commands that change the board and run a while (`watch`,
 //! `energy`, `characterize`, `roofline`, `train`, `switch-cost`): the signal only sets a
 //! flag; the command stops at its next look at it and puts the board back as it does on
-//! any error. `energy` has a SIGTERM passed on to the command it runs.
+//! any error. A second signal ends the process at once (a step that hangs). `energy` has a
+//! SIGTERM passed on to the command it runs.
 
 use anyhow::{Context, Result};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -13,7 +14,15 @@ static CHILD: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(sig: libc::c_int) {
     // Release: pairs with the Acquire load of `interrupted`.
-    INTERRUPTED.store(true, Ordering::Release);
+    if INTERRUPTED.swap(true, Ordering::AcqRel) {
+        // SAFETY: signal(2) and raise(3) are async-signal-safe: the default action ends
+        // the process as the signal would have without the handler.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        return;
+    }
     let pid = CHILD.load(Ordering::Relaxed);
     if sig == libc::SIGTERM && pid > 0 {
         // SAFETY: kill(2) is async-signal-safe; the pid is our own running child's.

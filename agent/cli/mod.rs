@@ -35,7 +35,7 @@ use crate::board::sysfs::Root;
 use crate::board::Board;
 use crate::control::preset::Presets;
 use crate::control::state::Owner;
-use crate::control::Controller;
+use crate::control::{Controller, Peek};
 use crate::sim::SimBoard;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -372,8 +372,18 @@ fn agent(target: &Target, a: &AgentArgs) -> Result<()> {
     let runtime_dir = target.runtime_dir_or(|| config.runtime_dir.clone());
     target.runtime_dir = Some(runtime_dir.clone());
     // A simulated board's handle lives as long as the agent.
-    let (root, _sim) = target.root()?;
-    let board = Board::discover(root)?;
+    let (root, sim) = target.root()?;
+    let board = Board::discover(root.clone())?;
+    // A process that died holding a simulated board left its load there: the agent's
+    // start recovers the board, and the load ends with it, as `Target::open` does.
+    if let Some(sim) = &sim {
+        if !Peek::read(Board::discover(root)?, &runtime_dir)?
+            .pending
+            .is_empty()
+        {
+            sim.set_load(crate::sim::kernel::LoadState::default())?;
+        }
+    }
     let presets = target.presets_or_warn(&board);
     crate::daemon::run(crate::daemon::Options {
         config,
@@ -401,8 +411,6 @@ fn one_line(e: &anyhow::Error) -> String {
     out
 }
 
-/// The kind of an error, for scripts (`--json`): named after the first error in its
-/// chain that one of jpower's layers defines, `usage` for the command line, else `error`.
 /// A command line that parses but asks for what cannot be done: exit status 2 and kind
 /// `usage`, as clap's own errors.
 #[derive(Debug, thiserror::Error)]
@@ -414,13 +422,23 @@ fn usage(message: &str) -> anyhow::Error {
     UsageError(message.into()).into()
 }
 
+/// The kind of an error, for scripts (`--json`): named after the first error in its
+/// chain that one of jpower's layers defines, `usage` for the command line, else `error`.
 fn kind(e: &anyhow::Error) -> &'static str {
     type Is = fn(&(dyn std::error::Error + 'static)) -> bool;
     const KINDS: &[(&str, Is)] = &[
         ("usage", |e| e.is::<UsageError>()),
         ("board", |e| e.is::<crate::board::BoardError>()),
         ("sysfs", |e| e.is::<crate::board::sysfs::SysfsError>()),
-        ("nvpmodel", |e| e.is::<crate::board::nvpmodel::NvpError>()),
+        // A preset file that does not parse is the nvpmodel layer's error, which the
+        // presets' error holds transparently (a review found it reported as `preset`).
+        ("nvpmodel", |e| {
+            e.is::<crate::board::nvpmodel::NvpError>()
+                || matches!(
+                    e.downcast_ref::<crate::control::preset::PresetError>(),
+                    Some(crate::control::preset::PresetError::Parse(_))
+                )
+        }),
         ("preset", |e| e.is::<crate::control::preset::PresetError>()),
         ("mode", |e| {
             e.is::<crate::control::mode::ModeError>() || e.is::<crate::control::plan::PlanError>()
@@ -586,25 +604,35 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
     }
 }
 
-/// Checks, before a long run, that the files it will write can be written, by opening
-/// each for writing (without truncating it; one that did not exist is removed again):
-/// permission bits say nothing to root, nor of a read-only mount or a path through a
-/// file. Otherwise the error names the file now rather than after the run.
+/// Checks, before a long run, that the files it will write can be written: an existing
+/// regular file is opened for writing (not truncated), a new one created and removed again
+/// (permission bits say nothing to root, nor of a read-only mount or a path through a
+/// file). A FIFO, a device or a dangling link is left untouched: opening one has effects (a
+/// FIFO's reader sees its end). Otherwise the error names the file now rather than after
+/// the run.
 pub fn check_outputs<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Result<()> {
+    use std::fs::OpenOptions;
     for path in paths {
-        if path.is_dir() {
-            bail!("cannot write {}: it is a directory", path.display());
-        }
-        let existed = path.exists();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        if !existed {
-            std::fs::remove_file(path)
-                .with_context(|| format!("removing {} after checking it", path.display()))?;
+        let cannot = || format!("cannot write {}", path.display());
+        match (std::fs::metadata(path), std::fs::symlink_metadata(path)) {
+            (Ok(m), _) if m.is_dir() => bail!("cannot write {}: it is a directory", path.display()),
+            (Ok(m), _) if m.is_file() => {
+                OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .with_context(cannot)?;
+            }
+            (Err(e), Err(_)) if e.kind() == std::io::ErrorKind::NotFound => {
+                OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                    .with_context(cannot)?;
+                std::fs::remove_file(path)
+                    .with_context(|| format!("removing {} after checking it", path.display()))?;
+            }
+            (Err(e), Err(_)) => return Err(e).with_context(cannot),
+            _ => {}
         }
     }
     Ok(())

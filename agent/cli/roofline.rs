@@ -157,6 +157,7 @@ pub(super) fn measure_json(
     sample: Option<usize>,
     point_seconds: f64,
 ) -> Result<serde_json::Value> {
+    super::interrupt::catch()?;
     let a = Args {
         presets,
         sample,

@@ -48,7 +48,13 @@ fn nvpmodel_mode(board: &Board) -> Option<u32> {
         .confined(crate::board::paths::NVPMODEL_STATUS)
         .ok()?;
     let text = std::fs::read_to_string(path).ok()?;
-    text.trim().strip_prefix("pmode:")?.trim().parse().ok()
+    // `pmode:0002`, and on some releases ` fmode:quiet` after it.
+    text.trim()
+        .strip_prefix("pmode:")?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The window of the activity counters `status` reads itself when no agent runs.

@@ -258,7 +258,7 @@ fn text(
     );
     let _ = writeln!(
         t,
-        "  {:<6} {:>24} {:>22} {:>22} {:>10} {:>16}",
+        "  {:<6} {:>24} {:>26} {:>26} {:>10} {:>16}",
         "knob", "between", "down ms", "up ms", "unsettled", "energy mJ"
     );
     for k in &costs.knobs {
@@ -272,7 +272,7 @@ fn text(
         };
         let _ = writeln!(
             t,
-            "  {:<6} {:>24} {:>22} {:>22} {:>10} {:>16}{}",
+            "  {:<6} {:>24} {:>26} {:>26} {:>10} {:>16}{}",
             k.knob.name(),
             between,
             ms(k.down),

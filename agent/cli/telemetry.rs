@@ -581,6 +581,11 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
         .spawn()
         .with_context(|| format!("cannot run {}", command[0]))?;
     super::interrupt::forward_sigterm_to(child.id());
+    // A signal that came before the command had a pid to pass it to.
+    if super::interrupt::interrupted() {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    }
     // The command's end is taken where wait(2) returns, on a thread of its own, so the
     // duration is the command's and not rounded up to the next look at the ring.
     let (exited, exit) = crossbeam_channel::bounded(1);

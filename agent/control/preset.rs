@@ -160,9 +160,18 @@ impl Presets {
     }
 
     /// The preset the knobs at `current` hold, if one does: applying it would change nothing.
+    /// A GPU min below the table reads as its lowest entry, which the GPU runs at: devfreq
+    /// on L4T 32's 4.9 kernel keeps the `0` that nvpmodel's `GPU MIN_FREQ 0` writes (a
+    /// review found every such board "custom").
     pub fn matching(&self, board: &Board, current: &crate::board::Values) -> Option<&Preset> {
+        let mut current = current.clone();
+        if let Some(gpu) = &board.gpu {
+            if let Some(&lo) = gpu.table_hz.first() {
+                current[gpu.min] = current[gpu.min].max(lo);
+            }
+        }
         self.presets.iter().find(|p| {
-            crate::control::plan::target(board, &p.mode, current).is_ok_and(|t| t == *current)
+            crate::control::plan::target(board, &p.mode, &current).is_ok_and(|t| t == current)
         })
     }
 

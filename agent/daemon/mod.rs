@@ -233,14 +233,9 @@ pub fn run(opts: Options) -> Result<()> {
     }
     let owner = Owner::new(OwnerKind::Agent, std::process::id(), "jpower agent");
     let mut controller = Controller::open(board, &runtime_dir, owner.clone())?;
-    // A state left by another process becomes the agent's: if the agent dies, it is
-    // restored. A mode left by `jpower set` (or a stopped agent's persistent lease) is
-    // held as a persistent lease below.
-    let left = controller.state().map(|s| s.owner.clone());
-    if left.as_ref().is_some_and(|o| o.kind != OwnerKind::Agent) {
-        controller.set_state_owner(owner);
-    }
-    let left_mode = left.filter(|o| o.kind == OwnerKind::Cli);
+    // The configuration's checks against the board come before the agent writes anything,
+    // the held state's owner included (a review found the averaging written, or a mode
+    // held by `jpower set` handed to an agent that then exited on a bad name).
     if config.budget_total == config::BudgetTotal::Input
         && controller.board().totals.input.is_none()
     {
@@ -249,13 +244,10 @@ pub fn run(opts: Options) -> Result<()> {
             "\"input\", but this board has no input rail (its module power is the sum of its rails): use \"module\"",
         ));
     }
-
     let default_error = |e: anyhow::Error| {
         let name = config.default_mode.as_deref().unwrap_or_default();
         config.error_at("default_mode", format!("{name:?}: {e:#}"))
     };
-    // Checked before the agent writes anything (a review found the averaging written, then
-    // the agent exiting on a bad name with the board changed).
     if let Some(name) = &config.default_mode {
         core::default_target(
             controller.board(),
@@ -265,6 +257,14 @@ pub fn run(opts: Options) -> Result<()> {
         )
         .map_err(default_error)?;
     }
+    // A state left by another process becomes the agent's: if the agent dies, it is
+    // restored. A mode left by `jpower set` (or a stopped agent's persistent lease) is
+    // held as a persistent lease below.
+    let left = controller.state().map(|s| s.owner.clone());
+    if left.as_ref().is_some_and(|o| o.kind != OwnerKind::Agent) {
+        controller.set_state_owner(owner);
+    }
+    let left_mode = left.filter(|o| o.kind == OwnerKind::Cli);
     let has_averaging = controller
         .board()
         .knobs

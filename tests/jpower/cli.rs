@@ -1316,3 +1316,31 @@ fn residency_measures_a_dataset_and_evicts_it() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/no/such/dataset"));
 }
+
+/// Found on board trees unlike the references: devfreq on L4T 32's 4.9 kernel keeps the
+/// `0` that nvpmodel's `GPU MIN_FREQ 0` writes, and `status` called every such board
+/// "custom (no preset matches)". A GPU min below the table reads as its lowest entry.
+#[test]
+fn a_gpu_min_of_zero_on_l4t_32_still_matches_its_preset() {
+    let rt = util::runtime();
+    let tree = rt.path().join("t");
+    ok(jpower(rt.path())
+        .args(["sim", "export", "xavier-agx"])
+        .arg(&tree));
+    let min = tree.join("sys/devices/17000000.gv11b/devfreq/17000000.gv11b/min_freq");
+    assert_eq!(std::fs::read_to_string(&min).unwrap().trim(), "114750000");
+    std::fs::write(&min, "0\n").unwrap();
+    // nvpmodel's status file may carry a fan mode after the power mode (it was ignored).
+    std::fs::write(
+        tree.join("var/lib/nvpmodel/status"),
+        "pmode:0000 fmode:quiet\n",
+    )
+    .unwrap();
+    let st = json(&ok(jpower(rt.path())
+        .arg("--root")
+        .arg(&tree)
+        .args(["--json", "status"])));
+    assert_eq!(st["mode"]["name"], "MAXN", "{st}");
+    assert_eq!(st["nvpmodel"]["preset_id"], 0, "{st}");
+    assert_eq!(st["nvpmodel"]["agrees"], true, "{st}");
+}

@@ -160,6 +160,56 @@ fn a_rail_that_reads_below_zero_is_kept_at_zero() {
     assert_eq!(rail.sample().unwrap().power_uw, 0);
 }
 
+/// Found on board trees unlike the references: a labelled rail whose reading file was
+/// missing was left out of module power without a word; on a Nano, whose module power is
+/// its input rail, module power read 0 W. Both are warnings now.
+#[test]
+fn a_rail_without_its_reading_is_a_warning() {
+    for (board, chip, file, label) in [
+        (
+            "orin-agx@r36",
+            "sys/devices/platform/bus@0/c240000.i2c/i2c-1/1-0040/hwmon/hwmon3",
+            "curr2_input",
+            "VDD_CPU_CV",
+        ),
+        ("nano", "", "in_power0_input", "POM_5V_IN"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        jpower::sim::export(board, dir.path()).unwrap();
+        let path = if chip.is_empty() {
+            walk(dir.path(), file).expect("the reading")
+        } else {
+            dir.path().join(chip).join(file)
+        };
+        std::fs::remove_file(&path).unwrap();
+        let b = Board::discover(Root::host(dir.path())).unwrap();
+        assert!(b.rails.iter().all(|r| r.label != label), "{board}");
+        let said = b.warnings.join("; ");
+        assert!(
+            said.contains(file) && said.contains("its rail is left out"),
+            "{board}: {said}"
+        );
+        if board == "nano" {
+            assert!(said.contains("module power is not measured"), "{said}");
+        }
+    }
+}
+
+/// The first file named `name` under `dir`.
+fn walk(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if e.file_type().ok()?.is_dir() {
+            if let Some(found) = walk(&p, name) {
+                return Some(found);
+            }
+        } else if e.file_name() == name {
+            return Some(p);
+        }
+    }
+    None
+}
+
 /// Found on board trees unlike the references: an Orin Nano whose debugfs jpower cannot
 /// read (the packaged service's user) took its EMC maximum from the module's known 2133
 /// MHz, so "no cap" wrote 2133 MHz into a cap file that showed 3199 MHz (JetPack 6.2's

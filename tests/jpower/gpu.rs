@@ -350,12 +350,13 @@ fn train_and_roofline_refuse_what_they_cannot_do_before_touching_the_board() {
     assert!(after["state"].is_null(), "{after}");
 }
 
-/// Found by a CLI review: Ctrl-C or SIGTERM killed `train`, `roofline` and `switch-cost`
-/// where they stood, leaving the board pinned and a simulated board loaded until some
-/// later command; `restore` then said both "restored" (a warning) and "nothing to
-/// restore". Now the signal stops the command at its next minibatch, point or knob and it
-/// puts the board back; a hard kill is undone by the next command, which also ends the
-/// dead command's simulated load.
+/// Found by a CLI review: Ctrl-C or SIGTERM killed `train` (as `roofline` and
+/// `switch-cost`, which share the interrupt module; a simulated roofline ends too fast to
+/// interrupt) where it stood, leaving the board pinned and a simulated board loaded until
+/// some later command; `restore` then said both "restored" (a warning) and "nothing to
+/// restore". Now the signal stops it at its next minibatch and it puts the board back; a
+/// hard kill is undone by the next command, which also ends the dead command's simulated
+/// load.
 #[test]
 fn an_interrupted_train_puts_the_board_back_and_a_killed_one_is_undone_next() {
     let rt = util::runtime();

@@ -104,6 +104,14 @@ fn malformed_files_report_file_and_line_through_the_cli() {
         assert_eq!(err.lines().count(), 1, "one line: {err}");
         assert!(err.contains(&format!("{file}:{line}:")), "{file}: {err}");
         assert!(err.contains(what), "{file}: {err}");
+        // Its kind is the nvpmodel layer's (a review found `preset`, the layer above).
+        let out = util::run(
+            util::jpower(rt.path())
+                .args(["--sim", "orin-agx", "--json", "modes", "--nvpmodel"])
+                .arg(fixture(file)),
+        );
+        let j = util::json(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(j["kind"], "nvpmodel", "{file}: {j}");
     }
 }
 

@@ -507,7 +507,8 @@ fn energy_runs_a_command_and_keeps_its_exit_status() {
     // The command's own time: its end is heard where wait(2) returns (a review found it
     // rounded up to the next 50 ms look at the ring: 59 ms for a 10 ms sleep).
     let duration = j["duration_s"].as_f64().unwrap();
-    assert!((0.3..0.345).contains(&duration), "{j}");
+    // Rounded up to the next look, a 0.3 s command measured 0.35 s or more.
+    assert!((0.3..0.349).contains(&duration), "{j}");
     assert!(j["module_j"].as_f64().unwrap() > 0.0, "{j}");
     assert_eq!(j["rails"].as_array().unwrap().len(), 3);
     // The overhead is said: the wait for the first sample after the command, one per 5 ms.

@@ -66,9 +66,9 @@ pub struct Core {
     /// Set by `shutdown`: later requests are refused, so nothing changes the board after
     /// the final restore.
     stopping: bool,
-    /// The guard's window where it was last widened beyond `budget_window_ms`, to warn
-    /// once per change ([`Core::guard_window`]).
-    widened_window: Option<Duration>,
+    /// Whether the guard's window was widened beyond `budget_window_ms` (warned of once,
+    /// [`Core::guard_window`]).
+    widened_window: bool,
 }
 
 impl std::fmt::Debug for Core {
@@ -163,7 +163,7 @@ impl Core {
             config,
             sensors,
             stopping: false,
-            widened_window: None,
+            widened_window: false,
         }
     }
 
@@ -215,10 +215,7 @@ impl Core {
         };
         let (mut prior, _) = state.values(self.controller.board(), self.controller.current());
         if let Some(name) = default_mode {
-            let presets = self.presets.as_ref().ok_or_else(|| {
-                anyhow::anyhow!("the board has no nvpmodel file to take the preset from")
-            })?;
-            prior = plan::target(self.controller.board(), &presets.find(name)?.mode, &prior)?;
+            prior = default_target(self.controller.board(), self.presets.as_ref(), name, &prior)?;
         }
         // The sensors' averaging is the agent's own request where it made one, not the
         // left mode's.
@@ -569,25 +566,25 @@ impl Core {
         self.notify_holder(ReplyBody::ExternalChange { paths });
     }
 
-    /// The guard's window: `budget_window_ms`, widened to two and a half sample periods
-    /// where the sampler runs slower (the board's averaging, or a client's), since a mean
-    /// needs two samples (a review found the guard silent with 400 ms at 2.3 Hz).
+    /// The guard's window: `budget_window_ms`, widened to 2.1 sample periods where the
+    /// sampler runs slower (the board's averaging, or a client's), since a mean needs two
+    /// samples (a review found the guard silent with 400 ms at 2.3 Hz). Warned of once: a
+    /// client's averaging comes and goes.
     fn guard_window(&mut self) -> Duration {
         let configured = Duration::from_millis(self.config.budget_window_ms);
-        let least = Duration::from_nanos(self.sensors.ring().get().info.period_ns) * 5 / 2;
-        let window = configured.max(least);
-        let widened = (window > configured).then_some(window);
-        if widened != self.widened_window && self.guard.budget_w.is_some() {
-            if let Some(w) = widened {
-                log::warn!(
-                    "budget guard: budget_window_ms = {} holds fewer than two samples at the sampler's rate: judging {} ms means",
-                    self.config.budget_window_ms,
-                    w.as_millis()
-                );
-            }
-            self.widened_window = widened;
+        let least = Duration::from_nanos(self.sensors.ring().get().info.period_ns) * 21 / 10;
+        if least <= configured || self.guard.budget_w.is_none() {
+            return configured;
         }
-        window
+        let why = format!(
+            "budget guard: budget_window_ms = {} holds fewer than two samples at the sampler's rate: judging {} ms means",
+            self.config.budget_window_ms,
+            least.as_millis()
+        );
+        if !std::mem::replace(&mut self.widened_window, true) {
+            log::warn!("{why}");
+        }
+        least
     }
 
     /// The mean of the budgeted total over the last `window`, from the ring without

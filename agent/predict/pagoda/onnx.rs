@@ -381,6 +381,16 @@ fn padding(
     Ok(pair(Some(pads), 0))
 }
 
+/// The batch dimension of graph input `name`: the first, or the second where it feeds an
+/// LSTM of the default layout, `[steps, batch, features]`.
+fn batch_axis(graph: &GraphProto, name: &str) -> usize {
+    usize::from(graph.node.iter().any(|n| {
+        n.op_type == "LSTM"
+            && int(n, "layout", 0) == 0
+            && n.input.first().is_some_and(|i| i == name)
+    }))
+}
+
 /// Counts every node of `graph`, its symbolic dimensions as `dims` gives them.
 fn walk(graph: &GraphProto, dims: &Dims) -> Onnx {
     let mut g = Graph {
@@ -407,7 +417,7 @@ fn walk(graph: &GraphProto, dims: &Dims) -> Onnx {
         .any(|t| [FLOAT16, BFLOAT16].contains(&t.data_type))
     {
         log::warn!(
-            "the file's weights are stored as 16-bit floats: counted at --precision (fp32 by default; --precision fp16 counts them as stored)"
+            "the file's weights are stored as 16-bit floats: --precision fp16 counts them as stored (fp32, the default, counts 4 bytes each)"
         );
     }
     for t in &graph.initializer {
@@ -420,20 +430,12 @@ fn walk(graph: &GraphProto, dims: &Dims) -> Onnx {
             },
         );
     }
-    // An LSTM's input in its default layout is [steps, batch, features]: its batch is
-    // the second dimension.
-    let sequence_first: Vec<&str> = graph
-        .node
-        .iter()
-        .filter(|n| n.op_type == "LSTM" && int(n, "layout", 0) == 0)
-        .filter_map(|n| n.input.first().map(String::as_str))
-        .collect();
     for v in &graph.input {
         if g.tensors.contains_key(&v.name) {
             continue;
         }
         if let Some(mut s) = value_shape(v, dims) {
-            let batch = usize::from(sequence_first.contains(&v.name.as_str()));
+            let batch = batch_axis(graph, &v.name);
             // The batch dimension is 1: the count multiplies by the batch size later.
             if let Some(b) = s.get_mut(batch) {
                 if *b != 1 {
@@ -1041,6 +1043,21 @@ pub fn parse(bytes: &[u8], path: &Path, dims: &Dims) -> Result<Onnx, OnnxError> 
         .filter_map(|v| v.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref())
         .flat_map(|s| s.dim.iter().filter_map(|d| d.dim_param.as_deref()))
         .collect();
+    // The batch is --batch: a dimension named for it would count the batch in the shapes.
+    let batch_named = graph.input.iter().find_map(|v| {
+        let shape = v.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref()?;
+        let p = shape
+            .dim
+            .get(batch_axis(&graph, &v.name))?
+            .dim_param
+            .as_deref()?;
+        dims.contains_key(p).then_some((p, v.name.as_str()))
+    });
+    if let Some((p, input)) = batch_named {
+        return Err(invalid(format!(
+            "--dim {p}: that is the batch dimension of input {input}; the batch is --batch"
+        )));
+    }
     if let Some(p) = dims.keys().find(|p| !named.contains(&p.as_str())) {
         return Err(invalid(format!(
             "--dim {p}: the file names no such dimension ({})",
@@ -1418,6 +1435,12 @@ mod tests {
         let e = flops(&[("sequence", 128)]).unwrap_err().to_string();
         assert!(
             e.contains("--dim sequence: the file names no such dimension (batch, seq)"),
+            "{e}"
+        );
+        // The batch is --batch (a review found --dim batch=8 breaking the count).
+        let e = flops(&[("batch", 8)]).unwrap_err().to_string();
+        assert!(
+            e.contains("--dim batch: that is the batch dimension of input x"),
             "{e}"
         );
     }

@@ -41,12 +41,12 @@ pub enum Interpolation {
 }
 
 impl Interpolation {
-    /// FLOPs per output element (2 per multiply-accumulate, as everywhere here).
-    fn flops_per_element(self) -> u64 {
+    /// Multiply-accumulates per output element (2 FLOPs each, as everywhere here).
+    fn macs_per_element(self) -> u64 {
         match self {
             Interpolation::Nearest => 0,
-            Interpolation::Linear => 2 * 4,
-            Interpolation::Cubic => 2 * 16,
+            Interpolation::Linear => 4,
+            Interpolation::Cubic => 16,
         }
     }
 }
@@ -725,7 +725,10 @@ impl Op {
                 ..Counts::default()
             },
             Op::Transpose { .. } => per_element(0, 0, 0),
-            Op::Resize { mode, .. } => per_element(mode.flops_per_element(), 0, 0),
+            Op::Resize { mode, .. } => Counts {
+                macs: mode.macs_per_element() * n * out_e,
+                ..per_element(2 * mode.macs_per_element(), 0, 0)
+            },
             Op::Reshape { .. } => Counts::default(),
             Op::Softmax => per_element(7, 0, 0),
             Op::LayerNorm => per_element(7, 2 * input[input.len() - 1], 0),
