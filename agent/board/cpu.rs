@@ -24,15 +24,27 @@ pub struct Cluster {
 
 impl Board {
     pub(super) fn discover_cpus(&mut self) {
-        let cpus = self
+        let mut cpus = self
             .root
             .read_string(paths::CPU_POSSIBLE)
             .ok()
             .and_then(|s| parse_cpu_list(&s))
             .unwrap_or_default();
         if cpus.is_empty() {
-            self.warnings
-                .push(format!("no CPUs listed in {}", paths::CPU_POSSIBLE));
+            // The `cpuN` directories, where the list is missing (a review found every
+            // cluster then taken for offline and `set` reporting nothing to change).
+            cpus = self
+                .root
+                .list(paths::CPU_DIR)
+                .iter()
+                .filter_map(|n| n.strip_prefix("cpu")?.parse().ok())
+                .collect();
+            cpus.sort_unstable();
+            self.warnings.push(format!(
+                "no CPUs listed in {}: took the {} cpuN directories",
+                paths::CPU_POSSIBLE,
+                cpus.len()
+            ));
         }
         for cpu in cpus {
             let online = format!("{}/cpu{cpu}/online", paths::CPU_DIR);

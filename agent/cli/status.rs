@@ -17,8 +17,10 @@ use serde_json::{json, Value};
 use std::fmt::Write;
 use std::time::Duration;
 
-/// Module and input power now, milliwatts, with per-rail readings.
-pub fn rails_now(board: &Board) -> (Vec<Value>, u64, Option<u64>) {
+/// Module and input power now, milliwatts, with per-rail readings; module power is `None`
+/// where a rail of it cannot be read or none makes it up (a review found the sum of the
+/// rest, or 0 W, given as the module's).
+pub fn rails_now(board: &Board) -> (Vec<Value>, Option<u64>, Option<u64>) {
     let readings: Vec<Option<u64>> = board.rails.iter().map(|r| r.read_mw().ok()).collect();
     let rails = board
         .rails
@@ -30,12 +32,10 @@ pub fn rails_now(board: &Board) -> (Vec<Value>, u64, Option<u64>) {
                    "driver": chip.driver, "power_mw": mw})
         })
         .collect();
-    let module = board
-        .totals
-        .module
-        .iter()
-        .filter_map(|&i| readings[i])
-        .sum();
+    let module = match board.totals.module.as_slice() {
+        [] => None,
+        rails => rails.iter().map(|&i| readings[i]).sum(),
+    };
     let input = board.totals.input.and_then(|i| readings[i]);
     (rails, module, input)
 }
@@ -282,8 +282,12 @@ pub fn text(s: &Value) -> String {
     let t = &s["totals"];
     let _ = writeln!(
         o,
-        "power   module {:.3} W = {}",
-        t["module_mw"].as_u64().unwrap_or(0) as f64 / 1000.0,
+        "power   module {} = {}",
+        t["module_mw"]
+            .as_u64()
+            .map_or("- (a rail of it unreadable, or none found)".into(), |mw| {
+                format!("{:.3} W", mw as f64 / 1000.0)
+            }),
         t["module_rails"].as_array().map_or(String::new(), |a| a
             .iter()
             .filter_map(|x| x.as_str())

@@ -1344,3 +1344,67 @@ fn a_gpu_min_of_zero_on_l4t_32_still_matches_its_preset() {
     assert_eq!(st["nvpmodel"]["preset_id"], 0, "{st}");
     assert_eq!(st["nvpmodel"]["agrees"], true, "{st}");
 }
+
+/// Found on board trees unlike the references: a Nano without its input rail's reading
+/// (its module power) showed module 0.000 W; a module total that cannot be read is `-`
+/// (`null`), beside the warning that names the file.
+#[test]
+fn status_gives_no_module_power_it_cannot_read() {
+    let rt = util::runtime();
+    let tree = rt.path().join("t");
+    ok(jpower(rt.path()).args(["sim", "export", "nano"]).arg(&tree));
+    let dir = std::fs::read_dir(tree.join("sys/devices/50000000.host1x/546c0000.i2c/i2c-6/6-0040"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("in_power0_input").exists())
+        .expect("the IIO device");
+    std::fs::remove_file(dir.join("in_power0_input")).unwrap();
+    let st = json(&ok(jpower(rt.path())
+        .arg("--root")
+        .arg(&tree)
+        .args(["--json", "status"])));
+    assert!(st["totals"]["module_mw"].is_null(), "{}", st["totals"]);
+    assert!(
+        st["warnings"].to_string().contains("in_power0_input"),
+        "{}",
+        st["warnings"]
+    );
+    let text = ok(jpower(rt.path()).arg("--root").arg(&tree).arg("status"));
+    assert!(text.contains("power   module - "), "{text}");
+}
+
+/// Found on board trees unlike the references: without `cpu/possible` no CPU was found,
+/// every cluster was taken for offline, and `set --cpu-freq` said there was nothing to
+/// change. The `cpuN` directories are taken instead, with a warning.
+#[test]
+fn cpus_are_found_without_the_possible_list() {
+    let rt = util::runtime();
+    let tree = rt.path().join("t");
+    ok(jpower(rt.path())
+        .args(["sim", "export", "orin-agx"])
+        .arg(&tree));
+    std::fs::remove_file(tree.join("sys/devices/system/cpu/possible")).unwrap();
+    let jp = || {
+        let mut c = jpower(rt.path());
+        c.arg("--root").arg(&tree);
+        c
+    };
+    let st = json(&ok(jp().args(["--json", "status"])));
+    assert_eq!(
+        st["cpus"].as_array().map(Vec::len),
+        Some(12),
+        "{}",
+        st["cpus"]
+    );
+    assert!(
+        st["warnings"]
+            .to_string()
+            .contains("took the 12 cpuN directories"),
+        "{}",
+        st["warnings"]
+    );
+    let out = ok(jp().args(["set", "--cpu-freq", "1497.6MHz"]));
+    assert!(!out.contains("nothing to change"), "{out}");
+    ok(jp().arg("restore"));
+}
