@@ -86,6 +86,11 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
         return set_through_agent(client, a, &knobs, out);
     }
     let (mut c, _sim) = target.open()?;
+    // What discovery could not find is what this mode cannot set (a review found a CPU
+    // cluster without its files left at full clock, `set` saying nothing).
+    for w in &c.board().warnings {
+        log::warn!("{w}");
+    }
     let mut notes = Vec::new();
     let mut mode = Mode::default();
     if let Some(name) = &a.preset {

@@ -1408,3 +1408,27 @@ fn cpus_are_found_without_the_possible_list() {
     assert!(!out.contains("nothing to change"), "{out}");
     ok(jp().arg("restore"));
 }
+
+/// Found on board trees unlike the references: `set` pinned the clusters it found and
+/// said nothing of one it could not control, left at full clock. It warns.
+#[test]
+fn set_warns_of_what_discovery_could_not_find() {
+    let rt = util::runtime();
+    let tree = rt.path().join("t");
+    ok(jpower(rt.path())
+        .args(["sim", "export", "orin-agx"])
+        .arg(&tree));
+    std::fs::remove_file(tree.join("sys/devices/system/cpu/cpufreq/policy4/scaling_max_freq"))
+        .unwrap();
+    let out =
+        run(jpower(rt.path())
+            .arg("--root")
+            .arg(&tree)
+            .args(["set", "--cpu-freq", "1497.6MHz"]));
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cluster policy4 is incomplete and is not controlled"),
+        "{err}"
+    );
+}
