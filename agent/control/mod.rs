@@ -214,6 +214,10 @@ pub struct Controller {
     paths: StatePaths,
     current: Values,
     state: Option<State>,
+    /// The knobs the held state records as touched ([`State::touched_mask`]).
+    touched: u64,
+    /// The overlay this process pushed, and the knobs it records as touched.
+    overlay: Option<(State, u64)>,
     journal: Option<Journal>,
     owner: Owner,
     recovered: Vec<String>,
@@ -235,6 +239,8 @@ impl Controller {
             paths,
             current,
             state: None,
+            touched: 0,
+            overlay: None,
             journal: None,
             owner,
             recovered: Vec::new(),
@@ -273,6 +279,7 @@ impl Controller {
             return Ok(());
         }
         let owner = st.owner.clone();
+        self.touched = st.touched_mask(&self.board);
         self.state = Some(st);
         if let Some(u) = self.open_journal()? {
             if u.layout_matches && u.prior.len() == self.board.knobs.len() {
@@ -383,7 +390,7 @@ impl Controller {
             }
         }
         let fresh = self.state.is_none();
-        self.ensure_baseline()?;
+        self.hold(steps.iter().fold(0, |m, s| m | 1 << s.knob))?;
         self.journal_op(|j, v| j.begin(v), &prior)?;
         for s in &steps {
             let read = match self.write_verified(s.knob, s.value) {
@@ -427,14 +434,32 @@ impl Controller {
         })
     }
 
-    fn ensure_baseline(&mut self) -> Result<(), ControlError> {
-        if self.state.is_some() {
-            return Ok(());
+    /// Saves the baseline before the board's first write, and records the knobs of `mask`
+    /// as touched in it and in this process's overlay. A file is saved only where a knob is
+    /// touched for the first time, and before it is written: a switch among knobs already
+    /// touched costs nothing here.
+    fn hold(&mut self, mask: u64) -> Result<(), ControlError> {
+        let fresh = self.state.is_none();
+        if fresh || mask & !self.touched != 0 {
+            let mut st = match &self.state {
+                Some(st) => st.clone(),
+                None => State::baseline(&self.board, &self.current, self.owner.clone()),
+            };
+            st.touch(&self.board, mask);
+            self.paths.save(&st)?;
+            self.state = Some(st);
+            self.touched |= mask;
         }
-        let st = State::baseline(&self.board, &self.current, self.owner.clone());
-        self.paths.save(&st)?;
-        self.state = Some(st);
-        self.open_journal()?;
+        if fresh {
+            self.open_journal()?;
+        }
+        if let Some((overlay, touched)) = &mut self.overlay {
+            if mask & !*touched != 0 {
+                overlay.touch(&self.board, mask);
+                self.paths.save_overlay(overlay)?;
+                *touched |= mask;
+            }
+        }
         Ok(())
     }
 
@@ -496,13 +521,20 @@ impl Controller {
     /// the next jpower command should `owner` die first.
     pub fn push_overlay(&mut self, owner: Owner) -> Result<(), ControlError> {
         let overlay = State::baseline(&self.board, &self.current, owner);
-        Ok(self.paths.save_overlay(&overlay)?)
+        self.paths.save_overlay(&overlay)?;
+        self.overlay = Some((overlay, 0));
+        Ok(())
     }
 
-    /// Puts back what the overlay saved and forgets it; `None` without one.
+    /// Puts back the knobs changed since the overlay was saved and forgets it; `None`
+    /// without one.
     pub fn pop_overlay(&mut self) -> Result<Option<Switch>, ControlError> {
-        let Some(overlay) = self.paths.load_overlay()? else {
-            return Ok(None);
+        let overlay = match self.overlay.take() {
+            Some((overlay, _)) => overlay,
+            None => match self.paths.load_overlay()? {
+                Some(overlay) => overlay,
+                None => return Ok(None),
+            },
         };
         let (target, _) = overlay.values(&self.board, &self.current);
         let switch = self.apply_values(&target)?;
@@ -514,11 +546,14 @@ impl Controller {
     fn forget_state(&mut self) -> Result<(), ControlError> {
         self.paths.remove()?;
         self.state = None;
+        self.touched = 0;
+        self.overlay = None;
         self.journal = None;
         Ok(())
     }
 
-    /// Restores the saved baseline exactly and forgets the saved state.
+    /// Writes back the saved baseline of every knob jpower touched, exactly, and forgets
+    /// the saved state; the knobs it never wrote are left as they are.
     pub fn restore(&mut self) -> Result<Restored, ControlError> {
         let Some(st) = self.state.clone() else {
             return Ok(Restored::Nothing);

@@ -3,7 +3,8 @@
 //!
 //! - `<runtime>/state/<board-key>.json`: written once, before the first write to the
 //!   board (temp file, fsync, rename, fsync of the directory). It holds the value of every
-//!   knob jpower may touch, the host boot id (state from an earlier boot is discarded: a
+//!   knob jpower may touch, which of them it has written (each recorded before its first
+//!   write: what a restore puts back), the host boot id (state from an earlier boot is discarded: a
 //!   reboot already reset the board) and the owner: a direct CLI `set` (persists until
 //!   `jpower restore`), or an agent or lease with its pid and start time (if that process is gone, the
 //!   next start restores the baseline: it crashed).
@@ -111,6 +112,12 @@ pub struct State {
     pub owner: Owner,
     /// Every knob jpower may touch, with its value before jpower's first write.
     pub baseline: Vec<Saved>,
+    /// The knobs jpower has written since (their paths): what a restore writes back, so
+    /// that a knob it never wrote (the fan its daemon moves, a clock someone else set) is
+    /// left as it is. Each is recorded before its first write, so a crash never leaves a
+    /// written knob out. Absent in the files of earlier versions: every baseline knob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touched: Option<Vec<PathBuf>>,
 }
 
 impl State {
@@ -132,14 +139,46 @@ impl State {
                     value,
                 })
                 .collect(),
+            touched: Some(Vec::new()),
         }
     }
 
-    /// The baseline as knob values of `board` (knobs it does not name keep `current`).
+    /// Whether a restore writes `path` back.
+    fn restores(&self, path: &Path) -> bool {
+        self.touched
+            .as_ref()
+            .is_none_or(|t| t.iter().any(|p| p == path))
+    }
+
+    /// The touched knobs of `board` as a mask of knob indices (every knob for a file of an
+    /// earlier version).
+    pub fn touched_mask(&self, board: &Board) -> u64 {
+        board
+            .knobs
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| self.restores(&k.path))
+            .fold(0, |m, (i, _)| m | 1 << i)
+    }
+
+    /// Records the knobs of `board` in `mask` as touched.
+    pub fn touch(&mut self, board: &Board, mask: u64) {
+        let Some(touched) = &mut self.touched else {
+            return;
+        };
+        for (i, k) in board.knobs.iter().enumerate() {
+            if mask & 1 << i != 0 && !touched.contains(&k.path) {
+                touched.push(k.path.clone());
+            }
+        }
+    }
+
+    /// The baseline of the touched knobs as knob values of `board` (the other knobs keep
+    /// `current`), and the touched paths `board` does not have.
     pub fn values(&self, board: &Board, current: &Values) -> (Values, Vec<PathBuf>) {
         let mut v = current.clone();
         let mut unknown = Vec::new();
-        for s in &self.baseline {
+        for s in self.baseline.iter().filter(|s| self.restores(&s.path)) {
             match board.knobs.iter().position(|k| k.path == s.path) {
                 Some(i) => v[i] = s.value,
                 None => unknown.push(s.path.clone()),

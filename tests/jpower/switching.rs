@@ -574,3 +574,70 @@ fn links_in_a_root_tree_never_lead_a_write_outside_it() {
         );
     }
 }
+
+/// Found by a review: `restore` wrote back every knob of the baseline, the fan its daemon
+/// had moved since and clocks jpower never set included (and failed whole if one of them
+/// could not be written). Only the knobs jpower wrote go back; a state file of an earlier
+/// version, which does not say, still restores them all.
+#[test]
+fn restore_writes_back_only_the_knobs_jpower_touched() {
+    use jpower::board::KnobKind;
+    let rt = util::runtime();
+    let (_sim, mut c) = open("orin-agx", rt.path());
+    let baseline = values(&c);
+    let gpu = c.board().gpu.as_ref().unwrap();
+    let (min, max, table) = (gpu.min, gpu.max, gpu.table_hz.clone());
+    let fan = c.board().knob(KnobKind::Fan).unwrap();
+    let mut target = baseline.clone();
+    target[max] = table[table.len() / 2];
+    c.apply_values(&target).unwrap();
+    let touched = c.state().unwrap().touched.clone().unwrap();
+    assert_eq!(touched, [c.board().knobs[max].path.clone()]);
+
+    // Behind jpower's back: the fan daemon and someone's GPU floor.
+    let outside = |c: &Controller, by: usize| {
+        c.board().knobs[fan]
+            .write((baseline[fan] + 30 * by as u64) % 256)
+            .unwrap();
+        c.board().knobs[min].write(table[by]).unwrap();
+    };
+    outside(&c, 1);
+    c.refresh().unwrap();
+    let before = values(&c);
+    assert!(matches!(c.restore().unwrap(), Restored::Baseline { .. }));
+    let mut want = before.clone();
+    want[max] = baseline[max];
+    assert_eq!(values(&c), want, "only the GPU's max_freq goes back");
+
+    // A held overlay puts back only what changed under it.
+    let second = values(&c);
+    c.apply_values(&target).unwrap();
+    c.push_overlay(Owner::new(OwnerKind::Cli, std::process::id(), "watch"))
+        .unwrap();
+    let held = values(&c);
+    let mut lower = held.clone();
+    lower[max] = table[table.len() / 2 - 1];
+    c.apply_values(&lower).unwrap();
+    c.board().knobs[fan]
+        .write((baseline[fan] + 60) % 256)
+        .unwrap();
+    c.refresh().unwrap();
+    let mut want = values(&c);
+    want[max] = held[max];
+    c.pop_overlay().unwrap().unwrap();
+    assert_eq!(values(&c), want, "the fan stays where its daemon put it");
+
+    // A state file without `touched` (an earlier version's): every knob goes back.
+    let key = c.board().key();
+    drop(c);
+    let path = rt.path().join("state").join(format!("{key}.json"));
+    let mut st: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    st.as_object_mut().unwrap().remove("touched").unwrap();
+    std::fs::write(&path, st.to_string()).unwrap();
+    let (_sim, mut c) = open("orin-agx", rt.path());
+    outside(&c, 3);
+    c.refresh().unwrap();
+    c.restore().unwrap();
+    assert_eq!(values(&c), second);
+}
