@@ -335,7 +335,8 @@ impl Target {
 
     /// The presets for `board`: `--nvpmodel FILE`, else the board's `/etc/nvpmodel.conf`
     /// (its links followed inside the board's root: L4T links it to
-    /// `/etc/nvpmodel/nvpmodel_<module>.conf`).
+    /// `/etc/nvpmodel/nvpmodel_<module>.conf`); what the file sets that the board lacks is
+    /// logged as warnings.
     pub fn presets(&self, board: &Board) -> Result<Option<Presets>> {
         let path = match &self.nvpmodel {
             Some(p) => p.clone(),
@@ -350,7 +351,11 @@ impl Target {
                 p
             }
         };
-        Ok(Some(Presets::load(&path, board)?))
+        let presets = Presets::load(&path, board)?;
+        for w in &presets.warnings {
+            log::warn!("{w}");
+        }
+        Ok(Some(presets))
     }
 
     /// The presets for a command that works without them (`status`, `watch`, `agent`):

@@ -15,7 +15,7 @@
 //! (reported as snapped). Parameters jpower does not model (DLA, PVA, CVNAS, GPU power
 //! control, TPC power gating) are kept as skipped, with the reason.
 
-use crate::board::nvpmodel::{NvpConfig, NvpError, ParamType, SettingValue};
+use crate::board::nvpmodel::{NvpConfig, NvpError, ParamType, Setting, SettingValue};
 use crate::board::Board;
 use crate::control::mode::{EmcLimit, Mode, Range};
 use serde::Serialize;
@@ -72,6 +72,10 @@ pub struct Presets {
     /// preset names, clusters whose clock no preset limits): a file written for another
     /// board leaves them as they are.
     pub unset: Vec<String>,
+    /// What the file sets that this board lacks, or in another unit than the board's
+    /// table, as `file:line: what` (a file written for another board): CPUs it does not
+    /// have, two parameters for one CPU cluster, values orders of magnitude off the table.
+    pub warnings: Vec<String>,
 }
 
 /// Import errors.
@@ -128,11 +132,12 @@ impl Presets {
                 .map(|(_, k)| *k)
                 .unwrap_or(Kind::Unmodelled)
         };
+        let mut warnings = foreign(cfg, board, &kinds);
         let presets: Vec<Preset> = cfg
             .modes
             .iter()
             .map(|m| {
-                let mut b = Builder::new(board);
+                let mut b = Builder::new(board, &cfg.path);
                 for s in &m.settings {
                     let path = cfg
                         .params
@@ -140,8 +145,9 @@ impl Presets {
                         .find(|p| p.name == s.param)
                         .and_then(|p| p.args.iter().find(|a| a.name == s.arg))
                         .map(|a| a.path.as_str());
-                    b.apply(kind_of(&s.param), (&s.param, &s.arg, path), &s.value);
+                    b.apply(kind_of(&s.param), (&s.param, &s.arg, path), s);
                 }
+                warnings.append(&mut b.warnings);
                 Preset {
                     id: m.id,
                     name: m.name.clone(),
@@ -156,6 +162,7 @@ impl Presets {
             default_id: cfg.default_mode,
             unset: unset(board, &presets),
             presets,
+            warnings,
         }
     }
 
@@ -255,6 +262,47 @@ fn unset(board: &Board, presets: &[Preset]) -> Vec<String> {
     out
 }
 
+/// What `cfg` names that `board` lacks ([`Presets::warnings`]): CPUs beyond the board's,
+/// and clock parameters that land on a CPU cluster another one already sets (the TX2's
+/// A57 and Denver clusters on a Nano's one).
+fn foreign(cfg: &NvpConfig, board: &Board, kinds: &[(String, Kind)]) -> Vec<String> {
+    let at = |line: usize| format!("{}:{line}", cfg.path.display());
+    let has: Vec<usize> = board.cpus.iter().map(|c| c.0).collect();
+    let list = crate::board::sysfs::format_cpu_list;
+    let mut out = Vec::new();
+    let mut clusters: Vec<(usize, &str, usize)> = Vec::new();
+    for (p, (_, kind)) in cfg.params.iter().zip(kinds) {
+        let mut missing: Vec<usize> = p
+            .args
+            .iter()
+            .filter_map(|a| match kind {
+                Kind::Online => cpu_of(&a.path),
+                _ if p.ty == ParamType::Clock => cpufreq_cpu_of(&a.path),
+                _ => None,
+            })
+            .filter(|c| !has.contains(c))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            out.push(format!(
+                "{}: {} is about cpu{}, which this board does not have (it has cpu{}): a file for another board? what it sets there is skipped",
+                at(p.line), p.name, list(&missing), list(&has)
+            ));
+        }
+        if let Kind::Cluster(c) = *kind {
+            match clusters.iter().find(|(seen, ..)| *seen == c) {
+                Some((_, first, line)) => out.push(format!(
+                    "{}: {} sets the clocks of policy{} (cpu{}), as {first} (line {line}) does: a file for another board? in each mode the later setting wins",
+                    at(p.line), p.name, board.clusters[c].policy, list(&board.clusters[c].cpus)
+                )),
+                None => clusters.push((c, &p.name, p.line)),
+            }
+        }
+    }
+    out
+}
+
 /// The CPU a path of `/sys/devices/system/cpu/cpuN/...` is about.
 fn cpu_of(path: &str) -> Option<usize> {
     let rest = path.strip_prefix("/sys/devices/system/cpu/cpu")?;
@@ -310,6 +358,9 @@ fn classify(ty: ParamType, paths: &[&str], board: &Board) -> Kind {
 /// Collects one mode's settings.
 struct Builder<'b> {
     board: &'b Board,
+    /// The nvpmodel file, for warnings.
+    file: &'b std::path::Path,
+    warnings: Vec<String>,
     online: Option<Vec<(usize, bool)>>,
     cpu: Vec<(Option<u64>, Option<u64>)>,
     gpu: (Option<u64>, Option<u64>),
@@ -319,9 +370,11 @@ struct Builder<'b> {
 }
 
 impl<'b> Builder<'b> {
-    fn new(board: &'b Board) -> Self {
+    fn new(board: &'b Board, file: &'b std::path::Path) -> Self {
         Builder {
             board,
+            file,
+            warnings: Vec::new(),
             online: None,
             cpu: vec![(None, None); board.clusters.len()],
             gpu: (None, None),
@@ -344,10 +397,11 @@ impl<'b> Builder<'b> {
         });
     }
 
-    /// nvpmodel's reading of a limit against `table` (Hz; `scale` Hz per file unit).
+    /// nvpmodel's reading of a limit against `table` (Hz; `scale` Hz per file unit), set
+    /// on `line`; a value ten times off the table's range is a warning.
     fn limit(
         &mut self,
-        what: &str,
+        (what, line): (&str, usize),
         table: &[u64],
         raw: i64,
         scale: u64,
@@ -371,17 +425,32 @@ impl<'b> Builder<'b> {
         if v != hz {
             self.snapped.push(format!("{what} {raw} -> {}", v / scale));
         }
+        let off = if hz.saturating_mul(10) < lo {
+            Some(("below", lo))
+        } else {
+            (hz / 10 > hi).then_some(("above", hi))
+        };
+        if let Some((side, edge)) = off {
+            self.warnings.push(format!(
+                "{}:{line}: {what} {raw} is over ten times {side} the board's table ({} {}): a value in another unit, or a file for another board? taken as {}",
+                self.file.display(),
+                if side == "below" { "lowest" } else { "highest" },
+                edge / scale,
+                v / scale
+            ));
+        }
         Some(v)
     }
 
-    /// One setting: `param`'s argument `arg` (at `path`, as the file declares it) to
-    /// `value`.
+    /// One setting: `param`'s argument `arg` (at `path`, as the file declares it) to the
+    /// setting's value.
     fn apply(
         &mut self,
         kind: Kind,
         (param, arg, path): (&str, &str, Option<&str>),
-        value: &SettingValue,
+        setting: &Setting,
     ) {
+        let value = &setting.value;
         let int = match value {
             SettingValue::Int(v) => Some(*v),
             SettingValue::Text(t) => t.trim().parse().ok(),
@@ -411,7 +480,7 @@ impl<'b> Builder<'b> {
             }
             (Kind::Cluster(c), Some(v)) => {
                 let table = self.board.clusters[c].table_hz.clone();
-                let hz = self.limit(&what, &table, v, 1000, is_min);
+                let hz = self.limit((&what, setting.line), &table, v, 1000, is_min);
                 let slot = &mut self.cpu[c];
                 if is_min {
                     slot.0 = hz
@@ -435,7 +504,7 @@ impl<'b> Builder<'b> {
                     .as_ref()
                     .map(|g| g.table_hz.clone())
                     .unwrap_or_default();
-                let hz = self.limit(&what, &table, v, 1, is_min);
+                let hz = self.limit((&what, setting.line), &table, v, 1, is_min);
                 if is_min {
                     self.gpu.0 = hz
                 } else {
@@ -465,7 +534,8 @@ impl<'b> Builder<'b> {
                 self.emc = if v <= 0 {
                     Some(EmcLimit::Uncapped)
                 } else {
-                    self.limit(&what, &table, v, 1, false).map(EmcLimit::CapHz)
+                    self.limit((&what, setting.line), &table, v, 1, false)
+                        .map(EmcLimit::CapHz)
                 };
             }
             (Kind::Online | Kind::Cluster(_) | Kind::Gpu | Kind::Emc, None) => {

@@ -492,3 +492,79 @@ fn what_no_preset_sets_is_said() {
         "the fixture names every CPU in SLOW but cpu0, and limits two clusters of three"
     );
 }
+
+/// Found by a review: a file for a bigger board (a TX2's on a Nano) loaded without a word,
+/// its CPUs beyond the board dropped and two of its clusters mapped onto one, and values
+/// in another unit were snapped to a table edge with only a note. Each is a warning naming
+/// the file's line; a board's own file has none.
+#[test]
+fn a_file_for_another_board_is_warned_with_its_lines() {
+    let rt = util::runtime();
+    for id in util::SIM_BOARDS {
+        let (dir, b) = exported(id);
+        let own = Presets::load(&dir.path().join("etc/nvpmodel.conf"), &b).unwrap();
+        assert!(own.warnings.is_empty(), "{id}: {:?}", own.warnings);
+    }
+    let (xavier, _) = exported("xavier-agx");
+    let conf = xavier.path().join("etc/nvpmodel.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let (_nano, nano) = exported("nano");
+    let p = Presets::load(&conf, &nano).unwrap();
+    let name = conf.display().to_string();
+    let online = format!(
+        "{name}:{}: CPU_ONLINE is about cpu4-7,",
+        line_of("NAME=CPU_ONLINE")
+    );
+    assert!(
+        p.warnings.iter().any(|w| w.starts_with(&online)),
+        "{online}: {:?}",
+        p.warnings
+    );
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("sets the clocks of policy0 (cpu0-3), as CPU_0")),
+        "{:?}",
+        p.warnings
+    );
+
+    // A GPU limit in MHz, and one beyond the table by far.
+    let (dir, orin) = exported("orin-agx");
+    let conf = dir.path().join("etc/nvpmodel.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let text = text
+        .replacen("GPU MAX_FREQ 408000000", "GPU MAX_FREQ 408", 1)
+        .replacen("GPU MIN_FREQ 0", "GPU MIN_FREQ 306000000000", 1);
+    std::fs::write(&conf, &text).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let p = Presets::load(&conf, &orin).unwrap();
+    let name = conf.display().to_string();
+    for (needle, side) in [
+        ("GPU MAX_FREQ 408", "below the board's table (lowest"),
+        (
+            "GPU MIN_FREQ 306000000000",
+            "above the board's table (highest",
+        ),
+    ] {
+        let want = format!(
+            "{name}:{}: {needle} is over ten times {side}",
+            line_of(needle)
+        );
+        assert!(
+            p.warnings.iter().any(|w| w.starts_with(&want)),
+            "{want}: {:?}",
+            p.warnings
+        );
+    }
+
+    // The commands log them.
+    let out = util::run(
+        util::jpower(rt.path())
+            .args(["--sim", "nano", "modes", "--nvpmodel"])
+            .arg(xavier.path().join("etc/nvpmodel.conf")),
+    );
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CPU_ONLINE is about cpu4-7"), "{err}");
+}
