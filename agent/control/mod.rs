@@ -485,35 +485,54 @@ impl Controller {
     /// the journal's record until it succeeded (so a failure leaves it for the next try).
     fn finish_unfinished(&mut self, prior: &Values) -> Result<usize, ControlError> {
         let steps = plan::plan(&self.board, &self.current, prior);
-        for s in &steps {
-            self.current[s.knob] =
-                self.write_verified(s.knob, s.value)
-                    .map_err(|cause| ControlError::Failed {
-                        cause,
-                        rollback: Rollback::Failed(
-                            "the journal keeps the state from before the unfinished switch".into(),
-                        ),
-                    })?;
+        let failed = self.write_each(&steps);
+        let n = failed.len();
+        if let Some(cause) = failed.into_iter().next() {
+            return Err(ControlError::Failed {
+                cause,
+                rollback: Rollback::Failed(format!(
+                    "{n} of {} write(s) failed, the others went back; the journal keeps the state from before the unfinished switch",
+                    steps.len()
+                )),
+            });
         }
         self.journal_op(|j, _| j.commit(None), prior)?;
         Ok(steps.len())
     }
 
-    /// Writes `prior` back after a failed switch, planning from what the files hold now.
+    /// Writes each step, verified, going on past a failure: what failed.
+    fn write_each(&mut self, steps: &plan::Plan) -> Vec<Failure> {
+        let mut failed = Vec::new();
+        for s in steps {
+            match self.write_verified(s.knob, s.value) {
+                Ok(read) => self.current[s.knob] = read,
+                Err(e) => failed.push(e),
+            }
+        }
+        failed
+    }
+
+    /// Writes `prior` back after a failed switch, planning from what the files hold now. A
+    /// write that fails does not stop the others: every knob that can go back does, and
+    /// each that could not is named.
     fn roll_back(&mut self, prior: &Values) -> Rollback {
         let actual: Values = match self.board.read_knobs() {
             Ok(v) => v,
             Err(e) => return Rollback::Failed(e.to_string()),
         };
         let steps = plan::plan(&self.board, &actual, prior);
-        for s in &steps {
-            if let Err(e) = self.write_verified(s.knob, s.value) {
-                self.current = self.board.read_knobs().unwrap_or(actual);
-                return Rollback::Failed(e.to_string());
+        self.current = actual;
+        let failed = self.write_each(&steps);
+        if failed.is_empty() {
+            self.current = prior.clone();
+            Rollback::Done(steps.len())
+        } else {
+            if let Ok(now) = self.board.read_knobs() {
+                self.current = now;
             }
+            let failed: Vec<String> = failed.iter().map(ToString::to_string).collect();
+            Rollback::Failed(failed.join("; "))
         }
-        self.current = prior.clone();
-        Rollback::Done(steps.len())
     }
 
     /// Saves the board as it is now as an overlay of `owner`'s (see [`StatePaths::overlay`]):

@@ -641,3 +641,58 @@ fn restore_writes_back_only_the_knobs_jpower_touched() {
     c.restore().unwrap();
     assert_eq!(values(&c), second);
 }
+
+/// Found by a review: a rollback stopped at its first failed write, leaving every knob
+/// after it at the failed switch's value. It goes on: each knob that can go back does,
+/// and the one that could not is named.
+#[test]
+fn a_rollback_goes_on_past_a_write_that_fails() {
+    let rt = util::runtime();
+    let (sim, mut c) = open("orin-agx", rt.path());
+    let space = ModeSpace::of(c.board());
+    let low = space.get(0).unwrap().to_mode(c.board());
+    let prior = values(&c);
+    let steps = plan::plan(
+        c.board(),
+        &prior,
+        &plan::target(c.board(), &low, &prior).unwrap(),
+    );
+    assert!(
+        steps.len() > 5,
+        "a switch of {} writes is too small",
+        steps.len()
+    );
+    // The switch's fifth write fails; the rollback's write of the GPU's max_freq fails too,
+    // and the rollback's writes after it must still be made.
+    let mut mid = prior.clone();
+    for s in steps.iter().take(4) {
+        mid[s.knob] = s.value;
+    }
+    let gpu_max = c.board().gpu.as_ref().unwrap().max;
+    let back = plan::plan(c.board(), &mid, &prior);
+    let at = back.iter().position(|s| s.knob == gpu_max).unwrap();
+    assert!(at + 1 < back.len(), "the GPU is the rollback's last write");
+    for n in [5, 5 + at as u64 + 1] {
+        sim.inject(Fault::FailWrite {
+            n,
+            errno: libc::EIO,
+        });
+    }
+    let err = c.apply(&low).unwrap_err();
+    let ControlError::Failed {
+        rollback: Rollback::Failed(why),
+        ..
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert!(why.contains("EIO"), "{why}");
+    let now = values(&c);
+    let off: Vec<_> = (0..now.len()).filter(|&k| now[k] != prior[k]).collect();
+    assert_eq!(off, [gpu_max], "only the knob whose write failed is off");
+    assert_eq!(c.current(), &now);
+    // The next switch starts from the board as it is.
+    c.apply(&low).unwrap();
+    c.restore().unwrap();
+    assert_eq!(values(&c), prior);
+}

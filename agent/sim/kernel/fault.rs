@@ -53,34 +53,56 @@ fn errno_from_name(name: &str) -> Option<i32> {
     })
 }
 
+/// The armed faults: each with the count of writes (since the kernel opened) it fires at.
 #[derive(Debug, Default)]
 pub(super) struct Faults {
-    pub(super) writes: u64,
-    pub(super) pending: Option<Fault>,
+    writes: u64,
+    pending: Vec<(u64, Fault)>,
+}
+
+impl Faults {
+    /// `fault`, armed from the start.
+    pub(super) fn new(fault: Option<Fault>) -> Faults {
+        let mut f = Faults::default();
+        f.arm(fault.into_iter());
+        f
+    }
+
+    fn arm(&mut self, faults: impl Iterator<Item = Fault>) {
+        for fault in faults {
+            let (Fault::FailWrite { n, .. } | Fault::AbortAfterWrites { n }) = fault;
+            self.pending.push((self.writes + n, fault));
+        }
+    }
 }
 
 impl SimKernel {
-    /// Arms a fault, counted from the next write.
+    /// Arms a fault, counted from the next write, beside those already armed.
     pub fn inject(&self, fault: Fault) {
         let mut f = self.faults.lock().unwrap_or_else(|p| p.into_inner());
-        f.writes = 0;
-        f.pending = Some(fault);
+        f.arm(std::iter::once(fault));
     }
 
     pub(super) fn count_write(&self, completed: bool) -> io::Result<()> {
         let mut f = self.faults.lock().unwrap_or_else(|p| p.into_inner());
         if !completed {
             f.writes += 1;
-            if let Some(Fault::FailWrite { n, errno }) = f.pending {
-                if f.writes == n {
-                    f.pending = None;
+            let now = f.writes;
+            let fired = f
+                .pending
+                .iter()
+                .position(|&(at, fault)| at == now && matches!(fault, Fault::FailWrite { .. }));
+            if let Some(i) = fired {
+                if let (_, Fault::FailWrite { errno, .. }) = f.pending.remove(i) {
                     return Err(io::Error::from_raw_os_error(errno));
                 }
             }
-        } else if let Some(Fault::AbortAfterWrites { n }) = f.pending {
-            if f.writes == n {
-                std::process::abort();
-            }
+        } else if f
+            .pending
+            .iter()
+            .any(|&(at, fault)| at == f.writes && matches!(fault, Fault::AbortAfterWrites { .. }))
+        {
+            std::process::abort();
         }
         Ok(())
     }

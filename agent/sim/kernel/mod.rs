@@ -93,10 +93,7 @@ impl SimKernel {
             state_path,
             lock,
             attrs: Mutex::new(Vec::new()),
-            faults: Mutex::new(Faults {
-                writes: 0,
-                pending: fault,
-            }),
+            faults: Mutex::new(Faults::new(fault)),
             sensor: Mutex::new(Sensor::default()),
             bus: Mutex::new(()),
             writer: Mutex::new(()),
