@@ -396,7 +396,7 @@ impl Controller {
             let read = match self.write_verified(s.knob, s.value) {
                 Ok(read) => read,
                 Err(cause) => {
-                    let rollback = self.roll_back(&prior);
+                    let rollback = self.roll_back(&prior, &steps);
                     if matches!(rollback, Rollback::Done(_)) {
                         self.journal_op(|j, _| j.commit(None), &prior)?;
                         if fresh {
@@ -483,8 +483,17 @@ impl Controller {
 
     /// Rolls an unfinished switch found in the journal back to `prior`, without touching
     /// the journal's record until it succeeded (so a failure leaves it for the next try).
+    /// Only the touched knobs go back (the switch's were recorded before it began): what
+    /// changed elsewhere since, the fan among them, stays.
     fn finish_unfinished(&mut self, prior: &Values) -> Result<usize, ControlError> {
-        let steps = plan::plan(&self.board, &self.current, prior);
+        let mut back = self.current.clone();
+        for (i, v) in back.iter_mut().enumerate() {
+            if self.touched & 1 << i != 0 {
+                *v = prior[i];
+            }
+        }
+        plan::make_ordered(&self.board, &mut back);
+        let steps = plan::plan(&self.board, &self.current, &back);
         let failed = self.write_each(&steps);
         let n = failed.len();
         if let Some(cause) = failed.into_iter().next() {
@@ -512,19 +521,24 @@ impl Controller {
         failed
     }
 
-    /// Writes `prior` back after a failed switch, planning from what the files hold now. A
-    /// write that fails does not stop the others: every knob that can go back does, and
-    /// each that could not is named.
-    fn roll_back(&mut self, prior: &Values) -> Rollback {
+    /// Writes `prior` back to the knobs of the failed switch `switch`, planning from what
+    /// the files hold now (the others, the fan its daemon moves among them, are left as
+    /// they are). A write that fails does not stop the others: every knob that can go back
+    /// does, and each that could not is named.
+    fn roll_back(&mut self, prior: &Values, switch: &plan::Plan) -> Rollback {
         let actual: Values = match self.board.read_knobs() {
             Ok(v) => v,
             Err(e) => return Rollback::Failed(e.to_string()),
         };
-        let steps = plan::plan(&self.board, &actual, prior);
+        let mut back = actual.clone();
+        for s in switch {
+            back[s.knob] = prior[s.knob];
+        }
+        let steps = plan::plan(&self.board, &actual, &back);
         self.current = actual;
         let failed = self.write_each(&steps);
         if failed.is_empty() {
-            self.current = prior.clone();
+            self.current = back;
             Rollback::Done(steps.len())
         } else {
             if let Ok(now) = self.board.read_knobs() {

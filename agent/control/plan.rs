@@ -124,15 +124,19 @@ pub fn target(board: &Board, mode: &Mode, current: &Values) -> Result<Values, Pl
     Ok(t)
 }
 
-/// Makes every (min, max) pair of `t` valid (min lowered to max where they cross), as a
-/// merge of values from different moments may leave them.
-pub fn make_ordered(board: &Board, t: &mut Values) {
-    let pairs = board
+/// The knob indices of every (min, max) pair of `board`: its CPU clusters' and its GPU's.
+pub fn pairs(board: &Board) -> impl Iterator<Item = (usize, usize)> + '_ {
+    board
         .clusters
         .iter()
         .map(|c| (c.min, c.max))
-        .chain(board.gpu.iter().map(|g| (g.min, g.max)));
-    for (mn, mx) in pairs {
+        .chain(board.gpu.iter().map(|g| (g.min, g.max)))
+}
+
+/// Makes every (min, max) pair of `t` valid (min lowered to max where they cross), as a
+/// merge of values from different moments may leave them.
+pub fn make_ordered(board: &Board, t: &mut Values) {
+    for (mn, mx) in pairs(board) {
         if t[mn] > t[mx] {
             t[mn] = t[mx];
         }

@@ -174,8 +174,17 @@ impl State {
     }
 
     /// The baseline of the touched knobs as knob values of `board` (the other knobs keep
-    /// `current`), and the touched paths `board` does not have.
+    /// `current`), and the touched paths `board` does not have. A (min, max) pair put back
+    /// on one side only that would cross the other side (`jetson_clocks` raised a min to
+    /// the max jpower had raised) takes both its baseline values, which were in order.
     pub fn values(&self, board: &Board, current: &Values) -> (Values, Vec<PathBuf>) {
+        let saved = |i: usize| {
+            let path = &board.knobs[i].path;
+            self.baseline
+                .iter()
+                .find(|s| &s.path == path)
+                .map(|s| s.value)
+        };
         let mut v = current.clone();
         let mut unknown = Vec::new();
         for s in self.baseline.iter().filter(|s| self.restores(&s.path)) {
@@ -184,6 +193,14 @@ impl State {
                 None => unknown.push(s.path.clone()),
             }
         }
+        for (min, max) in super::plan::pairs(board) {
+            if v[min] > v[max] {
+                if let (Some(lo), Some(hi)) = (saved(min), saved(max)) {
+                    (v[min], v[max]) = (lo, hi);
+                }
+            }
+        }
+        super::plan::make_ordered(board, &mut v);
         (v, unknown)
     }
 }

@@ -696,3 +696,64 @@ fn a_rollback_goes_on_past_a_write_that_fails() {
     c.restore().unwrap();
     assert_eq!(values(&c), prior);
 }
+
+/// Found by a review: with only a pair's max touched, a `jetson_clocks` that then raised
+/// the min to it left the restore asking for a min above the max: EINVAL on L4T 32, every
+/// time (and a dead owner's state then stopped every command). Such a pair takes both its
+/// baseline values.
+#[test]
+fn a_restore_after_jetson_clocks_keeps_each_pair_in_order() {
+    for id in ["xavier-agx", "orin-agx@r36"] {
+        let rt = util::runtime();
+        let (_sim, mut c) = open(id, rt.path());
+        let gpu = c.board().gpu.as_ref().unwrap();
+        let (min, max, table) = (gpu.min, gpu.max, gpu.table_hz.clone());
+        // nvpmodel's low mode, then jpower raises the max alone.
+        c.board().knobs[max].write(table[table.len() / 2]).unwrap();
+        c.refresh().unwrap();
+        let baseline = values(&c);
+        let mut raised = baseline.clone();
+        raised[max] = *table.last().unwrap();
+        c.apply_values(&raised).unwrap();
+        // jetson_clocks: the min to the max.
+        c.board().knobs[min].write(*table.last().unwrap()).unwrap();
+        c.refresh().unwrap();
+        c.restore().unwrap_or_else(|e| panic!("{id}: {e}"));
+        let now = values(&c);
+        assert_eq!((now[min], now[max]), (baseline[min], baseline[max]), "{id}");
+    }
+}
+
+/// Found by a review: a rollback planned every knob back to the values the controller
+/// last knew, so a fan its daemon had moved since (the agent does not watch it) was
+/// written back to a stale duty. Only the failed switch's knobs go back.
+#[test]
+fn a_rollback_puts_back_only_the_switchs_knobs() {
+    use jpower::board::KnobKind;
+    let rt = util::runtime();
+    let (sim, mut c) = open("orin-agx", rt.path());
+    let fan = c.board().knob(KnobKind::Fan).unwrap();
+    let before = values(&c);
+    let moved = (before[fan] + 40) % 256;
+    c.board().knobs[fan].write(moved).unwrap();
+    sim.inject(Fault::FailWrite {
+        n: 2,
+        errno: libc::EIO,
+    });
+    let low = ModeSpace::of(c.board()).get(0).unwrap().to_mode(c.board());
+    let err = c.apply(&low).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ControlError::Failed {
+                rollback: Rollback::Done(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut want = before.clone();
+    want[fan] = moved;
+    assert_eq!(values(&c), want);
+    assert_eq!(c.current(), &want);
+}
