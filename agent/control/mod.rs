@@ -445,7 +445,7 @@ impl Controller {
                 Some(st) => st.clone(),
                 None => State::baseline(&self.board, &self.current, self.owner.clone()),
             };
-            st.touch(&self.board, mask);
+            st.touch(&self.board, mask, &self.current);
             self.paths.save(&st)?;
             self.state = Some(st);
             self.touched |= mask;
@@ -455,7 +455,7 @@ impl Controller {
         }
         if let Some((overlay, touched)) = &mut self.overlay {
             if mask & !*touched != 0 {
-                overlay.touch(&self.board, mask);
+                overlay.touch(&self.board, mask, &self.current);
                 self.paths.save_overlay(overlay)?;
                 *touched |= mask;
             }

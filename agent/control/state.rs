@@ -161,14 +161,21 @@ impl State {
             .fold(0, |m, (i, _)| m | 1 << i)
     }
 
-    /// Records the knobs of `board` in `mask` as touched.
-    pub fn touch(&mut self, board: &Board, mask: u64) {
+    /// Records the knobs of `board` in `mask` as touched; one the baseline lacks (its
+    /// driver bound after the baseline was saved) is saved at its value in `current`.
+    pub fn touch(&mut self, board: &Board, mask: u64, current: &Values) {
         let Some(touched) = &mut self.touched else {
             return;
         };
         for (i, k) in board.knobs.iter().enumerate() {
             if mask & 1 << i != 0 && !touched.contains(&k.path) {
                 touched.push(k.path.clone());
+                if !self.baseline.iter().any(|s| s.path == k.path) {
+                    self.baseline.push(Saved {
+                        path: k.path.clone(),
+                        value: current[i],
+                    });
+                }
             }
         }
     }

@@ -757,3 +757,36 @@ fn a_rollback_puts_back_only_the_switchs_knobs() {
     assert_eq!(values(&c), want);
     assert_eq!(c.current(), &want);
 }
+
+/// Found by a review: a knob the saved baseline lacks (its driver bound after jpower's
+/// first write) was recorded as touched with no value to put back, so no restore ever
+/// did. Its first write saves its value.
+#[test]
+fn a_knob_the_baseline_lacks_is_saved_at_its_first_write() {
+    let rt = util::runtime();
+    let (_sim, mut c) = open("orin-agx", rt.path());
+    let gpu = c.board().gpu.as_ref().unwrap();
+    let (max, table) = (gpu.max, gpu.table_hz.clone());
+    let fan = c.board().knob(jpower::board::KnobKind::Fan).unwrap();
+    let before = values(&c);
+    let mut fan_up = before.clone();
+    fan_up[fan] = (before[fan] + 50) % 256;
+    c.apply_values(&fan_up).unwrap();
+    let key = c.board().key();
+    let gpu_path = c.board().knobs[max].path.clone();
+    drop(c);
+    let path = rt.path().join("state").join(format!("{key}.json"));
+    let mut st: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    st["baseline"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|s| s["path"] != gpu_path.to_str().unwrap());
+    std::fs::write(&path, st.to_string()).unwrap();
+    let (_sim, mut c) = open("orin-agx", rt.path());
+    let mut lower = values(&c);
+    lower[max] = table[1];
+    c.apply_values(&lower).unwrap();
+    c.restore().unwrap();
+    assert_eq!(values(&c), before);
+}
