@@ -72,9 +72,10 @@ pub struct Presets {
     /// preset names, clusters whose clock no preset limits): a file written for another
     /// board leaves them as they are.
     pub unset: Vec<String>,
-    /// What the file sets that this board lacks, or in another unit than the board's
-    /// table, as `file:line: what` (a file written for another board): CPUs it does not
-    /// have, two parameters for one CPU cluster, values orders of magnitude off the table.
+    /// What of the file does not fit this board, as `file:line: what` (a file written for
+    /// another board, or in another unit): parameters about CPUs the board lacks, two
+    /// parameters setting one CPU cluster's limit to different values in one mode, values
+    /// over ten times off the board's frequency table; each once, with the lines it is on.
     pub warnings: Vec<String>,
 }
 
@@ -132,12 +133,12 @@ impl Presets {
                 .map(|(_, k)| *k)
                 .unwrap_or(Kind::Unmodelled)
         };
-        let mut warnings = foreign(cfg, board, &kinds);
+        let mut found = Vec::new();
         let presets: Vec<Preset> = cfg
             .modes
             .iter()
             .map(|m| {
-                let mut b = Builder::new(board, &cfg.path);
+                let mut b = Builder::new(board);
                 for s in &m.settings {
                     let path = cfg
                         .params
@@ -147,7 +148,7 @@ impl Presets {
                         .map(|a| a.path.as_str());
                     b.apply(kind_of(&s.param), (&s.param, &s.arg, path), s);
                 }
-                warnings.append(&mut b.warnings);
+                found.append(&mut b.misfits);
                 Preset {
                     id: m.id,
                     name: m.name.clone(),
@@ -162,7 +163,10 @@ impl Presets {
             default_id: cfg.default_mode,
             unset: unset(board, &presets),
             presets,
-            warnings,
+            warnings: foreign(cfg, board, &kinds)
+                .into_iter()
+                .chain(Misfit::describe(&cfg.path, &found))
+                .collect(),
         }
     }
 
@@ -262,15 +266,11 @@ fn unset(board: &Board, presets: &[Preset]) -> Vec<String> {
     out
 }
 
-/// What `cfg` names that `board` lacks ([`Presets::warnings`]): CPUs beyond the board's,
-/// and clock parameters that land on a CPU cluster another one already sets (the TX2's
-/// A57 and Denver clusters on a Nano's one).
+/// The parameters of `cfg` about CPUs `board` lacks ([`Presets::warnings`]).
 fn foreign(cfg: &NvpConfig, board: &Board, kinds: &[(String, Kind)]) -> Vec<String> {
-    let at = |line: usize| format!("{}:{line}", cfg.path.display());
     let has: Vec<usize> = board.cpus.iter().map(|c| c.0).collect();
     let list = crate::board::sysfs::format_cpu_list;
     let mut out = Vec::new();
-    let mut clusters: Vec<(usize, &str, usize)> = Vec::new();
     for (p, (_, kind)) in cfg.params.iter().zip(kinds) {
         let mut missing: Vec<usize> = p
             .args
@@ -286,21 +286,95 @@ fn foreign(cfg: &NvpConfig, board: &Board, kinds: &[(String, Kind)]) -> Vec<Stri
         missing.dedup();
         if !missing.is_empty() {
             out.push(format!(
-                "{}: {} is about cpu{}, which this board does not have (it has cpu{}): a file for another board? what it sets there is skipped",
-                at(p.line), p.name, list(&missing), list(&has)
+                "{}:{}: {} is about cpu{}, which this board lacks (it has cpu{}): a file for another board? what it sets for them is ignored",
+                cfg.path.display(), p.line, p.name, list(&missing), list(&has)
             ));
-        }
-        if let Kind::Cluster(c) = *kind {
-            match clusters.iter().find(|(seen, ..)| *seen == c) {
-                Some((_, first, line)) => out.push(format!(
-                    "{}: {} sets the clocks of policy{} (cpu{}), as {first} (line {line}) does: a file for another board? in each mode the later setting wins",
-                    at(p.line), p.name, board.clusters[c].policy, list(&board.clusters[c].cpus)
-                )),
-                None => clusters.push((c, &p.name, p.line)),
-            }
         }
     }
     out
+}
+
+/// A setting that does not fit the board, found while building a mode.
+#[derive(Debug, Clone, PartialEq)]
+enum Misfit {
+    /// `second` sets a CPU cluster's limit `side` to another value than `first` did in the
+    /// same mode (the TX2's A57 and Denver parameters on a Nano's one cluster).
+    Conflict {
+        first: (String, usize),
+        second: (String, usize),
+        cluster: String,
+        side: &'static str,
+    },
+    /// `what` is over ten times `side` the table's `edge` (file units), taken as `taken`.
+    OffTable {
+        what: String,
+        line: usize,
+        raw: i64,
+        side: &'static str,
+        edge: u64,
+        taken: u64,
+    },
+}
+
+impl Misfit {
+    /// The warnings of `found` in `file`: each the first time it is found, with the lines
+    /// of the later times (a conflict of the same two parameters, the same argument off
+    /// the table the same way).
+    fn describe(file: &std::path::Path, found: &[Misfit]) -> Vec<String> {
+        let mut out: Vec<(String, String, Vec<usize>)> = Vec::new();
+        for m in found {
+            let (key, line, text) = match m {
+                Misfit::Conflict {
+                    first,
+                    second,
+                    cluster,
+                    side,
+                } => (
+                    format!("{} {}", first.0, second.0),
+                    second.1,
+                    format!(
+                        "{} sets {cluster}'s {side} to another value than {} (line {}) in the same mode: a file for another board? the later setting wins",
+                        second.0, first.0, first.1
+                    ),
+                ),
+                Misfit::OffTable {
+                    what,
+                    line,
+                    raw,
+                    side,
+                    edge,
+                    taken,
+                } => (
+                    format!("{what} {side}"),
+                    *line,
+                    format!(
+                        "{what} {raw} is over ten times {side} the board's table ({} {edge}): a value in another unit, or a file for another board? taken as {taken}",
+                        if *side == "below" { "lowest" } else { "highest" },
+                    ),
+                ),
+            };
+            match out.iter_mut().find(|(k, ..)| *k == key) {
+                Some((.., later)) => later.push(line),
+                None => out.push((
+                    key,
+                    format!("{}:{line}: {text}", file.display()),
+                    Vec::new(),
+                )),
+            }
+        }
+        out.into_iter()
+            .map(|(_, text, later)| match later.as_slice() {
+                [] => text,
+                l => format!(
+                    "{text} (also lines {})",
+                    l.iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+            .collect()
+    }
 }
 
 /// The CPU a path of `/sys/devices/system/cpu/cpuN/...` is about.
@@ -358,11 +432,11 @@ fn classify(ty: ParamType, paths: &[&str], board: &Board) -> Kind {
 /// Collects one mode's settings.
 struct Builder<'b> {
     board: &'b Board,
-    /// The nvpmodel file, for warnings.
-    file: &'b std::path::Path,
-    warnings: Vec<String>,
+    misfits: Vec<Misfit>,
     online: Option<Vec<(usize, bool)>>,
     cpu: Vec<(Option<u64>, Option<u64>)>,
+    /// The parameter and line that set each cluster's (min, max).
+    cpu_set_by: Vec<[Option<(String, usize)>; 2]>,
     gpu: (Option<u64>, Option<u64>),
     emc: Option<EmcLimit>,
     skipped: Vec<Skipped>,
@@ -370,13 +444,13 @@ struct Builder<'b> {
 }
 
 impl<'b> Builder<'b> {
-    fn new(board: &'b Board, file: &'b std::path::Path) -> Self {
+    fn new(board: &'b Board) -> Self {
         Builder {
             board,
-            file,
-            warnings: Vec::new(),
+            misfits: Vec::new(),
             online: None,
             cpu: vec![(None, None); board.clusters.len()],
+            cpu_set_by: vec![[None, None]; board.clusters.len()],
             gpu: (None, None),
             emc: None,
             skipped: Vec::new(),
@@ -431,13 +505,14 @@ impl<'b> Builder<'b> {
             (hz / 10 > hi).then_some(("above", hi))
         };
         if let Some((side, edge)) = off {
-            self.warnings.push(format!(
-                "{}:{line}: {what} {raw} is over ten times {side} the board's table ({} {}): a value in another unit, or a file for another board? taken as {}",
-                self.file.display(),
-                if side == "below" { "lowest" } else { "highest" },
-                edge / scale,
-                v / scale
-            ));
+            self.misfits.push(Misfit::OffTable {
+                what: what.to_string(),
+                line,
+                raw,
+                side,
+                edge: edge / scale,
+                taken: v / scale,
+            });
         }
         Some(v)
     }
@@ -482,11 +557,29 @@ impl<'b> Builder<'b> {
                 let table = self.board.clusters[c].table_hz.clone();
                 let hz = self.limit((&what, setting.line), &table, v, 1000, is_min);
                 let slot = &mut self.cpu[c];
-                if is_min {
-                    slot.0 = hz
+                let (value, side) = if is_min {
+                    (&mut slot.0, 0)
                 } else {
-                    slot.1 = hz
+                    (&mut slot.1, 1)
+                };
+                let by = &mut self.cpu_set_by[c][side];
+                if let (Some(old), Some((first, line))) = (*value, by.as_ref()) {
+                    if first != param && hz != Some(old) {
+                        let cluster = &self.board.clusters[c];
+                        self.misfits.push(Misfit::Conflict {
+                            first: (first.clone(), *line),
+                            second: (param.to_string(), setting.line),
+                            cluster: format!(
+                                "policy{} (cpu{})",
+                                cluster.policy,
+                                crate::board::sysfs::format_cpu_list(&cluster.cpus)
+                            ),
+                            side: if side == 0 { "MIN_FREQ" } else { "MAX_FREQ" },
+                        });
+                    }
                 }
+                *value = hz;
+                *by = Some((param.to_string(), setting.line));
             }
             (Kind::Gpu, Some(_))
                 if self

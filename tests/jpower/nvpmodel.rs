@@ -505,29 +505,48 @@ fn a_file_for_another_board_is_warned_with_its_lines() {
         let own = Presets::load(&dir.path().join("etc/nvpmodel.conf"), &b).unwrap();
         assert!(own.warnings.is_empty(), "{id}: {:?}", own.warnings);
     }
-    let (xavier, _) = exported("xavier-agx");
+    let (xavier, xavier_board) = exported("xavier-agx");
     let conf = xavier.path().join("etc/nvpmodel.conf");
-    let text = std::fs::read_to_string(&conf).unwrap();
+    let own = std::fs::read_to_string(&conf).unwrap();
+    // MAXN sets the two clusters apart: on a Nano's one cluster they conflict.
+    let text = own.replacen("CPU_1 MAX_FREQ -1", "CPU_1 MAX_FREQ 1200000", 1);
+    std::fs::write(&conf, &text).unwrap();
     let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
     let (_nano, nano) = exported("nano");
     let p = Presets::load(&conf, &nano).unwrap();
+    let conf_on_nano = conf.clone();
     let name = conf.display().to_string();
     let online = format!(
         "{name}:{}: CPU_ONLINE is about cpu4-7,",
         line_of("NAME=CPU_ONLINE")
     );
-    assert!(
-        p.warnings.iter().any(|w| w.starts_with(&online)),
-        "{online}: {:?}",
-        p.warnings
+    let conflict = format!(
+        "{name}:{}: CPU_1 sets policy0 (cpu0-3)'s MAX_FREQ to another value than CPU_0 (line {})",
+        line_of("CPU_1 MAX_FREQ 1200000"),
+        line_of("CPU_0 MAX_FREQ -1")
     );
-    assert!(
-        p.warnings
-            .iter()
-            .any(|w| w.contains("sets the clocks of policy0 (cpu0-3), as CPU_0")),
-        "{:?}",
-        p.warnings
-    );
+    for want in [&online, &conflict] {
+        assert!(
+            p.warnings.iter().any(|w| w.starts_with(want.as_str())),
+            "{want}: {:?}",
+            p.warnings
+        );
+    }
+    // Per-core parameters that agree (L4T 36.5's CPU_A78_0..7) are no conflict.
+    let per_core = own
+        .replacen(
+            "< PARAM TYPE=CLOCK NAME=CPU_1 >",
+            "< PARAM TYPE=CLOCK NAME=CPU_0B >\nMAX_FREQ /sys/devices/system/cpu/cpu1/cpufreq/scaling_max_freq\nMIN_FREQ /sys/devices/system/cpu/cpu1/cpufreq/scaling_min_freq\n< PARAM TYPE=CLOCK NAME=CPU_1 >",
+            1,
+        )
+        .replace(
+            "CPU_0 MAX_FREQ 1200000\n",
+            "CPU_0 MAX_FREQ 1200000\nCPU_0B MAX_FREQ 1200000\n",
+        );
+    let per_core_conf = xavier.path().join("per-core.conf");
+    std::fs::write(&per_core_conf, per_core).unwrap();
+    let p = Presets::load(&per_core_conf, &xavier_board).unwrap();
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
 
     // A GPU limit in MHz, and one beyond the table by far.
     let (dir, orin) = exported("orin-agx");
@@ -562,7 +581,7 @@ fn a_file_for_another_board_is_warned_with_its_lines() {
     let out = util::run(
         util::jpower(rt.path())
             .args(["--sim", "nano", "modes", "--nvpmodel"])
-            .arg(xavier.path().join("etc/nvpmodel.conf")),
+            .arg(&conf_on_nano),
     );
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
