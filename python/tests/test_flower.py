@@ -16,6 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from jpower_client import AgentError  # noqa: E402
 from jpower_client.flower import (  # noqa: E402
     Mode,
     PowerRound,
@@ -92,27 +93,41 @@ class Budgets(unittest.TestCase):
 
 
 class Agent:
-    """Stands in for `jpower_client.Client`: records the round's requests."""
+    """Stands in for `jpower_client.Client`: records the round's requests (status and
+    renew left out); `lapse_at`: the minibatch whose renew finds the lease ended, `gone_at`
+    the one whose end finds the agent gone, `guard`: the budget guard's caps."""
 
-    def __init__(self, budget_w=None):
+    def __init__(self, budget_w=None, lapse_at=None, gone_at=None, guard=None):
         self.budget_w = budget_w
         self.calls = []
+        self.lapse_at, self.gone_at, self.guard = lapse_at, gone_at, guard
+        self.path = "/run/jpower/jpower.sock"
 
     def status(self):
-        return {"budget_w": self.budget_w}
+        return {"budget_w": self.budget_w, "guard": self.guard}
 
     def set_mode(self, **kw):
         self.calls.append(("set_mode", kw))
+        return {"writes": 1, "switch_us": 1.0, "lease": "session", "capped": False}
+
+    def renew(self):
+        if self.lapse_at is not None and len(self.calls) == self.lapse_at:
+            raise AgentError("not_found", "you hold no lease to renew")
+        return {}
 
     def release(self):
+        if self.gone_at is not None:
+            raise BrokenPipeError(32, "Broken pipe")
         self.calls.append(("release", {}))
 
-    @contextlib.contextmanager
-    def minibatch(self, kind, id):
+    def minibatch_begin(self, kind, id):
         self.calls.append(("minibatch", {"kind": kind, "id": id}))
-        mb = {}
-        yield mb
-        mb.update({"duration_ms": 500.0, "energy_j": 2.0 + id})
+        return {}
+
+    def minibatch_end(self, kind, id):
+        if id == self.gone_at:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return {"duration_ms": 500.0, "energy_j": 2.0 + id}
 
 
 class Round(unittest.TestCase):
@@ -156,6 +171,43 @@ class Round(unittest.TestCase):
             pass
         self.assertEqual(rnd.mode.time_ms, 200.0)
         self.assertEqual(rnd.metrics()["budget_w"], 0.0)
+
+    def test_the_tighter_of_the_servers_and_the_agents_budget_holds(self):
+        # Found by a review: the server's 50 W replaced the board's own 5 W.
+        with PowerRound(Agent(budget_w=5.0), profile(), 50.0) as rnd:
+            pass
+        self.assertEqual(rnd.mode.time_ms, 450.0)
+        self.assertEqual(rnd.metrics()["budget_w"], 5.0)
+        with PowerRound(Agent(budget_w=50.0), profile(), 7.0) as rnd:
+            pass
+        self.assertEqual(rnd.metrics()["budget_w"], 7.0)
+
+    def test_a_round_the_guard_capped_says_so(self):
+        with PowerRound(Agent(guard=["GPU <= 522.75 MHz"]), profile(), 7.0) as rnd:
+            pass
+        self.assertEqual(rnd.metrics()["capped"], 1.0)
+        self.assertEqual(aggregate([rnd.metrics()])["capped"], 1)
+
+    def test_a_lease_that_ended_mid_round_is_taken_again_and_counted(self):
+        # Found by a review: under `lease_timeout_ms` the lease expired after its timeout
+        # and the round went on at the board's old mode, reporting the pinned one.
+        agent = Agent(lapse_at=2)  # the renew before minibatch 2
+        with PowerRound(agent, profile(), 7.0) as rnd:
+            for _ in range(2):
+                with rnd.minibatch():
+                    pass
+        self.assertEqual([c[0] for c in agent.calls],
+                         ["set_mode", "minibatch", "set_mode", "minibatch", "release"])
+        self.assertEqual(rnd.metrics()["lease_lapses"], 1.0)
+
+    def test_an_agent_gone_mid_round_is_named(self):
+        # Found by a review: a bare BrokenPipeError from the release hid the reset.
+        with self.assertRaises(ConnectionError) as e:
+            with PowerRound(Agent(gone_at=1), profile(), 7.0) as rnd:
+                with rnd.minibatch():
+                    pass
+        self.assertIn("/run/jpower/jpower.sock went away in minibatch 1", str(e.exception))
+        self.assertIsInstance(e.exception.__cause__, ConnectionResetError)
 
     def test_the_lease_is_released_when_training_fails(self):
         agent = Agent()

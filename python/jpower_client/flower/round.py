@@ -12,17 +12,20 @@
         reply_metrics.update(rnd.metrics())
 
 Entering the round takes a session lease on the board and pins the fastest profiled mode
-within the budget (the one given, else the agent's configured budget, else none); each
-minibatch is bracketed by the agent's markers, which meter it from the telemetry ring;
+within the budget (the tighter of the one given and the agent's configured budget, else
+none); each minibatch renews the lease (so a `lease_timeout_ms` in the agent's
+configuration does not end it mid-round; a lease that ended anyway is taken again, and
+counted) and is bracketed by the agent's markers, which meter it from the telemetry ring;
 leaving the round releases the lease, restoring the board. A session lease also ends when
 the connection closes or the process dies, so the board comes back even if the client
-crashes mid-round. Standard library only.
+crashes mid-round; an agent that goes away mid-round is a `ConnectionError` that says so.
+Standard library only.
 """
 
 import contextlib
 from typing import Dict, Iterator, List, Mapping, Optional
 
-from .. import Client
+from .. import AgentError, Client
 from .modes import Mode, fastest_within
 
 __all__ = ["PowerRound", "budget_for", "BUDGET_KEY", "NAME_RECORD"]
@@ -53,32 +56,78 @@ class PowerRound:
         self.energy_j = 0.0
         self.train_time_s = 0.0
         self.minibatches = 0
+        self.capped = False
+        self.lease_lapses = 0
 
     def __enter__(self) -> "PowerRound":
-        if self.budget_w is None:
-            self.budget_w = self.agent.status()["budget_w"]
+        own = self.agent.status().get("budget_w")
+        budgets = [b for b in (self.budget_w, own) if b is not None]
+        self.budget_w = min(budgets) if budgets else None
         self.mode = fastest_within(self.modes, self.budget_w)
-        self.agent.set_mode(lease="session", **self.mode.knobs())
+        self._pin()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.agent.release()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        try:
+            if self.agent.status().get("guard"):
+                self.capped = True
+            self.agent.release()
+        except OSError as e:
+            if exc_type is None:  # else the round's own error is the one to see
+                raise self._gone("at the round's end", e) from e
+
+    def _pin(self) -> None:
+        assert self.mode is not None
+        reply = self.agent.set_mode(lease="session", **self.mode.knobs())
+        if reply and reply.get("capped"):
+            self.capped = True
+
+    def _gone(self, when: str, e: OSError) -> ConnectionError:
+        where = getattr(self.agent, "path", "its socket")
+        return ConnectionError(
+            "the jpower agent at {} went away {} ({}): its session lease ended with the"
+            " connection, and the board is back at its mode from before".format(where, when, e)
+        )
 
     @contextlib.contextmanager
     def minibatch(self) -> Iterator[Dict[str, float]]:
-        """Brackets one minibatch with the agent's markers; yields the dict that receives
-        the agent's `minibatch_end` reply (duration_ms, mean_w, energy_j) when it ends."""
+        """Renews the lease (taking it again if it ended) and brackets one minibatch with
+        the agent's markers; yields the dict that receives the agent's `minibatch_end`
+        reply (duration_ms, mean_w, energy_j) when it ends."""
         self.minibatches += 1
-        with self.agent.minibatch("train", self.minibatches) as mb:
+        n = self.minibatches
+        when = "in minibatch {}".format(n)
+        try:
+            try:
+                self.agent.renew()
+            except AgentError:  # it expired, or another client took the board meanwhile
+                self.lease_lapses += 1
+                self._pin()
+            self.agent.minibatch_begin("train", n)
+        except OSError as e:
+            raise self._gone(when, e) from e
+        mb = {}  # type: Dict[str, float]
+        try:
             yield mb
+        except BaseException:
+            with contextlib.suppress(OSError):  # the training's error is the one to see
+                self.agent.minibatch_end("train", n)
+            raise
+        try:
+            mb.update(self.agent.minibatch_end("train", n))
+        except OSError as e:
+            raise self._gone(when, e) from e
         self.energy_j += mb["energy_j"]
         self.train_time_s += mb["duration_ms"] / 1e3
 
     def metrics(self) -> Dict[str, float]:
         """The round's metrics, numbers only (a Flower MetricRecord): `energy_j`,
         `train_time_s` and `mean_power_w` over the marked minibatches, the mode's knobs
-        (`mode_cores`, `mode_cpu_khz`, `mode_gpu_hz`, `mode_emc_hz`), and `budget_w`
-        (0 without a budget: Flower's strategies want the same keys from every client)."""
+        (`mode_cores`, `mode_cpu_khz`, `mode_gpu_hz`, `mode_emc_hz`), `budget_w` (the
+        tighter of the server's and the agent's; 0 without a budget: Flower's strategies
+        want the same keys from every client), `capped` (1 when the agent's budget guard
+        held the board below the mode during the round, so the knobs overstate it) and
+        `lease_lapses` (times the lease had ended and was taken again)."""
         if self.mode is None:
             raise RuntimeError("the round has not started")
         m = {
@@ -88,4 +137,6 @@ class PowerRound:
         }  # type: Dict[str, float]
         m.update({"mode_" + k: v for k, v in self.mode.knobs().items()})
         m["budget_w"] = self.budget_w or 0.0
+        m["capped"] = 1.0 if self.capped else 0.0
+        m["lease_lapses"] = float(self.lease_lapses)
         return m
