@@ -271,6 +271,21 @@ class StrategyNames(unittest.TestCase):
         self.assertIn("node 12 carries no jpower metrics", logged.output[0])
         self.assertEqual(sorted(s.rounds[-1]["clients"]), ["a"])
 
+    def test_a_failed_client_is_logged_and_counted(self):
+        # Found by a review: a board whose client failed (its agent down) vanished from
+        # the round without a word.
+        try:
+            from jpower_client.flower.strategy import JpowerStrategy
+        except ImportError:
+            self.skipTest("flwr is not installed")
+        s = JpowerStrategy(Inner())
+        with self.assertLogs(level="WARNING") as logged:
+            s.aggregate_train(1, [Reply("a", 11), Reply("b", 13, "no jpower agent at /run")])
+        self.assertIn("node 13 failed (no jpower agent at /run)", logged.output[0])
+        self.assertEqual(s.rounds[-1]["fleet"]["failed"], 1)
+        self.assertEqual(s.rounds[-1]["failed"], [13])
+        self.assertEqual(sorted(s.rounds[-1]["clients"]), ["a"])
+
     def test_each_round_sends_the_budgets_in_force_then(self):
         # Found by a review: flwr passes one config object to every round, and budgets
         # lifted between rounds stayed in it (and in the caller's).
@@ -321,14 +336,17 @@ class Content:
 
 
 class Reply:
-    def __init__(self, name, node):
+    """A stand-in train reply of node `node`; `error`: the reason of a failed one."""
+
+    def __init__(self, name, node, error=None):
         from types import SimpleNamespace
 
         self.content = Content(name)
         self.metadata = SimpleNamespace(src_node_id=node)
+        self.error = SimpleNamespace(code=0, reason=error)
 
     def has_error(self):
-        return False
+        return self.error.reason is not None
 
 
 if __name__ == "__main__":

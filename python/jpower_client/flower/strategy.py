@@ -67,15 +67,25 @@ class JpowerStrategy(Strategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> Tuple[Optional[ArrayRecord], Optional[MetricRecord]]:
-        """The inner strategy's aggregate, its metrics overlaid with the fleet's; the round
-        (its wall time from sending to the last reply, the fleet's aggregate and each
-        client's metrics by name) is appended to `self.rounds`."""
+        """The inner strategy's aggregate, its metrics overlaid with the fleet's (and
+        `failed`, the replies that carried an error: a board whose client failed, its agent
+        down among the causes, is logged, not silently left out); the round (its wall time
+        from sending to the last reply, the fleet's aggregate, each client's metrics by
+        name and the failed nodes) is appended to `self.rounds`."""
         wall_s = time.monotonic() - self._started
         replies = list(replies)
         arrays, metrics = self.inner.aggregate_train(server_round, replies)
         clients = {}
+        failed = []
         for msg in replies:
             if msg.has_error():
+                logging.warning(
+                    "round %d: node %s failed (%s): left out of the fleet's metrics",
+                    server_round,
+                    msg.metadata.src_node_id,
+                    msg.error.reason,
+                )
+                failed.append(msg.metadata.src_node_id)
                 continue
             record = msg.content.metric_records.get("metrics")
             if NAME_RECORD not in msg.content or record is None or not all(k in record for k in _NEEDED):
@@ -92,8 +102,15 @@ class JpowerStrategy(Strategy):
                 name = "{} (node {})".format(name, msg.metadata.src_node_id)
             clients[name] = dict(record)
         fleet = aggregate(list(clients.values())) if clients else {}
+        fleet["failed"] = len(failed)
         self.rounds.append(
-            {"round": server_round, "wall_s": wall_s, "fleet": fleet, "clients": clients}
+            {
+                "round": server_round,
+                "wall_s": wall_s,
+                "fleet": fleet,
+                "clients": clients,
+                "failed": failed,
+            }
         )
         merged = dict(metrics or {})
         merged.update(fleet)
