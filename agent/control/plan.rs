@@ -153,7 +153,8 @@ pub fn keep_offline_clusters(board: &Board, current: &Values, t: &mut Values) {
     }
 }
 
-fn cluster_online(board: &Board, cpus: &[usize], values: &Values) -> bool {
+/// Whether any of `cpus` is online in `values` (a CPU without an `online` file always is).
+pub fn cluster_online(board: &Board, cpus: &[usize], values: &Values) -> bool {
     board
         .cpus
         .iter()

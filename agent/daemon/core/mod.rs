@@ -651,6 +651,16 @@ impl Core {
         }
     }
 
+    /// For each CPU cluster, whether all its CPUs are offline (its running clock is the one
+    /// it last ran at).
+    pub fn clusters_offline(&self) -> Vec<bool> {
+        let (b, v) = (self.controller.board(), self.controller.current());
+        b.clusters
+            .iter()
+            .map(|c| !crate::control::plan::cluster_online(b, &c.cpus, v))
+            .collect()
+    }
+
     /// The preset the knobs hold (id, name), if one does.
     pub fn preset(&self) -> Option<(u32, String)> {
         let p = self

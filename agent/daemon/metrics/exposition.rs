@@ -21,6 +21,9 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub struct Snapshot {
     /// The board and its knobs, lease and budget, as `status` answers.
     pub status: Status,
+    /// For each CPU cluster, whether all its CPUs are offline: its running clock, the one
+    /// it last ran at, is left out.
+    pub clusters_offline: Vec<bool>,
     /// The preset the knobs hold (id, name); `None`: a custom mode.
     pub preset: Option<(u32, String)>,
     /// Budget-guard caps in force.
@@ -218,8 +221,12 @@ fn mode(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Error> {
             &["cluster"],
         )?,
     ];
+    // A running clock of 0 could not be read; an offline cluster's is the one it last
+    // ran at: both are left out.
     for (i, khz) in st.cpu_khz.iter().enumerate() {
-        for (g, v) in cpu.iter().zip(khz) {
+        let offline = s.clusters_offline.get(i).copied().unwrap_or(false);
+        let shown = if offline || khz[2] == 0 { 2 } else { 3 };
+        for (g, v) in cpu.iter().zip(khz).take(shown) {
             g.with_label_values(&[i.to_string().as_str()])
                 .set(*v as f64 * 1e3);
         }
@@ -241,8 +248,11 @@ fn mode(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Error> {
             &[],
         )?,
     ];
-    for (g, v) in gpu.iter().zip(st.gpu_hz.iter().flatten()) {
-        g.with_label_values(NO_LABELS).set(*v as f64);
+    if let Some(hz) = st.gpu_hz {
+        let shown = if hz[2] == 0 { 2 } else { 3 };
+        for (g, v) in gpu.iter().zip(hz).take(shown) {
+            g.with_label_values(NO_LABELS).set(v as f64);
+        }
     }
     let emc = r.gauge(
         "jpower_emc_cap_hertz",
@@ -455,6 +465,7 @@ mod tests {
                 ring_path: String::new(),
                 last_switch_us: None,
             },
+            clusters_offline: vec![false],
             preset: Some((0, "MAXN".into())),
             guard_caps: 1,
             guard_steps: 3,
@@ -560,6 +571,36 @@ mod tests {
             let line = format!("jpower_rail_energy_joules_total{{rail=\"{rail}\"}} 0");
             assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
         }
+    }
+
+    /// Found by a review: a cluster whose CPUs were all offline was exported running at
+    /// the clock it last ran at, and an unreadable running clock as 0 Hz.
+    #[test]
+    fn an_offline_clusters_or_unreadable_running_clock_is_absent() {
+        let mut s = snapshot();
+        s.status.cpu_khz.push([729_600, 2_201_600, 0]);
+        s.status.cpu_khz.push([729_600, 2_201_600, 2_201_600]);
+        s.clusters_offline = vec![false, false, true];
+        if let Some(g) = &mut s.status.gpu_hz {
+            g[2] = 0;
+        }
+        let t = text(&s);
+        assert!(
+            t.contains("jpower_cpu_frequency_hertz{cluster=\"0\"}"),
+            "{t}"
+        );
+        for gone in [
+            "jpower_cpu_frequency_hertz{cluster=\"1\"}",
+            "jpower_cpu_frequency_hertz{cluster=\"2\"}",
+            "\njpower_gpu_frequency_hertz ",
+        ] {
+            assert!(!t.contains(gone), "{gone} in\n{t}");
+        }
+        assert!(
+            t.contains("jpower_cpu_frequency_max_hertz{cluster=\"2\"} 2201600000"),
+            "{t}"
+        );
+        assert!(t.contains("\njpower_gpu_frequency_max_hertz "), "{t}");
     }
 
     #[test]

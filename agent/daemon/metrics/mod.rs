@@ -75,10 +75,11 @@ impl Source {
             e.advance(&ring);
             e.clone()
         };
-        let (status, preset, guard_caps, guard_steps) = {
+        let (status, clusters_offline, preset, guard_caps, guard_steps) = {
             let core = self.shared.lock();
             (
                 core.board_status(),
+                core.clusters_offline(),
                 core.preset(),
                 core.guard().caps_in_force(),
                 core.guard().steps(),
@@ -91,6 +92,7 @@ impl Source {
             .read(&ring);
         Snapshot {
             status,
+            clusters_offline,
             preset,
             guard_caps,
             guard_steps,
