@@ -37,6 +37,7 @@ use crate::sim::concurrent::{ConcurrentBoard, PhaseLoads, PhaseScales};
 use crate::sim::kernel::LoadState;
 use crate::sim::SimBoard;
 use crate::support::rng::SplitMix64;
+use crate::telemetry::ring::RingReader;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use std::path::Path;
@@ -404,11 +405,12 @@ pub fn run(
 /// of `t` (an inference batch of one, or a training minibatch), so that each phase's
 /// power shows in its own readings; where the board's refresh is fixed (an IIO driver),
 /// says so and goes on. What it got, with the phases and the guard's window it judges
-/// the budget over (the configuration's `budget_window_ms`), as the `sensor` object.
+/// the budget over (the configuration's `budget_window_ms`, widened as the agent widens it
+/// to 2.1 sample periods where its sampler runs slower), as the `sensor` object.
 fn resolve_phases(planner: &mut Client, t: &Times, batch: usize) -> Result<serde_json::Value> {
     let shortest_ms = t.infer_ms[0].min(t.train_ms);
     let period_ms = t.train_ms + t.infer_ms[batch];
-    let guard_window_ms = super::agent_config().budget_window_ms;
+    let configured_ms = super::agent_config().budget_window_ms as f64;
     // Three channels: the most an INA3221 converts, so every chip refreshes in time.
     let samples = ina3221::averaging_for((shortest_ms * 250.0) as u32, 3);
     let (samples, refresh_ms, note) = match planner.request(RequestBody::SetAveraging { samples }) {
@@ -421,6 +423,14 @@ fn resolve_phases(planner: &mut Client, t: &Times, batch: usize) -> Result<serde
         Err(ClientError::Agent { message, .. }) => (None, None, Some(message)),
         Err(e) => return Err(e.into()),
     };
+    // The sampler's period, from the ring the agent samples into now (a new averaging
+    // starts a new ring).
+    let sample_ms = match planner.request(RequestBody::Status)? {
+        ReplyBody::Status(st) => RingReader::open(Path::new(&st.ring_path))
+            .map_or(0.0, |r| r.info.period_ns as f64 / 1e6),
+        _ => 0.0,
+    };
+    let guard_window_ms = configured_ms.max(2.1 * sample_ms);
     Ok(json!({
         "samples": samples,
         "refresh_ms": refresh_ms,
@@ -428,7 +438,8 @@ fn resolve_phases(planner: &mut Client, t: &Times, batch: usize) -> Result<serde
         "shortest_phase_ms": shortest_ms,
         "period_ms": period_ms,
         "guard_window_ms": guard_window_ms,
-        "periods_per_guard_window": guard_window_ms as f64 / period_ms,
+        "guard_window_widened": guard_window_ms > configured_ms,
+        "periods_per_guard_window": guard_window_ms / period_ms,
     }))
 }
 

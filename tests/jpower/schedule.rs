@@ -513,7 +513,9 @@ fn schedule_live_runs_the_choice_through_the_agent_and_gives_the_board_back() {
         sensor["refresh_ms"].as_f64().unwrap() <= shortest / 4.0,
         "{sensor}"
     );
-    assert_eq!(sensor["guard_window_ms"], 1000, "{sensor}");
+    // 1 s: the samples come far faster than two a second.
+    assert_eq!(sensor["guard_window_ms"], 1000.0, "{sensor}");
+    assert_eq!(sensor["guard_window_widened"], false, "{sensor}");
     assert!(sensor["period_ms"].as_f64().unwrap() > shortest, "{sensor}");
     // The lease, the budget and the load are the board's own again.
     let st = agent.status();
@@ -877,4 +879,22 @@ fn a_quiet_turn_holder_is_closed_even_when_it_holds_the_lease() {
             Err(e) => panic!("closed without saying why: {e}"),
         }
     }
+}
+
+/// Found by a review: where the agent samples slower than two samples a guard window (an
+/// IIO board whose refresh cannot be lowered, sampled at 1 Hz), its guard judges 2.1
+/// sample periods, and `live.sensor` stated the configured window.
+#[test]
+fn schedule_live_states_the_guard_window_the_agent_judges() {
+    let agent = Agent::start("nano", "sample_rate_hz = 1\n");
+    let v = json(&crate::util::ok(
+        crate::util::jpower(agent.rt.path())
+            .args(["--sim", "nano", "--json", "schedule", "--live"])
+            .args(["--train", "resnet18", "--infer", "mobilenetv3"])
+            .args(["--budget", "10", "--slo-ms", "500"])
+            .args(["--seconds", "1", "--rate", "5"]),
+    ));
+    let sensor = &v["live"]["sensor"];
+    assert_eq!(sensor["guard_window_ms"], 2100.0, "{sensor}");
+    assert_eq!(sensor["guard_window_widened"], true, "{sensor}");
 }
