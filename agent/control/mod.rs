@@ -48,6 +48,12 @@ pub enum Failure {
         /// The value read back.
         read: u64,
     },
+    /// A pair's second write, not made: its first, which made room for it, failed.
+    #[error("{} left as it is: the other side of its (min, max) pair could not be written first", path.display())]
+    Blocked {
+        /// The knob's path on the board.
+        path: PathBuf,
+    },
 }
 
 /// How the rollback after a failure went.
@@ -509,13 +515,25 @@ impl Controller {
         Ok(steps.len())
     }
 
-    /// Writes each step, verified, going on past a failure: what failed.
+    /// Writes each step, verified, going on past a failure, but not to the second write of
+    /// a (min, max) pair whose first, which made room for it, failed (it would cross the
+    /// pair): what failed.
     fn write_each(&mut self, steps: &plan::Plan) -> Vec<Failure> {
         let mut failed = Vec::new();
+        let mut blocked = None;
         for s in steps {
+            if blocked.take() == Some(s.knob) {
+                failed.push(Failure::Blocked {
+                    path: self.board.knobs[s.knob].path.clone(),
+                });
+                continue;
+            }
             match self.write_verified(s.knob, s.value) {
                 Ok(read) => self.current[s.knob] = read,
-                Err(e) => failed.push(e),
+                Err(e) => {
+                    failed.push(e);
+                    blocked = plan::partner(&self.board, s.knob);
+                }
             }
         }
         failed
@@ -534,11 +552,18 @@ impl Controller {
         for s in switch {
             back[s.knob] = prior[s.knob];
         }
+        // A pair the switch wrote one side of, whose other side moved meanwhile (a write
+        // behind jpower's back), goes back whole.
+        for (min, max) in plan::pairs(&self.board) {
+            if back[min] > back[max] {
+                (back[min], back[max]) = (prior[min], prior[max]);
+            }
+        }
+        plan::make_ordered(&self.board, &mut back);
         let steps = plan::plan(&self.board, &actual, &back);
         self.current = actual;
         let failed = self.write_each(&steps);
         if failed.is_empty() {
-            self.current = back;
             Rollback::Done(steps.len())
         } else {
             if let Ok(now) = self.board.read_knobs() {

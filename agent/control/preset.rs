@@ -330,7 +330,7 @@ impl Misfit {
                     cluster,
                     side,
                 } => (
-                    format!("{} {}", first.0, second.0),
+                    format!("{} {} {cluster} {side}", first.0, second.0),
                     second.1,
                     format!(
                         "{} sets {cluster}'s {side} to another value than {} (line {}) in the same mode: a file for another board? the later setting wins",

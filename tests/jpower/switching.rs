@@ -790,3 +790,47 @@ fn a_knob_the_baseline_lacks_is_saved_at_its_first_write() {
     c.restore().unwrap();
     assert_eq!(values(&c), before);
 }
+
+/// Found by a review: a rollback going on past a failed write also made the second write
+/// of a (min, max) pair whose first, which made room for it, had failed: EINVAL on L4T
+/// 32, and on 35/36 a min request left above the max. That write is not made, and named.
+#[test]
+fn a_rollback_does_not_cross_a_pair_whose_first_write_failed() {
+    let rt = util::runtime();
+    let (sim, mut c) = open("orin-agx", rt.path());
+    let prior = values(&c);
+    let gpu = c.board().gpu.as_ref().unwrap();
+    let (min, max, table) = (gpu.min, gpu.max, gpu.table_hz.clone());
+    let emc = c.board().emc.as_ref().unwrap();
+    let (cap, emc_table) = (emc.cap, emc.table_hz.clone());
+    let mut target = prior.clone();
+    (target[min], target[max]) = (table[2], table[3]);
+    target[cap] = emc_table[1];
+    let steps = plan::plan(c.board(), &prior, &target);
+    let knobs: Vec<usize> = steps.iter().map(|s| s.knob).collect();
+    assert_eq!(knobs, [min, max, cap], "the GPU's pair, then the EMC");
+    // The EMC's write fails, then the rollback's first, the GPU's min.
+    for n in [3, 4] {
+        sim.inject(Fault::FailWrite {
+            n,
+            errno: libc::EIO,
+        });
+    }
+    let err = c.apply_values(&target).unwrap_err();
+    let ControlError::Failed {
+        rollback: Rollback::Failed(why),
+        ..
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    let max_path = c.board().knobs[max].path.display().to_string();
+    assert!(why.contains(&format!("{max_path} left as it is")), "{why}");
+    let now = values(&c);
+    assert_eq!(
+        (now[min], now[max]),
+        (table[2], table[3]),
+        "the pair as the switch left it"
+    );
+    assert_eq!(c.current(), &now);
+}
