@@ -101,6 +101,7 @@ class Agent:
         self.budget_w = budget_w
         self.calls = []
         self.lapse_at, self.gone_at, self.guard = lapse_at, gone_at, guard
+        self.taken = False  # another client took the board after the lease lapsed
         self.path = "/run/jpower/jpower.sock"
 
     def status(self):
@@ -118,6 +119,8 @@ class Agent:
     def release(self):
         if self.gone_at is not None:
             raise BrokenPipeError(32, "Broken pipe")
+        if self.taken:
+            raise AgentError("busy", "only its holder can release it")
         self.calls.append(("release", {}))
 
     def minibatch_begin(self, kind, id):
@@ -208,6 +211,30 @@ class Round(unittest.TestCase):
                     pass
         self.assertIn("/run/jpower/jpower.sock went away in minibatch 1", str(e.exception))
         self.assertIsInstance(e.exception.__cause__, ConnectionResetError)
+
+    def test_a_board_taken_after_a_lapse_ends_the_round_quietly(self):
+        # Found by a review: the release's `busy` replaced the round's own outcome, a
+        # KeyboardInterrupt included.
+        agent = Agent()
+        with PowerRound(agent, profile(), 7.0) as rnd:
+            agent.taken = True
+        self.assertEqual(rnd.metrics()["budget_w"], 7.0)
+        with self.assertRaises(KeyboardInterrupt):
+            with PowerRound(agent, profile(), 7.0):
+                raise KeyboardInterrupt
+
+    def test_a_slow_agent_is_a_timeout_not_a_lost_one(self):
+        agent = Agent(gone_at=1)
+
+        def slow(kind, id):
+            raise TimeoutError("timed out")
+
+        agent.minibatch_end = slow
+        with self.assertRaises(TimeoutError) as e:
+            with PowerRound(agent, profile(), 7.0) as rnd:
+                with rnd.minibatch():
+                    pass
+        self.assertIn("did not answer in minibatch 1", str(e.exception))
 
     def test_the_lease_is_released_when_training_fails(self):
         agent = Agent()

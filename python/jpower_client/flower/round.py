@@ -68,13 +68,20 @@ class PowerRound:
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
+        # Only a round that succeeded reports what its end finds: else the round's own
+        # error (a KeyboardInterrupt among them) is the one to see.
         try:
             if self.agent.status().get("guard"):
                 self.capped = True
+        except (AgentError, OSError):
+            pass  # the release says what matters
+        try:
             self.agent.release()
+        except AgentError:
+            pass  # the lease had ended already (it lapsed, and another client took the board)
         except OSError as e:
-            if exc_type is None:  # else the round's own error is the one to see
-                raise self._gone("at the round's end", e) from e
+            if exc_type is None:
+                raise self._lost("at the round's end", e) from e
 
     def _pin(self) -> None:
         assert self.mode is not None
@@ -82,8 +89,13 @@ class PowerRound:
         if reply and reply.get("capped"):
             self.capped = True
 
-    def _gone(self, when: str, e: OSError) -> ConnectionError:
+    def _lost(self, when: str, e: OSError) -> OSError:
         where = getattr(self.agent, "path", "its socket")
+        if isinstance(e, TimeoutError):
+            return TimeoutError(
+                "the jpower agent at {} did not answer {} ({}): the round's lease holds until"
+                " the connection closes".format(where, when, e)
+            )
         return ConnectionError(
             "the jpower agent at {} went away {} ({}): its session lease ended with the"
             " connection, and the board is back at its mode from before".format(where, when, e)
@@ -105,18 +117,18 @@ class PowerRound:
                 self._pin()
             self.agent.minibatch_begin("train", n)
         except OSError as e:
-            raise self._gone(when, e) from e
+            raise self._lost(when, e) from e
         mb = {}  # type: Dict[str, float]
         try:
             yield mb
         except BaseException:
-            with contextlib.suppress(OSError):  # the training's error is the one to see
+            with contextlib.suppress(OSError, AgentError):  # the training's error is the one to see
                 self.agent.minibatch_end("train", n)
             raise
         try:
             mb.update(self.agent.minibatch_end("train", n))
         except OSError as e:
-            raise self._gone(when, e) from e
+            raise self._lost(when, e) from e
         self.energy_j += mb["energy_j"]
         self.train_time_s += mb["duration_ms"] / 1e3
 
@@ -126,8 +138,11 @@ class PowerRound:
         (`mode_cores`, `mode_cpu_khz`, `mode_gpu_hz`, `mode_emc_hz`), `budget_w` (the
         tighter of the server's and the agent's; 0 without a budget: Flower's strategies
         want the same keys from every client), `capped` (1 when the agent's budget guard
-        held the board below the mode during the round, so the knobs overstate it) and
-        `lease_lapses` (times the lease had ended and was taken again)."""
+        held the board below the mode as it was pinned, or had caps in force at the round's
+        end: the knobs may overstate what ran) and `lease_lapses` (times the lease had
+        ended and was taken again; the lease is renewed as each minibatch begins, so a
+        minibatch longer than the agent's `lease_timeout_ms` outlives it: set the timeout
+        above the longest minibatch)."""
         if self.mode is None:
             raise RuntimeError("the round has not started")
         m = {
