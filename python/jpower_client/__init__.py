@@ -873,16 +873,30 @@ class Client:
     def turn(self, kind: str, id: int) -> Iterator[Dict[str, Any]]:
         """One scheduled minibatch: begins minibatch `id` of `kind` (in "fetch": waiting
         for the turn), waits at the gate, marks "compute" and yields the turn; when the
-        block ends (or raises) marks the end, which ends the turn. The yielded dict gets
-        the end's reply under "minibatch"."""
+        block ends marks the end, which ends the turn. The yielded dict gets the end's
+        reply under "minibatch". A training block that raises still ends its turn. A wait
+        at the gate that raises (Ctrl-C), or an inference block that raises, closes this
+        client instead: the agent reads nothing more from a connection whose gate is
+        pending, so an end marker would end the next turn as if it had run, and an
+        inference batch that did not run must not be reported served; the closed
+        connection aborts the turn and queues its requests again for the next server."""
         self.minibatch_begin(kind, id)
         try:
             t = self.gate(kind)
+        except BaseException:
+            self.close()
+            raise
+        try:
             self.minibatch_phase(kind, id, "compute")
             yield t
-        finally:
-            mb = self.minibatch_end(kind, id)
-        t["minibatch"] = mb
+        except BaseException:
+            if kind == "infer":
+                self.close()
+            else:
+                with contextlib.suppress(Exception):
+                    t["minibatch"] = self.minibatch_end(kind, id)
+            raise
+        t["minibatch"] = self.minibatch_end(kind, id)
 
     def submit(self) -> int:
         """Queues one inference request; returns its number. A {"served": {"request",

@@ -592,6 +592,29 @@ class Common:
         self.assertEqual(after["train"]["ended"] - before["train"]["ended"], 1)
         self.assertEqual(after["waiting"], 0)
 
+    def test_an_inference_turn_that_raises_serves_nothing_and_requeues(self):
+        # Found by a review: the end marker sent as the block raised reported its batch
+        # served; a wait at the gate that raised ended the next turn the same way.
+        users, server = self.client("users"), self.client("server")
+        server.schedule_plan(max_batch=4, slo_ms=1000)
+        before = users.schedule_status()
+        ids = [users.submit() for _ in range(2)]
+        with self.assertRaises(RuntimeError):
+            with server.turn("infer", 700) as t:
+                self.assertEqual(t["requests"], ids)
+                raise RuntimeError("out of memory")
+        other = self.client("server 2")
+        deadline = time.monotonic() + 5
+        while users.schedule_status()["infer"]["aborted"] == before["infer"]["aborted"]:
+            self.assertLess(time.monotonic(), deadline, "the turn was not aborted")
+            time.sleep(0.02)
+        with other.turn("infer", 701) as t:
+            self.assertEqual(t["requests"], ids, "the same requests, queued again")
+        events = [e["served"] for e in users.events(timeout=1.0) if "served" in e]
+        self.assertEqual(sorted(e["request"] for e in events), ids, "each served once")
+        after = users.schedule_status()
+        self.assertEqual(after["served"] - before["served"], 2)
+
     # -- budget ---------------------------------------------------------------------------
 
     def test_budget(self):
