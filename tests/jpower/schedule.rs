@@ -746,12 +746,22 @@ fn a_refused_plan_leaves_no_lease_and_a_departed_planners_rate_is_gone() {
         ReplyBody::Schedule(_)
     ));
     assert_eq!(schedule(&agent).plan.unwrap().rate_per_s, Some(20.0));
+    // No inference server: the declared arrivals queue up.
+    let start = std::time::Instant::now();
+    while schedule(&agent).waiting < 3 {
+        assert!(start.elapsed().as_secs() < 10, "nothing arrived");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     drop(planner);
     let start = std::time::Instant::now();
     loop {
-        let p = schedule(&agent).plan.unwrap();
+        let s = schedule(&agent);
+        let p = s.plan.unwrap();
         if p.rate_per_s.is_none() {
             assert_eq!((p.max_batch, p.phase_modes), (4, None), "{p:?}");
+            // Found by a review: the departed planner's backlog was served ahead of real
+            // users' requests, and counted late.
+            assert_eq!((s.waiting, s.queued), (0, 0), "its arrivals are withdrawn");
             break;
         }
         assert!(

@@ -153,8 +153,13 @@ impl Turns {
     }
 
     /// The planner left: its declared rate and its phase modes end with it (the batch size
-    /// and the target stay).
+    /// and the target stay), and the requests its rate queued that still wait are
+    /// withdrawn (no longer counted as queued): users that were only its declaration must
+    /// not hold up the real ones behind them.
     pub fn planner_left(&mut self) {
+        let before = self.queue.len();
+        self.queue.retain(|r| r.notify.is_some());
+        self.totals.queued -= (before - self.queue.len()) as u64;
         self.hold_one_mode();
         self.plan.rate_per_s = None;
         if let Some(p) = &mut self.next_plan {
