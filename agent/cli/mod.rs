@@ -538,8 +538,10 @@ pub fn main() -> i32 {
 
 fn run(cli: &Cli) -> Result<i32> {
     let out = Output { json: cli.json };
-    if let Command::Energy(a) = &cli.command {
-        return telemetry::energy(&cli.target, a, &out);
+    match &cli.command {
+        Command::Energy(a) => return telemetry::energy(&cli.target, a, &out),
+        Command::Schedule(a) => return fulcrum::schedule(&cli.target, a, &out),
+        _ => {}
     }
     dispatch(cli, &out).map(|()| 0)
 }
@@ -570,7 +572,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
         Command::Flops(a) => pagoda::flops(a, out),
         Command::PlanInference(a) => pagoda::plan_inference(&cli.target, a, out),
         Command::Pagoda(PagodaCommand::Eval(a)) => pagoda_eval::eval(&cli.target, a, out),
-        Command::Schedule(a) => fulcrum::schedule(&cli.target, a, out),
+        Command::Schedule(_) => unreachable!("handled in run"),
         Command::Fulcrum(c) => fulcrum::eval(&cli.target, c, out),
         Command::Sim(SimCommand::List) => {
             let boards: Vec<_> = crate::sim::spec::BOARDS

@@ -22,13 +22,23 @@ fn schedule_maxn(rt: &std::path::Path, extra: &[&str]) -> std::process::Command 
     c
 }
 
+/// Runs a `jpower schedule --json` and returns its object: exit status 0 where its choice
+/// met both targets, 3 where it missed one.
+fn planned(c: &mut std::process::Command) -> serde_json::Value {
+    let out = util::run(c);
+    let v = json(&String::from_utf8_lossy(&out.stdout));
+    let want = if v["met"] == true { 0 } else { 3 };
+    assert_eq!(out.status.code(), Some(want), "{v}");
+    v
+}
+
 /// `jpower switch-cost` keeps the board's measured costs in its profile, and `schedule`
 /// plans a per-phase switch at the measured cost of the GPU and EMC clocks unless told
 /// otherwise; a malformed profile is an error that names the file and the line.
 #[test]
 fn the_measured_switch_cost_is_kept_in_the_profile_and_schedule_plans_with_it() {
     let rt = util::runtime();
-    let assumed = json(&ok(&mut schedule_maxn(rt.path(), &[])));
+    let assumed = planned(&mut schedule_maxn(rt.path(), &[]));
     assert_eq!(assumed["switch_ms_from"], "assumed", "{assumed}");
     assert_eq!(assumed["problem"]["switch_ms"], 1.0);
 
@@ -76,14 +86,14 @@ fn the_measured_switch_cost_is_kept_in_the_profile_and_schedule_plans_with_it() 
         }
     }
 
-    let measured = json(&ok(&mut schedule_maxn(rt.path(), &[])));
+    let measured = planned(&mut schedule_maxn(rt.path(), &[]));
     let from = measured["switch_ms_from"].as_str().unwrap();
     assert!(
         from.starts_with("measured") && from.contains(profile.to_str().unwrap()),
         "{from}"
     );
     assert_eq!(measured["problem"]["switch_ms"].as_f64().unwrap(), slowest);
-    let given = json(&ok(&mut schedule_maxn(rt.path(), &["--switch-ms", "0.5"])));
+    let given = planned(&mut schedule_maxn(rt.path(), &["--switch-ms", "0.5"]));
     assert_eq!(given["problem"]["switch_ms"], 0.5);
 
     std::fs::write(&profile, "{\n  \"version\": 1,\n  \"board\": 3\n}\n").unwrap();
@@ -91,6 +101,34 @@ fn the_measured_switch_cost_is_kept_in_the_profile_and_schedule_plans_with_it() 
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains(&format!("{}:3:", profile.display())), "{err}");
+}
+
+/// Found by a review: a schedule that missed its targets, or could not meet them, exited
+/// 0, its oracle's throughput 0 where no setting met both, and which target it missed was
+/// only in the text.
+#[test]
+fn a_schedule_that_misses_exits_3_and_says_which_target() {
+    let rt = util::runtime();
+    let v = planned(jpower(rt.path()).args([
+        "--json",
+        "--sim",
+        "orin-agx",
+        "schedule",
+        "--train",
+        "resnet18",
+        "--infer",
+        "mobilenetv3",
+        "--budget",
+        "5",
+        "--slo-ms",
+        "150",
+        "--rate",
+        "30",
+    ]));
+    assert_eq!(v["met"], false, "{v}");
+    assert_eq!(v["met_budget"], false, "{v}");
+    assert_eq!(v["oracle"]["feasible"], false, "{v}");
+    assert!(v["oracle"]["throughput_per_s"].is_null(), "{v}");
 }
 
 #[test]
