@@ -232,7 +232,7 @@ pub fn schedule(target: &Target, a: &ScheduleArgs, out: &Output) -> Result<i32> 
                 infer_slowdown: a.infer_slowdown,
             },
         )?;
-        add(json!({ "live": live }));
+        add(json!({ "live": live, "planned_met": choice.planned.outcome.met(&p) }));
         return out.print(&value, || live_text(&value)).map(|()| 0);
     }
     let o = board.run(&choice.setting, &p, false);
@@ -315,9 +315,21 @@ fn live_text(v: &serde_json::Value) -> String {
         sensor["guard_window_ms"],
         sensor["periods_per_guard_window"].as_f64().unwrap_or(f64::NAN),
     );
+    let verdict = match (l["met_latency"] == true, l["met_budget"] == true) {
+        (true, true) => "met both targets",
+        (false, false) => "MISSED both targets",
+        (false, true) => "MISSED the latency target",
+        (true, false) => "MISSED the power budget",
+    };
+    let planned = if v["planned_met"] == true {
+        ""
+    } else {
+        " (the search found no setting predicted to meet both: it deployed the one that misses least)"
+    };
     format!(
         "schedule on simulated {} (SIMULATED board, real time through the agent): train {}, infer {}\n  \
          chosen      {}\n  \
+         verdict     {verdict} as measured{planned}\n  \
          training    {:.1} samples/s ({} minibatches in {:.2} s)\n  \
          requests    {} served of {}, {} late; latency p50 {:.1} ms, p99 {:.1} ms (target {} ms)\n  \
          power       mean {:.2} W; energy train {:.2} J, infer {:.2} J; {} phase-mode switches\n{replans}",

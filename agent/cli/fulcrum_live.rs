@@ -328,6 +328,21 @@ pub fn run(
         "no agent serves the socket: start one on the same board (jpower --sim BOARD agent)",
     )?;
     let socket = target.agent_socket();
+    // The agent must serve the board the search ran on (found by a review: another's
+    // frequency tables refused the plan with advice no CLI user can take).
+    let spec = target.sim.as_deref().and_then(crate::sim::spec::find);
+    if let (Some(spec), ReplyBody::Status(st)) = (spec, request(&mut planner, RequestBody::Status)?)
+    {
+        if st.board != spec.model {
+            bail!(
+                "the agent at {} serves {:?}, not the simulated {} this schedule searched (--sim {}): start the agent on the same board",
+                socket.display(),
+                st.board,
+                spec.model,
+                spec.id()
+            );
+        }
+    }
     let (train, plan) = plan_of(re.board, s, p);
     let before = apply(&mut planner, &train, plan)?;
     // The problem's budget is the guard's while the schedule runs; the one before comes
@@ -379,13 +394,22 @@ pub fn run(
         ReplyBody::Telemetry(t) => t.window.map_or(f64::NAN, |w| w.mean_w),
         _ => f64::NAN,
     };
+    // The target holds at its percentile where at most the rest of the requests were late,
+    // and every request was served.
+    let (served, late) = (after.served - before.served, after.late - before.late);
+    let met_latency = served >= requests as u64
+        && late as f64 <= (1.0 - p.percentile / 100.0) * served as f64 + 1e-9;
+    let met_budget = mean_w <= p.budget_w;
     Ok(json!({
+        "met": met_latency && met_budget,
+        "met_latency": met_latency,
+        "met_budget": met_budget,
         "seconds": m.seconds,
         "throughput_per_s": TRAIN_SAMPLES * m.minibatches as f64 / m.seconds,
         "minibatches": m.minibatches,
         "requests": requests,
-        "served": after.served - before.served,
-        "late": after.late - before.late,
+        "served": served,
+        "late": late,
         "latency_p50_ms": m.latencies_ms.0,
         "latency_p99_ms": m.latencies_ms.1,
         "mean_power_w": mean_w,

@@ -503,6 +503,13 @@ fn schedule_live_runs_the_choice_through_the_agent_and_gives_the_board_back() {
     assert_eq!(live["requests"], 20, "{v}");
     assert_eq!(live["served"], live["requests"], "{v}");
     assert!(live["minibatches"].as_u64().unwrap() > 0, "{v}");
+    // A verdict as measured (not asserted: a loaded machine cannot hold latencies), and
+    // whether the search expected to meet both.
+    assert!(
+        live["met_latency"].is_boolean() && live["met_budget"].is_boolean(),
+        "{v}"
+    );
+    assert_eq!(v["planned_met"], true, "{v}");
     assert!(live["train_energy_j"].as_f64().unwrap() > 0.0, "{v}");
     assert!(live["mean_power_w"].as_f64().unwrap() > 0.0, "{v}");
     // The sensors refreshed within a quarter of the shortest phase while it ran, and the
@@ -907,4 +914,31 @@ fn schedule_live_states_the_guard_window_the_agent_judges() {
     let sensor = &v["live"]["sensor"];
     assert_eq!(sensor["guard_window_ms"], 2100.0, "{sensor}");
     assert_eq!(sensor["guard_window_widened"], true, "{sensor}");
+}
+
+/// Found by a review: a live schedule searched on one simulated board and run through an
+/// agent serving another failed on the other's frequency tables, with advice ("send
+/// snap") no CLI user can take. The mismatch is named.
+#[test]
+fn schedule_live_refuses_an_agent_of_another_board() {
+    let agent = Agent::start("orin-agx", "");
+    let out = crate::util::run(
+        crate::util::jpower(agent.rt.path())
+            .args(["--sim", "xavier-agx", "schedule", "--live"])
+            .args(["--train", "resnet18", "--infer", "mobilenetv3"])
+            .args([
+                "--budget",
+                "30",
+                "--slo-ms",
+                "150",
+                "--seconds",
+                "1",
+                "--rate",
+                "5",
+            ]),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not the simulated Jetson-AGX"), "{err}");
+    assert!(agent.status().holder.is_none(), "nothing was set");
 }
