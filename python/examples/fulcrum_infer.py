@@ -10,7 +10,8 @@ inference minibatch; its end serves the batch. The server stops once every reque
 users submitted is served, by it or by another server (a batch may also hold requests the
 agent queued itself, for a rate a trainer declared with `fulcrum_train.py --rate`, or
 another client's). Prints one JSON line: what was submitted, each `served` event, the
-batches the server ran and their energy.
+batches the server ran and their energy; exits 1, saying how many, where requests went
+unserved for --timeout seconds.
 
     jpower --runtime-dir /tmp/fulcrum --sim orin-agx agent &
     export JPOWER_SOCKET=/tmp/fulcrum/jpower.sock
@@ -76,7 +77,7 @@ def use(args, result, all_served, server):
             submitted.append(c.submit())
             time.sleep(gaps.expovariate(args.rate))
         served = []
-        for event in c.events(timeout=args.timeout):
+        for event in c.events(timeout=args.timeout) if submitted else ():
             if "served" in event:
                 served.append(event["served"])
                 if {s["request"] for s in served} >= set(submitted):
@@ -114,6 +115,13 @@ def main():
         "max": latencies[-1] if latencies else None,
     }
     print(json.dumps(result), flush=True)
+    unserved = set(result["submitted"]) - {s["request"] for s in result.get("served", [])}
+    if unserved:
+        sys.exit(
+            "fulcrum_infer: {} of {} requests were not served within {} s of the last event".format(
+                len(unserved), len(result["submitted"]), args.timeout
+            )
+        )
 
 
 if __name__ == "__main__":
