@@ -644,8 +644,8 @@ pub struct ScheduleReply {
     pub mode_switches: u64,
     /// Requests waiting now.
     pub waiting: u32,
-    /// Requests queued (submitted or arrived at the declared rate, less those a departing
-    /// planner's rate had queued that still waited).
+    /// Requests queued (submitted or arrived at the declared rate; those a departing
+    /// planner's rate had queued and that still waited were withdrawn, but stay counted).
     pub queued: u64,
     /// Requests served (their batch ended).
     pub served: u64,

@@ -768,7 +768,8 @@ fn a_refused_plan_leaves_no_lease_and_a_departed_planners_rate_is_gone() {
             assert_eq!((p.max_batch, p.phase_modes), (4, None), "{p:?}");
             // Found by a review: the departed planner's backlog was served ahead of real
             // users' requests, and counted late.
-            assert_eq!((s.waiting, s.queued), (0, 0), "its arrivals are withdrawn");
+            assert_eq!(s.waiting, 0, "its arrivals are withdrawn");
+            assert!(s.queued >= 3 && s.served == 0, "and stay counted: {s:?}");
             break;
         }
         assert!(

@@ -332,7 +332,8 @@ impl State {
                 if self.planner.as_ref().is_some_and(|o| o.client == client) {
                     self.rate.set_rate(None);
                     self.phase = None;
-                    self.turns.planner_left();
+                    // Withdrawn requests leave the bound on unserved ones, as served ones do.
+                    tally.served(self.turns.planner_left());
                 }
             }
             Msg::LeaseEnded(client) => {

@@ -154,17 +154,18 @@ impl Turns {
 
     /// The planner left: its declared rate and its phase modes end with it (the batch size
     /// and the target stay), and the requests its rate queued that still wait are
-    /// withdrawn (no longer counted as queued): users that were only its declaration must
-    /// not hold up the real ones behind them.
-    pub fn planner_left(&mut self) {
+    /// withdrawn (users that were only its declaration must not hold up the real ones
+    /// behind them; `queued` keeps counting them, so that its growth stays the arrival
+    /// rate). How many were withdrawn.
+    pub fn planner_left(&mut self) -> usize {
         let before = self.queue.len();
         self.queue.retain(|r| r.notify.is_some());
-        self.totals.queued -= (before - self.queue.len()) as u64;
         self.hold_one_mode();
         self.plan.rate_per_s = None;
         if let Some(p) = &mut self.next_plan {
             p.rate_per_s = None;
         }
+        before - self.queue.len()
     }
 
     /// Requests waiting.
@@ -535,5 +536,23 @@ mod tests {
             "the new batch size"
         );
         assert_eq!(t.report().waiting, 1, "nothing dropped");
+    }
+
+    /// Found by a review: a departed planner's declared arrivals were served ahead of real
+    /// users' requests; withdrawn, they are counted for the bound on unserved ones.
+    #[test]
+    fn a_departing_planners_declared_arrivals_are_withdrawn() {
+        let mut t = Turns::default();
+        let (sub, _rx) = crate::ipc::events::queue().unwrap();
+        t.queue(request(1, 0));
+        t.queue(Request {
+            id: 2,
+            at_ns: 1,
+            notify: Some(sub),
+        });
+        t.queue(request(3, 2));
+        assert_eq!(t.planner_left(), 2);
+        assert_eq!(t.waiting(), 1);
+        assert_eq!(t.report().queued, 3, "queued keeps counting them");
     }
 }
