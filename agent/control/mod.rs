@@ -48,8 +48,9 @@ pub enum Failure {
         /// The value read back.
         read: u64,
     },
-    /// A pair's second write, not made: its first, which made room for it, failed.
-    #[error("{} left as it is: the other side of its (min, max) pair could not be written first", path.display())]
+    /// A write not made: it would cross the other side of its (min, max) pair, whose own
+    /// write, which was to make room for it, failed.
+    #[error("{} left as it is: writing it would cross the other side of its (min, max) pair, which could not be written first", path.display())]
     Blocked {
         /// The knob's path on the board.
         path: PathBuf,
@@ -515,14 +516,17 @@ impl Controller {
         Ok(steps.len())
     }
 
-    /// Writes each step, verified, going on past a failure, but not to the second write of
-    /// a (min, max) pair whose first, which made room for it, failed (it would cross the
-    /// pair): what failed.
+    /// Writes each step, verified, going on past a failure, but not a write that would
+    /// cross its (min, max) pair (the planned order makes room first; a failed write can
+    /// leave none): what failed.
     fn write_each(&mut self, steps: &plan::Plan) -> Vec<Failure> {
         let mut failed = Vec::new();
-        let mut blocked = None;
         for s in steps {
-            if blocked.take() == Some(s.knob) {
+            let crosses = plan::pairs(&self.board).any(|(min, max)| {
+                (s.knob == min && s.value > self.current[max])
+                    || (s.knob == max && s.value < self.current[min])
+            });
+            if crosses {
                 failed.push(Failure::Blocked {
                     path: self.board.knobs[s.knob].path.clone(),
                 });
@@ -530,10 +534,7 @@ impl Controller {
             }
             match self.write_verified(s.knob, s.value) {
                 Ok(read) => self.current[s.knob] = read,
-                Err(e) => {
-                    failed.push(e);
-                    blocked = plan::partner(&self.board, s.knob);
-                }
+                Err(e) => failed.push(e),
             }
         }
         failed

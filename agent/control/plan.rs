@@ -133,15 +133,6 @@ pub fn pairs(board: &Board) -> impl Iterator<Item = (usize, usize)> + '_ {
         .chain(board.gpu.iter().map(|g| (g.min, g.max)))
 }
 
-/// The other side of `knob`'s (min, max) pair, where it is one side of a pair.
-pub fn partner(board: &Board, knob: usize) -> Option<usize> {
-    pairs(board).find_map(|(min, max)| match knob {
-        k if k == min => Some(max),
-        k if k == max => Some(min),
-        _ => None,
-    })
-}
-
 /// Makes every (min, max) pair of `t` valid (min lowered to max where they cross), as a
 /// merge of values from different moments may leave them.
 pub fn make_ordered(board: &Board, t: &mut Values) {

@@ -792,24 +792,32 @@ fn a_knob_the_baseline_lacks_is_saved_at_its_first_write() {
 }
 
 /// Found by a review: a rollback going on past a failed write also made the second write
-/// of a (min, max) pair whose first, which made room for it, had failed: EINVAL on L4T
-/// 32, and on 35/36 a min request left above the max. That write is not made, and named.
+/// of a (min, max) pair whose first, which was to make room for it, had failed: EINVAL on
+/// L4T 32, and on 35/36 a min request left above the max. A write that would cross its
+/// pair is not made, and named; one that would not is (a second review).
 #[test]
 fn a_rollback_does_not_cross_a_pair_whose_first_write_failed() {
     let rt = util::runtime();
     let (sim, mut c) = open("orin-agx", rt.path());
-    let prior = values(&c);
     let gpu = c.board().gpu.as_ref().unwrap();
     let (min, max, table) = (gpu.min, gpu.max, gpu.table_hz.clone());
+    let mut prior = values(&c);
+    prior[max] = table[3];
+    c.apply_values(&prior).unwrap();
     let emc = c.board().emc.as_ref().unwrap();
     let (cap, emc_table) = (emc.cap, emc.table_hz.clone());
     let mut target = prior.clone();
-    (target[min], target[max]) = (table[2], table[3]);
+    (target[min], target[max]) = (table[5], table[6]);
     target[cap] = emc_table[1];
     let steps = plan::plan(c.board(), &prior, &target);
     let knobs: Vec<usize> = steps.iter().map(|s| s.knob).collect();
-    assert_eq!(knobs, [min, max, cap], "the GPU's pair, then the EMC");
-    // The EMC's write fails, then the rollback's first, the GPU's min.
+    assert_eq!(
+        knobs,
+        [max, min, cap],
+        "the GPU's pair raised, then the EMC"
+    );
+    // The EMC's write fails, then the rollback's first, the GPU's min: its max, back to
+    // table[3], would cross the min left at table[5].
     for n in [3, 4] {
         sim.inject(Fault::FailWrite {
             n,
@@ -829,8 +837,23 @@ fn a_rollback_does_not_cross_a_pair_whose_first_write_failed() {
     let now = values(&c);
     assert_eq!(
         (now[min], now[max]),
-        (table[2], table[3]),
+        (table[5], table[6]),
         "the pair as the switch left it"
     );
     assert_eq!(c.current(), &now);
+
+    // Lowering the pair, the min's failed rollback leaves room for the max's.
+    c.apply_values(&prior).unwrap();
+    let mut lower = prior.clone();
+    (lower[min], lower[max]) = (table[1], table[2]);
+    lower[cap] = emc_table[1];
+    for n in [3, 4] {
+        sim.inject(Fault::FailWrite {
+            n,
+            errno: libc::EIO,
+        });
+    }
+    c.apply_values(&lower).unwrap_err();
+    let now = values(&c);
+    assert_eq!(now[max], prior[max], "the max went back: nothing crossed");
 }
