@@ -129,7 +129,7 @@ fn chosen_text(c: &serde_json::Value) -> String {
 }
 
 /// The exit status of a `schedule` whose choice misses the latency target or the budget on
-/// the board (or where no setting meets both).
+/// the board.
 pub const MISSED: i32 = 3;
 
 /// `jpower schedule`: its exit status ([`MISSED`] where the choice misses a target).
@@ -315,11 +315,13 @@ fn live_text(v: &serde_json::Value) -> String {
         sensor["guard_window_ms"],
         sensor["periods_per_guard_window"].as_f64().unwrap_or(f64::NAN),
     );
-    let verdict = match (l["met_latency"] == true, l["met_budget"] == true) {
-        (true, true) => "met both targets",
-        (false, false) => "MISSED both targets",
-        (false, true) => "MISSED the latency target",
-        (true, false) => "MISSED the power budget",
+    let verdict = match (l["met_latency"] == true, l["met_budget"].as_bool()) {
+        (true, Some(true)) => "met both targets",
+        (false, Some(false)) => "MISSED both targets",
+        (false, Some(true)) => "MISSED the latency target",
+        (true, Some(false)) => "MISSED the power budget",
+        (true, None) => "met the latency target (the power is unknown: no window in the ring)",
+        (false, None) => "MISSED the latency target (the power is unknown: no window in the ring)",
     };
     let planned = if v["planned_met"] == true {
         ""

@@ -328,19 +328,21 @@ pub fn run(
         "no agent serves the socket: start one on the same board (jpower --sim BOARD agent)",
     )?;
     let socket = target.agent_socket();
-    // The agent must serve the board the search ran on (found by a review: another's
-    // frequency tables refused the plan with advice no CLI user can take).
-    let spec = target.sim.as_deref().and_then(crate::sim::spec::find);
-    if let (Some(spec), ReplyBody::Status(st)) = (spec, request(&mut planner, RequestBody::Status)?)
-    {
-        if st.board != spec.model {
-            bail!(
-                "the agent at {} serves {:?}, not the simulated {} this schedule searched (--sim {}): start the agent on the same board",
-                socket.display(),
-                st.board,
-                spec.model,
-                spec.id()
-            );
+    // The agent must serve the simulated board the search ran on, the very one (its key
+    // names its ring): another's frequency tables refused the plan with advice no CLI user
+    // can take, and a real board's agent must not take a simulated board's plan.
+    if let Some(id) = &target.sim {
+        let key = crate::board::Board::discover(target.root()?.0)?.key();
+        if let ReplyBody::Status(st) = request(&mut planner, RequestBody::Status)? {
+            let ring = Path::new(&st.ring_path).file_stem();
+            if !st.simulated || ring != Some(std::ffi::OsStr::new(&key)) {
+                bail!(
+                    "the agent at {} serves {}{:?}, not the simulated board this schedule searched (--sim {id}): start the agent with the same --sim and --runtime-dir",
+                    socket.display(),
+                    if st.simulated { "the simulated " } else { "the real board " },
+                    st.board,
+                );
+            }
         }
     }
     let (train, plan) = plan_of(re.board, s, p);
@@ -399,9 +401,10 @@ pub fn run(
     let (served, late) = (after.served - before.served, after.late - before.late);
     let met_latency = served >= requests as u64
         && late as f64 <= (1.0 - p.percentile / 100.0) * served as f64 + 1e-9;
-    let met_budget = mean_w <= p.budget_w;
+    // Unknown (null) where the ring held no window to judge.
+    let met_budget = mean_w.is_finite().then_some(mean_w <= p.budget_w);
     Ok(json!({
-        "met": met_latency && met_budget,
+        "met": met_budget.map(|b| b && met_latency),
         "met_latency": met_latency,
         "met_budget": met_budget,
         "seconds": m.seconds,

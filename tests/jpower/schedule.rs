@@ -509,6 +509,7 @@ fn schedule_live_runs_the_choice_through_the_agent_and_gives_the_board_back() {
         live["met_latency"].is_boolean() && live["met_budget"].is_boolean(),
         "{v}"
     );
+    assert!(live["met"].is_boolean(), "{v}");
     assert_eq!(v["planned_met"], true, "{v}");
     assert!(live["train_energy_j"].as_f64().unwrap() > 0.0, "{v}");
     assert!(live["mean_power_w"].as_f64().unwrap() > 0.0, "{v}");
@@ -923,23 +924,29 @@ fn schedule_live_states_the_guard_window_the_agent_judges() {
 #[test]
 fn schedule_live_refuses_an_agent_of_another_board() {
     let agent = Agent::start("orin-agx", "");
-    let out = crate::util::run(
-        crate::util::jpower(agent.rt.path())
-            .args(["--sim", "xavier-agx", "schedule", "--live"])
-            .args(["--train", "resnet18", "--infer", "mobilenetv3"])
-            .args([
-                "--budget",
-                "30",
-                "--slo-ms",
-                "150",
-                "--seconds",
-                "1",
-                "--rate",
-                "5",
-            ]),
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not the simulated Jetson-AGX"), "{err}");
+    // Another board, and another release of the same model (other GPU tables).
+    for other in ["xavier-agx", "orin-agx@r36"] {
+        let out = crate::util::run(
+            crate::util::jpower(agent.rt.path())
+                .args(["--sim", other, "schedule", "--live"])
+                .args(["--train", "resnet18", "--infer", "mobilenetv3"])
+                .args([
+                    "--budget",
+                    "30",
+                    "--slo-ms",
+                    "150",
+                    "--seconds",
+                    "1",
+                    "--rate",
+                    "5",
+                ]),
+        );
+        assert_eq!(out.status.code(), Some(1), "{other}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("not the simulated board this schedule searched"),
+            "{other}: {err}"
+        );
+    }
     assert!(agent.status().holder.is_none(), "nothing was set");
 }

@@ -76,9 +76,12 @@ class PowerRound:
         except (AgentError, OSError):
             pass  # the release says what matters
         try:
+            # A renew succeeds only for the holder: a lease that lapsed is not this
+            # round's to release (another client's persistent lease may hold the board).
+            self.agent.renew()
             self.agent.release()
         except AgentError:
-            pass  # the lease had ended already (it lapsed, and another client took the board)
+            pass  # the lease had ended already (it lapsed, and maybe another client took the board)
         except OSError as e:
             if exc_type is None:
                 raise self._lost("at the round's end", e) from e
