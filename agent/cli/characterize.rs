@@ -76,7 +76,7 @@ pub struct Args {
     pub samples: Option<u32>,
     /// Live: bytes per sample file, KiB (a CIFAR-10 PNG is about 2, an ImageNet JPEG
     /// about 110) [default: 64].
-    #[arg(long, value_name = "KIB", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "KIB", value_parser = clap::value_parser!(u32).range(2..))]
     pub sample_kib: Option<u32>,
     /// Live: train on the CPU reference instead of CUDA (always so on a simulated board).
     #[arg(long)]
@@ -148,10 +148,10 @@ fn cache(s: &str) -> Result<Cache, String> {
 /// `shown(i)` is the `i`th value as given.
 fn once<T: PartialEq>(flag: &str, list: &[T], shown: impl Fn(usize) -> String) -> Result<()> {
     match (0..list.len()).find(|&i| list[..i].contains(&list[i])) {
-        Some(i) => bail!(
+        Some(i) => Err(super::usage(&format!(
             "--{flag} names {} twice: give each once (use --repeats for repeats)",
             shown(i)
-        ),
+        ))),
         None => Ok(()),
     }
 }
@@ -199,13 +199,14 @@ fn sweep_modes(
     if a.quick {
         return Ok(all().take(2).collect());
     }
-    if let Some(n) = modes::sample_count(&a.modes).map_err(anyhow::Error::msg)? {
+    if let Some(n) = modes::sample_count(&a.modes).map_err(|e| super::usage(&e))? {
         let space = space()?;
-        anyhow::ensure!(
-            n <= space.len(),
-            "--modes sample:{n}: the board has {} modes; name at most that many",
-            space.len()
-        );
+        if n > space.len() {
+            return Err(super::usage(&format!(
+                "--modes sample:{n}: the board has {} modes; name at most that many",
+                space.len()
+            )));
+        }
         return Ok(modes::sample(&space, n, 0x5A3F));
     }
     if a.modes == "presets" {
@@ -213,12 +214,13 @@ fn sweep_modes(
     }
     let mut names: Vec<String> = Vec::new();
     for given in a.modes.split(',').map(str::trim) {
-        let name = check(given)?;
+        let name = check(given).map_err(|e| super::usage(&format!("--modes: {e:#}")))?;
         // Two names of one mode would run it twice and count the copies as repeats.
-        anyhow::ensure!(
-            !names.contains(&name),
-            "--modes names {name} twice ({given:?} is {name}): give each mode once"
-        );
+        if names.contains(&name) {
+            return Err(super::usage(&format!(
+                "--modes names {name} twice ({given:?} is {name}): give each mode once"
+            )));
+        }
         names.push(name);
     }
     Ok(names.into_iter().map(SweepMode::Preset).collect())
@@ -287,25 +289,68 @@ struct Swept {
     stopped: bool,
 }
 
+/// What a sweep's runs are of (`about`: the board, the workload and its dataset) and how
+/// many epochs each: `--resume` takes runs only from a sweep of the same.
+fn manifest(about: &serde_json::Value, epochs: u32) -> serde_json::Value {
+    serde_json::json!({"about": about, "epochs": epochs})
+}
+
+/// Refuses to resume from `out` unless its `sweep.json` says its runs are of `manifest`
+/// (a runs.csv holds no board, workload or dataset: runs of another sweep were kept and
+/// relabelled).
+fn check_resumable(out: &Path, manifest: &serde_json::Value) -> Result<()> {
+    let path = out.join(MANIFEST);
+    let found: serde_json::Value = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} does not parse", path.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "--resume: {} holds runs.csv but no {MANIFEST} (an earlier jpower's): which sweep its runs are of is unknown; give another --out",
+            out.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    if &found != manifest {
+        return Err(super::usage(&format!(
+            "--resume: {} holds the runs of another sweep ({found}), not of this one ({manifest}): resume with the options it was made with, or give another --out",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The file beside runs.csv that says what sweep its runs are of.
+const MANIFEST: &str = "sweep.json";
+
 /// Runs the `configs` that `out/runs.csv` lacks (all of them without `--resume`) through
 /// `run_one`, appending each run's rows as it finishes, until done or stopped by a signal;
-/// then rewrites `runs.csv` in sweep order with each configuration's CV.
+/// then rewrites `runs.csv` in sweep order with each configuration's CV. A resumed file's
+/// runs of configurations outside `configs` stay in it (after them), out of the report.
 fn sweep(
     configs: &[Config],
-    epochs: u32,
+    manifest: &serde_json::Value,
     a: &Args,
     out: &Output,
     run_one: &mut dyn FnMut(&Config) -> Result<Run>,
 ) -> Result<Swept> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let csv_path = a.out.join("runs.csv");
-    let mut done = if a.resume {
+    let epochs = manifest["epochs"].as_u64().unwrap_or(0) as u32;
+    let (mut done, others): (Vec<Run>, Vec<Run>) = if a.resume && csv_path.exists() {
+        check_resumable(&a.out, manifest)?;
         finished(&csv_path, epochs)?
+            .into_iter()
+            .partition(|r| configs.contains(&r.config))
     } else {
-        Vec::new()
+        Default::default()
     };
-    done.retain(|r| configs.contains(&r.config));
-    let kept: Vec<Vec<String>> = done.iter().flat_map(|r| r.rows(None)).collect();
+    let manifest_path = a.out.join(MANIFEST);
+    std::fs::write(&manifest_path, serde_json::to_vec_pretty(manifest)?)
+        .with_context(|| format!("writing {}", manifest_path.display()))?;
+    let kept: Vec<Vec<String>> = done
+        .iter()
+        .chain(&others)
+        .flat_map(|r| r.rows(None))
+        .collect();
     std::fs::write(&csv_path, csv_text::write(&header(), kept))
         .with_context(|| format!("writing {}", csv_path.display()))?;
     let mut file = std::fs::OpenOptions::new()
@@ -324,7 +369,16 @@ fn sweep(
             stopped = true;
             break;
         }
-        let r = run_one(c).with_context(|| format!("run {} r{}", c.label(), c.repeat))?;
+        let r = match run_one(c) {
+            Ok(r) => r,
+            // The run the signal cut short (a command it killed too) is dropped, and the
+            // sweep stops as after a finished run.
+            Err(_) if super::interrupt::interrupted() => {
+                stopped = true;
+                break;
+            }
+            Err(e) => return Err(e.context(format!("run {} r{}", c.label(), c.repeat))),
+        };
         let mut w = csv_text::writer(Vec::new());
         r.rows(None)
             .iter()
@@ -353,7 +407,8 @@ fn sweep(
     let order: std::collections::HashMap<&Config, usize> =
         configs.iter().enumerate().map(|(i, c)| (c, i)).collect();
     done.sort_by_key(|r| order.get(&r.config).copied());
-    let rows = rows_with_cv(&done, &summarise(&done));
+    let mut rows = rows_with_cv(&done, &summarise(&done));
+    rows.extend(rows_with_cv(&others, &summarise(&others)));
     std::fs::write(&csv_path, csv_text::write(&header(), rows))
         .with_context(|| format!("writing {}", csv_path.display()))?;
     Ok(Swept {
@@ -375,16 +430,20 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
                 ("--cpu", a.cpu),
             ];
             if let Some((name, _)) = live_only.iter().find(|(_, given)| *given) {
-                bail!("{name} is for a run in real time: add --live (the agent's simulated board)")
+                return Err(super::usage(&format!(
+                    "{name} is for a run in real time: add --live (the agent's simulated board)"
+                )));
             }
             let s = simulated(board, a)?;
             let configs = s.configs();
-            let swept = sweep(&configs, s.epochs, a, out, &mut |c| Ok(s.run(c)))?;
             let about = serde_json::json!({
                 "board": s.spec.id(),
                 "simulated": true,
                 "workload": s.workload.name(),
             });
+            let swept = sweep(&configs, &manifest(&about, s.epochs), a, out, &mut |c| {
+                Ok(s.run(c))
+            })?;
             let title = format!(
                 "jpower characterize: {} on simulated {} (simulated time)",
                 s.workload.name(),
@@ -399,14 +458,18 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
 /// The live sweep: the built-in workload on this machine's disk, through the agent.
 fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
     if let Some(w) = a.workload.as_deref().filter(|w| *w != "builtin") {
-        bail!("--workload {w:?}: a live sweep runs the built-in workload (builtin) or a --run command; the simulated models run in simulated time (--sim BOARD without --live)");
+        return Err(super::usage(&format!("--workload {w:?}: a live sweep runs the built-in workload (builtin) or a --run command; the simulated models run in simulated time (--sim BOARD without --live)")));
     }
     if !a.media.is_empty() {
-        bail!("--media is for simulated time: a live sweep's media are its --data folders (NAME=DIR,...)");
+        return Err(super::usage("--media is for simulated time: a live sweep's media are its --data folders (NAME=DIR,...)"));
     }
     if a.run.is_some() && (a.data.is_empty() || a.workload.is_some()) {
-        bail!("--run needs --data NAME=DIR,... (the command's dataset, one per medium) and no --workload");
+        return Err(super::usage("--run needs --data NAME=DIR,... (the command's dataset, one per medium) and no --workload"));
     }
+    if a.run.is_some() && (a.samples.is_some() || a.sample_kib.is_some()) {
+        return Err(super::usage("--samples and --sample-kib shape the built-in workload's dataset: a --run command brings its own (--data)"));
+    }
+    let given = given_locations(a)?;
     let (root, sim) = target.root()?;
     let board = crate::board::Board::discover(root)?;
     let socket = target.agent_socket();
@@ -449,7 +512,15 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
             seed: 1,
         }
     };
-    let locations = locations(a, a.run.is_none().then_some(shape))?;
+    if let Some(&batch) = l.batches.iter().max().filter(|&&b| b > shape.samples) {
+        if a.run.is_none() {
+            return Err(super::usage(&format!(
+                "--batch {batch}: the dataset has {} samples, which make no minibatch of {batch} (--samples)",
+                shape.samples
+            )));
+        }
+    }
+    let locations = locations(given, a.run.is_none().then_some(shape))?;
     let media: Vec<String> = locations.iter().map(|l| l.name.clone()).collect();
     let names: Vec<String> = modes.iter().map(SweepMode::name).collect();
     let configs = product(&names, &l.batches, &l.workers, &media, &l.caches, l.repeats);
@@ -472,20 +543,6 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
     if let Some(sim) = &sim {
         sim.set_load(LoadState::TRAINING)?;
     }
-    let swept = sweep(&configs, l.epochs, a, out, &mut |c| {
-        Ok(match (&a.run, &cuda) {
-            (Some(template), _) => runner.run_command(c, template)?,
-            (None, Some(cuda)) => runner.run_builtin(c, shape, cuda.train_backend()?)?,
-            (None, None) => runner.run_builtin(c, shape, Cpu)?,
-        })
-    });
-    // Put the board back whether or not the sweep ran to its end.
-    let released = runner.release();
-    if let Some(sim) = &sim {
-        sim.set_load(LoadState::default())?;
-    }
-    let swept = swept?;
-    released?;
     let about = match &a.run {
         Some(template) => serde_json::json!({
             "board": board.identity.model,
@@ -500,6 +557,20 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
             "dataset": {"samples": shape.samples, "sample_bytes": shape.sample_bytes},
         }),
     };
+    let swept = sweep(&configs, &manifest(&about, l.epochs), a, out, &mut |c| {
+        Ok(match (&a.run, &cuda) {
+            (Some(template), _) => runner.run_command(c, template)?,
+            (None, Some(cuda)) => runner.run_builtin(c, shape, cuda.train_backend()?)?,
+            (None, None) => runner.run_builtin(c, shape, Cpu)?,
+        })
+    });
+    // Put the board back whether or not the sweep ran to its end.
+    let released = runner.release();
+    if let Some(sim) = &sim {
+        sim.set_load(LoadState::default())?;
+    }
+    let swept = swept?;
+    released?;
     let title = format!(
         "jpower characterize: {} on {} (real time)",
         a.run.as_deref().unwrap_or("the built-in workload"),
@@ -508,10 +579,8 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
     report(about, &title, &configs, l.epochs, swept, a, out)
 }
 
-/// The dataset locations of `--data` (default: the output directory): with the built-in
-/// workload's `shape`, each with that dataset ready in it; else (a `--run` command's) each
-/// an existing folder.
-fn locations(a: &Args, shape: Option<Shape>) -> Result<Vec<Location>> {
+/// The `--data` locations, named and checked (default: the output directory, `out`).
+fn given_locations(a: &Args) -> Result<Vec<(String, PathBuf)>> {
     let given: Vec<(String, PathBuf)> = if a.data.is_empty() {
         vec![("out".to_string(), a.out.clone())]
     } else {
@@ -529,6 +598,23 @@ fn locations(a: &Args, shape: Option<Shape>) -> Result<Vec<Location>> {
             })
             .collect()
     };
+    if let Some((_, dir)) = given.iter().find(|(name, _)| name.is_empty()) {
+        return Err(super::usage(&format!(
+            "--data ={}: a location needs a name (NAME=DIR)",
+            dir.display()
+        )));
+    }
+    once(
+        "data",
+        &given.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+        |i| format!("the location {:?}", given[i].0),
+    )?;
+    Ok(given)
+}
+
+/// The dataset locations `given`: with the built-in workload's `shape`, each with that
+/// dataset ready in it; else (a `--run` command's) each an existing folder.
+fn locations(given: Vec<(String, PathBuf)>, shape: Option<Shape>) -> Result<Vec<Location>> {
     given
         .into_iter()
         .map(|(name, dir)| match shape {

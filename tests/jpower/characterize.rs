@@ -103,13 +103,53 @@ fn characterize_resumed_after_an_interruption_equals_an_uninterrupted_sweep() {
     );
 }
 
+/// Found by a review: `--resume` kept the runs of another sweep (another workload, board or
+/// dataset: runs.csv says none of them) and relabelled them, and a resume with a narrower
+/// list deleted the runs outside it from the file.
+#[test]
+fn characterize_resumes_only_its_own_sweep_and_keeps_every_run() {
+    let rt = runtime();
+    let out = rt.path().join("o");
+    ok(&mut sweep(rt.path(), &out));
+    let rows = |out: &Path| {
+        std::fs::read_to_string(out.join("runs.csv"))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    let all = rows(&out);
+    let other = run(sweep(rt.path(), &out).args(["--workload", "lenet5", "--resume"]));
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds the runs of another sweep"), "{err}");
+    assert_eq!(rows(&out), all, "nothing lost");
+    // A narrower sweep resumed: its runs reported, the others kept in the file.
+    let v = json(&ok(jpower(rt.path())
+        .args(["--sim", "xavier-agx", "characterize", "--modes", "MAXN"])
+        .args(["--batch", "16", "--workers", "0,1", "--media", "sd"])
+        .args([
+            "--repeats",
+            "2",
+            "--epochs",
+            "2",
+            "--resume",
+            "--json",
+            "--out",
+        ])
+        .arg(&out)));
+    assert_eq!(v["runs_done"], v["resumed_runs"], "{v}");
+    assert_eq!(rows(&out), all, "the runs outside it stay");
+}
+
 #[test]
 fn characterize_names_a_bad_value() {
     let rt = runtime();
-    // Exit 2 for what clap checks value by value (a usage error), 1 for the checks made
-    // after parsing: a value named twice, and what needs the board.
+    // Exit 2, a usage error, for every value the command line gets wrong: those clap checks
+    // value by value, and (found by a review: these exited 1, kind `error`) those checked
+    // after parsing: a value named twice, an unknown mode, an option of the other kind of
+    // sweep.
     for (args, code, says) in [
-        (["--modes", "TURBO"], 1, &["TURBO", "MAXN"][..]),
+        (["--modes", "TURBO"], 2, &["TURBO", "MAXN"][..]),
         (
             ["--cache", "cold"],
             2,
@@ -119,11 +159,11 @@ fn characterize_names_a_bad_value() {
         // repeats (a CV of 0).
         (
             ["--modes", "MAXN,maxn"],
-            1,
+            2,
             &["--modes names MAXN twice"][..],
         ),
-        (["--batch", "16,16"], 1, &["--batch names 16 twice"][..]),
-        (["--media", "sd,sd"], 1, &["--media names sd twice"][..]),
+        (["--batch", "16,16"], 2, &["--batch names 16 twice"][..]),
+        (["--media", "sd,sd"], 2, &["--media names sd twice"][..]),
         // Found by a review: a zero was not named, and the live-only options were taken
         // and ignored in simulated time.
         (["--repeats", "0"], 2, &["'0' for '--repeats <N>'"][..]),
@@ -142,38 +182,50 @@ fn characterize_names_a_bad_value() {
         // A live sweep's media are its --data folders: --media was taken and ignored.
         (
             ["--live", "--media=nvme"],
-            1,
+            2,
             &["--media is for simulated time"][..],
         ),
         (
             ["--modes", "sample:100000"],
-            1,
+            2,
             &["sample:100000: the board has"][..],
         ),
         (
             ["--data", "x=/tmp"],
-            1,
+            2,
             &["--data is for a run in real time: add --live"][..],
         ),
         (
             ["--samples", "16"],
-            1,
+            2,
             &["--samples is for a run in real time"][..],
         ),
         (
             ["--run", "true"],
-            1,
+            2,
             &["--run is for a run in real time"][..],
         ),
         (
             ["--sample-kib", "2"],
-            1,
+            2,
             &["--sample-kib is for a run in real time"][..],
         ),
         (
             ["--cpu", "--quick"],
-            1,
+            2,
             &["--cpu is for a run in real time"][..],
+        ),
+        // Found by a review: two locations of one name ran the first twice, and a sample
+        // smaller than a sample's header was taken.
+        (
+            ["--live", "--data=/tmp/a/gld,/tmp/b/gld"],
+            2,
+            &["--data names the location \"gld\" twice"][..],
+        ),
+        (
+            ["--sample-kib", "1"],
+            2,
+            &["'1' for '--sample-kib <KIB>'"][..],
         ),
         // Found by a review: --quick set the lists and ignored the ones given.
         (
