@@ -419,6 +419,18 @@ fn characterize_run_measures_a_command_that_marks_its_minibatches() {
             assert!(f("resident") > 0.9, "{e}");
         }
     }
+    // Found by a review: a configuration's power was its energy over the command's whole
+    // time, start-up included, where each epoch's is over its metered minibatches.
+    for (c, r) in v["configurations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(v["runs"].as_array().unwrap())
+    {
+        let (mean, epoch) = (&c["power_w"], &r["epochs"][0]["power_w"]);
+        let (mean, epoch) = (mean.as_f64().unwrap(), epoch.as_f64().unwrap());
+        assert!((mean / epoch - 1.0).abs() < 1e-9, "{c} against {r}");
+    }
     assert!(agent.status().holder.is_none());
     // A failing command stops the sweep and names it.
     let out = run(jpower(rt)

@@ -298,9 +298,10 @@ pub struct Summary {
     pub mode: String,
     /// Runs (repeats) it has.
     pub runs: usize,
-    /// Means over its runs: time, energy, stall, compute, disk bytes per run (all its
-    /// epochs summed); power, utilisation, disk throughput and residency time-weighted
-    /// over the epochs that measured them (NaN where none did).
+    /// Means over its runs: time, energy, stall and compute per run (all its epochs
+    /// summed); power as the epochs' (their energy over the time metered); utilisation,
+    /// disk throughput and residency time-weighted over the epochs that measured them (NaN
+    /// where none did).
     #[serde(flatten)]
     pub mean: EpochRow,
     /// Coefficient of variation of the run time over repeats (0 for one run).
@@ -350,6 +351,10 @@ pub fn summarise(runs: &[Run]) -> Vec<Summary> {
             let times = total(|e| e.time_s);
             let (time_s, time_cv) = mean_cv(&times);
             let energy_j = mean(total(|e| e.energy_j));
+            // Power as each epoch's is: its energy over the time it was metered (a --run
+            // command's minibatches, not its start-up), which each epoch's energy over its
+            // power gives back.
+            let metered_s = mean(total(|e| e.energy_j / e.power_w));
             let weighted = |f: fn(&EpochRow) -> f64| {
                 let (w, t) = mine
                     .iter()
@@ -368,7 +373,7 @@ pub fn summarise(runs: &[Run]) -> Vec<Summary> {
                 mean: EpochRow {
                     time_s,
                     energy_j,
-                    power_w: energy_j / time_s.max(f64::MIN_POSITIVE),
+                    power_w: energy_j / metered_s.max(f64::MIN_POSITIVE),
                     stall_s: mean(total(|e| e.stall_s)),
                     compute_s: mean(total(|e| e.compute_s)),
                     util: [
