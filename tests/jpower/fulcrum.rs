@@ -4,22 +4,20 @@
 
 use crate::util::{self, jpower, json, ok};
 
-/// `jpower schedule --strategy maxn` of ResNet-18 training and MobileNetV3 inference on the
-/// simulated Orin AGX in `rt`, with `extra`: the command.
-fn schedule_maxn(rt: &std::path::Path, extra: &[&str]) -> std::process::Command {
+/// `jpower schedule --json` of ResNet-18 training and MobileNetV3 inference on the
+/// simulated Orin AGX in `rt` under `budget` watts, with `extra`: the command.
+fn schedule(rt: &std::path::Path, budget: &str, extra: &[&str]) -> std::process::Command {
     let mut c = jpower(rt);
-    c.args([
-        "--json",
-        "--sim",
-        "orin-agx",
-        "schedule",
-        "--strategy",
-        "maxn",
-    ])
-    .args(["--train", "resnet18", "--infer", "mobilenetv3"])
-    .args(["--budget", "30", "--slo-ms", "150", "--rate", "30"])
-    .args(extra);
+    c.args(["--json", "--sim", "orin-agx", "schedule"])
+        .args(["--train", "resnet18", "--infer", "mobilenetv3"])
+        .args(["--budget", budget, "--slo-ms", "150", "--rate", "30"])
+        .args(extra);
     c
+}
+
+/// The same at 30 W with `--strategy maxn`.
+fn schedule_maxn(rt: &std::path::Path, extra: &[&str]) -> std::process::Command {
+    schedule(rt, "30", &[&["--strategy", "maxn"], extra].concat())
 }
 
 /// Runs a `jpower schedule --json` and returns its object: exit status 0 where its choice
@@ -109,22 +107,7 @@ fn the_measured_switch_cost_is_kept_in_the_profile_and_schedule_plans_with_it() 
 #[test]
 fn a_schedule_that_misses_exits_3_and_says_which_target() {
     let rt = util::runtime();
-    let v = planned(jpower(rt.path()).args([
-        "--json",
-        "--sim",
-        "orin-agx",
-        "schedule",
-        "--train",
-        "resnet18",
-        "--infer",
-        "mobilenetv3",
-        "--budget",
-        "5",
-        "--slo-ms",
-        "150",
-        "--rate",
-        "30",
-    ]));
+    let v = planned(&mut schedule(rt.path(), "5", &[]));
     assert_eq!(v["met"], false, "{v}");
     assert_eq!(v["met_budget"], false, "{v}");
     assert_eq!(v["oracle"]["feasible"], false, "{v}");
@@ -134,22 +117,7 @@ fn a_schedule_that_misses_exits_3_and_says_which_target() {
 #[test]
 fn schedule_prints_the_chosen_configuration_and_the_oracle() {
     let rt = util::runtime();
-    let v = json(&ok(jpower(rt.path()).args([
-        "--json",
-        "--sim",
-        "orin-agx",
-        "schedule",
-        "--train",
-        "resnet18",
-        "--infer",
-        "mobilenetv3",
-        "--budget",
-        "30",
-        "--slo-ms",
-        "150",
-        "--rate",
-        "30",
-    ])));
+    let v = json(&ok(&mut schedule(rt.path(), "30", &[])));
     let c = &v["chosen"];
     let knobs = |o: &serde_json::Value| {
         ["cores", "cpu_khz", "gpu_hz", "emc_hz"]

@@ -24,6 +24,27 @@ fn open_as(id: &str, rt: &Path, owner: Owner) -> (SimBoard, Controller) {
     (sim, Controller::open(board, rt, owner).unwrap())
 }
 
+/// Arms a write that fails with EIO at each of the writes `at` from now.
+fn fail_writes(sim: &SimBoard, at: impl IntoIterator<Item = u64>) {
+    for n in at {
+        sim.inject(Fault::FailWrite {
+            n,
+            errno: libc::EIO,
+        });
+    }
+}
+
+/// Why the rollback after a failed switch failed (panics where it did not).
+fn rollback_failure(err: &ControlError) -> &str {
+    match err {
+        ControlError::Failed {
+            rollback: Rollback::Failed(why),
+            ..
+        } => why,
+        other => panic!("{other}"),
+    }
+}
+
 fn values(c: &Controller) -> Values {
     c.board().read_knobs().unwrap()
 }
@@ -672,20 +693,9 @@ fn a_rollback_goes_on_past_a_write_that_fails() {
     let back = plan::plan(c.board(), &mid, &prior);
     let at = back.iter().position(|s| s.knob == gpu_max).unwrap();
     assert!(at + 1 < back.len(), "the GPU is the rollback's last write");
-    for n in [5, 5 + at as u64 + 1] {
-        sim.inject(Fault::FailWrite {
-            n,
-            errno: libc::EIO,
-        });
-    }
+    fail_writes(&sim, [5, 5 + at as u64 + 1]);
     let err = c.apply(&low).unwrap_err();
-    let ControlError::Failed {
-        rollback: Rollback::Failed(why),
-        ..
-    } = &err
-    else {
-        panic!("{err}");
-    };
+    let why = rollback_failure(&err);
     assert!(why.contains("EIO"), "{why}");
     let now = values(&c);
     let off: Vec<_> = (0..now.len()).filter(|&k| now[k] != prior[k]).collect();
@@ -818,20 +828,9 @@ fn a_rollback_does_not_cross_a_pair_whose_first_write_failed() {
     );
     // The EMC's write fails, then the rollback's first, the GPU's min: its max, back to
     // table[3], would cross the min left at table[5].
-    for n in [3, 4] {
-        sim.inject(Fault::FailWrite {
-            n,
-            errno: libc::EIO,
-        });
-    }
+    fail_writes(&sim, [3, 4]);
     let err = c.apply_values(&target).unwrap_err();
-    let ControlError::Failed {
-        rollback: Rollback::Failed(why),
-        ..
-    } = &err
-    else {
-        panic!("{err}");
-    };
+    let why = rollback_failure(&err);
     let max_path = c.board().knobs[max].path.display().to_string();
     assert!(why.contains(&format!("{max_path} left as it is")), "{why}");
     let now = values(&c);
@@ -847,12 +846,7 @@ fn a_rollback_does_not_cross_a_pair_whose_first_write_failed() {
     let mut lower = prior.clone();
     (lower[min], lower[max]) = (table[1], table[2]);
     lower[cap] = emc_table[1];
-    for n in [3, 4] {
-        sim.inject(Fault::FailWrite {
-            n,
-            errno: libc::EIO,
-        });
-    }
+    fail_writes(&sim, [3, 4]);
     c.apply_values(&lower).unwrap_err();
     let now = values(&c);
     assert_eq!(now[max], prior[max], "the max went back: nothing crossed");
