@@ -289,24 +289,31 @@ struct Swept {
     stopped: bool,
 }
 
-/// What a sweep's runs are of (`about`: the board, the workload and its dataset) and how
-/// many epochs each: `--resume` takes runs only from a sweep of the same.
-fn manifest(about: &serde_json::Value, epochs: u32) -> serde_json::Value {
-    serde_json::json!({"about": about, "epochs": epochs})
+/// What a sweep's runs are of (`about`: the board, the workload and its dataset; the
+/// board's `key`, which tells releases and units of one model apart) and how many epochs
+/// each: `--resume` takes runs only from a sweep of the same.
+fn manifest(about: &serde_json::Value, key: &str, epochs: u32) -> serde_json::Value {
+    serde_json::json!({"about": about, "board_key": key, "epochs": epochs})
 }
 
-/// Refuses to resume from `out` unless its `sweep.json` says its runs are of `manifest`
-/// (a runs.csv holds no board, workload or dataset: runs of another sweep were kept and
-/// relabelled).
-fn check_resumable(out: &Path, manifest: &serde_json::Value) -> Result<()> {
-    let path = out.join(MANIFEST);
+/// With `--resume`, refuses (before anything is set up) unless the output's `sweep.json`
+/// says its runs are of `manifest`: a runs.csv holds no board, workload or dataset, and
+/// runs of another sweep were kept and relabelled.
+fn check_resumable(a: &Args, manifest: &serde_json::Value) -> Result<()> {
+    if !a.resume || !a.out.join("runs.csv").exists() {
+        return Ok(());
+    }
+    let path = a.out.join(MANIFEST);
+    let out = &a.out;
     let found: serde_json::Value = match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .with_context(|| format!("{} does not parse", path.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-            "--resume: {} holds runs.csv but no {MANIFEST} (an earlier jpower's): which sweep its runs are of is unknown; give another --out",
-            out.display()
-        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(super::usage(&format!(
+                "--resume: {} holds runs.csv but no {MANIFEST} (an earlier jpower's): which sweep its runs are of is unknown; give another --out",
+                out.display()
+            )))
+        }
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
     if &found != manifest {
@@ -335,17 +342,16 @@ fn sweep(
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let csv_path = a.out.join("runs.csv");
     let epochs = manifest["epochs"].as_u64().unwrap_or(0) as u32;
+    check_resumable(a, manifest)?;
     let (mut done, others): (Vec<Run>, Vec<Run>) = if a.resume && csv_path.exists() {
-        check_resumable(&a.out, manifest)?;
         finished(&csv_path, epochs)?
             .into_iter()
             .partition(|r| configs.contains(&r.config))
     } else {
         Default::default()
     };
-    let manifest_path = a.out.join(MANIFEST);
-    std::fs::write(&manifest_path, serde_json::to_vec_pretty(manifest)?)
-        .with_context(|| format!("writing {}", manifest_path.display()))?;
+    // The runs first, then what they are of: a crash between the two never leaves old
+    // runs under a new sweep's manifest.
     let kept: Vec<Vec<String>> = done
         .iter()
         .chain(&others)
@@ -353,6 +359,9 @@ fn sweep(
         .collect();
     std::fs::write(&csv_path, csv_text::write(&header(), kept))
         .with_context(|| format!("writing {}", csv_path.display()))?;
+    let manifest_path = a.out.join(MANIFEST);
+    std::fs::write(&manifest_path, serde_json::to_vec_pretty(manifest)?)
+        .with_context(|| format!("writing {}", manifest_path.display()))?;
     let mut file = std::fs::OpenOptions::new()
         .append(true)
         .open(&csv_path)
@@ -373,7 +382,8 @@ fn sweep(
             Ok(r) => r,
             // The run the signal cut short (a command it killed too) is dropped, and the
             // sweep stops as after a finished run.
-            Err(_) if super::interrupt::interrupted() => {
+            Err(e) if super::interrupt::interrupted() => {
+                log::warn!("run {} r{} cut short: {e:#}", c.label(), c.repeat);
                 stopped = true;
                 break;
             }
@@ -407,8 +417,11 @@ fn sweep(
     let order: std::collections::HashMap<&Config, usize> =
         configs.iter().enumerate().map(|(i, c)| (c, i)).collect();
     done.sort_by_key(|r| order.get(&r.config).copied());
-    let mut rows = rows_with_cv(&done, &summarise(&done));
-    rows.extend(rows_with_cv(&others, &summarise(&others)));
+    // Each configuration's CV over all its runs in the file (a resume with fewer repeats
+    // leaves some outside the sweep).
+    let sums = summarise(&[done.as_slice(), others.as_slice()].concat());
+    let mut rows = rows_with_cv(&done, &sums);
+    rows.extend(rows_with_cv(&others, &sums));
     std::fs::write(&csv_path, csv_text::write(&header(), rows))
         .with_context(|| format!("writing {}", csv_path.display()))?;
     Ok(Swept {
@@ -441,9 +454,8 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
                 "simulated": true,
                 "workload": s.workload.name(),
             });
-            let swept = sweep(&configs, &manifest(&about, s.epochs), a, out, &mut |c| {
-                Ok(s.run(c))
-            })?;
+            let manifest = manifest(&about, &s.spec.id(), s.epochs);
+            let swept = sweep(&configs, &manifest, a, out, &mut |c| Ok(s.run(c)))?;
             let title = format!(
                 "jpower characterize: {} on simulated {} (simulated time)",
                 s.workload.name(),
@@ -520,6 +532,29 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
             )));
         }
     }
+    let on_cuda = !(a.cpu || sim.is_some() || a.run.is_some());
+    let data: Vec<serde_json::Value> = given
+        .iter()
+        .map(|(name, dir)| serde_json::json!({"name": name, "dir": dir}))
+        .collect();
+    let about = match &a.run {
+        Some(template) => serde_json::json!({
+            "board": board.identity.model,
+            "simulated": sim.is_some(),
+            "workload": template,
+            "data": data,
+        }),
+        None => serde_json::json!({
+            "board": board.identity.model,
+            "simulated": sim.is_some(),
+            "workload": "builtin",
+            "backend": if on_cuda { "cuda" } else { "cpu" },
+            "dataset": {"samples": shape.samples, "sample_bytes": shape.sample_bytes},
+            "data": data,
+        }),
+    };
+    let manifest = manifest(&about, &board.key(), l.epochs);
+    check_resumable(a, &manifest)?;
     let locations = locations(given, a.run.is_none().then_some(shape))?;
     let media: Vec<String> = locations.iter().map(|l| l.name.clone()).collect();
     let names: Vec<String> = modes.iter().map(SweepMode::name).collect();
@@ -533,31 +568,14 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
             f64::from(refresh_us) / 1e3
         );
     }
-    let cuda = match (
-        a.cpu || sim.is_some() || a.run.is_some(),
-        board.identity.l4t_major,
-    ) {
-        (true, _) => None,
-        (false, l4t) => Some(Cuda::open(0, l4t)?),
+    let cuda = match on_cuda {
+        false => None,
+        true => Some(Cuda::open(0, board.identity.l4t_major)?),
     };
     if let Some(sim) = &sim {
         sim.set_load(LoadState::TRAINING)?;
     }
-    let about = match &a.run {
-        Some(template) => serde_json::json!({
-            "board": board.identity.model,
-            "simulated": sim.is_some(),
-            "workload": template,
-        }),
-        None => serde_json::json!({
-            "board": board.identity.model,
-            "simulated": sim.is_some(),
-            "workload": "builtin",
-            "backend": if cuda.is_some() { "cuda" } else { "cpu" },
-            "dataset": {"samples": shape.samples, "sample_bytes": shape.sample_bytes},
-        }),
-    };
-    let swept = sweep(&configs, &manifest(&about, l.epochs), a, out, &mut |c| {
+    let swept = sweep(&configs, &manifest, a, out, &mut |c| {
         Ok(match (&a.run, &cuda) {
             (Some(template), _) => runner.run_command(c, template)?,
             (None, Some(cuda)) => runner.run_builtin(c, shape, cuda.train_backend()?)?,

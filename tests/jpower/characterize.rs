@@ -139,6 +139,37 @@ fn characterize_resumes_only_its_own_sweep_and_keeps_every_run() {
         .arg(&out)));
     assert_eq!(v["runs_done"], v["resumed_runs"], "{v}");
     assert_eq!(rows(&out), all, "the runs outside it stay");
+    // Fewer repeats: each configuration's CV is still over all its runs in the file.
+    let three = rt.path().join("three");
+    for (repeats, resume) in [("3", None), ("2", Some("--resume"))] {
+        ok(jpower(rt.path())
+            .args(["--sim", "xavier-agx", "characterize", "--modes", "MAXN"])
+            .args([
+                "--batch",
+                "16",
+                "--workers",
+                "0",
+                "--media",
+                "sd",
+                "--epochs",
+                "2",
+            ])
+            .args(["--repeats", repeats])
+            .args(resume)
+            .arg("--out")
+            .arg(&three));
+    }
+    let text = std::fs::read_to_string(three.join("runs.csv")).unwrap();
+    let mut cv: std::collections::HashMap<String, String> = Default::default();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (config, this) = (f[..5].join(","), f[f.len() - 1].to_string());
+        assert_eq!(
+            cv.entry(config.clone()).or_insert(this.clone()),
+            &this,
+            "{config}"
+        );
+    }
 }
 
 #[test]

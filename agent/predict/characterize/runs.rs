@@ -354,7 +354,13 @@ pub fn summarise(runs: &[Run]) -> Vec<Summary> {
             // Power as each epoch's is: its energy over the time it was metered (a --run
             // command's minibatches, not its start-up), which each epoch's energy over its
             // power gives back.
-            let metered_s = mean(total(|e| e.energy_j / e.power_w));
+            let metered_s = mean(total(|e| {
+                if e.power_w > 0.0 {
+                    e.energy_j / e.power_w
+                } else {
+                    e.time_s
+                }
+            }));
             let weighted = |f: fn(&EpochRow) -> f64| {
                 let (w, t) = mine
                     .iter()
