@@ -261,6 +261,11 @@ fn other_paths_are_404_and_other_methods_405() {
         (b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", 400),
         (b"GET /metrics HTTP/1.0\n\n", 200),
         (b"HEAD /nothing HTTP/1.1\r\n\r\n", 404),
+        // An empty line before the request line is skipped, an absolute-form target is
+        // served (RFC 9112 §2.2 and §3.2.2): both were 400.
+        (b"\r\nGET /metrics HTTP/1.1\r\n\r\n", 200),
+        (b"\n\r\n\nGET /metrics HTTP/1.1\n\n", 200),
+        (b"GET http://127.0.0.1:9100/metrics HTTP/1.1\r\n\r\n", 200),
     ] {
         let (got, text) = exchange(port, request);
         assert_eq!(got, code, "{:?}: {text}", String::from_utf8_lossy(request));

@@ -3,7 +3,8 @@
 //! query string is ignored) answered with the exposition and `HEAD /metrics` with its
 //! headers, any other path 404, any other method 405, anything that is not a request line
 //! 400 as soon as its first bytes show it (a TLS handshake, say). Lines may end in CRLF or
-//! a bare LF (RFC 9112 §2.2).
+//! a bare LF, empty lines before the request line are skipped (RFC 9112 §2.2), and a
+//! target may be in absolute form (`GET http://host:9100/metrics`, RFC 9112 §3.2.2).
 //!
 //! Its limits are explicit, so that a scanner, a bug or an attacker on the listening
 //! address costs one connection and never the agent: at most [`MAX_CONNECTIONS`] at once
@@ -28,6 +29,9 @@ pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// How long a refused connection's request is read after its 503, so that closing with
+/// it unread does not reset the connection before the client has read the 503.
+const REFUSE_LINGER: Duration = Duration::from_millis(100);
 
 /// A listener serving `GET /metrics` until `stop` is set.
 #[derive(Debug)]
@@ -106,6 +110,9 @@ impl Responder {
     }
 }
 
+/// Answers 503, then reads what the client sends for at most [`REFUSE_LINGER`] (the accept
+/// thread waits that long at most): a close with its request unread would reset the
+/// connection, and a reset can discard the 503 before the client reads it.
 fn refuse_busy(mut s: TcpStream) -> io::Result<()> {
     s.set_write_timeout(Some(WRITE_TIMEOUT))?;
     respond(
@@ -114,7 +121,25 @@ fn refuse_busy(mut s: TcpStream) -> io::Result<()> {
         "Service Unavailable",
         &[],
         b"too many connections\n",
-    )
+    )?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let deadline = Instant::now() + REFUSE_LINGER;
+    let mut sink = [0u8; 1024];
+    let mut drained = 0;
+    while drained <= MAX_HEAD {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(&mut sink) {
+            Ok(0) => break,
+            Ok(n) => drained += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
 }
 
 /// The methods served.
@@ -200,8 +225,18 @@ fn read_head(s: &mut TcpStream, deadline: Instant) -> io::Result<Head> {
             Err(e) => return Err(e),
         };
         // Search only where the terminator can newly appear.
-        let from = head.len().saturating_sub(2);
+        let mut from = head.len().saturating_sub(2);
         head.extend_from_slice(&buf[..n]);
+        // Empty lines before the request line are skipped (RFC 9112 §2.2): a lone CR may
+        // be the first half of one, and the deadline bounds how many come.
+        let lead = head
+            .iter()
+            .take_while(|b| matches!(b, b'\r' | b'\n'))
+            .count();
+        if lead > 0 {
+            head.drain(..lead);
+            from = 0;
+        }
         if let Some(end) = blank_line(&head, from) {
             if end > MAX_HEAD {
                 return Ok(Head::TooLarge);
@@ -251,7 +286,10 @@ fn route(head: &[u8]) -> Route {
         return Route::BadRequest;
     };
     let token = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphabetic());
-    if !token(method) || !target.starts_with('/') || !version.starts_with("HTTP/1.") {
+    let Some(path) = origin_form(target) else {
+        return Route::BadRequest;
+    };
+    if !token(method) || !version.starts_with("HTTP/1.") {
         return Route::BadRequest;
     }
     let with_body = match method {
@@ -259,9 +297,27 @@ fn route(head: &[u8]) -> Route {
         "HEAD" => false,
         _ => return Route::MethodNotAllowed,
     };
-    match target.split('?').next() {
+    match path.split('?').next() {
         Some("/metrics") => Route::Metrics(with_body),
         _ => Route::NotFound(with_body),
+    }
+}
+
+/// The path and query of a request target in origin form (`/metrics`) or absolute form
+/// (`http://host:9100/metrics`, which a server must accept, RFC 9112 §3.2.2; its host is
+/// not checked, as `Host` is not); `None` for any other form.
+fn origin_form(target: &str) -> Option<&str> {
+    if target.starts_with('/') {
+        return Some(target);
+    }
+    let (scheme, rest) = target.split_once("://")?;
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return None;
+    }
+    match rest.find(['/', '?']) {
+        Some(i) if rest[i..].starts_with('/') => Some(&rest[i..]),
+        // `http://host?x` has the empty path, which is `/` (RFC 9110 §4.2.3).
+        Some(_) | None => Some("/"),
     }
 }
 
@@ -324,6 +380,23 @@ mod tests {
         assert_eq!(route(b"HEAD / HTTP/1.1"), Route::NotFound(false));
         assert_eq!(route(b"GET /metricsx HTTP/1.1"), Route::NotFound(true));
         assert_eq!(route(b"POST /metrics HTTP/1.1"), Route::MethodNotAllowed);
+        assert_eq!(
+            route(b"GET http://board:9100/metrics HTTP/1.1"),
+            Route::Metrics(true)
+        );
+        assert_eq!(
+            route(b"GET HTTP://board/metrics?x=1 HTTP/1.1"),
+            Route::Metrics(true)
+        );
+        assert_eq!(
+            route(b"GET http://board:9100 HTTP/1.1"),
+            Route::NotFound(true)
+        );
+        assert_eq!(route(b"GET http://board?x HTTP/1.1"), Route::NotFound(true));
+        assert_eq!(
+            route(b"GET ftp://board/metrics HTTP/1.1"),
+            Route::BadRequest
+        );
     }
 
     /// The head ends at its blank line whichever line ends it uses, and a head is judged
