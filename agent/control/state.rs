@@ -56,7 +56,8 @@ pub struct Owner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OwnerKind {
-    /// A direct `jpower set`: holds until `jpower restore`.
+    /// A direct `jpower set`, or the holder of an agent's persistent lease: holds until
+    /// `jpower restore`, through the agent's stop or crash.
     Cli,
     /// The agent itself (its own guard or default mode).
     Agent,
@@ -78,6 +79,11 @@ impl Owner {
     /// This process, as a direct CLI user.
     pub fn cli() -> Owner {
         Owner::new(OwnerKind::Cli, std::process::id(), "jpower set")
+    }
+
+    /// This process, as the agent.
+    pub fn agent() -> Owner {
+        Owner::new(OwnerKind::Agent, std::process::id(), "jpower agent")
     }
 
     /// Whether the owner's death means a crash to recover from.

@@ -231,7 +231,7 @@ pub fn run(opts: Options) -> Result<()> {
     for w in &board.warnings {
         log::warn!("{w}");
     }
-    let owner = Owner::new(OwnerKind::Agent, std::process::id(), "jpower agent");
+    let owner = Owner::agent();
     let mut controller = Controller::open(board, &runtime_dir, owner.clone())?;
     // The configuration's checks against the board come before the agent writes anything,
     // the held state's owner included (a review found the averaging written, or a mode

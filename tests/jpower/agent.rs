@@ -526,22 +526,43 @@ fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_star
     ]));
     let err = String::from_utf8_lossy(&off.stderr);
     assert!(!off.status.success() && err.contains("whole kHz"), "{err}");
-    // A persistent lease.
+    // A persistent lease outlives a crash as it does a clean stop: `--if-crashed` (the
+    // unit's ExecStopPost) and the next start keep it. Found by an integrator: a watchdog
+    // kill gave the board back its baseline, lifting the cap `jpower set` had put on it.
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
     assert_eq!(agent.status().online_cpus, [0, 1, 2, 3]);
     agent.signal(nix::sys::signal::Signal::SIGKILL);
-    let st = util::json(&util::ok(util::jpower(agent.rt.path()).args([
-        "--sim",
-        "orin-agx",
-        "--json",
-        "restore",
-        "--if-crashed",
-    ])));
-    assert!(
-        st["recovered"].to_string().contains("died"),
-        "{}",
-        st["recovered"]
-    );
+    let if_crashed = |rt: &Path| {
+        util::json(&util::ok(util::jpower(rt).args([
+            "--sim",
+            "orin-agx",
+            "--json",
+            "restore",
+            "--if-crashed",
+        ])))["recovered"]
+            .clone()
+    };
+    let held = direct_knobs(agent.rt.path());
+    assert_ne!(held, baseline);
+    assert_eq!(if_crashed(agent.rt.path()), serde_json::json!([]));
+    assert_eq!(direct_knobs(agent.rt.path()), held);
+    let rt = std::mem::replace(&mut agent.rt, util::runtime());
+    let mut agent = Agent::start_in(rt, "orin-agx", "");
+    let holder = agent.status().holder.expect("the left mode is held");
+    assert_eq!(holder.lease, LeaseKind::Persistent, "{holder:?}");
+    assert_eq!(agent.status().online_cpus, [0, 1, 2, 3]);
+    // Its end hands the board back to the agent: a session lease's crash is recovered.
+    util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "restore"]));
+    let mut c = agent.client(Encoding::Json);
+    c.request(RequestBody::SetMode {
+        mode: knobs(624_750_000),
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    agent.signal(nix::sys::signal::Signal::SIGKILL);
+    let recovered = if_crashed(agent.rt.path());
+    assert!(recovered.to_string().contains("died"), "{recovered}");
     assert_eq!(direct_knobs(agent.rt.path()), baseline);
 }
 

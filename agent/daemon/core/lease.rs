@@ -4,6 +4,7 @@
 
 use super::{err, ApplyError, Core, Lease, Peer};
 use crate::board::Values;
+use crate::control::state::{Owner, OwnerKind};
 use crate::control::{plan, Switch};
 use crate::ipc::protocol::*;
 use std::time::{Duration, Instant};
@@ -132,6 +133,7 @@ impl Core {
                 })
             }
         }
+        self.sync_state_owner();
         Ok(sw)
     }
 
@@ -199,6 +201,7 @@ impl Core {
         }
         plan::make_ordered(self.controller.board(), &mut target);
         let before = std::mem::replace(&mut self.requested, target);
+        self.sync_state_owner();
         match self.apply_effective() {
             Ok(sw) => {
                 log::info!(
@@ -217,6 +220,32 @@ impl Core {
                 false
             }
         }
+    }
+
+    /// Keeps the state file's owner in step with the lease. A persistent lease's holder
+    /// owns it as a direct `jpower set` would, so that its mode outlives the agent, a
+    /// crash included (until `jpower restore`; the next agent holds it again). Otherwise
+    /// the agent owns it, so that a crash restores the baseline. The file is written only
+    /// when its owner changes: a holder's switches in place cost nothing.
+    pub(super) fn sync_state_owner(&mut self) {
+        let persistent = self
+            .lease
+            .as_ref()
+            .filter(|l| l.holder.lease == LeaseKind::Persistent);
+        let (kind, pid) = persistent.map_or((OwnerKind::Agent, std::process::id()), |l| {
+            (OwnerKind::Cli, l.holder.pid)
+        });
+        let Some(state) = self.controller.state() else {
+            return;
+        };
+        if state.owner.kind == kind && state.owner.pid == pid {
+            return;
+        }
+        let owner = match persistent {
+            Some(l) => Owner::new(kind, pid, l.holder.client.clone()),
+            None => Owner::agent(),
+        };
+        self.controller.set_state_owner(owner);
     }
 
     /// A request of `client`'s is pending (a scheduler's gate): if it holds a session

@@ -10,7 +10,7 @@ use crate::board::Values;
 use crate::control::mode::{KnobRequest, ModeError, ModeSpace};
 use crate::control::plan;
 use crate::control::preset::Presets;
-use crate::control::state::{Owner, OwnerKind};
+use crate::control::state::Owner;
 use crate::control::{ControlError, Controller, Switch};
 use crate::ipc::events::EventSender;
 use crate::ipc::protocol::*;
@@ -242,6 +242,7 @@ impl Core {
             timeout: None,
             expires: None,
         });
+        self.sync_state_owner();
         log::info!(
             "holding the mode {} left as a persistent lease: it ends with `jpower restore` or `release`",
             with_pid(&left_by.name, left_by.pid)
@@ -685,14 +686,8 @@ impl Core {
             .as_ref()
             .is_some_and(|l| l.holder.lease == LeaseKind::Persistent);
         if persistent {
-            // The holder's name and pid, so that the next agent holds it as the same.
-            let (name, pid) = self
-                .lease
-                .as_ref()
-                .map(|l| (l.holder.client.clone(), l.holder.pid))
-                .unwrap_or_default();
-            self.controller
-                .set_state_owner(Owner::new(OwnerKind::Cli, pid, name));
+            // The state file names the holder already ([`Core::sync_state_owner`]): the
+            // next agent holds its mode as the same.
             log::info!("stopping with a persistent lease: its mode holds until `jpower restore`");
         } else {
             self.end_lease("the agent stopped");
