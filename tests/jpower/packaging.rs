@@ -87,6 +87,21 @@ fn the_unit_filters_system_calls_and_does_not_wait_for_udev_settle() {
         has("ExecStopPost", "/usr/bin/jpower restore --if-crashed"),
         "{unit}"
     );
+    // The EMC cap files' grants, made when NVIDIA's module loads (maybe after the boot's
+    // tmpfiles run), are applied again at each start.
+    assert!(
+        has(
+            "ExecStartPre",
+            "-+/bin/systemd-tmpfiles --create --prefix=/sys/kernel jpower.conf"
+        ),
+        "{unit}"
+    );
+    // systemd 237 (L4T 32) rejects a `u` line's uid:gid form.
+    let users = read("udev/sysusers.d/jpower.conf");
+    for l in users.lines().filter(|l| l.starts_with("u ")) {
+        let id = l.split_whitespace().nth(2).unwrap_or_default();
+        assert!(!id.contains(':'), "{l}: systemd 237 rejects it");
+    }
 }
 
 /// A maintainer script of `udev/debian/`, with `sh -n`'s verdict on its syntax.
