@@ -46,8 +46,6 @@ pub enum SensorsError {
 pub struct Sensors {
     telemetry: Telemetry,
     cfg: SamplerConfig,
-    /// The group that may read the ring (`read_group`).
-    read_group: String,
     /// The INA3221 knob values the sampler's refresh intervals come from.
     averaging: Vec<u64>,
     ring: CurrentRing,
@@ -76,18 +74,20 @@ impl Sensors {
         board: &Board,
         values: &Values,
         path: &Path,
-        cfg: SamplerConfig,
+        mut cfg: SamplerConfig,
         read_group: &str,
     ) -> Result<Sensors, SensorsError> {
+        cfg.read_gid = nix::unistd::Group::from_name(read_group)
+            .ok()
+            .flatten()
+            .map(|g| g.gid.as_raw());
         let telemetry = Telemetry::start(board, values, path, &cfg)?;
-        crate::ipc::server::give_to_group(&telemetry.path, read_group);
         let ring = CurrentRing(Arc::new(RwLock::new(Arc::new(RingReader::open(
             &telemetry.path,
         )?))));
         Ok(Sensors {
             telemetry,
             cfg,
-            read_group: read_group.to_string(),
             averaging: averaging_of(board, values),
             ring,
         })
@@ -125,7 +125,6 @@ impl Sensors {
         // The new ring replaces the old at its path before the old sampler stops, so its
         // readers learn `replaced`, not `closed`.
         let telemetry = Telemetry::start(board, values, &path, &self.cfg)?;
-        crate::ipc::server::give_to_group(&path, &self.read_group);
         self.ring.set(RingReader::open(&path)?);
         self.telemetry = telemetry;
         self.averaging = averaging;

@@ -474,7 +474,7 @@ mod tests {
         use crate::telemetry::ring::{RingInfo, RingWriter};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.ring");
-        let w = RingWriter::create(&path, &RingInfo::for_test(&["R"], 4096)).unwrap();
+        let w = RingWriter::create(&path, &RingInfo::for_test(&["R"], 4096), None).unwrap();
         // 10 W for 1 s, then 20 W for 1 s, at 1 kHz.
         for n in 0..=2000u64 {
             w.publish(n, &s(n, if n < 1000 { 10.0 } else { 20.0 }));
@@ -580,7 +580,7 @@ mod tests {
         use crate::telemetry::ring::{RingInfo, RingWriter};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r.ring");
-        let w = RingWriter::create(&path, &RingInfo::for_test(&["R"], 64)).unwrap();
+        let w = RingWriter::create(&path, &RingInfo::for_test(&["R"], 64), None).unwrap();
         w.publish(0, &s(0, 10.0));
         w.publish(1, &s(1000, 10.0));
         let ring = RingReader::open(&path).unwrap();

@@ -51,6 +51,9 @@ pub struct SamplerConfig {
     pub activity_hz: f64,
     /// The window the activity counters' utilisations and rates are taken over, ms.
     pub activity_window_ms: u64,
+    /// The group the ring file is given to before it appears at its path (the agent's
+    /// `read_group`); `None`: this process's.
+    pub read_gid: Option<u32>,
 }
 
 impl Default for SamplerConfig {
@@ -62,6 +65,7 @@ impl Default for SamplerConfig {
             cpu: None,
             activity_hz: 50.0,
             activity_window_ms: 200,
+            read_gid: None,
         }
     }
 }
@@ -162,7 +166,7 @@ impl Sampler {
         }
         info.period_ns = (1e9 / rate_hz) as u64;
         info.slot_count = cfg.slot_count;
-        let ring = Arc::new(RingWriter::create(path, &info)?);
+        let ring = Arc::new(RingWriter::create(path, &info, cfg.read_gid)?);
         let rails: Vec<Rail> = rails
             .iter()
             .map(Rail::try_clone)

@@ -65,7 +65,7 @@ fn consistent(s: &Sample) -> bool {
 fn ring_wraps_around_and_reports_lost_samples() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.ring");
-    let w = RingWriter::create(&path, &info(3, 8)).unwrap();
+    let w = RingWriter::create(&path, &info(3, 8), None).unwrap();
     let r = RingReader::open(&path).unwrap();
     assert!(r.latest().is_none(), "no sample before the first publish");
     for n in 0..20 {
@@ -93,14 +93,40 @@ fn a_reader_opened_before_samples_sees_them_and_one_before_the_writer_gets_a_cle
         matches!(e, RingError::Io { .. }) && e.to_string().contains("r.ring"),
         "{e}"
     );
-    let w = RingWriter::create(&path, &info(2, 16)).unwrap();
+    let w = RingWriter::create(&path, &info(2, 16), None).unwrap();
     let r = RingReader::open(&path).unwrap();
     w.publish(0, &synthetic(0, 2));
     assert_eq!(r.latest().unwrap().n, 0);
     // A new writer replaces the file atomically; the old mapping keeps working.
-    let w2 = RingWriter::create(&path, &info(2, 16)).unwrap();
+    let w2 = RingWriter::create(&path, &info(2, 16), None).unwrap();
     w2.publish(0, &synthetic(0, 2));
     assert_eq!(RingReader::open(&path).unwrap().latest().unwrap().n, 0);
+}
+
+/// A ring has its readers' group when it appears at its path, not only after: a reader of
+/// that group that reopens the path as soon as it sees the old ring replaced got EACCES
+/// (found by a client written from the docs).
+#[test]
+fn a_ring_appears_at_its_path_with_its_read_group() {
+    use nix::unistd::{getegid, geteuid, getgroups};
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.ring");
+    let own = getegid().as_raw();
+    // Root may give it any group; anyone else one of their own, another than theirs where
+    // they have one.
+    let gid = if geteuid().is_root() {
+        65534
+    } else {
+        getgroups()
+            .unwrap()
+            .into_iter()
+            .map(|g| g.as_raw())
+            .find(|&g| g != own)
+            .unwrap_or(own)
+    };
+    let _w = RingWriter::create(&path, &info(2, 16), Some(gid)).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().gid(), gid);
 }
 
 #[test]
@@ -109,7 +135,7 @@ fn rings_with_a_wrong_magic_version_or_size_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.ring");
     let write = |at: u64, bytes: &[u8]| {
-        drop(RingWriter::create(&path, &info(2, 16)).unwrap());
+        drop(RingWriter::create(&path, &info(2, 16), None).unwrap());
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         f.write_at(bytes, at).unwrap();
     };
@@ -128,7 +154,7 @@ fn rings_with_a_wrong_magic_version_or_size_are_refused() {
         .unwrap_err()
         .to_string()
         .contains("initialising"));
-    drop(RingWriter::create(&path, &info(2, 16)).unwrap());
+    drop(RingWriter::create(&path, &info(2, 16), None).unwrap());
     std::fs::OpenOptions::new()
         .write(true)
         .open(&path)
@@ -150,7 +176,7 @@ fn rings_with_a_wrong_magic_version_or_size_are_refused() {
 fn concurrent_readers_never_see_a_torn_sample() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.ring");
-    let w = RingWriter::create(&path, &info(16, 16)).unwrap();
+    let w = RingWriter::create(&path, &info(16, 16), None).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
         let readers: Vec<_> = (0..2)
@@ -194,7 +220,7 @@ fn readers_in_other_processes_never_see_torn_samples_and_never_block_the_writer(
     use nix::unistd::Pid;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.ring");
-    let w = RingWriter::create(&path, &info(8, 64)).unwrap();
+    let w = RingWriter::create(&path, &info(8, 64), None).unwrap();
     w.publish(0, &synthetic(0, 8));
     let children: Vec<_> = (0..2)
         .map(|_| {
@@ -780,7 +806,7 @@ fn auto_averaging_works_at_rates_below_one_kilohertz() {
 fn a_ring_is_published_with_its_thermal_zones_named() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.ring");
-    let _w = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let _w = RingWriter::create(&path, &info(2, 8), None).unwrap();
     // No watcher has run: the names were written before the version was published.
     let r = RingReader::open(&path).unwrap();
     assert_eq!(r.zones(), vec![("cpu-thermal".to_string(), None)]);
@@ -880,12 +906,12 @@ fn a_simulated_rail_read_blocks_for_its_bus_time_without_spinning() {
 fn a_replaced_or_closed_ring_says_so_to_readers_holding_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.ring");
-    let first = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let first = RingWriter::create(&path, &info(2, 8), None).unwrap();
     let old = RingReader::open(&path).unwrap();
     let life = old.writer().unwrap();
     assert_eq!((life.generation, life.state), (1, WriterState::Live));
     assert_eq!(life.ended_ns, 0);
-    let second = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let second = RingWriter::create(&path, &info(2, 8), None).unwrap();
     assert_eq!(old.writer().unwrap().state, WriterState::Replaced);
     assert!(old.writer().unwrap().ended_ns > 0);
     let new = RingReader::open(&path).unwrap();
@@ -917,7 +943,7 @@ fn ring_read_warns_when_the_writer_is_gone_closed_or_replaced() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let w = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let w = RingWriter::create(&path, &info(2, 8), None).unwrap();
     // Its newest sample is long past and nothing follows: as a killed writer leaves it.
     w.publish(0, &synthetic(0, 2));
     let (j, err) = read(&[]);
@@ -943,7 +969,7 @@ fn ring_read_warns_when_the_writer_is_gone_closed_or_replaced() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let next = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let next = RingWriter::create(&path, &info(2, 8), None).unwrap();
     let out = check.wait_with_output().unwrap();
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("replaced this one"),
@@ -1280,7 +1306,7 @@ fn the_activity_section_recovers_the_simulated_boards_load_and_clocks() {
 fn a_ring_without_the_activity_counters_has_no_activity_section() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.ring");
-    let _w = RingWriter::create(&path, &info(2, 8)).unwrap();
+    let _w = RingWriter::create(&path, &info(2, 8), None).unwrap();
     let r = RingReader::open(&path).unwrap();
     assert_eq!((r.info.activity.clone(), r.activity()), (None, None));
 }

@@ -81,7 +81,12 @@ mod tests {
     }
 
     fn ring(dir: &std::path::Path, slots: u32) -> RingWriter {
-        RingWriter::create(&dir.join("r.ring"), &RingInfo::for_test(&["A", "B"], slots)).unwrap()
+        RingWriter::create(
+            &dir.join("r.ring"),
+            &RingInfo::for_test(&["A", "B"], slots),
+            None,
+        )
+        .unwrap()
     }
 
     #[test]

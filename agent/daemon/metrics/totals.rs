@@ -47,7 +47,7 @@ mod tests {
     use crate::telemetry::Sample;
 
     fn ring(path: &std::path::Path) -> RingWriter {
-        RingWriter::create(path, &RingInfo::for_test(&["A"], 64)).unwrap()
+        RingWriter::create(path, &RingInfo::for_test(&["A"], 64), None).unwrap()
     }
 
     fn publish(w: &RingWriter, from: u64, to: u64) {

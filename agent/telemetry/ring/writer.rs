@@ -206,7 +206,11 @@ impl RingWriter {
     /// version published, mode 0640, then renamed over `path`, so the path only ever holds
     /// a complete ring. A ring it replaces is marked replaced, and this one carries the
     /// next generation.
-    pub fn create(path: &Path, info: &RingInfo) -> Result<RingWriter, RingError> {
+    pub fn create(
+        path: &Path,
+        info: &RingInfo,
+        group: Option<u32>,
+    ) -> Result<RingWriter, RingError> {
         let io = |source| RingError::Io {
             path: path.to_path_buf(),
             source,
@@ -282,6 +286,13 @@ impl RingWriter {
         file.set_permissions(std::fs::Permissions::from_mode(0o640))
             .map_err(io)?;
         crate::support::runtime::adopt(&file, &tmp).map_err(io)?;
+        // Its group before its path: a reader of that group that reopens the path as soon
+        // as it sees the old ring replaced must not find a file it may not open.
+        if let Some(gid) = group {
+            if let Err(e) = std::os::unix::fs::fchown(&file, None, Some(gid)) {
+                log::warn!("cannot give {} to group {gid}: {e}", path.display());
+            }
+        }
         std::fs::rename(&tmp, path).map_err(io)?;
         if let Some(p) = previous.as_mut() {
             p.replaced();
