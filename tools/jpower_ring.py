@@ -66,6 +66,8 @@ _HEADER = struct.Struct("<8sIIIIIIQqQQQQIibbbBI32s")  # offsets 0..127
 _RAIL = struct.Struct("<24sB3sIQQ16s")  # 64 bytes
 _ZONE = struct.Struct("<20siQ")  # 32 bytes
 _SLOT_HEAD = struct.Struct("<QQIIII")  # 32 bytes
+# Slot flags bit RAIL_FAILED_SHIFT + r: rail r's last read failed, its values held.
+RAIL_FAILED_SHIFT = 16
 _SLOT_RAIL = struct.Struct("<III")  # 12 bytes
 _WRITER = struct.Struct("<IIQIIQ")  # 32 bytes
 _ACTIVITY = struct.Struct("<IIQQIIQQIIIIQQQQQQ128s256s")  # 496 bytes
@@ -197,7 +199,7 @@ class Ring:
     call. Samples are dicts::
 
         {"n", "t_ns", "flags", "fresh", "module_w", "input_w",
-         "rails": [{"name", "power_w", "voltage_v", "current_a", "fresh"}, ...]}
+         "rails": [{"name", "power_w", "voltage_v", "current_a", "fresh", "failed"}, ...]}
     """
 
     def __init__(self, path: str, init_wait_s: float = INIT_WAIT_S) -> None:
@@ -431,7 +433,9 @@ class Ring:
         for r, info in enumerate(self._rails):
             p, v, i = _SLOT_RAIL.unpack_from(data, SLOT_HEAD_SIZE + SLOT_RAIL_SIZE * r)
             rails.append({"name": info["name"], "power_w": p * pw, "voltage_v": v * vv,
-                          "current_a": i * ia, "fresh": bool(fresh >> r & 1)})
+                          "current_a": i * ia, "fresh": bool(fresh >> r & 1),
+                          # Its read failed: the values are the last good ones, held.
+                          "failed": bool(flags >> (RAIL_FAILED_SHIFT + r) & 1)})
         return {"n": n, "t_ns": t_ns, "flags": flags, "fresh": fresh,
                 "module_w": module_uw * pw, "input_w": input_uw * pw, "rails": rails}
 
@@ -547,7 +551,8 @@ def _format_sample(s: Sample) -> str:
     for rail in s["rails"]:
         lines.append("  {:<24} {:9.3f} W {:8.3f} V {:8.3f} A{}".format(
             rail["name"], rail["power_w"], rail["voltage_v"], rail["current_a"],
-            "" if rail["fresh"] else "  (stale)"))
+            "  (read failed: last good value)" if rail["failed"]
+            else "" if rail["fresh"] else "  (stale)"))
     lines.append("  {:<24} {:9.3f} W".format("module", s["module_w"]))
     return "\n".join(lines)
 

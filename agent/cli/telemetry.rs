@@ -528,6 +528,7 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             e.duration_s
         ));
     }
+    notes.extend(failed_notes(&ring, &e));
     if out.json {
         out.print(&json!({"samples": samples, "requested_hz": requested_hz, "rate_hz": samples as f64 / seconds,
                           "overruns": overruns, "read_errors": errors, "notes": notes,
@@ -537,13 +538,38 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     Ok(())
 }
 
-/// Each rail's energy and mean power over `e`, as `energy` and `watch` print them.
+/// Each rail's energy and mean power over `e`, and how long its reads failed, as `energy`
+/// and `watch` print them.
 fn rails_json(ring: &RingReader, e: &crate::telemetry::energy::Energy) -> Vec<Value> {
     ring.info
         .rails
         .iter()
         .zip(&e.rails_j)
-        .map(|(r, j)| json!({"rail": r.name, "energy_j": j, "mean_w": if e.duration_s > 0.0 { j / e.duration_s } else { 0.0 }}))
+        .zip(&e.failed_s)
+        .map(|((r, j), f)| json!({"rail": r.name, "energy_j": j, "mean_w": if e.duration_s > 0.0 { j / e.duration_s } else { 0.0 },
+                                  "failed_s": f}))
+        .collect()
+}
+
+/// A note for each rail whose reads failed over part of `e`: its last good value stands
+/// in for what was not measured, in the module's total too where the rail is part of it.
+fn failed_notes(ring: &RingReader, e: &crate::telemetry::energy::Energy) -> Vec<String> {
+    let info = &ring.info;
+    let in_module = |r: usize| match info.input_rail {
+        Some(i) => i == r,
+        None => info.module_mask & 1 << r != 0,
+    };
+    (0..info.rails.len())
+        .filter(|&r| e.failed_s.get(r).is_some_and(|&f| f > 0.0))
+        .map(|r| {
+            format!(
+                "rail {}: its reads failed for {:.3} s of the {:.3} s; its last good value stands in for them{}",
+                info.rails[r].name,
+                e.failed_s[r],
+                e.duration_s,
+                if in_module(r) { ", in module energy too" } else { "" }
+            )
+        })
         .collect()
 }
 
@@ -670,6 +696,7 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
         Some(e.error_bound_j)
     };
     let rails = rails_json(&ring, &e);
+    notes.extend(failed_notes(&ring, &e));
     // A command killed by a signal exits as a shell reports it: 128 + the signal.
     let code = status.code().unwrap_or_else(|| {
         128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0)

@@ -27,6 +27,9 @@ pub struct Energy {
     pub mean_module_w: f64,
     /// Per rail, in the ring's rail order.
     pub rails_j: heapless::Vec<f64, MAX_RAILS>,
+    /// Per rail, the time of the window over which its reads failed and its last good
+    /// value was held instead of a reading, seconds ([`Sample::failed`]).
+    pub failed_s: heapless::Vec<f64, MAX_RAILS>,
     /// How far off the module energy can be because the sensor holds each value for its
     /// refresh interval: one interval of the window's power swing at each end.
     pub error_bound_j: f64,
@@ -47,6 +50,9 @@ impl Energy {
         e.samples += next.samples;
         e.module_j += next.module_j;
         for (a, b) in e.rails_j.iter_mut().zip(&next.rails_j) {
+            *a += b;
+        }
+        for (a, b) in e.failed_s.iter_mut().zip(&next.failed_s) {
             *a += b;
         }
         e.swing_w = match (self.swing_w, next.swing_w) {
@@ -110,6 +116,7 @@ impl<'a> Integrator<'a> {
                 module_j: 0.0,
                 mean_module_w: 0.0,
                 rails_j: std::iter::repeat_n(0.0, rails.min(MAX_RAILS)).collect(),
+                failed_s: std::iter::repeat_n(0.0, rails.min(MAX_RAILS)).collect(),
                 error_bound_j: 0.0,
                 swing_w: None,
             },
@@ -148,6 +155,7 @@ impl<'a> Integrator<'a> {
         for (r, j) in self.e.rails_j.iter_mut().enumerate() {
             *j += trap(a.rails[r].power_uw, b.rails[r].power_uw);
         }
+        self.failing(a.failed() | b.failed(), dt);
         for p in [a.module_uw, b.module_uw] {
             self.widen(f64::from(p) * 1e-6);
         }
@@ -166,7 +174,17 @@ impl<'a> Integrator<'a> {
         for (r, j) in self.e.rails_j.iter_mut().enumerate() {
             *j += f64::from(s.rails[r].power_uw) * 1e-6 * dt;
         }
+        self.failing(s.failed(), dt);
         self.spread(from, to, |_| w);
+    }
+
+    /// Counts `dt` seconds against each rail of mask `failed`.
+    fn failing(&mut self, failed: u32, dt: f64) {
+        for (r, f) in self.e.failed_s.iter_mut().enumerate() {
+            if failed & 1 << r != 0 {
+                *f += dt;
+            }
+        }
     }
 
     /// Adds the trapezoid of the linear power `p` over `[u, v]` to each window it meets.

@@ -36,6 +36,9 @@ pub mod flags {
     pub const WARN_ALARM: u32 = 2;
     /// An INA3221 critical alarm (`curr*_crit_alarm`).
     pub const CRIT_ALARM: u32 = 4;
+    /// Bit `RAIL_FAILED_SHIFT + r`: rail `r`'s last read failed (`EIO`, a driver gone), so
+    /// its value is the last good one held, not a reading.
+    pub const RAIL_FAILED_SHIFT: u32 = 16;
 }
 
 /// One sample of every rail.
@@ -63,6 +66,11 @@ impl Sample {
     /// This sample's rails.
     pub fn rails(&self) -> &[RailValue] {
         &self.rails[..self.rail_count]
+    }
+
+    /// Bit `r`: rail `r`'s last read failed, its value held ([`flags::RAIL_FAILED_SHIFT`]).
+    pub fn failed(&self) -> u32 {
+        self.flags >> flags::RAIL_FAILED_SHIFT
     }
 }
 

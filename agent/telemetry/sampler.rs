@@ -315,6 +315,8 @@ impl Loop {
         let mut due = [0u64; MAX_RAILS];
         // Bit `r`: rail `r` has been read once (its first reading is fresh).
         let mut seen = 0u32;
+        // Bit `r`: rail `r`'s last read failed; its value is held until one succeeds.
+        let mut failed = 0u32;
         while !stop.load(Ordering::Relaxed) {
             // Long periods sleep in slices so a stop is noticed within 100 ms.
             let now = monotonic_ns();
@@ -353,10 +355,12 @@ impl Loop {
                     Some(v) => v,
                     None => {
                         self.ring.add_read_error();
+                        failed |= 1 << r;
                         s.rails[r] = prev[r];
                         continue;
                     }
                 };
+                failed &= !(1 << r);
                 let first = seen & (1 << r) == 0;
                 seen |= 1 << r;
                 let fresh = first
@@ -374,6 +378,7 @@ impl Loop {
                 prev[r] = v;
             }
             read_ns += monotonic_ns().saturating_sub(t);
+            s.flags |= failed << super::flags::RAIL_FAILED_SHIFT;
             s.input_uw = self.input.map_or(0, |i| s.rails[i].power_uw);
             s.module_uw = match self.input {
                 Some(_) => s.input_uw,

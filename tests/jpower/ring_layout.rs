@@ -144,7 +144,7 @@ print(json.dumps({
     }
     let off = |within: &str, name: &str| rust()[&(within.to_string(), name.to_string())].0;
     let c = &v["constants"];
-    let expect: [(&str, usize); 23] = [
+    let expect: [(&str, usize); 24] = [
         ("VERSION", layout::VERSION as usize),
         ("HEADER_SIZE", layout::HEADER_SIZE),
         ("MAX_RAILS", layout::MAX_RAILS),
@@ -168,6 +168,10 @@ print(json.dumps({
         ("SECTION_ACTIVITY", layout::SECTION_ACTIVITY as usize),
         ("ACTIVITY_ABSENT_U32", layout::ABSENT_U32 as usize),
         ("ACTIVITY_ABSENT_U64", layout::ABSENT_U64 as usize),
+        (
+            "RAIL_FAILED_SHIFT",
+            jpower::telemetry::flags::RAIL_FAILED_SHIFT as usize,
+        ),
     ];
     for (name, want) in expect {
         assert_eq!(c[name].as_u64(), Some(want as u64), "Python's {name}");

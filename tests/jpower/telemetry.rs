@@ -458,6 +458,76 @@ fn a_clock_below_its_minimum_flags_samples_as_throttled() {
     drop(t);
 }
 
+/// A rail whose reads fail is flagged in every sample until a read succeeds, and energy
+/// counts how long its held value stood in for readings. Found by review: a failed read
+/// kept the last value, and energy and the metrics counted it as measured, without a word.
+#[test]
+fn a_rail_whose_reads_fail_is_flagged_and_the_time_it_was_held_is_counted() {
+    let tree = tempfile::tempdir().unwrap();
+    jpower::sim::export("orin-agx", tree.path()).unwrap();
+    let board = Board::discover(jpower::board::sysfs::Root::host(tree.path())).unwrap();
+    let rt = util::runtime();
+    let cfg = SamplerConfig {
+        rate_hz: Some(200.0),
+        ..SamplerConfig::default()
+    };
+    let path = jpower::telemetry::ring_path(rt.path(), &board.key());
+    let t = Telemetry::start(&board, &board.read_knobs().unwrap(), &path, &cfg).unwrap();
+    let ring = RingReader::open(&t.path).unwrap();
+    let (r, rail) = board
+        .rails
+        .iter()
+        .enumerate()
+        .find(|(_, rail)| rail.label == "VDD_GPU_SOC")
+        .unwrap();
+    let chip = &board.ina[rail.chip];
+    let current = tree
+        .path()
+        .join(chip.dir.trim_start_matches('/'))
+        .join(format!("curr{}_input", rail.channel + 1));
+    let good = std::fs::read_to_string(&current).unwrap();
+    // The sampler reads a rail near its conversions only: up to a refresh apart.
+    let until = |what: &str, f: &dyn Fn(&Sample) -> bool| {
+        let start = std::time::Instant::now();
+        loop {
+            let s = ring.latest().unwrap_or_default();
+            if s.rail_count > 0 && f(&s) {
+                return s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(5), "{what}: {s:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let before = until("a sample", &|s| s.failed() == 0);
+    // Unreadable, as a driver that answers EIO is to the sampler.
+    std::fs::write(&current, "x\n").unwrap();
+    let failing = until("the failure flagged", &|s| s.failed() != 0);
+    assert_eq!(failing.failed(), 1 << r, "{failing:?}");
+    assert_eq!(
+        failing.rails[r], before.rails[r],
+        "the last good value held"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::write(&current, &good).unwrap();
+    let after = until("the flag cleared", &|s| s.failed() == 0);
+    let e = ring.energy(before.t_ns, after.t_ns);
+    let held = e.failed_s[r];
+    let span = (failing.t_ns.max(after.t_ns) - failing.t_ns) as f64 * 1e-9;
+    assert!(
+        held >= span && held < (after.t_ns - before.t_ns) as f64 * 1e-9,
+        "{held} s held, flagged for {span} s"
+    );
+    assert!(
+        e.failed_s
+            .iter()
+            .enumerate()
+            .all(|(i, &f)| i == r || f == 0.0),
+        "{:?}",
+        e.failed_s
+    );
+    drop(t);
+}
+
 /// Found by review: these exited 1 with kind `error` (or `telemetry`), and a rate of
 /// 1e-300 Hz wrapped the sampler's period and sampled at hundreds of Hz; on an IIO board
 /// `--averaging` changed nothing without a word, and the note then advised it.

@@ -130,6 +130,10 @@ pub fn gather(
     if sample_flags & (flags::WARN_ALARM | flags::CRIT_ALARM) != 0 {
         alerts.push("INA3221 ALARM");
     }
+    if latest.is_some_and(|s| s.failed() != 0) {
+        // The failing rail shows its last good value, its age growing.
+        alerts.push("RAIL READ FAILED");
+    }
     let (overruns, errors) = ring.counters();
     // The activity section's record where the ring has one (the agent's, or this watch's
     // own sampler's); the board's files where its writer runs with the counters off.

@@ -19,6 +19,8 @@ pub struct EnergyCounters {
     pub module_j: f64,
     /// Per rail, joules.
     pub rails_j: Vec<f64>,
+    /// Per rail, seconds over which its reads failed (its last good value held).
+    pub failed_s: Vec<f64>,
     /// The newest sample integrated so far: the next stretch starts there.
     last: Option<Sample>,
 }
@@ -57,6 +59,11 @@ impl EnergyCounters {
             .resize(e.rails_j.len().max(self.rails_j.len()), 0.0);
         for (total, j) in self.rails_j.iter_mut().zip(&e.rails_j) {
             *total += j;
+        }
+        self.failed_s
+            .resize(e.failed_s.len().max(self.failed_s.len()), 0.0);
+        for (total, s) in self.failed_s.iter_mut().zip(&e.failed_s) {
+            *total += s;
         }
         self.last = Some(*last);
     }
@@ -105,6 +112,30 @@ mod tests {
         assert!((c.module_j - 24.0).abs() < 1e-6, "{c:?}");
         assert!((c.rails_j[0] - 6.0).abs() < 1e-6, "{c:?}");
         assert!((c.rails_j[1] - 18.0).abs() < 1e-6, "{c:?}");
+        assert_eq!(c.failed_s, [0.0, 0.0]);
+    }
+
+    /// The time a rail's reads failed adds up over the reads of the counters: every
+    /// segment with the rail flagged at either end.
+    #[test]
+    fn counters_count_the_time_a_rails_reads_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = ring(dir.path(), 1024);
+        let r = RingReader::open(&dir.path().join("r.ring")).unwrap();
+        let mut c = EnergyCounters::default();
+        for n in 0..=2000 {
+            let mut s = sample(n, 8.0);
+            if (500..1000).contains(&n) {
+                s.flags |= 2 << crate::telemetry::flags::RAIL_FAILED_SHIFT;
+            }
+            w.publish(n, &s);
+            if n % 100 == 0 {
+                c.advance(&r);
+            }
+        }
+        // Samples 500..=999 flagged: the segments from 499 to 1000, 501 ms.
+        assert_eq!(c.failed_s[0], 0.0);
+        assert!((c.failed_s[1] - 0.501).abs() < 1e-9, "{c:?}");
     }
 
     #[test]

@@ -139,13 +139,17 @@ fn rails(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Error> {
     )?;
     let module = r.gauge(
         "jpower_module_power_watts",
-        "Module power, newest sample: the input rail where the board has one, else the sum of the module rails.",
+        "Module power, newest sample: the input rail where the board has one, else the sum of the module rails (a rail whose read failed counts its last good value).",
         &[],
     )?;
     let Some(latest) = &s.latest else {
         return Ok(());
     };
-    for (name, v) in s.rails.iter().zip(latest.rails()) {
+    for (r, (name, v)) in s.rails.iter().zip(latest.rails()).enumerate() {
+        // A rail whose last read failed holds an old value: absent, not stale.
+        if latest.failed() & 1 << r != 0 {
+            continue;
+        }
         power
             .with_label_values(&[name.as_str()])
             .set(f64::from(v.power_uw) / 1e6);
@@ -175,6 +179,15 @@ fn energy(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Error> {
     for (i, name) in s.rails.iter().enumerate() {
         let j = s.energy.rails_j.get(i).copied().unwrap_or(0.0);
         rails.with_label_values(&[name.as_str()]).inc_by(j);
+    }
+    let failed = r.counter(
+        "jpower_rail_read_failed_seconds_total",
+        "Time over which each rail's reads failed since the agent started (its last good value stood in for them, in its energy and the module's).",
+        &["rail"],
+    )?;
+    for (i, name) in s.rails.iter().enumerate() {
+        let f = s.energy.failed_s.get(i).copied().unwrap_or(0.0);
+        failed.with_label_values(&[name.as_str()]).inc_by(f);
     }
     r.counter(
         "jpower_module_energy_joules_total",
@@ -558,6 +571,29 @@ mod tests {
         let mut off = snapshot();
         off.activity = None;
         assert!(!text(&off).contains("\njpower_gpu_load_ratio "));
+    }
+
+    /// Found by review: a rail whose reads failed was exported at its last good value as
+    /// if newly read; it is absent while they fail, and the time they failed is counted.
+    #[test]
+    fn a_rail_whose_reads_fail_is_absent_and_its_failed_time_counted() {
+        let mut s = snapshot();
+        if let Some(l) = &mut s.latest {
+            l.flags |= 1 << flags::RAIL_FAILED_SHIFT;
+        }
+        s.energy.failed_s = vec![2.5, 0.0];
+        let t = text(&s);
+        for gone in ["power_watts", "voltage_volts", "current_amperes"] {
+            let series = format!("jpower_rail_{gone}{{rail=\"VDD_GPU_SOC\"}}");
+            assert!(!t.contains(&series), "{series} in\n{t}");
+        }
+        for line in [
+            "jpower_rail_power_watts{rail=\"VDD_IN\"} 5.5",
+            "jpower_rail_read_failed_seconds_total{rail=\"VDD_GPU_SOC\"} 2.5",
+            "jpower_rail_read_failed_seconds_total{rail=\"VDD_IN\"} 0",
+        ] {
+            assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
+        }
     }
 
     /// Regression: right after the first sample nothing has been integrated yet, and the
