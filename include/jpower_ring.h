@@ -68,7 +68,7 @@ enum { JP_RAIL_INPUT = 0, JP_RAIL_MODULE = 1, JP_RAIL_SUB = 2, JP_RAIL_CARRIER =
 /* Slot and throttle flags. */
 enum { JP_FLAG_THROTTLED = 1u, JP_FLAG_WARNING = 2u, JP_FLAG_CRITICAL = 4u };
 /* Slot flags bit JP_FLAG_RAIL_FAILED_SHIFT + r: rail r's last read failed, its values are the
- * last good ones held (JP_RAIL_FAILED(flags, r) is nonzero). */
+ * last good ones held, 0 before any read succeeded (JP_RAIL_FAILED(flags, r) is nonzero). */
 #define JP_FLAG_RAIL_FAILED_SHIFT 16u
 #define JP_RAIL_FAILED(flags, r) (((flags) >> (JP_FLAG_RAIL_FAILED_SHIFT + (unsigned)(r))) & 1u)
 

@@ -344,6 +344,11 @@ impl Controller {
         self.journal.as_ref().map(|j| j.stats()).unwrap_or_default()
     }
 
+    /// Who the saved state belongs to, or will when jpower first writes to the board.
+    pub fn owner(&self) -> &Owner {
+        self.state.as_ref().map_or(&self.owner, |s| &s.owner)
+    }
+
     /// Sets who the baseline will belong to, if jpower has not written to the board yet
     /// (a held state keeps its owner).
     pub fn set_owner(&mut self, owner: Owner) {

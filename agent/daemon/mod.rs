@@ -257,11 +257,16 @@ pub fn run(opts: Options) -> Result<()> {
         )
         .map_err(default_error)?;
     }
-    // A state left by another process becomes the agent's: if the agent dies, it is
-    // restored. A mode left by `jpower set` (or a stopped agent's persistent lease) is
-    // held as a persistent lease below.
+    // A mode left by `jpower set` (or a stopped agent's persistent lease) is held as a
+    // persistent lease below and stays its holder's: it outlives a crash of the agent, and
+    // a start that fails on a later check (found by review: a bad `sampler_cpu` at a
+    // watchdog restart gave the board its baseline). A state of any other owner becomes
+    // the agent's: if the agent dies, it is restored.
     let left = controller.state().map(|s| s.owner.clone());
-    if left.as_ref().is_some_and(|o| o.kind != OwnerKind::Agent) {
+    if left
+        .as_ref()
+        .is_some_and(|o| !matches!(o.kind, OwnerKind::Agent | OwnerKind::Cli))
+    {
         controller.set_state_owner(owner);
     }
     let left_mode = left.filter(|o| o.kind == OwnerKind::Cli);

@@ -37,7 +37,7 @@ pub mod flags {
     /// An INA3221 critical alarm (`curr*_crit_alarm`).
     pub const CRIT_ALARM: u32 = 4;
     /// Bit `RAIL_FAILED_SHIFT + r`: rail `r`'s last read failed (`EIO`, a driver gone), so
-    /// its value is the last good one held, not a reading.
+    /// its value is the last good one held (0 before any read succeeded), not a reading.
     pub const RAIL_FAILED_SHIFT: u32 = 16;
 }
 

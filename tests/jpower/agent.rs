@@ -618,6 +618,56 @@ fn a_persistent_lease_outlives_a_clean_stop_until_restore() {
     assert_eq!(direct_knobs(agent.rt.path()), baseline);
 }
 
+/// Found by review of the fix above: a persistent lease whose mode needed no write left the
+/// agent's first own write (a guard's cap) saving the state in the agent's name, so a clean
+/// stop restored the baseline; and a restart that failed a later check of its
+/// configuration handed a left mode to the dead agent, so the crash recovery restored it.
+#[test]
+fn a_persistent_lease_holds_through_a_first_write_of_the_agents_and_a_failed_restart() {
+    let rt = util::runtime();
+    let baseline = direct_knobs(rt.path());
+    let mut agent = Agent::start_in(rt, "orin-agx", "");
+    // MAXN, the simulated board's own mode: a persistent lease and no write.
+    util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MAXN"]));
+    assert_eq!(direct_knobs(agent.rt.path()), baseline);
+    // A budget far below the board's draw: the guard caps, the agent's first write.
+    agent
+        .client(Encoding::Json)
+        .request(RequestBody::SetBudget { watts: Some(3.0) })
+        .unwrap();
+    wait_for("the guard to cap", || agent.status().guard.is_some());
+    assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
+    let rt = std::mem::replace(&mut agent.rt, util::runtime());
+    let held = direct_knobs(rt.path());
+    let if_crashed = |rt: &Path| {
+        util::json(&util::ok(util::jpower(rt).args([
+            "--sim",
+            "orin-agx",
+            "--json",
+            "restore",
+            "--if-crashed",
+        ])))["recovered"]
+            .clone()
+    };
+    assert_eq!(if_crashed(rt.path()), serde_json::json!([]));
+    assert_eq!(direct_knobs(rt.path()), held);
+    // A restart that fails on its configuration keeps the mode the lease left.
+    let cfg = rt.path().join("bad.toml");
+    std::fs::write(&cfg, "sampler_cpu = 999\n").unwrap();
+    let failed = util::run(
+        util::jpower(rt.path())
+            .args(["--sim", "orin-agx", "agent", "--config"])
+            .arg(&cfg)
+            .env("JPOWER_LOG", "off"),
+    );
+    assert!(!failed.status.success());
+    assert_eq!(if_crashed(rt.path()), serde_json::json!([]));
+    assert_eq!(direct_knobs(rt.path()), held);
+    let agent = Agent::start_in(rt, "orin-agx", "");
+    let holder = agent.status().holder.expect("the left mode is held");
+    assert_eq!(holder.lease, LeaseKind::Persistent, "{holder:?}");
+}
+
 /// Found by an integrator: a persistent lease that also lowered the sensors' averaging
 /// survived a clean stop, but after the restart its end (`jpower restore`) left the
 /// averaging lowered: the adopted lease took the agent's `keep` (the lease's own 16) for

@@ -235,17 +235,21 @@ impl Core {
         let (kind, pid) = persistent.map_or((OwnerKind::Agent, std::process::id()), |l| {
             (OwnerKind::Cli, l.holder.pid)
         });
-        let Some(state) = self.controller.state() else {
-            return;
-        };
-        if state.owner.kind == kind && state.owner.pid == pid {
+        let now = self.controller.owner();
+        if now.kind == kind && now.pid == pid {
             return;
         }
         let owner = match persistent {
             Some(l) => Owner::new(kind, pid, l.holder.client.clone()),
             None => Owner::agent(),
         };
-        self.controller.set_state_owner(owner);
+        // With nothing written yet (a mode that needed no write), the state the agent's
+        // first write saves (a guard's cap, a budget) is the holder's from the start.
+        if self.controller.state().is_some() {
+            self.controller.set_state_owner(owner);
+        } else {
+            self.controller.set_owner(owner);
+        }
     }
 
     /// A request of `client`'s is pending (a scheduler's gate): if it holds a session

@@ -597,8 +597,18 @@ impl Core {
             super::config::BudgetTotal::Input => s.input_uw,
         };
         let ring = self.sensors.ring().get();
+        // A sample whose total holds a rail's failed read is no reading of the total: left
+        // out, so that a guard whose rails stop answering holds its caps, blind, rather
+        // than judging a stale value.
+        let info = &ring.info;
+        let in_total = match (self.config.budget_total, info.input_rail) {
+            (super::config::BudgetTotal::Module, None) => info.module_mask,
+            (_, Some(i)) => 1 << i,
+            (super::config::BudgetTotal::Input, None) => 0,
+        };
         let (sum, n) = ring
             .newest_since(now.saturating_sub(window.as_nanos() as u64))
+            .filter(|s| s.failed() & in_total == 0)
             .fold((0.0, 0usize), |(sum, n), s| {
                 (sum + f64::from(pick(&s)), n + 1)
             });
@@ -686,8 +696,9 @@ impl Core {
             .as_ref()
             .is_some_and(|l| l.holder.lease == LeaseKind::Persistent);
         if persistent {
-            // The state file names the holder already ([`Core::sync_state_owner`]): the
-            // next agent holds its mode as the same.
+            // The state file names the holder ([`Core::sync_state_owner`]): the next agent
+            // holds its mode as the same.
+            self.sync_state_owner();
             log::info!("stopping with a persistent lease: its mode holds until `jpower restore`");
         } else {
             self.end_lease("the agent stopped");
