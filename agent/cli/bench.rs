@@ -554,7 +554,9 @@ fn ipc(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
     }
     drop(echo);
     let _ = nix::sys::wait::waitpid(child, None);
-    unpin(agent.id());
+    if let Some(mask) = &pinned {
+        unpin(agent.id(), mask);
+    }
 
     let readers: Vec<Vec<u64>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..16)
@@ -652,51 +654,47 @@ fn ipc(n: usize, dir: &std::path::Path) -> Result<serde_json::Value> {
         "status_with_16_subscribers": percentiles(sub_status),
         "set_mode_with_16_subscribers": percentiles(sub_set_mode),
         "ratio_p99": ratio,
-        "pinned": pinned,
+        "pinned": pinned.is_some(),
         "target_ratio_p99": 2.0,
     }))
 }
 
 /// Puts every thread of process `agent` and process `echo` on the last CPU this process
-/// may use, and this thread on the first; `false` (nothing done) with fewer than two.
-fn pin_apart(agent: u32, echo: nix::unistd::Pid) -> bool {
+/// may use, and this thread on the first; returns the CPUs this process could use before
+/// (for [`unpin`]), `None` where it did not pin: fewer than two CPUs, or a refusal.
+fn pin_apart(agent: u32, echo: nix::unistd::Pid) -> Option<nix::sched::CpuSet> {
     use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
     use nix::unistd::Pid;
-    let Ok(allowed) = sched_getaffinity(Pid::from_raw(0)) else {
-        return false;
-    };
+    let allowed = sched_getaffinity(Pid::from_raw(0)).ok()?;
     let cpus: Vec<usize> = (0..CpuSet::count())
         .filter(|&c| allowed.is_set(c).unwrap_or(false))
         .collect();
-    let (Some(&mine), Some(&theirs)) = (cpus.first(), cpus.last()) else {
-        return false;
-    };
+    let (&mine, &theirs) = (cpus.first()?, cpus.last()?);
     if mine == theirs {
-        return false;
+        return None;
     }
     let only = |cpu: usize| {
         let mut set = CpuSet::new();
         let _ = set.set(cpu);
         set
     };
-    let _ = sched_setaffinity(Pid::from_raw(0), &only(mine));
-    let _ = sched_setaffinity(echo, &only(theirs));
-    for tid in threads_of(agent) {
-        let _ = sched_setaffinity(tid, &only(theirs));
+    let pinned = sched_setaffinity(Pid::from_raw(0), &only(mine)).is_ok()
+        & sched_setaffinity(echo, &only(theirs)).is_ok()
+        & threads_of(agent)
+            .into_iter()
+            .all(|tid| sched_setaffinity(tid, &only(theirs)).is_ok());
+    if !pinned {
+        unpin(agent, &allowed);
+        return None;
     }
-    true
+    Some(allowed)
 }
 
-/// Lets this thread and every thread of process `agent` run anywhere again.
-fn unpin(agent: u32) {
-    use nix::sched::{sched_setaffinity, CpuSet};
-    let mut all = CpuSet::new();
-    for c in 0..CpuSet::count() {
-        let _ = all.set(c);
-    }
-    let _ = sched_setaffinity(nix::unistd::Pid::from_raw(0), &all);
+/// Lets this thread and every thread of process `agent` run on `allowed` again.
+fn unpin(agent: u32, allowed: &nix::sched::CpuSet) {
+    let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), allowed);
     for tid in threads_of(agent) {
-        let _ = sched_setaffinity(tid, &all);
+        let _ = nix::sched::sched_setaffinity(tid, allowed);
     }
 }
 

@@ -119,7 +119,7 @@ pub fn text(r: &serde_json::Value) -> String {
          prediction's cost does not depend on them)\n  \
          all modes   {:>9.1} ms  time and power, batched, CPU time (target <= 50 ms)\n  \
          scalar      {:>9.1} ms  the same models one mode per call, timed on every ninth mode\n  \
-                     and scaled to all ({:.1}x the batch)\n  \
+         \x20                        and scaled to all ({:.1}x the batch)\n  \
          pareto      {:>9.3} ms  front of {} modes (target <= 5 ms)\n  \
          model file  {:>9} bytes (JSON)\n  \
          pre-training {:.1} s on 800 reference modes, fitting {:.1} s on {} profiled modes \

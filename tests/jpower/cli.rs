@@ -276,7 +276,10 @@ fn bench_switch_quick_prints_the_ratio() {
     // The two sides timed in blocks in turn, the ratio their median within its spread.
     assert!(b["blocks"].as_u64().unwrap() >= 3, "{b}");
     let r = |k: &str| b[k].as_f64().unwrap();
-    assert!(r("ratio_p10") <= r("ratio") && r("ratio") <= r("ratio_p90"), "{b}");
+    assert!(
+        r("ratio_p10") <= r("ratio") && r("ratio") <= r("ratio_p90"),
+        "{b}"
+    );
     // Found by a CLI review: a target board was silently ignored, and a count of 0 gave
     // a 0.000x ratio that read as a met target. Both are refused.
     for args in [

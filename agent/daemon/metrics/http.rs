@@ -29,9 +29,6 @@ pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-/// How long a refused connection's request is read after its 503, so that closing with
-/// it unread does not reset the connection before the client has read the 503.
-const REFUSE_LINGER: Duration = Duration::from_millis(100);
 
 /// A listener serving `GET /metrics` until `stop` is set.
 #[derive(Debug)]
@@ -110,10 +107,22 @@ impl Responder {
     }
 }
 
-/// Answers 503, then reads what the client sends for at most [`REFUSE_LINGER`] (the accept
-/// thread waits that long at most): a close with its request unread would reset the
-/// connection, and a reset can discard the 503 before the client reads it.
+/// Answers 503 after reading what the client has sent already, without waiting for more
+/// (the accept thread must not wait on a client): a close with its request unread would
+/// reset the connection, and a reset can discard the 503 before the client reads it.
 fn refuse_busy(mut s: TcpStream) -> io::Result<()> {
+    s.set_nonblocking(true)?;
+    let mut sink = [0u8; 1024];
+    let mut drained = 0;
+    while drained <= MAX_HEAD {
+        match s.read(&mut sink) {
+            Ok(0) => break,
+            Ok(n) => drained += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    s.set_nonblocking(false)?;
     s.set_write_timeout(Some(WRITE_TIMEOUT))?;
     respond(
         &mut s,
@@ -122,24 +131,7 @@ fn refuse_busy(mut s: TcpStream) -> io::Result<()> {
         &[],
         b"too many connections\n",
     )?;
-    s.shutdown(std::net::Shutdown::Write)?;
-    let deadline = Instant::now() + REFUSE_LINGER;
-    let mut sink = [0u8; 1024];
-    let mut drained = 0;
-    while drained <= MAX_HEAD {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        s.set_read_timeout(Some(left))?;
-        match s.read(&mut sink) {
-            Ok(0) => break,
-            Ok(n) => drained += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    Ok(())
+    s.shutdown(std::net::Shutdown::Write)
 }
 
 /// The methods served.
@@ -204,6 +196,8 @@ enum Head {
 fn read_head(s: &mut TcpStream, deadline: Instant) -> io::Result<Head> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
+    // Empty lines skipped before the request line: they count toward [`MAX_HEAD`].
+    let mut skipped = 0;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -235,10 +229,11 @@ fn read_head(s: &mut TcpStream, deadline: Instant) -> io::Result<Head> {
             .count();
         if lead > 0 {
             head.drain(..lead);
+            skipped += lead;
             from = 0;
         }
         if let Some(end) = blank_line(&head, from) {
-            if end > MAX_HEAD {
+            if skipped + end > MAX_HEAD {
                 return Ok(Head::TooLarge);
             }
             head.truncate(end);
@@ -247,7 +242,7 @@ fn read_head(s: &mut TcpStream, deadline: Instant) -> io::Result<Head> {
         if !may_be_request(&head) {
             return Ok(Head::Bad);
         }
-        if head.len() > MAX_HEAD {
+        if skipped + head.len() > MAX_HEAD {
             return Ok(Head::TooLarge);
         }
     }

@@ -145,6 +145,23 @@ fn score(board: &mut impl SweepBoard, p: &Problem, seed: u64) -> Scored {
                 gmd_s = started.elapsed().as_secs_f64();
             }
             let o = board.run(&c.setting, p, false);
+            // Each choice against the targets and the oracle, for `-vv`: where a strategy
+            // misses, and by how much.
+            log::debug!(
+                "fulcrum eval: budget {:.1} W, p{} {:.0} ms, {:.0}/s: {} profiled {}, {:.2}/s of the oracle's {:.2}/s, p{} {:.1} ms, guard {:.2} W{}",
+                p.budget_w,
+                p.percentile,
+                p.slo_ms,
+                p.rate_per_s,
+                s.name(),
+                c.modes_profiled,
+                o.throughput_per_s,
+                oracle.unwrap_or(f64::NAN),
+                p.percentile,
+                o.slo_pct_ms,
+                o.guard_w,
+                if o.met(p) { "" } else { ": MISSED" }
+            );
             (s, o, o.met(p), c.modes_profiled, c.setting.per_phase())
         })
         .collect();
