@@ -148,18 +148,21 @@ fn score(board: &mut impl SweepBoard, p: &Problem, seed: u64) -> Scored {
             // Each choice against the targets and the oracle, for `-vv`: where a strategy
             // misses, and by how much.
             log::debug!(
-                "fulcrum eval: budget {:.1} W, p{} {:.0} ms, {:.0}/s: {} profiled {}, {:.2}/s of the oracle's {:.2}/s, p{} {:.1} ms, guard {:.2} W{}",
+                "fulcrum eval: budget {:.1} W, p{} {:.0} ms, {:.0}/s: {} profiled {}{}, {:.2}/s of the oracle's {:.2}/s, p{} {:.1} ms (planned {:.1}), guard {:.2} W (planned {:.2}){}",
                 p.budget_w,
                 p.percentile,
                 p.slo_ms,
                 p.rate_per_s,
                 s.name(),
                 c.modes_profiled,
+                if c.setting.per_phase() { " (per phase)" } else { "" },
                 o.throughput_per_s,
                 oracle.unwrap_or(f64::NAN),
                 p.percentile,
                 o.slo_pct_ms,
+                c.planned.outcome.slo_pct_ms,
                 o.guard_w,
+                c.planned.outcome.guard_w,
                 if o.met(p) { "" } else { ": MISSED" }
             );
             (s, o, o.met(p), c.modes_profiled, c.setting.per_phase())
