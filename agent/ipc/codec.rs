@@ -192,6 +192,10 @@ pub fn encode<T: Serialize>(enc: Encoding, msg: &T, out: &mut Vec<u8>) -> Result
         Encoding::Json => {
             serde_json::to_writer(&mut *out, msg)
                 .map_err(|e| CodecError::Malformed(e.to_string()))?;
+            // The limit a peer reads with, as in bincode.
+            if out.len() > MAX_FRAME {
+                return Err(CodecError::TooLarge(out.len()));
+            }
             out.push(b'\n');
         }
         Encoding::Bincode => {
@@ -367,6 +371,21 @@ mod tests {
             panic!("variant 99 must not decode")
         };
         assert!(text.contains("99") && !text.contains('{'), "{text}");
+    }
+
+    /// What the agent sends is held to the limit a peer reads with, in both encodings.
+    #[test]
+    fn a_message_over_the_frame_limit_is_not_encoded() {
+        use crate::ipc::protocol::{ErrorCode, Reply};
+        let long = Reply::error(1, ErrorCode::Failed, "x".repeat(MAX_FRAME));
+        for enc in [Encoding::Json, Encoding::Bincode] {
+            let mut out = Vec::new();
+            let e = encode(enc, &long, &mut out).unwrap_err();
+            assert!(
+                matches!(e, CodecError::TooLarge(n) if n > MAX_FRAME),
+                "{enc:?}: {e}"
+            );
+        }
     }
 
     #[test]
