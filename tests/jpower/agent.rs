@@ -464,6 +464,19 @@ fn direct_knobs(rt: &Path) -> serde_json::Value {
         .clone()
 }
 
+/// What `jpower restore --if-crashed` (the unit's ExecStopPost) recovered on the simulated
+/// Orin AGX of runtime directory `rt`.
+fn if_crashed(rt: &Path) -> serde_json::Value {
+    util::json(&util::ok(util::jpower(rt).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "restore",
+        "--if-crashed",
+    ])))["recovered"]
+        .clone()
+}
+
 /// An agent on a fresh simulated Orin AGX, the board's knobs before it, and a client
 /// holding the GPU at 624.75 MHz under `lease`.
 fn holding(lease: LeaseKind) -> (Agent, serde_json::Value, Client) {
@@ -532,16 +545,6 @@ fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_star
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
     assert_eq!(agent.status().online_cpus, [0, 1, 2, 3]);
     agent.signal(nix::sys::signal::Signal::SIGKILL);
-    let if_crashed = |rt: &Path| {
-        util::json(&util::ok(util::jpower(rt).args([
-            "--sim",
-            "orin-agx",
-            "--json",
-            "restore",
-            "--if-crashed",
-        ])))["recovered"]
-            .clone()
-    };
     let held = direct_knobs(agent.rt.path());
     assert_ne!(held, baseline);
     assert_eq!(if_crashed(agent.rt.path()), serde_json::json!([]));
@@ -639,16 +642,6 @@ fn a_persistent_lease_holds_through_a_first_write_of_the_agents_and_a_failed_res
     assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
     let rt = std::mem::replace(&mut agent.rt, util::runtime());
     let held = direct_knobs(rt.path());
-    let if_crashed = |rt: &Path| {
-        util::json(&util::ok(util::jpower(rt).args([
-            "--sim",
-            "orin-agx",
-            "--json",
-            "restore",
-            "--if-crashed",
-        ])))["recovered"]
-            .clone()
-    };
     assert_eq!(if_crashed(rt.path()), serde_json::json!([]));
     assert_eq!(direct_knobs(rt.path()), held);
     // A restart that fails on its configuration keeps the mode the lease left.
