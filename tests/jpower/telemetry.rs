@@ -511,11 +511,18 @@ fn a_rail_whose_reads_fail_is_flagged_and_the_time_it_was_held_is_counted() {
     std::fs::write(&current, &good).unwrap();
     let after = until("the flag cleared", &|s| s.failed() == 0);
     let e = ring.energy(before.t_ns, after.t_ns);
+    // Every segment with the rail flagged at either end: from the last sample before the
+    // first flagged one to the first after the last.
+    let samples: Vec<Sample> = (before.n..=after.n)
+        .map(|n| ring.sample(n).unwrap())
+        .collect();
+    let first = samples.iter().position(|s| s.failed() != 0).unwrap();
+    let last = samples.iter().rposition(|s| s.failed() != 0).unwrap();
+    let expected = (samples[last + 1].t_ns - samples[first - 1].t_ns) as f64 * 1e-9;
     let held = e.failed_s[r];
-    let span = (failing.t_ns.max(after.t_ns) - failing.t_ns) as f64 * 1e-9;
     assert!(
-        held >= span && held < (after.t_ns - before.t_ns) as f64 * 1e-9,
-        "{held} s held, flagged for {span} s"
+        (held - expected).abs() < 1e-6,
+        "{held} s held, {expected} s flagged"
     );
     assert!(
         e.failed_s
