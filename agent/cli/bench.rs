@@ -678,11 +678,16 @@ fn pin_apart(agent: u32, echo: nix::unistd::Pid) -> Option<nix::sched::CpuSet> {
         let _ = set.set(cpu);
         set
     };
-    let pinned = sched_setaffinity(Pid::from_raw(0), &only(mine)).is_ok()
-        & sched_setaffinity(echo, &only(theirs)).is_ok()
-        & threads_of(agent)
-            .into_iter()
-            .all(|tid| sched_setaffinity(tid, &only(theirs)).is_ok());
+    // A thread that ended since it was listed (ESRCH) needs no pin.
+    let pin = |tid: Pid, cpu: usize| {
+        matches!(
+            sched_setaffinity(tid, &only(cpu)),
+            Ok(()) | Err(nix::errno::Errno::ESRCH)
+        )
+    };
+    let pinned = pin(Pid::from_raw(0), mine)
+        & pin(echo, theirs)
+        & threads_of(agent).into_iter().all(|tid| pin(tid, theirs));
     if !pinned {
         unpin(agent, &allowed);
         return None;

@@ -324,7 +324,20 @@ fn serve<H: Handler>(
                     }
                 },
             };
-            send(&mut stream, enc, &Reply { id: req.id, body }, &mut out)?;
+            match send(&mut stream, enc, &Reply { id: req.id, body }, &mut out) {
+                // A reply over the frame limit (an error echoing a huge name): the request
+                // is answered, with what went wrong, and the connection lives on.
+                Err(CodecError::TooLarge(n)) => {
+                    let why = format!("the reply would be {n} bytes, over the 64 KiB limit");
+                    send(
+                        &mut stream,
+                        enc,
+                        &Reply::error(req.id, ErrorCode::Failed, why),
+                        &mut out,
+                    )?;
+                }
+                sent => sent?,
+            }
             // A deferred reply may have waited long: the idle clock starts when it is sent.
             last_request = Instant::now();
         }

@@ -31,7 +31,8 @@ impl Agent {
         Agent::start_with(rt, board, config, |_| {})
     }
 
-    /// Starts it after `setup` changed its command (its environment, its stderr).
+    /// Starts it after `setup` changed its command (its environment, its stderr); `board` is
+    /// a simulated board's name, or an absolute path: a tree laid out like a board's.
     fn start_with(
         rt: tempfile::TempDir,
         board: &str,
@@ -42,8 +43,13 @@ impl Agent {
         std::fs::write(&cfg, config).unwrap();
         let socket = rt.path().join("jpower.sock");
         let mut command = util::jpower(rt.path());
+        let which = if Path::new(board).is_absolute() {
+            "--root"
+        } else {
+            "--sim"
+        };
         command
-            .args(["--sim", board, "agent", "--config"])
+            .args([which, board, "agent", "--config"])
             .arg(&cfg)
             .env("JPOWER_LOG", "off");
         setup(&mut command);
@@ -661,6 +667,37 @@ fn a_persistent_lease_holds_through_a_first_write_of_the_agents_and_a_failed_res
     assert_eq!(holder.lease, LeaseKind::Persistent, "{holder:?}");
 }
 
+/// Found by review: with a rail of the total failing to read, the guard judged its last
+/// good value, and then (once failed samples were left out) went silent. It holds its caps,
+/// says so in `status`, and judges again once the rail answers.
+#[test]
+fn the_guard_is_blind_while_a_rail_of_the_total_fails_and_says_so() {
+    let rt = util::runtime();
+    let tree = rt.path().join("tree");
+    jpower::sim::export("orin-agx", &tree).unwrap();
+    let config = "budget_w = 3.0\nbudget_window_ms = 200\nsensor_averaging = \"auto\"\nsample_rate_hz = 100\n";
+    let agent = Agent::start_with(rt, tree.to_str().unwrap(), config, |_| {});
+    wait_for("the guard to cap", || agent.status().guard.is_some());
+    // A rail of the total: VDD_GPU_SOC (Orin AGX has no input rail), wherever its hwmon is.
+    let found = util::run(
+        Command::new("grep")
+            .args(["-rlx", "VDD_GPU_SOC"])
+            .arg(tree.join("sys/devices")),
+    );
+    let label = String::from_utf8_lossy(&found.stdout);
+    let label = Path::new(label.lines().next().expect("the rail's label"));
+    let channel = label.file_name().unwrap().to_str().unwrap();
+    let current = label.with_file_name(channel.replace("in", "curr").replace("_label", "_input"));
+    let good = std::fs::read_to_string(&current).unwrap();
+    std::fs::write(&current, "x\n").unwrap();
+    let blind = |s: &Status| s.guard.as_deref().is_some_and(|g| g.starts_with("blind"));
+    wait_for("the guard to say it is blind", || blind(&agent.status()));
+    let s = agent.status();
+    assert!(s.guard.as_deref().unwrap().contains("; holding "), "{s:?}");
+    std::fs::write(&current, good).unwrap();
+    wait_for("the guard to see again", || !blind(&agent.status()));
+}
+
 /// Found by an integrator: a persistent lease that also lowered the sensors' averaging
 /// survived a clean stop, but after the restart its end (`jpower restore`) left the
 /// averaging lowered: the adopted lease took the agent's `keep` (the lease's own 16) for
@@ -751,6 +788,25 @@ fn bad_input_closes_only_that_client() {
         "{}",
         String::from_utf8_lossy(&out)
     );
+    // A request within the limit whose reply would not be (an error echoing a long preset
+    // name): answered with `failed`, the connection kept (found by review: it was closed
+    // with a `bad_request` that blamed the client's frame).
+    let answer = good.request(RequestBody::SetMode {
+        mode: ModeRequest::Preset {
+            name: "a".repeat(65_400),
+        },
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    });
+    assert!(
+        matches!(&answer, Err(ClientError::Agent { code: ErrorCode::Failed, message })
+            if message.contains("over the 64 KiB limit")),
+        "{answer:?}"
+    );
+    assert!(matches!(
+        good.request(RequestBody::Status),
+        Ok(ReplyBody::Status(_))
+    ));
     for _ in 0..1000 {
         drop(UnixStream::connect(&agent.socket).unwrap());
     }

@@ -236,7 +236,11 @@ impl Core {
             (OwnerKind::Cli, l.holder.pid)
         });
         let now = self.controller.owner();
-        if now.kind == kind && now.pid == pid {
+        // By name too: two connections of one process are two holders.
+        let same = now.kind == kind
+            && now.pid == pid
+            && persistent.is_none_or(|l| now.name == l.holder.client);
+        if same {
             return;
         }
         let owner = match persistent {

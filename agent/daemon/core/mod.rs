@@ -69,6 +69,9 @@ pub struct Core {
     /// Whether the guard's window was widened beyond `budget_window_ms` (warned of once,
     /// [`Core::guard_window`]).
     widened_window: bool,
+    /// Whether the guard has no reading of the total because a rail of it fails to read
+    /// (warned of when it starts and ends, shown in `status`).
+    guard_blind: bool,
 }
 
 impl std::fmt::Debug for Core {
@@ -164,6 +167,7 @@ impl Core {
             sensors,
             stopping: false,
             widened_window: false,
+            guard_blind: false,
         }
     }
 
@@ -509,7 +513,19 @@ impl Core {
         }
         self.detect_external();
         let window = self.guard_window();
-        let mean = self.mean_power(window);
+        let (mean, left_out) = self.mean_power(window);
+        let blind = mean.is_none() && left_out > 0 && self.guard.budget_w.is_some();
+        if blind != self.guard_blind {
+            self.guard_blind = blind;
+            if blind {
+                log::warn!(
+                    "budget guard blind: a rail of the total fails to read, so there is no reading of it; the guard holds its {} cap(s) until the rail answers",
+                    self.guard.caps_in_force()
+                );
+            } else {
+                log::info!("budget guard: the total reads again");
+            }
+        }
         let effective = self.controller.current().clone();
         if let Some(mean) = mean {
             let hysteresis = self.config.budget_hysteresis_w;
@@ -590,7 +606,9 @@ impl Core {
 
     /// The mean of the budgeted total over the last `window`, from the ring without
     /// copying it (integer microwatts add exactly in an f64, in any order).
-    fn mean_power(&self, window: Duration) -> Option<f64> {
+    /// The mean of the total over `window`, and how many samples were left out for a failed
+    /// read of a rail of the total.
+    fn mean_power(&self, window: Duration) -> (Option<f64>, usize) {
         let now = monotonic_ns();
         let pick = |s: &crate::telemetry::Sample| match self.config.budget_total {
             super::config::BudgetTotal::Module => s.module_uw,
@@ -606,13 +624,16 @@ impl Core {
             (_, Some(i)) => 1 << i,
             (super::config::BudgetTotal::Input, None) => 0,
         };
-        let (sum, n) = ring
+        let (sum, n, left_out) = ring
             .newest_since(now.saturating_sub(window.as_nanos() as u64))
-            .filter(|s| s.failed() & in_total == 0)
-            .fold((0.0, 0usize), |(sum, n), s| {
-                (sum + f64::from(pick(&s)), n + 1)
+            .fold((0.0, 0usize, 0usize), |(sum, n, out), s| {
+                if s.failed() & in_total != 0 {
+                    (sum, n, out + 1)
+                } else {
+                    (sum + f64::from(pick(&s)), n + 1, out)
+                }
             });
-        (n >= 2).then(|| sum / n as f64 * 1e-6)
+        ((n >= 2).then(|| sum / n as f64 * 1e-6), left_out)
     }
 
     /// A status reply as the core knows it (an error once stopping); `module_w` is the
@@ -655,7 +676,13 @@ impl Core {
                 .and_then(|e| (v[e.cap] != e.uncapped_raw()).then_some(v[e.cap])),
             holder: self.lease.as_ref().map(|l| l.holder.clone()),
             budget_w: self.guard.budget_w,
-            guard: self.guard.describe(),
+            guard: match (self.guard.describe(), self.guard_blind) {
+                (caps, false) => caps,
+                (caps, true) => Some(format!(
+                    "blind: a rail of the total fails to read{}",
+                    caps.map_or(String::new(), |c| format!("; holding {c}"))
+                )),
+            },
             module_w: None,
             ring_path: self.sensors.path().display().to_string(),
             last_switch_us: (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
