@@ -668,15 +668,19 @@ fn a_persistent_lease_holds_through_a_first_write_of_the_agents_and_a_failed_res
 }
 
 /// Found by review: with a rail of the total failing to read, the guard judged its last
-/// good value, and then (once failed samples were left out) went silent. It holds its caps,
-/// says so in `status`, and judges again once the rail answers.
+/// good value, and then (once failed samples were left out) went silent. It holds its caps
+/// and says so (`jpower_guard_blind`, the log), and judges again once the rail answers.
 #[test]
 fn the_guard_is_blind_while_a_rail_of_the_total_fails_and_says_so() {
     let rt = util::runtime();
     let tree = rt.path().join("tree");
     jpower::sim::export("orin-agx", &tree).unwrap();
-    let config = "budget_w = 3.0\nbudget_window_ms = 200\nsensor_averaging = \"auto\"\nsample_rate_hz = 100\n";
-    let agent = Agent::start_with(rt, tree.to_str().unwrap(), config, |_| {});
+    let prom = rt.path().join("jpower.prom");
+    let config = format!(
+        "budget_w = 3.0\nbudget_window_ms = 200\nsensor_averaging = \"auto\"\nsample_rate_hz = 100\nmetrics_textfile = \"{}\"\nmetrics_textfile_interval_ms = 100\n",
+        prom.display()
+    );
+    let agent = Agent::start_with(rt, tree.to_str().unwrap(), &config, |_| {});
     wait_for("the guard to cap", || agent.status().guard.is_some());
     // A rail of the total: VDD_GPU_SOC (Orin AGX has no input rail), wherever its hwmon is.
     let found = util::run(
@@ -689,13 +693,26 @@ fn the_guard_is_blind_while_a_rail_of_the_total_fails_and_says_so() {
     let channel = label.file_name().unwrap().to_str().unwrap();
     let current = label.with_file_name(channel.replace("in", "curr").replace("_label", "_input"));
     let good = std::fs::read_to_string(&current).unwrap();
+    let blind = |line: &str| {
+        std::fs::read_to_string(&prom)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l == line)
+    };
+    wait_for("the guard to see", || blind("jpower_guard_blind 0"));
     std::fs::write(&current, "x\n").unwrap();
-    let blind = |s: &Status| s.guard.as_deref().is_some_and(|g| g.starts_with("blind"));
-    wait_for("the guard to say it is blind", || blind(&agent.status()));
-    let s = agent.status();
-    assert!(s.guard.as_deref().unwrap().contains("; holding "), "{s:?}");
+    wait_for("the guard to say it is blind", || {
+        blind("jpower_guard_blind 1")
+    });
+    let held = agent.status().guard;
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(
+        agent.status().guard,
+        held,
+        "a blind guard adds and lifts no cap"
+    );
     std::fs::write(&current, good).unwrap();
-    wait_for("the guard to see again", || !blind(&agent.status()));
+    wait_for("the guard to see again", || blind("jpower_guard_blind 0"));
 }
 
 /// Found by an integrator: a persistent lease that also lowered the sensors' averaging

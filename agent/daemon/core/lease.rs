@@ -236,10 +236,13 @@ impl Core {
             (OwnerKind::Cli, l.holder.pid)
         });
         let now = self.controller.owner();
-        // By name too: two connections of one process are two holders.
+        // By connection too: two connections of one process are two holders (a holder's
+        // rename, which a scheduler's phase switch may undo, writes nothing).
+        let client = persistent.map(|l| l.client);
         let same = now.kind == kind
             && now.pid == pid
-            && persistent.is_none_or(|l| now.name == l.holder.client);
+            && (client.is_none() || self.owner_client.is_none_or(|c| Some(c) == client));
+        self.owner_client = client;
         if same {
             return;
         }

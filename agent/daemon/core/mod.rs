@@ -70,8 +70,10 @@ pub struct Core {
     /// [`Core::guard_window`]).
     widened_window: bool,
     /// Whether the guard has no reading of the total because a rail of it fails to read
-    /// (warned of when it starts and ends, shown in `status`).
+    /// (logged when it starts and ends, exported as `jpower_guard_blind`).
     guard_blind: bool,
+    /// The connection whose persistent lease the state file names ([`Core::sync_state_owner`]).
+    owner_client: Option<u64>,
 }
 
 impl std::fmt::Debug for Core {
@@ -168,6 +170,7 @@ impl Core {
             stopping: false,
             widened_window: false,
             guard_blind: false,
+            owner_client: None,
         }
     }
 
@@ -317,6 +320,8 @@ impl Core {
                     return err(ErrorCode::InvalidMode, "a budget is a positive number of watts");
                 }
                 self.guard.set_budget(watts);
+                // Blind or not is judged anew against the new budget, at the next tick.
+                self.guard_blind = false;
                 let shown = watts.map_or("none".to_string(), |w| format!("{w} W"));
                 log::info!("budget set to {shown} by {} (pid {}, uid {})", peer.name, peer.pid, peer.uid);
                 if let Err(e) = self.apply_effective() {
@@ -513,18 +518,19 @@ impl Core {
         }
         self.detect_external();
         let window = self.guard_window();
-        let (mean, left_out) = self.mean_power(window);
-        let blind = mean.is_none() && left_out > 0 && self.guard.budget_w.is_some();
-        if blind != self.guard_blind {
-            self.guard_blind = blind;
-            if blind {
-                log::warn!(
-                    "budget guard blind: a rail of the total fails to read, so there is no reading of it; the guard holds its {} cap(s) until the rail answers",
-                    self.guard.caps_in_force()
-                );
-            } else {
-                log::info!("budget guard: the total reads again");
-            }
+        let (mean, good, left_out) = self.mean_power(window);
+        // Blind when the whole window is failed reads, seeing again once there is a mean: a
+        // single failed read in a window of two samples is no blindness to report.
+        let budget = self.guard.budget_w.is_some();
+        if !self.guard_blind && budget && good == 0 && left_out > 0 {
+            self.guard_blind = true;
+            log::warn!(
+                "budget guard blind: a rail of the total fails to read, so there is no reading of it; the guard holds its {} cap(s) until the rail answers",
+                self.guard.caps_in_force()
+            );
+        } else if self.guard_blind && mean.is_some() {
+            self.guard_blind = false;
+            log::info!("budget guard: the total reads again");
         }
         let effective = self.controller.current().clone();
         if let Some(mean) = mean {
@@ -606,9 +612,9 @@ impl Core {
 
     /// The mean of the budgeted total over the last `window`, from the ring without
     /// copying it (integer microwatts add exactly in an f64, in any order).
-    /// The mean of the total over `window`, and how many samples were left out for a failed
-    /// read of a rail of the total.
-    fn mean_power(&self, window: Duration) -> (Option<f64>, usize) {
+    /// The mean of the total over `window` (of at least two samples), the samples it is of,
+    /// and how many were left out for a failed read of a rail of the total.
+    fn mean_power(&self, window: Duration) -> (Option<f64>, usize, usize) {
         let now = monotonic_ns();
         let pick = |s: &crate::telemetry::Sample| match self.config.budget_total {
             super::config::BudgetTotal::Module => s.module_uw,
@@ -633,7 +639,7 @@ impl Core {
                     (sum + f64::from(pick(&s)), n + 1, out)
                 }
             });
-        ((n >= 2).then(|| sum / n as f64 * 1e-6), left_out)
+        ((n >= 2).then(|| sum / n as f64 * 1e-6), n, left_out)
     }
 
     /// A status reply as the core knows it (an error once stopping); `module_w` is the
@@ -676,13 +682,7 @@ impl Core {
                 .and_then(|e| (v[e.cap] != e.uncapped_raw()).then_some(v[e.cap])),
             holder: self.lease.as_ref().map(|l| l.holder.clone()),
             budget_w: self.guard.budget_w,
-            guard: match (self.guard.describe(), self.guard_blind) {
-                (caps, false) => caps,
-                (caps, true) => Some(format!(
-                    "blind: a rail of the total fails to read{}",
-                    caps.map_or(String::new(), |c| format!("; holding {c}"))
-                )),
-            },
+            guard: self.guard.describe(),
             module_w: None,
             ring_path: self.sensors.path().display().to_string(),
             last_switch_us: (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
@@ -711,6 +711,11 @@ impl Core {
     /// The budget guard.
     pub fn guard(&self) -> &Guard {
         &self.guard
+    }
+
+    /// Whether the budget guard has no reading of the total: a rail of it fails to read.
+    pub fn guard_blind(&self) -> bool {
+        self.guard_blind
     }
 
     /// Clean shutdown: session leases are restored; a persistent lease stays and its

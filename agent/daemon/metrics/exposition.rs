@@ -28,6 +28,8 @@ pub struct Snapshot {
     pub preset: Option<(u32, String)>,
     /// Budget-guard caps in force.
     pub guard_caps: usize,
+    /// Whether the guard has no reading of the total (a rail of it fails to read).
+    pub guard_blind: bool,
     /// Budget-guard caps added or lifted since the agent started.
     pub guard_steps: u64,
     /// The ring's rails, in its order.
@@ -294,6 +296,13 @@ fn budget_and_lease(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Erro
     )?
     .with_label_values(NO_LABELS)
     .set(s.guard_caps as f64);
+    r.gauge(
+        "jpower_guard_blind",
+        "1 while the budget guard has no reading of the total (a rail of it fails to read): it holds its caps, adds and lifts none.",
+        &[],
+    )?
+    .with_label_values(NO_LABELS)
+    .set(f64::from(u8::from(s.guard_blind)));
     r.counter(
         "jpower_guard_steps_total",
         "Budget-guard caps added or lifted since the agent started.",
@@ -481,6 +490,7 @@ mod tests {
             clusters_offline: vec![false],
             preset: Some((0, "MAXN".into())),
             guard_caps: 1,
+            guard_blind: false,
             guard_steps: 3,
             rails: vec!["VDD_GPU_SOC".into(), "VDD_IN".into()],
             latest: Some(latest),
@@ -541,6 +551,7 @@ mod tests {
             "jpower_gpu_frequency_hertz 1300500000",
             "jpower_power_budget_watts 30",
             "jpower_guard_caps 1",
+            "jpower_guard_blind 0",
             "jpower_guard_steps_total 3",
             "jpower_lease_held 1",
             "jpower_lease_info{client=\"trainer (pid 7)\",lease=\"session\",pid=\"7\",uid=\"1000\"} 1",

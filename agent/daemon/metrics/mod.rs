@@ -75,7 +75,7 @@ impl Source {
             e.advance(&ring);
             e.clone()
         };
-        let (status, clusters_offline, preset, guard_caps, guard_steps) = {
+        let (status, clusters_offline, preset, guard_caps, guard_steps, guard_blind) = {
             let core = self.shared.lock();
             (
                 core.board_status(),
@@ -83,6 +83,7 @@ impl Source {
                 core.preset(),
                 core.guard().caps_in_force(),
                 core.guard().steps(),
+                core.guard_blind(),
             )
         };
         let [samples, overruns, read_errors] = self
@@ -96,6 +97,7 @@ impl Source {
             preset,
             guard_caps,
             guard_steps,
+            guard_blind,
             rails: ring.info.rails.iter().map(|r| r.name.clone()).collect(),
             latest: ring.latest(),
             energy,
