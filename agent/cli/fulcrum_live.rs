@@ -334,7 +334,7 @@ pub fn run(
     if let Some(id) = &target.sim {
         let key = crate::board::Board::discover(target.root()?.0)?.key();
         if let ReplyBody::Status(st) = request(&mut planner, RequestBody::Status)? {
-            let ring = Path::new(&st.ring_path).file_stem();
+            let ring = Path::new(&*st.ring_path).file_stem();
             if !st.simulated || ring != Some(std::ffi::OsStr::new(&key)) {
                 bail!(
                     "the agent at {} serves {}{:?}, not the simulated board this schedule searched (--sim {id}): start the agent with the same --sim and --runtime-dir",
@@ -453,7 +453,7 @@ fn resolve_phases(planner: &mut Client, t: &Times, batch: usize) -> Result<serde
     // The sampler's period, from the ring the agent samples into now (a new averaging
     // starts a new ring).
     let sample_ms = match planner.request(RequestBody::Status)? {
-        ReplyBody::Status(st) => RingReader::open(Path::new(&st.ring_path))
+        ReplyBody::Status(st) => RingReader::open(Path::new(&*st.ring_path))
             .map_or(0.0, |r| r.info.period_ns as f64 / 1e6),
         _ => 0.0,
     };

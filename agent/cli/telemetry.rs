@@ -371,7 +371,7 @@ impl Feed {
             let lease = changed.is_some().then_some(client);
             notes.extend(changed);
             return Ok(Feed::Agent {
-                path: PathBuf::from(st.ring_path),
+                path: PathBuf::from(&*st.ring_path),
                 notes,
                 _lease: lease,
             });

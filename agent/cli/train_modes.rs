@@ -333,7 +333,7 @@ fn resolve_minibatches<W: Workload>(
         let ReplyBody::Status(st) = src.client().request(RequestBody::Status)? else {
             bail!("unexpected reply from the agent to status");
         };
-        let ring = crate::telemetry::ring::RingReader::open(std::path::Path::new(&st.ring_path))?;
+        let ring = crate::telemetry::ring::RingReader::open(std::path::Path::new(&*st.ring_path))?;
         Ok(ring.info.slowest_refresh_s() * 1e3)
     };
     let mut minibatch_ms = f64::INFINITY;

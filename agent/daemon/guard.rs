@@ -6,6 +6,7 @@
 use crate::board::Board;
 use crate::board::Values;
 use crate::support::units::Freq;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// One cap.
@@ -38,6 +39,8 @@ pub struct Guard {
     /// The budget, watts (`None`: no budget).
     pub budget_w: Option<f64>,
     caps: Vec<Cap>,
+    /// The caps in words, kept as they change (a status shares it, allocating nothing).
+    described: Option<Arc<str>>,
     last_change: Option<Instant>,
     /// Caps added or lifted since the agent started.
     steps: u64,
@@ -54,18 +57,20 @@ impl Guard {
         if watts.is_none() {
             self.steps += self.caps.len() as u64;
             self.caps.clear();
+            self.redescribe();
         }
     }
 
     /// The caps in force, in words (`None` when there are none).
-    pub fn describe(&self) -> Option<String> {
-        (!self.caps.is_empty()).then(|| {
-            self.caps
-                .iter()
-                .map(Cap::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
+    pub fn describe(&self) -> Option<Arc<str>> {
+        self.described.clone()
+    }
+
+    fn redescribe(&mut self) {
+        self.described = (!self.caps.is_empty()).then(|| {
+            let words: Vec<String> = self.caps.iter().map(Cap::to_string).collect();
+            words.join(", ").into()
+        });
     }
 
     /// How many caps are in force.
@@ -178,6 +183,7 @@ impl Guard {
         if mean_w > budget {
             let cap = Guard::next_cap(b, effective)?;
             self.caps.push(cap);
+            self.redescribe();
             self.last_change = Some(now);
             self.steps += 1;
             Some(format!(
@@ -185,6 +191,7 @@ impl Guard {
             ))
         } else if mean_w < budget - hysteresis_w {
             let cap = self.caps.pop()?;
+            self.redescribe();
             self.last_change = Some(now);
             self.steps += 1;
             Some(format!(

@@ -229,6 +229,29 @@ mod tests {
     use super::*;
     use crate::ipc::protocol::{Request, RequestBody};
 
+    /// The request side of the status round trip: once the connection's buffer has grown,
+    /// receiving and decoding a status request allocates nothing, in either encoding.
+    #[test]
+    fn a_status_request_is_received_and_decoded_without_allocating() {
+        use crate::support::alloc_count::allocations;
+        let req = Request {
+            id: 3,
+            body: RequestBody::Status,
+        };
+        for enc in [Encoding::Json, Encoding::Bincode] {
+            let mut wire = Vec::new();
+            encode(enc, &req, &mut wire).unwrap();
+            let mut f = Framed::default();
+            let feed = |f: &mut Framed| {
+                f.fill(&mut wire.as_slice()).unwrap();
+                f.next_message::<Request>().unwrap()
+            };
+            assert_eq!(feed(&mut f), Some(req.clone()), "{enc:?}");
+            let (decoded, n) = allocations(|| (0..100).filter(|_| feed(&mut f).is_some()).count());
+            assert_eq!((decoded, n), (100, 0), "{enc:?}: allocations");
+        }
+    }
+
     fn round_trip(enc: Encoding) {
         let req = Request {
             id: 7,

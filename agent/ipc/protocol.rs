@@ -5,6 +5,8 @@
 //! Every request carries an `id` that its reply echoes; subscription events carry id 0.
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// The protocol version this agent speaks. `docs/protocol.md` keeps a changelog of what
 /// each version changed.
@@ -310,19 +312,20 @@ pub enum ErrorCode {
     Conflict,
 }
 
-/// `status`.
+/// `status`. Built without allocating (the status round trip is a hot path): its texts
+/// are shared with the agent's state, its lists held inline up to a board's size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Status {
     /// The board's device-tree model.
-    pub board: String,
+    pub board: Arc<str>,
     /// The SoC, lowercase (`t234`, `t194`, `t210`, ...).
-    pub soc: String,
+    pub soc: Arc<str>,
     /// Whether the board is simulated.
     pub simulated: bool,
     /// The CPUs online.
-    pub online_cpus: Vec<u32>,
+    pub online_cpus: SmallVec<[u32; 16]>,
     /// Per cluster: min, max, running.
-    pub cpu_khz: Vec<[u64; 3]>,
+    pub cpu_khz: SmallVec<[[u64; 3]; 4]>,
     /// GPU min, max and running frequency, Hz; `null` without a GPU devfreq device.
     pub gpu_hz: Option<[u64; 3]>,
     /// `null`: no cap.
@@ -332,11 +335,11 @@ pub struct Status {
     /// The power budget, watts; `null` without one.
     pub budget_w: Option<f64>,
     /// The guard's caps in force, in words (they may not bind the current request).
-    pub guard: Option<String>,
+    pub guard: Option<Arc<str>>,
     /// Module power of the latest sample, watts.
     pub module_w: Option<f64>,
     /// Path of the telemetry ring (`docs/telemetry-ring.md`).
-    pub ring_path: String,
+    pub ring_path: Arc<str>,
     /// How long the last mode switch took, microseconds; `null` before the first.
     pub last_switch_us: Option<f64>,
 }
@@ -345,7 +348,7 @@ pub struct Status {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holder {
     /// The hello name with the pid appended (`client N (pid P)` without a hello).
-    pub client: String,
+    pub client: Arc<str>,
     /// The holder's process id (`SO_PEERCRED`).
     pub pid: u32,
     /// The holder's user id (`SO_PEERCRED`).

@@ -169,7 +169,7 @@ fn every_message_in_both_encodings() {
             "{set:?}"
         );
         let s = agent.status();
-        assert_eq!(s.online_cpus, [0, 1, 2, 3]);
+        assert_eq!(*s.online_cpus, [0, 1, 2, 3]);
         assert_eq!(s.holder.as_ref().unwrap().lease, LeaseKind::Session);
         c.request(RequestBody::SetMode {
             mode: knobs(522_750_000),
@@ -549,7 +549,7 @@ fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_star
     // unit's ExecStopPost) and the next start keep it. Found by an integrator: a watchdog
     // kill gave the board back its baseline, lifting the cap `jpower set` had put on it.
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
-    assert_eq!(agent.status().online_cpus, [0, 1, 2, 3]);
+    assert_eq!(*agent.status().online_cpus, [0, 1, 2, 3]);
     agent.signal(nix::sys::signal::Signal::SIGKILL);
     let held = direct_knobs(agent.rt.path());
     assert_ne!(held, baseline);
@@ -559,7 +559,7 @@ fn sigterm_restores_and_removes_the_socket_and_sigkill_is_recovered_at_next_star
     let mut agent = Agent::start_in(rt, "orin-agx", "");
     let holder = agent.status().holder.expect("the left mode is held");
     assert_eq!(holder.lease, LeaseKind::Persistent, "{holder:?}");
-    assert_eq!(agent.status().online_cpus, [0, 1, 2, 3]);
+    assert_eq!(*agent.status().online_cpus, [0, 1, 2, 3]);
     // Its end hands the board back to the agent: a session lease's crash is recovered.
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "restore"]));
     let mut c = agent.client(Encoding::Json);
@@ -1045,7 +1045,7 @@ fn the_ring_goes_to_the_read_group_like_the_socket() {
     };
     let agent = Agent::start("orin-agx", &format!("read_group = {:?}\n", group.name));
     let ring = agent.status().ring_path;
-    assert_eq!(std::fs::metadata(&ring).unwrap().gid(), group.gid.as_raw());
+    assert_eq!(std::fs::metadata(&*ring).unwrap().gid(), group.gid.as_raw());
     assert_eq!(
         std::fs::metadata(&agent.socket).unwrap().gid(),
         group.gid.as_raw()
@@ -1221,7 +1221,7 @@ fn holder_names_carry_the_pid_and_busy_names_the_holder_once() {
     .unwrap();
     let me = std::process::id();
     let holder = agent.status().holder.unwrap();
-    assert_eq!(holder.client, format!("test (pid {me})"));
+    assert_eq!(*holder.client, format!("test (pid {me})"));
     let mut b = agent.client(Encoding::Json);
     let busy = b.request(RequestBody::SetMode {
         mode: knobs(114_750_000),
@@ -1275,12 +1275,12 @@ fn the_holders_next_switch_renames_it_and_the_averaging_keeps_its_timeout() {
     .unwrap();
     let me = std::process::id();
     assert_eq!(
-        agent.status().holder.unwrap().client,
+        *agent.status().holder.unwrap().client,
         format!("test (pid {me})")
     );
     set(&mut a, 420_750_000, Some(300));
     assert_eq!(
-        agent.status().holder.unwrap().client,
+        *agent.status().holder.unwrap().client,
         format!("second (pid {me})")
     );
     a.request(RequestBody::SetAveraging { samples: 4 }).unwrap();
@@ -1592,10 +1592,7 @@ fn read_only_commands_work_beside_a_running_agent() {
     let with = util::json(&util::ok(util::jpower(rt).args(sim).arg("status")));
     let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
     assert_eq!(keys(&with), keys(&alone), "one status schema");
-    assert_eq!(
-        with["agent"]["ring_path"],
-        agent.status().ring_path.as_str()
-    );
+    assert_eq!(with["agent"]["ring_path"], &*agent.status().ring_path);
     assert_eq!(with["mode"]["name"], alone["mode"]["name"]);
     let modes = util::json(&util::ok(util::jpower(rt).args(sim).arg("modes")));
     assert!(modes["space"]["size"].as_u64().unwrap() > 0);
@@ -1619,7 +1616,7 @@ fn read_only_commands_work_beside_a_running_agent() {
         util::jpower(rt)
             .args(sim)
             .args(["ring", "read"])
-            .arg(agent.status().ring_path),
+            .arg(&*agent.status().ring_path),
     ));
     assert_eq!(ring["writer"]["state"], "live", "{ring}");
     // The averaging is a write: the agent makes it under the command's lease.
@@ -1646,7 +1643,7 @@ fn read_only_commands_work_beside_a_running_agent() {
 /// The slowest rail's refresh interval in the agent's ring now, microseconds.
 fn ring_refresh_us(agent: &Agent) -> u32 {
     let ring =
-        jpower::telemetry::ring::RingReader::open(Path::new(&agent.status().ring_path)).unwrap();
+        jpower::telemetry::ring::RingReader::open(Path::new(&*agent.status().ring_path)).unwrap();
     ring.info.rails.iter().map(|r| r.refresh_us).max().unwrap()
 }
 
@@ -1663,7 +1660,7 @@ fn the_averaging_changes_under_a_lease_and_comes_back_when_it_ends() {
         "NVIDIA's 512 samples refresh slowly: {boot} us"
     );
     let old_ring =
-        jpower::telemetry::ring::RingReader::open(Path::new(&agent.status().ring_path)).unwrap();
+        jpower::telemetry::ring::RingReader::open(Path::new(&*agent.status().ring_path)).unwrap();
     let mut c = agent.client(Encoding::Bincode);
     let bad = c.request(RequestBody::SetAveraging { samples: 3 });
     assert!(

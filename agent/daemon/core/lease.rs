@@ -115,14 +115,14 @@ impl Core {
                 }
                 l.expires = l.timeout.map(|t| Instant::now() + t);
                 if !is_named(&l.holder.client, &peer.name, peer.pid) {
-                    l.holder.client = with_pid(&peer.name, peer.pid);
+                    l.holder.client = with_pid(&peer.name, peer.pid).into();
                 }
             }
             _ => {
                 self.lease = Some(Lease {
                     client: peer.client,
                     holder: Holder {
-                        client: with_pid(&peer.name, peer.pid),
+                        client: with_pid(&peer.name, peer.pid).into(),
                         pid: peer.pid,
                         uid: peer.uid,
                         lease: kind,
@@ -247,7 +247,7 @@ impl Core {
             return;
         }
         let owner = match persistent {
-            Some(l) => Owner::new(kind, pid, l.holder.client.clone()),
+            Some(l) => Owner::new(kind, pid, l.holder.client.to_string()),
             None => Owner::agent(),
         };
         // With nothing written yet (a mode that needed no write), the state the agent's

@@ -16,6 +16,7 @@ use crate::ipc::events::EventSender;
 use crate::ipc::protocol::*;
 use crate::support::clock::monotonic_ns;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod lease;
@@ -74,6 +75,16 @@ pub struct Core {
     guard_blind: bool,
     /// The connection whose persistent lease the state file names ([`Core::sync_state_owner`]).
     owner_client: Option<u64>,
+    /// What a status names and never changes: the board's model and SoC, the ring's path
+    /// (shared with each reply, so that building one allocates nothing).
+    names: Names,
+}
+
+/// The texts of [`Core::names`].
+struct Names {
+    board: Arc<str>,
+    soc: Arc<str>,
+    ring_path: Arc<str>,
 }
 
 impl std::fmt::Debug for Core {
@@ -155,6 +166,12 @@ impl Core {
         sensors: Sensors,
     ) -> Core {
         let requested = controller.current().clone();
+        let identity = &controller.board().identity;
+        let names = Names {
+            board: identity.model.as_str().into(),
+            soc: format!("{:?}", identity.soc).to_lowercase().into(),
+            ring_path: sensors.path().display().to_string().into(),
+        };
         let mut guard = Guard::default();
         guard.set_budget(config.budget_w);
         Core {
@@ -171,6 +188,7 @@ impl Core {
             widened_window: false,
             guard_blind: false,
             owner_client: None,
+            names,
         }
     }
 
@@ -240,7 +258,7 @@ impl Core {
         self.lease = Some(Lease {
             client: LEFT_MODE_CLIENT,
             holder: Holder {
-                client: left_by.name.clone(),
+                client: left_by.name.as_str().into(),
                 pid: left_by.pid,
                 uid: nix::unistd::getuid().as_raw(),
                 lease: LeaseKind::Persistent,
@@ -658,8 +676,8 @@ impl Core {
         let v = self.controller.current();
         let stats = self.controller.stats();
         Status {
-            board: b.identity.model.clone(),
-            soc: format!("{:?}", b.identity.soc).to_lowercase(),
+            board: self.names.board.clone(),
+            soc: self.names.soc.clone(),
             simulated: b.root.is_simulated(),
             online_cpus: b
                 .cpus
@@ -684,7 +702,7 @@ impl Core {
             budget_w: self.guard.budget_w,
             guard: self.guard.describe(),
             module_w: None,
-            ring_path: self.sensors.path().display().to_string(),
+            ring_path: self.names.ring_path.clone(),
             last_switch_us: (stats.count > 0).then(|| stats.last_ns as f64 / 1000.0),
         }
     }
@@ -740,5 +758,75 @@ impl Core {
             }
         }
         self.sensors.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::sysfs::Root;
+    use crate::board::Board;
+    use crate::ipc::codec::{encode, Encoding};
+    use crate::support::alloc_count::allocations;
+    use crate::telemetry::sampler::SamplerConfig;
+
+    /// The status round trip is a hot path: once warm, building the reply (with a holder
+    /// and a guard's caps in it) and encoding it in either encoding allocate nothing. On
+    /// a simulated board's tree read as a real one (the simulator's own kernel allocates).
+    #[test]
+    fn a_status_reply_is_built_and_encoded_without_allocating() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("root");
+        crate::sim::export("orin-agx", &tree).unwrap();
+        let board = Board::discover(Root::host(&tree)).unwrap();
+        let controller = Controller::open(board, &dir.path().join("run"), Owner::agent()).unwrap();
+        let (b, v) = (controller.board(), controller.current());
+        let cfg = SamplerConfig {
+            activity_hz: 0.0,
+            ..SamplerConfig::default()
+        };
+        let sensors = Sensors::start(b, v, &dir.path().join("ring"), cfg, "").unwrap();
+        let mut core = Core::new(controller, None, Config::default(), sensors);
+        core.lease = Some(Lease {
+            client: 1,
+            holder: Holder {
+                client: "trainer (pid 7)".into(),
+                pid: 7,
+                uid: 1000,
+                lease: LeaseKind::Session,
+            },
+            prior: core.requested.clone(),
+            timeout: None,
+            expires: None,
+        });
+        core.guard.set_budget(Some(10.0));
+        let (b, v) = (core.controller.board(), core.controller.current());
+        let now = Instant::now();
+        let step = core
+            .guard
+            .tick(b, v, 40.0, Duration::from_secs(1), 1.0, now);
+        assert!(step.is_some() && core.guard.describe().is_some());
+        let mut out = Vec::new();
+        for enc in [Encoding::Json, Encoding::Bincode] {
+            let warm = Reply {
+                id: 1,
+                body: core.status(),
+            };
+            encode(enc, &warm, &mut out).unwrap();
+            let ((), n) = allocations(|| {
+                for id in 2..100 {
+                    let reply = Reply {
+                        id,
+                        body: core.status(),
+                    };
+                    encode(enc, &reply, &mut out).unwrap();
+                }
+            });
+            assert_eq!(n, 0, "{enc:?}: {n} allocations in 98 status replies");
+            let ReplyBody::Status(st) = warm.body else {
+                panic!("{:?}", warm.body)
+            };
+            assert!(st.holder.is_some() && st.guard.is_some() && !st.online_cpus.is_empty());
+        }
     }
 }

@@ -64,7 +64,7 @@ pub fn render(s: &Snapshot) -> Result<Vec<u8>, prometheus::Error> {
         &["board", "soc", "simulated", "version"],
     )?
     .with_label_values(&[
-        st.board.as_str(),
+        &*st.board,
         &st.soc,
         if st.simulated { "true" } else { "false" },
         env!("CARGO_PKG_VERSION"),
@@ -334,7 +334,7 @@ fn budget_and_lease(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Erro
             LeaseKind::Persistent => "persistent",
         };
         holder
-            .with_label_values(&[client.as_str(), &pid.to_string(), &uid.to_string(), kind])
+            .with_label_values(&[&**client, &pid.to_string(), &uid.to_string(), kind])
             .set(1.0);
     }
     Ok(())
@@ -471,8 +471,8 @@ mod tests {
                 board: "Jetson \"AGX\"\nOrin".into(),
                 soc: "t234".into(),
                 simulated: true,
-                online_cpus: vec![0, 1, 2],
-                cpu_khz: vec![[115_200, 2_201_600, 2_201_600]],
+                online_cpus: smallvec::smallvec![0, 1, 2],
+                cpu_khz: smallvec::smallvec![[115_200, 2_201_600, 2_201_600]],
                 gpu_hz: Some([306_000_000, 1_300_500_000, 1_300_500_000]),
                 emc_cap_hz: None,
                 holder: Some(Holder {
@@ -484,7 +484,7 @@ mod tests {
                 budget_w: Some(30.0),
                 guard: None,
                 module_w: None,
-                ring_path: String::new(),
+                ring_path: "".into(),
                 last_switch_us: None,
             },
             clusters_offline: vec![false],
