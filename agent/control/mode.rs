@@ -43,21 +43,27 @@ pub enum EmcLimit {
     CapHz(u64),
 }
 
+/// CPU numbers, inline up to a board's size (a switch resolves its mode without allocating;
+/// a larger tree spills to the heap).
+pub type CpuList = smallvec::SmallVec<[usize; 16]>;
+/// A range per CPU cluster (`None`: left as it is), inline up to four clusters.
+pub type ClusterRanges = smallvec::SmallVec<[Option<Range>; 4]>;
+
 /// What a mode sets; `None` leaves a domain as it is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mode {
     /// The CPUs to keep online (cpu0 is always among them); the others that
     /// [`Mode::cpus_named`] names go offline.
-    pub online_cpus: Option<Vec<usize>>,
+    pub online_cpus: Option<CpuList>,
     /// The CPUs whose state `online_cpus` decides; `None`: every CPU. An nvpmodel preset
     /// decides only the CPUs its file names, as nvpmodel does (Xavier NX's files leave
     /// cpu6 and cpu7, which the boot scripts take offline, unnamed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus_named: Option<Vec<usize>>,
+    pub cpus_named: Option<CpuList>,
     /// Per cluster, in the board's cluster order (in JSON `min_khz`/`max_khz`, the
     /// protocol's CPU unit).
     #[serde(with = "cpu_khz")]
-    pub cpu: Vec<Option<Range>>,
+    pub cpu: ClusterRanges,
     /// The GPU's devfreq range.
     pub gpu: Option<Range>,
     /// The EMC cap.
@@ -89,7 +95,7 @@ mod cpu_khz {
         khz.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Option<Range>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<super::ClusterRanges, D::Error> {
         let khz = Vec::<Option<KhzRange>>::deserialize(d)?;
         Ok(khz
             .into_iter()
@@ -393,7 +399,7 @@ impl KnobRequest {
     /// The pinned mode this request names on `board`.
     pub fn resolve(&self, board: &Board) -> Result<Mode, ModeError> {
         let mut mode = Mode {
-            cpu: vec![None; board.clusters.len()],
+            cpu: smallvec::smallvec![None; board.clusters.len()],
             ..Mode::default()
         };
         if let Some(n) = self.cores {
@@ -479,7 +485,7 @@ mod tests {
         let m = Mode {
             online_cpus: None,
             cpus_named: None,
-            cpu: vec![Some(Range::pinned(729_600_000)), None],
+            cpu: smallvec::smallvec![Some(Range::pinned(729_600_000)), None],
             gpu: Some(Range::pinned(306_000_000)),
             emc: Some(EmcLimit::CapHz(2_133_000_000)),
         };

@@ -652,7 +652,7 @@ impl<'b> Builder<'b> {
             })
         };
         // The last setting of each CPU the file names; the others are left as they are.
-        let named = |on: Option<bool>| -> Option<Vec<usize>> {
+        let named = |on: Option<bool>| -> Option<crate::control::mode::CpuList> {
             let set = self.online.as_ref()?;
             Some(
                 self.board

@@ -47,12 +47,16 @@ pub struct Sensors {
     telemetry: Telemetry,
     cfg: SamplerConfig,
     /// The INA3221 knob values the sampler's refresh intervals come from.
-    averaging: Vec<u64>,
+    averaging: Averaging,
     ring: CurrentRing,
 }
 
+/// INA3221 averaging knob values, inline (compared at every switch, built without
+/// allocating).
+type Averaging = smallvec::SmallVec<[u64; 8]>;
+
 /// The values of `board`'s INA3221 averaging knobs in `values`.
-fn averaging_of(board: &Board, values: &Values) -> Vec<u64> {
+fn averaging_of(board: &Board, values: &Values) -> Averaging {
     board
         .knobs
         .iter()

@@ -248,7 +248,7 @@ fn cpu0_never_goes_offline() {
     let rt = util::runtime();
     let (_sim, mut c) = open("orin-agx", rt.path());
     let mode = Mode {
-        online_cpus: Some(vec![1, 2]),
+        online_cpus: Some([1, 2].into_iter().collect()),
         ..Mode::default()
     };
     let e = c.apply(&mode).unwrap_err().to_string();

@@ -770,23 +770,79 @@ mod tests {
     use crate::support::alloc_count::allocations;
     use crate::telemetry::sampler::SamplerConfig;
 
-    /// The status round trip is a hot path: once warm, building the reply (with a holder
-    /// and a guard's caps in it) and encoding it in either encoding allocate nothing. On
-    /// a simulated board's tree read as a real one (the simulator's own kernel allocates).
-    #[test]
-    fn a_status_reply_is_built_and_encoded_without_allocating() {
-        let dir = tempfile::tempdir().unwrap();
-        let tree = dir.path().join("root");
+    /// An agent's core on a simulated Orin AGX's tree exported to `dir` and read as a real
+    /// board's (the simulator's own kernel allocates on every read).
+    fn core_on_a_tree(dir: &std::path::Path) -> Core {
+        let tree = dir.join("root");
         crate::sim::export("orin-agx", &tree).unwrap();
         let board = Board::discover(Root::host(&tree)).unwrap();
-        let controller = Controller::open(board, &dir.path().join("run"), Owner::agent()).unwrap();
+        let controller = Controller::open(board, &dir.join("run"), Owner::agent()).unwrap();
         let (b, v) = (controller.board(), controller.current());
         let cfg = SamplerConfig {
             activity_hz: 0.0,
             ..SamplerConfig::default()
         };
-        let sensors = Sensors::start(b, v, &dir.path().join("ring"), cfg, "").unwrap();
-        let mut core = Core::new(controller, None, Config::default(), sensors);
+        let sensors = Sensors::start(b, v, &dir.join("ring"), cfg, "").unwrap();
+        Core::new(controller, None, Config::default(), sensors)
+    }
+
+    /// The mode switch is a hot path: once both modes have been applied, switching
+    /// between them through `set_mode` (cores, CPU and GPU clocks, under a lease)
+    /// allocates nothing.
+    #[test]
+    fn a_set_mode_switch_allocates_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut core = core_on_a_tree(dir.path());
+        let peer = Peer {
+            client: 1,
+            pid: std::process::id(),
+            uid: 0,
+            name: "trainer".into(),
+            may_control: true,
+        };
+        let (cpu, gpu) = {
+            let b = core.controller.board();
+            let gpu = &b.gpu.as_ref().unwrap().table_hz;
+            (&b.clusters[0].table_hz, gpu)
+        };
+        let modes = [
+            (12, cpu[cpu.len() - 1], gpu[gpu.len() - 1]),
+            (4, cpu[3], gpu[2]),
+        ]
+        .map(|(cores, cpu_hz, gpu_hz)| RequestBody::SetMode {
+            mode: ModeRequest::Knobs {
+                cores: Some(cores),
+                cpu_khz: Some(cpu_hz / 1000),
+                gpu_hz: Some(gpu_hz),
+                emc_hz: None,
+                snap: false,
+            },
+            lease: LeaseKind::Session,
+            timeout_ms: None,
+        });
+        for m in &modes {
+            let reply = core.handle(&peer, m.clone());
+            assert!(matches!(reply, ReplyBody::ModeSet { .. }), "{reply:?}");
+        }
+        let requests: Vec<RequestBody> = (0..50).map(|i| modes[i % 2].clone()).collect();
+        let (switched, n) = allocations(|| {
+            let mut switched = 0;
+            for r in requests {
+                if let ReplyBody::ModeSet { writes, .. } = core.handle(&peer, r) {
+                    switched += usize::from(writes > 0);
+                }
+            }
+            switched
+        });
+        assert_eq!((switched, n), (50, 0), "(switches, allocations)");
+    }
+
+    /// The status round trip is a hot path: once warm, building the reply (with a holder
+    /// and a guard's caps in it) and encoding it in either encoding allocate nothing.
+    #[test]
+    fn a_status_reply_is_built_and_encoded_without_allocating() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut core = core_on_a_tree(dir.path());
         core.lease = Some(Lease {
             client: 1,
             holder: Holder {
