@@ -6,6 +6,13 @@
 //! (`docs/telemetry-ring.md`), so readers reopen the path. The agent's own readers (the
 //! connections, the budget guard) take the current ring from a [`CurrentRing`] and never
 //! hold its lock while they read.
+//!
+//! Each ring counts its samples, overruns and read errors from 0 in its header; the
+//! [`CurrentRing`] keeps the final counts of the rings before the current one, taken as
+//! each is replaced and completed once its sampler has stopped, so the totals since the
+//! agent started never go back, nor lose a ring that lived between two of their readers
+//! (a review found a `watch`'s 1 kHz ring, begun and ended between two scrapes, missing
+//! from `jpower_samples_total`).
 
 use crate::board::{Board, KnobKind, Values};
 use crate::telemetry::ring::RingReader;
@@ -14,19 +21,75 @@ use crate::telemetry::Telemetry;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-/// The ring the sampler writes now, shared by every reader in the agent.
+/// Samples published, sampling overruns, read errors.
+pub type Counts = [u64; 3];
+
+/// A ring's own counts.
+fn counts(ring: &RingReader) -> Counts {
+    let (overruns, read_errors) = ring.counters();
+    [ring.write_seq(), overruns, read_errors]
+}
+
+fn add(a: Counts, b: Counts) -> Counts {
+    std::array::from_fn(|i| a[i] + b[i])
+}
+
+/// The ring the sampler writes now, shared by every reader in the agent, and the counts
+/// of the rings before it (module docs).
 #[derive(Debug, Clone)]
-pub struct CurrentRing(Arc<RwLock<Arc<RingReader>>>);
+pub struct CurrentRing(Arc<RwLock<Current>>);
+
+#[derive(Debug)]
+struct Current {
+    ring: Arc<RingReader>,
+    /// The counts of the rings before `ring`.
+    retired: Counts,
+}
 
 impl CurrentRing {
-    /// The current ring; a restart that follows does not disturb the caller's copy.
-    pub fn get(&self) -> Arc<RingReader> {
-        // A poisoned lock still holds a valid ring: the writer only swaps an Arc.
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    fn new(ring: RingReader) -> CurrentRing {
+        CurrentRing(Arc::new(RwLock::new(Current {
+            ring: Arc::new(ring),
+            retired: [0; 3],
+        })))
     }
 
-    fn set(&self, ring: RingReader) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(ring);
+    // A poisoned lock still holds a valid state: the writers only swap an Arc and add.
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Current> {
+        self.0.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current ring; a restart that follows does not disturb the caller's copy.
+    pub fn get(&self) -> Arc<RingReader> {
+        self.read().ring.clone()
+    }
+
+    /// Samples published, overruns and read errors since the agent started, over every
+    /// ring it used; never decreasing.
+    pub fn totals(&self) -> Counts {
+        let c = self.read();
+        add(c.retired, counts(&c.ring))
+    }
+
+    /// Makes `ring` the current one; returns the old one and the counts taken from it,
+    /// which [`CurrentRing::settle`] completes once its sampler has stopped.
+    fn replace(&self, ring: RingReader) -> (Arc<RingReader>, Counts) {
+        let mut c = self.write();
+        let old = std::mem::replace(&mut c.ring, Arc::new(ring));
+        let taken = counts(&old);
+        c.retired = add(c.retired, taken);
+        (old, taken)
+    }
+
+    /// Adds what `old` counted after [`CurrentRing::replace`] took `taken` from it.
+    fn settle(&self, old: &RingReader, taken: Counts) {
+        let last = counts(old);
+        let mut c = self.write();
+        c.retired = add(c.retired, std::array::from_fn(|i| last[i] - taken[i]));
     }
 }
 
@@ -86,9 +149,7 @@ impl Sensors {
             .flatten()
             .map(|g| g.gid.as_raw());
         let telemetry = Telemetry::start(board, values, path, &cfg)?;
-        let ring = CurrentRing(Arc::new(RwLock::new(Arc::new(RingReader::open(
-            &telemetry.path,
-        )?))));
+        let ring = CurrentRing::new(RingReader::open(&telemetry.path)?);
         Ok(Sensors {
             telemetry,
             cfg,
@@ -129,9 +190,72 @@ impl Sensors {
         // The new ring replaces the old at its path before the old sampler stops, so its
         // readers learn `replaced`, not `closed`.
         let telemetry = Telemetry::start(board, values, &path, &self.cfg)?;
-        self.ring.set(RingReader::open(&path)?);
+        let (old, taken) = self.ring.replace(RingReader::open(&path)?);
+        // The old sampler stops (and is joined) here: its counts are final.
         self.telemetry = telemetry;
+        self.ring.settle(&old, taken);
         self.averaging = averaging;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::ring::{RingInfo, RingWriter};
+    use crate::telemetry::Sample;
+
+    fn ring(path: &Path) -> RingWriter {
+        RingWriter::create(path, &RingInfo::for_test(&["A"], 64), None).unwrap()
+    }
+
+    fn publish(w: &RingWriter, from: u64, to: u64) {
+        for n in from..to {
+            let s = Sample {
+                n,
+                t_ns: n * 1_000_000,
+                rail_count: 1,
+                ..Sample::default()
+            };
+            w.publish(n, &s);
+        }
+    }
+
+    /// The totals carry on across rings: a replaced ring's counts stay, what it counted
+    /// after the swap is added once its sampler stopped, and a ring that began and ended
+    /// between two reads is counted whole.
+    #[test]
+    fn the_totals_carry_on_across_rings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.ring");
+        let open = || RingReader::open(&path).unwrap();
+        let a = ring(&path);
+        publish(&a, 0, 10);
+        a.add_overruns(2);
+        let current = CurrentRing::new(open());
+        assert_eq!(current.totals(), [10, 2, 0]);
+        // The next ring starts before the old sampler stops, as `follow` does.
+        let b = ring(&path);
+        let (old, taken) = current.replace(open());
+        assert_eq!(current.totals(), [10, 2, 0], "never back");
+        publish(&a, 10, 15);
+        a.add_read_error();
+        a.close();
+        current.settle(&old, taken);
+        publish(&b, 0, 3);
+        assert_eq!(current.totals(), [18, 2, 1]);
+        // A ring that lives between two reads.
+        let c = ring(&path);
+        let (old, taken) = current.replace(open());
+        publish(&b, 3, 4);
+        b.close();
+        current.settle(&old, taken);
+        publish(&c, 0, 100);
+        c.add_overruns(5);
+        let _d = ring(&path);
+        let (old, taken) = current.replace(open());
+        c.close();
+        current.settle(&old, taken);
+        assert_eq!(current.totals(), [119, 7, 1]);
     }
 }

@@ -16,7 +16,6 @@ pub mod energy;
 pub mod exposition;
 pub mod http;
 pub mod textfile;
-pub mod totals;
 
 use super::{Config, Shared};
 use energy::EnergyCounters;
@@ -27,7 +26,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use totals::SamplerTotals;
 
 /// How often the energy counters take in the ring's new samples: well inside the ring's
 /// span (65,536 slots, over a minute at 1 kHz), so no sample is ever bridged in practice.
@@ -52,12 +50,11 @@ pub enum MetricsError {
     Thread(#[from] std::io::Error),
 }
 
-/// What the exposition is made from: the agent's shared state, the energy counters and
-/// the sampler's counts.
+/// What the exposition is made from: the agent's shared state (the sampler's counts over
+/// every ring included) and the energy counters.
 struct Source {
     shared: Arc<Shared>,
     energy: Mutex<EnergyCounters>,
-    totals: Mutex<SamplerTotals>,
 }
 
 impl Source {
@@ -86,11 +83,7 @@ impl Source {
                 core.guard_blind(),
             )
         };
-        let [samples, overruns, read_errors] = self
-            .totals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .read(&ring);
+        let [samples, overruns, read_errors] = self.shared.ring.totals();
         Snapshot {
             status,
             clusters_offline,
@@ -157,7 +150,6 @@ impl Metrics {
         let source = Arc::new(Source {
             shared,
             energy: Mutex::new(EnergyCounters::default()),
-            totals: Mutex::new(SamplerTotals::default()),
         });
         let responder = match listener {
             Some(listener) => {
