@@ -1,7 +1,7 @@
 //! The agent's side of the socket, whatever answers the requests: binding it (its mode
 //! and group, never stealing a live agent's socket), accepting at most `max_clients`
 //! connections (the last share kept for peers that may control) and closing idle ones
-//! (`idle_timeout_ms`), and one thread per connection that decodes requests in either encoding,
+//! (`idle_timeout_ms`) and those whose process died, and one thread per connection that decodes requests in either encoding,
 //! answers each through a [`Handler`], forwards the handler's events and subscription
 //! samples, and closes only that connection on a malformed, oversized or truncated frame.
 //!
@@ -28,6 +28,8 @@ const POLL: Duration = Duration::from_millis(100);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The fastest subscription.
 const MIN_SUBSCRIPTION: Duration = Duration::from_millis(10);
+/// How often a connection looks whether its peer's process still lives.
+const PEER_CHECK: Duration = Duration::from_secs(1);
 
 /// What a connecting peer is, from `SO_PEERCRED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -266,7 +268,36 @@ fn credentials(stream: &UnixStream) -> Credentials {
         })
 }
 
-/// Serves one connection until it closes, misbehaves, or `stop` is set.
+/// Whether the process that connected has died, looked at most every [`PEER_CHECK`]. A
+/// process it forked (a data loader's worker) may hold the socket open after it, but the
+/// connection was the client's and goes with it: its lease, its gate and its turn (a
+/// review found a killed trainer's turn held for as long as its worker lived).
+struct PeerLife {
+    pid: u32,
+    /// When the process started (its pid may be given to another later).
+    start: Option<u64>,
+    next: Instant,
+}
+
+impl PeerLife {
+    fn of(peer: Credentials) -> PeerLife {
+        PeerLife {
+            pid: peer.pid,
+            start: crate::support::runtime::start_time(peer.pid),
+            next: Instant::now() + PEER_CHECK,
+        }
+    }
+
+    fn died(&mut self) -> bool {
+        if self.pid == 0 || Instant::now() < self.next {
+            return false;
+        }
+        self.next = Instant::now() + PEER_CHECK;
+        !crate::support::runtime::same_process_alive(self.pid, self.start)
+    }
+}
+
+/// Serves one connection until it closes, misbehaves, its process dies, or `stop` is set.
 fn serve<H: Handler>(
     handler: &H,
     mut stream: UnixStream,
@@ -285,6 +316,7 @@ fn serve<H: Handler>(
         }
     };
     let mut last_request = Instant::now();
+    let mut life = PeerLife::of(peer);
     let _ = stream.set_read_timeout(Some(POLL));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
     let mut framed = Framed::default();
@@ -317,7 +349,8 @@ fn serve<H: Handler>(
                 body => match handler.handle(&mut conn, body) {
                     Answer::Now(body) => body,
                     Answer::Deferred => {
-                        match wait_deferred(handler, &mut conn, &stream, enc, &mut out, stop)? {
+                        let waiting = (&stream, &mut life);
+                        match wait_deferred(handler, &mut conn, waiting, enc, &mut out, stop)? {
                             Some(body) => body,
                             None => return Ok(()),
                         }
@@ -384,6 +417,14 @@ fn serve<H: Handler>(
                 send(&mut stream, enc, &reply, &mut out)?;
                 return Ok(());
             }
+        }
+        if life.died() {
+            log::info!(
+                "closing {}: its process (pid {}) died, and a process it started holds the socket",
+                handler.name(&conn),
+                life.pid
+            );
+            return Ok(());
         }
         // Wake in time for the next subscription sample.
         let wait = subscription.map_or(POLL, |(_, due)| {
@@ -482,21 +523,24 @@ fn wait_for(
         // EINTR: look again on the next turn of the loop.
         return (false, false);
     }
-    let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+    // nix reads revents with bits it names only: POLLRDHUP's makes them `None` (a review
+    // found a hang-up behind pipelined bytes unseen, and the wait spinning).
+    let ready = |f: &PollFd| f.revents().is_none_or(|r| !r.is_empty());
     (n == 2 && ready(&fds[1]), ready(&fds[0]))
 }
 
 /// Waits for a deferred reply, forwarding the connection's events as they come; `None`
-/// when the peer hung up or the server is stopping first.
+/// when the peer hung up, its process died, or the server is stopping first.
 ///
 /// The connection's events wake it (the reply's sender rings them too), and so does the
-/// peer's hang-up (`POLLRDHUP`), unless bytes it sent behind the pending request wait
-/// before its end of stream: they are read after the reply, and the hang-up is then
-/// looked for every [`POLL`].
+/// peer's hang-up: `POLLRDHUP`, the peer closed or shut its sending side, which is found
+/// even with bytes it sent behind the pending request still unread (a review found a
+/// gate granted to a client that had pipelined a request behind it and closed: a peek
+/// saw the byte, not the end). Bytes of a peer still connected wait for after the reply.
 fn wait_deferred<H: Handler>(
     handler: &H,
     conn: &mut H::Connection,
-    stream: &UnixStream,
+    (stream, life): (&UnixStream, &mut PeerLife),
     enc: Encoding,
     out: &mut Vec<u8>,
     stop: &AtomicBool,
@@ -504,9 +548,8 @@ fn wait_deferred<H: Handler>(
     let mut writer = stream;
     // nix names no POLLRDHUP: the peer shut its end (Linux).
     let rdhup = PollFlags::from_bits_retain(libc::POLLRDHUP);
-    let mut watch = Some((stream, rdhup));
     loop {
-        if stop.load(Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) || life.died() {
             return Ok(None);
         }
         while let Some(event) = handler.event(conn) {
@@ -515,34 +558,14 @@ fn wait_deferred<H: Handler>(
         if let Some(body) = handler.deferred(conn) {
             return Ok(Some(body));
         }
-        if hung_up(stream) {
+        let (hung_up, woken) = wait_for(Some((stream, rdhup)), handler.events(conn), POLL);
+        if hung_up {
             return Ok(None);
         }
-        let (closing, woken) = wait_for(watch, handler.events(conn), POLL);
         if woken {
             handler.events(conn).clear();
         }
-        if closing {
-            // Not hung up yet (`hung_up` looks next): bytes wait before the end.
-            watch = None;
-        }
     }
-}
-
-/// Whether the peer closed its end: a peek that finds the end of the stream. Bytes sent
-/// behind the pending request stay in the socket for after the reply.
-fn hung_up(stream: &UnixStream) -> bool {
-    use nix::sys::socket::{recv, MsgFlags};
-    use std::os::fd::AsRawFd;
-    let mut byte = [0u8; 1];
-    matches!(
-        recv(
-            stream.as_raw_fd(),
-            &mut byte,
-            MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT
-        ),
-        Ok(0) | Err(nix::errno::Errno::ECONNRESET)
-    )
 }
 
 #[cfg(test)]

@@ -366,6 +366,90 @@ fn a_client_waiting_at_its_gate_hears_its_events_as_they_happen() {
     assert!(delays[4] < Duration::from_millis(30), "{delays:?}");
 }
 
+/// Found by a review: a trainer killed while its worker process (forked, as a PyTorch
+/// DataLoader's are) still held the socket kept its turn for as long as the worker lived,
+/// and the inference server waited. The connection now goes with the process that made it.
+#[test]
+fn a_turn_holder_whose_process_dies_gives_up_its_turn_though_a_child_holds_the_socket() {
+    let agent = Agent::start("orin-agx", "");
+    // Takes a training turn, forks a child that keeps the socket, prints the child's pid
+    // and exits.
+    let script = r#"
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+f = s.makefile("rwb")
+f.write(b'{"id":1,"body":{"schedule_gate":{"kind":"train"}}}\n')
+f.flush()
+assert b'"turn"' in f.readline()
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    time.sleep(60)
+    os._exit(0)
+print(pid, flush=True)
+os._exit(0)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(agent.socket())
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let child: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let mut users = agent.client(Encoding::Json);
+    let submitted = match request(&mut users, RequestBody::ScheduleSubmit) {
+        ReplyBody::Submitted { request } => request,
+        other => panic!("{other:?}"),
+    };
+    let started = std::time::Instant::now();
+    let mut server = agent.client(Encoding::Json);
+    let t = turn(&mut server, Kind::Infer);
+    let waited = started.elapsed();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert_eq!(t.requests, [submitted]);
+    assert!(waited < std::time::Duration::from_secs(5), "{waited:?}");
+    let s = schedule(&agent);
+    assert_eq!((s.train.granted, s.train.aborted), (1, 1));
+}
+
+/// Found by a review: a server that sent its gate with a request pipelined behind it and
+/// closed was still granted a turn (a peek saw the pipelined byte, not the end), which
+/// was then aborted. A gate whose client has gone is never granted.
+#[test]
+fn a_gate_whose_client_pipelined_a_request_and_hung_up_is_never_granted() {
+    use std::io::Write;
+    let agent = Agent::start("orin-agx", "");
+    let mut doomed = std::os::unix::net::UnixStream::connect(agent.socket()).unwrap();
+    doomed
+        .write_all(
+            b"{\"id\":1,\"body\":{\"schedule_gate\":{\"kind\":\"infer\"}}}\n{\"id\":2,\"body\":\"status\"}\n",
+        )
+        .unwrap();
+    // The agent has the gate pending before the client goes.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(doomed);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut users = agent.client(Encoding::Json);
+    let submitted = match request(&mut users, RequestBody::ScheduleSubmit) {
+        ReplyBody::Submitted { request } => request,
+        other => panic!("{other:?}"),
+    };
+    let mut server = agent.client(Encoding::Json);
+    assert_eq!(turn(&mut server, Kind::Infer).requests, [submitted]);
+    let s = schedule(&agent);
+    assert_eq!((s.infer.granted, s.infer.aborted), (1, 0));
+}
+
 #[test]
 fn a_gate_holder_that_dies_mid_batch_gives_its_requests_to_the_next_server_once() {
     let agent = Agent::start("orin-agx", "");
