@@ -1,9 +1,10 @@
 //! The agent's side of the socket, whatever answers the requests: binding it (its mode
 //! and group, never stealing a live agent's socket), accepting at most `max_clients`
 //! connections (the last share kept for peers that may control) and closing idle ones
-//! (`idle_timeout_ms`) and those whose process died, and one thread per connection that decodes requests in either encoding,
-//! answers each through a [`Handler`], forwards the handler's events and subscription
-//! samples, and closes only that connection on a malformed, oversized or truncated frame.
+//! (`idle_timeout_ms`) and those whose process died, and one thread per connection that
+//! decodes requests in either encoding, answers each through a [`Handler`], forwards the
+//! handler's events and subscription samples, and closes only that connection on a
+//! malformed, oversized or truncated frame.
 //!
 //! A slow client times out on its own socket; nothing here holds a lock of the handler's
 //! while blocked on I/O.
