@@ -931,6 +931,11 @@ class Client:
             self._raise_if_error(msg)
             yield msg["body"]
 
+    def queued_events(self) -> List[Dict[str, Any]]:
+        """The events that arrived with replies and wait for `events()`, left queued (no
+        read from the socket)."""
+        return list(self._events)
+
     def pending_events(self) -> List[Dict[str, Any]]:
         """The events received so far, without waiting (queued and already readable)."""
         return list(self.events(timeout=0))

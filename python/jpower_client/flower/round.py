@@ -58,8 +58,25 @@ class PowerRound:
         self.minibatches = 0
         self.capped = False
         self.lease_lapses = 0
+        # The events queued before the round, which its guard steps are not.
+        self._before = set()  # type: set
+
+    def _queued(self) -> List[Dict[str, object]]:
+        queued = getattr(self.agent, "queued_events", None)
+        return queued() if queued else []
+
+    def _heard_caps(self) -> None:
+        """Notes a guard event of the round that capped the board: a cap lifted before
+        the round's end held it below the mode all the same (found by a review)."""
+        for event in self._queued():
+            if id(event) in self._before:
+                continue
+            step = event.get("guard", {}).get("step", "")  # type: ignore[union-attr]
+            if ": capped " in str(step):
+                self.capped = True
 
     def __enter__(self) -> "PowerRound":
+        self._before = {id(e) for e in self._queued()}
         own = self.agent.status().get("budget_w")
         budgets = [b for b in (self.budget_w, own) if b is not None]
         self.budget_w = min(budgets) if budgets else None
@@ -79,9 +96,12 @@ class PowerRound:
             # A renew succeeds only for the holder: a lease that lapsed is not this
             # round's to release (another client's persistent lease may hold the board).
             self.agent.renew()
+            self._heard_caps()
             self.agent.release()
         except AgentError:
-            pass  # the lease had ended already (it lapsed, and maybe another client took the board)
+            # The lease had ended already (it lapsed in the last minibatch, and maybe
+            # another client took the board): counted as any lapse.
+            self.lease_lapses += 1
         except OSError as e:
             if exc_type is None:
                 raise self._lost("at the round's end", e) from e
@@ -101,7 +121,8 @@ class PowerRound:
             )
         return ConnectionError(
             "the jpower agent at {} went away {} ({}): its session lease ended with the"
-            " connection, and the board is back at its mode from before".format(where, when, e)
+            " connection (an agent that stopped restored the board; after a crash, the next"
+            " agent's start or `jpower restore --if-crashed` does)".format(where, when, e)
         )
 
     @contextlib.contextmanager
@@ -134,6 +155,7 @@ class PowerRound:
             raise self._lost(when, e) from e
         self.energy_j += mb["energy_j"]
         self.train_time_s += mb["duration_ms"] / 1e3
+        self._heard_caps()
 
     def metrics(self) -> Dict[str, float]:
         """The round's metrics, numbers only (a Flower MetricRecord): `energy_j`,
@@ -141,11 +163,12 @@ class PowerRound:
         (`mode_cores`, `mode_cpu_khz`, `mode_gpu_hz`, `mode_emc_hz`), `budget_w` (the
         tighter of the server's and the agent's; 0 without a budget: Flower's strategies
         want the same keys from every client), `capped` (1 when the agent's budget guard
-        held the board below the mode as it was pinned, or had caps in force at the round's
-        end: the knobs may overstate what ran) and `lease_lapses` (times the lease had
-        ended and was taken again; the lease is renewed as each minibatch begins, so a
-        minibatch longer than the agent's `lease_timeout_ms` outlives it: set the timeout
-        above the longest minibatch)."""
+        held the board below the mode as it was pinned, capped it during the round (its
+        `guard` events to the lease's connection), or had caps in force at the round's end:
+        the knobs may overstate what ran) and `lease_lapses` (times the lease had ended and
+        was taken again, or had ended by the round's end; the lease is renewed as each
+        minibatch begins, so a minibatch longer than the agent's `lease_timeout_ms` outlives
+        it: set the timeout above the longest minibatch)."""
         if self.mode is None:
             raise RuntimeError("the round has not started")
         m = {
