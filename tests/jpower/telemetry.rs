@@ -329,7 +329,8 @@ fn energy_at_the_fastest_refresh_is_within_half_a_percent_of_the_truth() {
         emc: 0.7,
     })
     .unwrap();
-    let t_mid = before + (monotonic_ns() - before) / 2;
+    let after = monotonic_ns();
+    let t_mid = before + (after - before) / 2;
     let p2 = true_module_w(&sim, &c);
     std::thread::sleep(Duration::from_millis(600));
     let t1 = monotonic_ns();
@@ -337,11 +338,15 @@ fn energy_at_the_fastest_refresh_is_within_half_a_percent_of_the_truth() {
     let exact = p1 * (t_mid - t0) as f64 * 1e-9 + p2 * (t1 - t_mid) as f64 * 1e-9;
     let e = ring.energy(t0, t1);
     let err = (e.module_j - exact).abs() / exact;
+    // Where in [before, after] the step fell is unknown: its energy is the test's own
+    // uncertainty, added to the half percent (a loaded machine stretches that span).
+    let unknown = (p2 - p1).abs() * (after - before) as f64 * 0.5e-9 / exact;
     assert!(
-        err < 0.005,
-        "energy {} J vs exact {exact} J: {:.3}% off",
+        err < 0.005 + unknown,
+        "energy {} J vs exact {exact} J: {:.3}% off (the step's instant unknown by {:.3}%)",
         e.module_j,
-        err * 100.0
+        err * 100.0,
+        unknown * 100.0
     );
     // The rate reported is the one achieved: the window's samples over its length (how
     // fast that is depends on the machine; `jpower bench sample` measures it).
