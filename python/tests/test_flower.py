@@ -72,6 +72,39 @@ class ModeChoice(unittest.TestCase):
             finally:
                 os.unlink(f.name)
 
+    def test_a_bad_value_is_refused_with_its_line(self):
+        # Found by a review: a zero, negative or NaN power or time was read, and that mode
+        # then chosen for every budget (a zero-watt mode fits a 5 W one); a repeated mode
+        # was kept. Refused as jpower's own reader refuses them, naming the line.
+        head, first = PROFILE.splitlines()[:2]
+        cases = [
+            ("4,1190400,1109250000,1600000000,200.0,0,1.0,0.1", ":4: power_w"),
+            ("4,1190400,1109250000,1600000000,200.0,-1,1.0,0.1", ":4: power_w"),
+            ("4,1190400,1109250000,1600000000,nan,11.0,1.0,0.1", ":4: time_ms"),
+            ("4,1190400,1109250000,1600000000,inf,11.0,1.0,0.1", ":4: time_ms"),
+            ("0,1190400,1109250000,1600000000,200.0,11.0,1.0,0.1", ":4: cores"),
+            ("4,1190400,1109250000", ":4: 3 fields"),
+            (first, ":4: the mode of line 3 again"),
+        ]
+        for row, why in cases:
+            with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+                f.write("# recorded\n" + head + "\n" + first + "\n" + row + "\n")
+            try:
+                with self.assertRaisesRegex(ValueError, why):
+                    read_profile(f.name)
+            finally:
+                os.unlink(f.name)
+
+    def test_spaces_blank_lines_and_column_order_are_read(self):
+        text = ("time_ms, power_w, cores, cpu_khz, gpu_hz, emc_hz\n\n"
+                "200.0, 11.0, 4, 1190400, 1109250000, 1600000000\n   \n")
+        with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+            f.write(text)
+        try:
+            self.assertEqual(read_profile(f.name), profile()[:1])
+        finally:
+            os.unlink(f.name)
+
     def test_the_fastest_mode_within_the_budget(self):
         modes = profile()
         self.assertEqual(fastest_within(modes, None).time_ms, 200.0)

@@ -34,28 +34,63 @@ class Mode(NamedTuple):
         }
 
 
+KNOBS = ("cores", "cpu_khz", "gpu_hz", "emc_hz")
+FIGURES = ("time_ms", "power_w")
+
+
 def read_profile(path: str) -> List[Mode]:
-    """The rows of a `jpower profile` CSV, its `#` comment lines skipped (a simulated
-    profile begins with ``# jpower: simulated WORKLOAD on BOARD``). Raises ValueError for a
-    file without rows or with a row that does not parse."""
+    """The rows of a `jpower profile` CSV, its `#` comment lines and blank lines skipped (a
+    simulated profile begins with ``# jpower: simulated WORKLOAD on BOARD``), its columns in
+    any order, others (the standard deviations, a note) ignored. Checked as jpower checks a
+    profile: knobs positive integers, time and power numbers from 1e-6 to 1e6, each mode
+    once. Raises ValueError naming the file and line of what is wrong, or a file without
+    rows."""
     with open(path, newline="", encoding="utf-8-sig") as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
-    if not rows:
+        lines = [(n, line) for n, line in enumerate(f, 1)
+                 if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
         raise ValueError("{}: a profile without rows".format(path))
-    try:
-        return [
-            Mode(
-                int(r["cores"]),
-                int(r["cpu_khz"]),
-                int(r["gpu_hz"]),
-                int(r["emc_hz"]),
-                float(r["time_ms"]),
-                float(r["power_w"]),
-            )
-            for r in rows
-        ]
-    except (KeyError, TypeError, ValueError) as e:
-        raise ValueError("{}: not a jpower profile ({!r})".format(path, e)) from None
+    (head_line, head), rows = lines[0], lines[1:]
+    header = [h.strip() for h in next(csv.reader([head]))]
+    missing = [c for c in KNOBS + FIGURES if c not in header]
+    if missing:
+        raise ValueError("{}:{}: not a jpower profile: no {} column(s) in {}".format(
+            path, head_line, ", ".join(missing), header))
+    at = {c: header.index(c) for c in KNOBS + FIGURES}
+    modes, seen = [], {}  # type: List[Mode], Dict[tuple, int]
+    for n, line in rows:
+        fields = [x.strip() for x in next(csv.reader([line]))]
+        where = "{}:{}".format(path, n)
+        if len(fields) < len(header):
+            raise ValueError("{}: {} fields, expected {}".format(where, len(fields), len(header)))
+        knobs = []
+        for c in KNOBS:
+            try:
+                v = int(fields[at[c]])
+            except ValueError:
+                v = 0
+            if v <= 0:
+                raise ValueError("{}: {} is not a positive integer: {!r}".format(
+                    where, c, fields[at[c]]))
+            knobs.append(v)
+        figures = []
+        for c in FIGURES:
+            try:
+                v = float(fields[at[c]])
+            except ValueError:
+                v = float("nan")
+            if not 1e-6 <= v <= 1e6:  # NaN and infinities fail too
+                raise ValueError("{}: {} is not a number from 1e-6 to 1e6: {!r}".format(
+                    where, c, fields[at[c]]))
+            figures.append(v)
+        key = tuple(knobs)
+        if key in seen:
+            raise ValueError("{}: the mode of line {} again".format(where, seen[key]))
+        seen[key] = n
+        modes.append(Mode(*knobs, *figures))
+    if not modes:
+        raise ValueError("{}: a profile without rows".format(path))
+    return modes
 
 
 def fastest_within(modes: List[Mode], budget_w: Optional[float]) -> Mode:
