@@ -175,7 +175,7 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
             if let Some(v) = &s.verified {
                 let _ = writeln!(
                     t,
-                    "  {:<12} {:>9} {:>10} {:>11} {:>10} {:>10} {:>9} {:>9}   (up to ten modes predicted to fit run 40 minibatches each, {:.1} per budget)",
+                    "  {:<12} {:>9} {:>10} {:>11} {:>10} {:>10} {:>9} {:>9}   (up to ten modes predicted to fit run 40 minibatches each{})",
                     format!("{name}+verify"),
                     "",
                     "",
@@ -184,9 +184,22 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
                     pct(v.median_time_penalty_pct, 2),
                     pct(v.p90_time_penalty_pct, 2),
                     pct(v.over_budget_1w_pct, 1),
-                    v.mean_runs
+                    // Nothing scored has no runs per budget (said below).
+                    if v.mean_runs.is_finite() {
+                        format!(", {:.1} per budget", v.mean_runs)
+                    } else {
+                        String::new()
+                    }
                 );
             }
+        }
+        if report.methods.values().all(|s| s.budgets == 0 || !s.median_time_penalty_pct.is_finite()) {
+            let [lo, hi] = report.truth_power_w;
+            let why = match (report.budgets_w.first(), report.budgets_w.last()) {
+                (Some(a), Some(b)) => format!("no mode meets the budgets of {a:.0} to {b:.0} W (is power in watts?)"),
+                _ => "and the budgets are the whole watts from their lowest + 1 W to their highest: there are none".into(),
+            };
+            let _ = writeln!(t, "\n  no budget could be scored: the modes scored draw {lo:.2} to {hi:.2} W, {why}");
         }
         let pretraining: Vec<String> = report
             .pretraining

@@ -248,6 +248,10 @@ pub struct Report {
     pub methods: std::collections::BTreeMap<String, MethodScore>,
     /// Each transfer method's pre-training on the reference, by method name.
     pub pretraining: std::collections::BTreeMap<String, Pretraining>,
+    /// The budgets the choices were scored at, W.
+    pub budgets_w: Vec<f64>,
+    /// The lowest and highest true power of the modes scored, W.
+    pub truth_power_w: [f64; 2],
 }
 
 /// Runs the evaluation.
@@ -429,6 +433,14 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
         reference_profiling_minutes: ref_secs / 60.0,
         methods,
         pretraining,
+        truth_power_w: [
+            truth_points
+                .iter()
+                .map(|p| p.power_w)
+                .fold(f64::MAX, f64::min),
+            truth_points.iter().map(|p| p.power_w).fold(0.0, f64::max),
+        ],
+        budgets_w: budgets,
     })
 }
 

@@ -723,6 +723,40 @@ fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
         err.contains("30 rows leave 1 mode(s) to score beside --modes 29; at least 10"),
         "{err}"
     );
+    // Found by a review: a truth whose power is in mW (or whose modes all draw within one
+    // watt) scored no budget, and said "NaN per budget" and n/a without a reason.
+    let narrow: Vec<String> = head
+        .iter()
+        .enumerate()
+        .map(|(i, l)| match i {
+            0 => l.to_string(),
+            _ => {
+                let mut f: Vec<String> = l.split(',').map(str::to_string).collect();
+                let w: f64 = f[5].parse().unwrap();
+                f[5] = format!("{:.1}", w * 1000.0);
+                f.join(",")
+            }
+        })
+        .collect();
+    std::fs::write(&csv, narrow.join("\n") + "\n").unwrap();
+    let text = ok(jpower(rt.path())
+        .args([
+            "--sim",
+            "orin-agx",
+            "powertrain",
+            "eval",
+            "--quick",
+            "--modes",
+            "10",
+            "--truth",
+        ])
+        .arg(&csv));
+    assert!(
+        text.contains("no budget could be scored: the modes scored draw ")
+            && text.contains("no mode meets the budgets of 17 to 50 W (is power in watts?)")
+            && !text.contains("NaN"),
+        "{text}"
+    );
 }
 
 /// Replays the file parsers' fuzz corpora (`fuzz/corpus/{nvpmodel,config,csv,model}`) on
