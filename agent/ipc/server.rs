@@ -278,6 +278,8 @@ struct PeerLife {
     /// When the process started (its pid may be given to another later).
     start: Option<u64>,
     next: Instant,
+    /// Whether it was found dead.
+    dead: bool,
 }
 
 impl PeerLife {
@@ -286,15 +288,19 @@ impl PeerLife {
             pid: peer.pid,
             start: crate::support::runtime::start_time(peer.pid),
             next: Instant::now() + PEER_CHECK,
+            dead: false,
         }
     }
 
+    /// Looks, if it is time to; a pid of 0 (a peer in another pid namespace) is never
+    /// looked at.
     fn died(&mut self) -> bool {
         if self.pid == 0 || Instant::now() < self.next {
             return false;
         }
         self.next = Instant::now() + PEER_CHECK;
-        !crate::support::runtime::same_process_alive(self.pid, self.start)
+        self.dead = !crate::support::runtime::same_process_alive(self.pid, self.start);
+        self.dead
     }
 }
 
@@ -420,11 +426,6 @@ fn serve<H: Handler>(
             }
         }
         if life.died() {
-            log::info!(
-                "closing {}: its process (pid {}) died, and a process it started holds the socket",
-                handler.name(&conn),
-                life.pid
-            );
             return Ok(());
         }
         // Wake in time for the next subscription sample.
@@ -455,6 +456,13 @@ fn serve<H: Handler>(
             Err(e) => return Err(e.into()),
         }
     })();
+    if life.dead {
+        log::info!(
+            "closing {}: its process (pid {}) has died, the socket held open by another",
+            handler.name(&conn),
+            life.pid
+        );
+    }
     if let Err(e) = result {
         if !matches!(e, CodecError::Io(_)) {
             log::warn!("closing {}: {e}", handler.name(&conn));

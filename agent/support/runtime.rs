@@ -173,17 +173,28 @@ pub fn start_time(pid: u32) -> Option<u64> {
 /// Whether the process that had pid `pid` and started at `start` (where known) is alive:
 /// a live process with that pid that started at another time is another process.
 pub fn same_process_alive(pid: u32, start: Option<u64>) -> bool {
-    process_alive(pid) && start.is_none_or(|s| start_time(pid) == Some(s))
+    // Only a start time read and found different is another process: one that cannot be
+    // read now (a transient error, a /proc mounted hidepid) is no evidence of death.
+    process_alive(pid) && start.is_none_or(|s| start_time(pid).is_none_or(|now| now == s))
 }
 
+/// Whether process `pid` has exited and waits for its parent. Its state is `Z` then, but
+/// so is that of a live process whose main thread exited while others run
+/// (`pthread_exit`; a review found such a client's connections closed as dead): that one
+/// has more than one thread. A file that cannot be read is no zombie.
 fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The fields after the command name start at the third, the state; the 20th is the
+    // thread count.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let mut fields = rest.split_whitespace();
+    let zombie = fields.next() == Some("Z");
+    let threads: u64 = fields.nth(20 - 4).and_then(|t| t.parse().ok()).unwrap_or(1);
+    zombie && threads <= 1
 }
 
 #[cfg(test)]
@@ -251,6 +262,27 @@ mod tests {
         assert!(same_process_alive(me, start));
         assert!(same_process_alive(me, None));
         assert!(!same_process_alive(me, start.map(|s| s + 1)));
+    }
+
+    /// A child that exited and was not waited for is dead; a process whose main thread
+    /// exited while another runs is alive, though its state reads `Z` too.
+    #[test]
+    fn a_zombie_is_dead_and_a_process_without_its_main_thread_is_not() {
+        use std::process::Command;
+        let mut zombie = Command::new("true").spawn().unwrap();
+        let leader_gone = Command::new("python3")
+            .args(["-c", "import ctypes, threading, time\nthreading.Thread(target=time.sleep, args=(3,)).start()\nctypes.CDLL(None).pthread_exit(None)"])
+            .spawn();
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+        assert!(!process_alive(zombie.id()), "a zombie");
+        zombie.wait().unwrap();
+        match leader_gone {
+            Ok(mut p) => {
+                assert!(process_alive(p.id()), "threads run on");
+                p.wait().unwrap();
+            }
+            Err(e) => println!("python3 not run ({e}): the leader-exit half skipped"),
+        }
     }
 
     #[test]

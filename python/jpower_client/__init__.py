@@ -502,6 +502,9 @@ class Client:
         self.name = name
         self.timeout = timeout
         self.last_minibatch: Optional[Dict[str, Any]] = None
+        self.guard_events = 0
+        """The budget guard's steps received so far (`guard` events: a cap added or lifted
+        on the board this connection holds), counted as they arrive, read or not."""
         self._next_id = 1
         self._buf = bytearray()
         self._events: Deque[Dict[str, Any]] = collections.deque()
@@ -614,6 +617,8 @@ class Client:
             if msg is not None:
                 if not isinstance(msg, dict) or "id" not in msg or "body" not in msg:
                     raise ProtocolError("unexpected message {!r}".format(msg))
+                if msg["id"] == 0 and isinstance(msg["body"], dict) and "guard" in msg["body"]:
+                    self.guard_events += 1
                 return msg
             if deadline is None:
                 sock.settimeout(None)
@@ -930,11 +935,6 @@ class Client:
                 raise ProtocolError("reply to no pending request: {!r}".format(msg))
             self._raise_if_error(msg)
             yield msg["body"]
-
-    def queued_events(self) -> List[Dict[str, Any]]:
-        """The events that arrived with replies and wait for `events()`, left queued (no
-        read from the socket)."""
-        return list(self._events)
 
     def pending_events(self) -> List[Dict[str, Any]]:
         """The events received so far, without waiting (queued and already readable)."""

@@ -435,8 +435,9 @@ fn a_gate_whose_client_pipelined_a_request_and_hung_up_is_never_granted() {
             b"{\"id\":1,\"body\":{\"schedule_gate\":{\"kind\":\"infer\"}}}\n{\"id\":2,\"body\":\"status\"}\n",
         )
         .unwrap();
-    // The agent has the gate pending before the client goes.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The agent has the gate pending before the client goes (a second is room enough on
+    // a loaded machine; a gate read after the hang-up is never granted either).
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     drop(doomed);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let mut users = agent.client(Encoding::Json);

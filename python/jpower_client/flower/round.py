@@ -58,26 +58,20 @@ class PowerRound:
         self.minibatches = 0
         self.capped = False
         self.lease_lapses = 0
-        # The events queued before the round, which its guard steps are not.
-        self._before = set()  # type: set
+        self._guard_events = 0
 
-    def _queued(self) -> List[Dict[str, object]]:
-        queued = getattr(self.agent, "queued_events", None)
-        return queued() if queued else []
-
-    def _heard_caps(self) -> None:
-        """Notes a guard event of the round that capped the board: a cap lifted before
-        the round's end held it below the mode all the same (found by a review)."""
-        for event in self._queued():
-            if id(event) in self._before:
-                continue
-            step = event.get("guard", {}).get("step", "")  # type: ignore[union-attr]
-            if ": capped " in str(step):
-                self.capped = True
+    def _guard_stepped(self) -> None:
+        """Notes a step of the budget guard since the round began: a cap added, or one
+        lifted (so one was in force), held the board below the pinned mode for a while,
+        even if no cap is left at the round's end (found by a review)."""
+        if getattr(self.agent, "guard_events", 0) > self._guard_events:
+            self.capped = True
 
     def __enter__(self) -> "PowerRound":
-        self._before = {id(e) for e in self._queued()}
         own = self.agent.status().get("budget_w")
+        # Counted after a first reply: a step before the round, still on its way, is not
+        # the round's.
+        self._guard_events = getattr(self.agent, "guard_events", 0)
         budgets = [b for b in (self.budget_w, own) if b is not None]
         self.budget_w = min(budgets) if budgets else None
         self.mode = fastest_within(self.modes, self.budget_w)
@@ -92,16 +86,18 @@ class PowerRound:
                 self.capped = True
         except (AgentError, OSError):
             pass  # the release says what matters
+        self._guard_stepped()
         try:
             # A renew succeeds only for the holder: a lease that lapsed is not this
             # round's to release (another client's persistent lease may hold the board).
             self.agent.renew()
-            self._heard_caps()
             self.agent.release()
-        except AgentError:
+        except AgentError as e:
             # The lease had ended already (it lapsed in the last minibatch, and maybe
-            # another client took the board): counted as any lapse.
-            self.lease_lapses += 1
+            # another client took the board): counted as any lapse, where the round itself
+            # succeeded (a lapse its failure followed was counted where it was found).
+            if exc_type is None and e.code == "not_found":
+                self.lease_lapses += 1
         except OSError as e:
             if exc_type is None:
                 raise self._lost("at the round's end", e) from e
@@ -155,7 +151,6 @@ class PowerRound:
             raise self._lost(when, e) from e
         self.energy_j += mb["energy_j"]
         self.train_time_s += mb["duration_ms"] / 1e3
-        self._heard_caps()
 
     def metrics(self) -> Dict[str, float]:
         """The round's metrics, numbers only (a Flower MetricRecord): `energy_j`,
@@ -163,8 +158,9 @@ class PowerRound:
         (`mode_cores`, `mode_cpu_khz`, `mode_gpu_hz`, `mode_emc_hz`), `budget_w` (the
         tighter of the server's and the agent's; 0 without a budget: Flower's strategies
         want the same keys from every client), `capped` (1 when the agent's budget guard
-        held the board below the mode as it was pinned, capped it during the round (its
-        `guard` events to the lease's connection), or had caps in force at the round's end:
+        held the board below the mode as it was pinned, stepped during the round (a
+        `guard` event on the round's connection: a cap added, or one lifted, so one was in
+        force), or had caps in force at the round's end:
         the knobs may overstate what ran) and `lease_lapses` (times the lease had ended and
         was taken again, or had ended by the round's end; the lease is renewed as each
         minibatch begins, so a minibatch longer than the agent's `lease_timeout_ms` outlives
