@@ -491,6 +491,35 @@ fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
     assert_eq!(t["modes"], 3, "{t}");
     assert!(f(&t["latency_mape"]).is_finite() && f(&t["energy_mape"]).is_finite());
     assert_eq!(t["recorded_best"]["mode"]["cores"], 8, "{t}");
+    assert!(t["bound_kept"].is_boolean(), "{t}");
+    // Found by a review: a plan whose recorded latency broke the bound was scored by its
+    // energy gap alone. The same modes recorded a hundred times slower: none keeps it.
+    std::fs::write(
+        &truth,
+        "cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w\n\
+         12,2201600,1300500000,3199000000,5000.0,53.5\n\
+         8,1497600,1300500000,3199000000,5100.0,47.0\n\
+         4,729600,624750000,2133000000,12000.0,25.0\n",
+    )
+    .unwrap();
+    let out = plan(&["--truth", truth.to_str().unwrap()]);
+    let t = &json(&String::from_utf8_lossy(&out.stdout))["truth"];
+    assert_eq!(t["bound_kept"], false, "{t}");
+    assert!(t["recorded_best"].is_null() && t["gap"].is_null(), "{t}");
+    // A profile with a bad row is one line naming the file and the line, before anything
+    // runs (found by a review: after every calibration run): with --markers and no agent,
+    // the file is what is refused.
+    std::fs::write(
+        &truth,
+        "cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w\n12,x,1,1,5,5\n",
+    )
+    .unwrap();
+    let out = plan(&["--markers", "--truth", truth.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:2: cpu_khz is not an integer", truth.display())),
+        "{err}"
+    );
     // A profile with a bad row is one line naming the file and the line.
     std::fs::write(
         &truth,
