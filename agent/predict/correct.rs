@@ -8,9 +8,36 @@
 //! Fitting also yields each profiled mode's leave-one-out prediction (what the correction
 //! fitted without that mode predicts there), from which the corrected model's expected
 //! miss is measured ([`super::miss`]).
+//!
+//! The regression inverts the Gram matrix of its modes (cubic in their number) and every
+//! prediction sums over them, so a profile of more than [`MAX_MODES`] modes (`jpower
+//! profile --strategy all` writes thousands) regresses on a spread subset of them:
+//! farthest-point in kernel widths, from the first. The others' left-out prediction is
+//! the subset's prediction there, fitted without them.
 
 use super::features::Lattice;
-use super::optimize::residual::{gram_inverse, log_coords, nearness, LogCoords, SHARED};
+use super::optimize::residual::{distance, gram_inverse, log_coords, nearness, LogCoords, SHARED};
+
+/// The most profiled modes the correction regresses on (module docs).
+pub const MAX_MODES: usize = 256;
+
+/// `k` of the points `at` spread over them: the first, then each time the one farthest
+/// from those chosen; in their order.
+fn spread(at: &[LogCoords], k: usize) -> Vec<usize> {
+    let mut chosen = vec![0];
+    let mut nearest: Vec<f64> = at.iter().map(|p| distance(p, &at[0])).collect();
+    while chosen.len() < k.min(at.len()) {
+        let far = (0..at.len())
+            .max_by(|&a, &b| nearest[a].total_cmp(&nearest[b]))
+            .unwrap_or(0);
+        chosen.push(far);
+        for (n, p) in nearest.iter_mut().zip(at) {
+            *n = n.min(distance(p, &at[far]));
+        }
+    }
+    chosen.sort_unstable();
+    chosen
+}
 use crate::control::mode::PinnedMode;
 use serde::{Deserialize, Serialize};
 
@@ -45,9 +72,18 @@ impl Correction {
     /// `modes` (NaN: not used), and returns it with each mode's leave-one-out prediction
     /// (NaN where the residual was not used). `None` without a usable residual.
     pub fn fit(modes: &[PinnedMode], residual: &[f64]) -> Option<(Correction, Vec<f64>)> {
-        let used: Vec<usize> = (0..modes.len().min(residual.len()))
+        let finite: Vec<usize> = (0..modes.len().min(residual.len()))
             .filter(|&i| residual[i].is_finite())
             .collect();
+        let used: Vec<usize> = if finite.len() > MAX_MODES {
+            let all: Vec<LogCoords> = finite.iter().map(|&i| log_coords(&modes[i])).collect();
+            spread(&all, MAX_MODES)
+                .into_iter()
+                .map(|k| finite[k])
+                .collect()
+        } else {
+            finite.clone()
+        };
         let at: Vec<LogCoords> = used.iter().map(|&i| log_coords(&modes[i])).collect();
         let r: Vec<f64> = used.iter().map(|&i| residual[i]).collect();
         let n = used.len();
@@ -61,6 +97,14 @@ impl Correction {
             .collect();
         // A Gaussian process's leave-one-out prediction in closed form: y_i - w_i / A_ii.
         let mut left_out = vec![f64::NAN; modes.len()];
+        for &i in finite.iter().filter(|_| used.len() < finite.len()) {
+            let x = log_coords(&modes[i]);
+            left_out[i] = at
+                .iter()
+                .zip(&weights)
+                .map(|(a, w)| w * (nearness(&x, a) + SHARED))
+                .sum();
+        }
         for (k, &i) in used.iter().enumerate() {
             left_out[i] = r[k] - weights[k] / inv[k * n + k];
         }
@@ -99,6 +143,30 @@ mod tests {
             PinnedMode::mhz(12, 700, 300, 665),
             PinnedMode::mhz(6, 1800, 1100, 2133),
         ]
+    }
+
+    /// A profile past [`MAX_MODES`] regresses on that many of its modes, spread over it,
+    /// and every mode still has its left-out prediction.
+    #[test]
+    fn a_large_profile_regresses_on_a_spread_subset() {
+        let modes: Vec<PinnedMode> = (0..400u32)
+            .map(|i| {
+                let i = u64::from(i);
+                PinnedMode::mhz(
+                    1 + (i % 12) as u32,
+                    700 + (i / 12) % 25 * 60,
+                    300 + i % 7 * 140,
+                    2133,
+                )
+            })
+            .collect();
+        let residual: Vec<f64> = (0..400).map(|i| 0.05 * (i as f64 * 0.37).sin()).collect();
+        let (c, left_out) = Correction::fit(&modes, &residual).unwrap();
+        assert_eq!(c.at.len(), MAX_MODES);
+        assert!(left_out.iter().all(|v| v.is_finite()));
+        // The subset spans the profile: its first and its farthest corners are in it.
+        let at: Vec<LogCoords> = modes.iter().map(log_coords).collect();
+        assert!(c.at.contains(&at[0]));
     }
 
     #[test]

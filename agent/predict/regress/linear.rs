@@ -76,8 +76,9 @@ impl Linear {
 /// of `lambdas`, `min |r - b - Z w|^2 + lambda n |w|^2` on columns standardised over the
 /// rows (constant columns get no weight), and the exact leave-one-out residuals of that
 /// fit; the penalty with the least leave-one-out squared error wins. Solved in the dual
-/// (`n x n`, Cholesky), so it suits fewer rows than columns. Returns the fit on the
-/// original columns, the chosen penalty and its leave-one-out residuals.
+/// (`n x n`, Cholesky) with no more rows than columns, else in the primal (`p x p`).
+/// Returns the fit on the original columns, the chosen penalty and its leave-one-out
+/// residuals.
 pub fn ridge_loo(z: &[Vec<f64>], r: &[f64], lambdas: &[f64]) -> Result<RidgeLoo, RegressError> {
     let p = z.first().map_or(0, Vec::len);
     let idx = usable_rows(z, Some(r), p)?;
@@ -98,36 +99,72 @@ pub fn ridge_loo(z: &[Vec<f64>], r: &[f64], lambdas: &[f64]) -> Result<RidgeLoo,
         .collect();
     let rm = moments(idx.iter().map(|&i| r[i])).0;
     let rc: Vec<f64> = idx.iter().map(|&i| r[i] - rm).collect();
-    let mut kernel = vec![0.0; n * n];
-    for a in 0..n {
-        for b in 0..=a {
-            let k: f64 = zs[a].iter().zip(&zs[b]).map(|(x, y)| x * y).sum();
-            (kernel[a * n + b], kernel[b * n + a]) = (k, k);
-        }
-    }
     let nf = n as f64;
+    // Each penalty's standardised weights and leave-one-out residuals, solved in the
+    // smaller form: the dual (n x n) with no more rows than columns, else the primal (p x
+    // p), which gives the same fit (a profile of thousands of modes made the dual cubic in
+    // them: a review measured minutes for 1,000).
+    let dual = n <= p;
+    let square = |rows: usize, at: &dyn Fn(usize, usize) -> f64| {
+        let mut m = vec![0.0; rows * rows];
+        for a in 0..rows {
+            for b in 0..=a {
+                let k = at(a, b);
+                (m[a * rows + b], m[b * rows + a]) = (k, k);
+            }
+        }
+        m
+    };
+    let dot = |x: &[f64], y: &[f64]| x.iter().zip(y).map(|(a, b)| a * b).sum::<f64>();
+    let gram = if dual {
+        square(n, &|a, b| dot(&zs[a], &zs[b]))
+    } else {
+        square(p, &|a, b| zs.iter().map(|row| row[a] * row[b]).sum())
+    };
+    let zr: Vec<f64> = (0..p)
+        .map(|k| zs.iter().zip(&rc).map(|(row, r)| row[k] * r).sum())
+        .collect();
     let mut best: Option<(f64, f64, Vec<f64>, Vec<f64>)> = None;
     for &lambda in lambdas {
         let ln = lambda.max(1e-12) * nf;
-        let mut a = kernel.clone();
-        (0..n).for_each(|i| a[i * n + i] += ln);
-        let inv = spd_inverse(&mut a, n)?;
-        let alpha: Vec<f64> = (0..n)
-            .map(|i| (0..n).map(|j| inv[i * n + j] * rc[j]).sum())
-            .collect();
-        // Residual ln * alpha_i; 1 - H_ii = ln * inv_ii, less the intercept's leverage 1/n.
-        let residuals: Vec<f64> = (0..n)
-            .map(|i| {
-                let lev = (ln * inv[i * n + i] - 1.0 / nf).max(1e-9);
-                ln * alpha[i] / lev
-            })
-            .collect();
+        let size = if dual { n } else { p };
+        let mut a = gram.clone();
+        (0..size).for_each(|i| a[i * size + i] += ln);
+        let inv = spd_inverse(&mut a, size)?;
+        let row = |i: usize| &inv[i * size..(i + 1) * size];
+        let (ws, residuals): (Vec<f64>, Vec<f64>) = if dual {
+            let alpha: Vec<f64> = (0..n).map(|i| dot(row(i), &rc)).collect();
+            // Residual ln * alpha_i; 1 - H_ii = ln * inv_ii, less the intercept's leverage 1/n.
+            let residuals = (0..n)
+                .map(|i| {
+                    let lev = (ln * inv[i * n + i] - 1.0 / nf).max(1e-9);
+                    ln * alpha[i] / lev
+                })
+                .collect();
+            let ws = (0..p)
+                .map(|k| zs.iter().zip(&alpha).map(|(row, a)| row[k] * a).sum())
+                .collect();
+            (ws, residuals)
+        } else {
+            let ws: Vec<f64> = (0..p).map(|k| dot(row(k), &zr)).collect();
+            // Residual r_i - z_i w; 1 - H_ii = 1 - z_i A^-1 z_i, less 1/n as above.
+            let residuals = zs
+                .iter()
+                .zip(&rc)
+                .map(|(z, r)| {
+                    let h: f64 = (0..p).map(|k| z[k] * dot(row(k), z)).sum();
+                    let lev = (1.0 - h - 1.0 / nf).max(1e-9);
+                    (r - dot(z, &ws)) / lev
+                })
+                .collect();
+            (ws, residuals)
+        };
         let loo = residuals.iter().map(|e| e * e).sum::<f64>();
         if best.as_ref().is_none_or(|b| loo < b.0) {
-            best = Some((loo, lambda, alpha, residuals));
+            best = Some((loo, lambda, ws, residuals));
         }
     }
-    let (_, lambda, alpha, residuals) = best.ok_or(RegressError::Empty)?;
+    let (_, lambda, ws, residuals) = best.ok_or(RegressError::Empty)?;
     // Each row's residual in the caller's order (NaN for a row that was not usable).
     let mut loo = vec![f64::NAN; z.len()];
     for (&i, e) in idx.iter().zip(residuals) {
@@ -136,9 +173,8 @@ pub fn ridge_loo(z: &[Vec<f64>], r: &[f64], lambdas: &[f64]) -> Result<RidgeLoo,
     let w: Vec<f64> = (0..p)
         .map(|k| {
             let (_, s) = stats[k];
-            let v: f64 = zs.iter().zip(&alpha).map(|(row, a)| row[k] * a).sum();
             if s > 1e-12 {
-                v / s
+                ws[k] / s
             } else {
                 0.0
             }
@@ -275,6 +311,35 @@ mod tests {
         let singular = Linear::fit(&same, &[1.0, 2.0], 0.0);
         assert_eq!(singular, Err(RegressError::Singular));
         assert!(Linear::fit(&same, &[1.0, 2.0], 1e-6).is_ok());
+    }
+
+    /// The primal form (more rows than columns) gives the dual's fit: the same rows with
+    /// constant columns added, which get no weight, are solved in the dual.
+    #[test]
+    fn ridge_loo_primal_and_dual_agree() {
+        let x = data(30, 5, -1.0, 1.0, 31);
+        let mut rng = rng(32);
+        let y: Vec<f64> = x
+            .iter()
+            .map(|r| r[0] - 2.0 * r[2] + 0.3 * rng.normal())
+            .collect();
+        let wide: Vec<Vec<f64>> = x
+            .iter()
+            .map(|r| [r.clone(), vec![1.0; 30]].concat())
+            .collect();
+        let lambdas = [1e-4, 1e-2, 1.0];
+        let (primal, dual) = (
+            ridge_loo(&x, &y, &lambdas).unwrap(),
+            ridge_loo(&wide, &y, &lambdas).unwrap(),
+        );
+        assert_eq!(primal.lambda, dual.lambda);
+        assert!((primal.fit.b - dual.fit.b).abs() < 1e-9);
+        for (a, b) in primal.fit.w.iter().zip(&dual.fit.w) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
+        for (a, b) in primal.loo.iter().zip(&dual.loo) {
+            assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+        }
     }
 
     #[test]
