@@ -703,20 +703,20 @@ fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
         .take(31)
         .collect();
     std::fs::write(&csv, head.join("\n") + "\n").unwrap();
-    let out = util::run(
-        util::jpower(rt.path())
-            .args([
-                "--sim",
-                "orin-agx",
-                "powertrain",
-                "eval",
-                "--quick",
-                "--modes",
-                "29",
-                "--truth",
-            ])
-            .arg(&csv),
-    );
+    let eval = |modes: &str| {
+        let mut c = util::jpower(rt.path());
+        let args = [
+            "--sim",
+            "orin-agx",
+            "powertrain",
+            "eval",
+            "--quick",
+            "--modes",
+        ];
+        c.args(args).arg(modes).arg("--truth").arg(&csv);
+        c
+    };
+    let out = util::run(&mut eval("29"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -739,18 +739,7 @@ fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
         })
         .collect();
     std::fs::write(&csv, narrow.join("\n") + "\n").unwrap();
-    let text = ok(jpower(rt.path())
-        .args([
-            "--sim",
-            "orin-agx",
-            "powertrain",
-            "eval",
-            "--quick",
-            "--modes",
-            "10",
-            "--truth",
-        ])
-        .arg(&csv));
+    let text = ok(&mut eval("10"));
     assert!(
         text.contains("no budget could be scored: the modes scored draw ")
             && text.contains("no mode meets the budgets of 17 to 50 W (is power in watts?)")

@@ -110,17 +110,8 @@ print(json.dumps({
     "constants": {n: getattr(m, n) for n in dir(m) if n.isupper() and isinstance(getattr(m, n), int)},
 }))
 "#;
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(project("tools/jpower_ring.py"))
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = crate::util::python(script, &project("tools/jpower_ring.py"));
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     for (within, size, fields) in STRUCTS {
         let got = v["formats"][within].as_array().unwrap();
         // The header's format covers its fields up to the tables, which have their own.

@@ -392,17 +392,8 @@ if pid == 0:
 print(pid, flush=True)
 os._exit(0)
 "#;
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(agent.socket())
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let child: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let out = crate::util::python(script, agent.socket());
+    let child: i32 = String::from_utf8_lossy(&out).trim().parse().unwrap();
     let mut users = agent.client(Encoding::Json);
     let submitted = match request(&mut users, RequestBody::ScheduleSubmit) {
         ReplyBody::Submitted { request } => request,

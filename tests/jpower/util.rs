@@ -61,6 +61,21 @@ pub fn run(c: &mut Command) -> Output {
 }
 
 /// Parses a `--json` stdout.
+/// Runs `python3 -c script arg`, which must succeed; its stdout.
+pub fn python(script: &str, arg: &Path) -> Vec<u8> {
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(arg)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 pub fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("bad JSON ({e}): {s}"))
 }
