@@ -17,19 +17,28 @@
 
 use super::features::Lattice;
 use super::optimize::residual::{distance, gram_inverse, log_coords, nearness, LogCoords, SHARED};
+use crate::control::mode::PinnedMode;
+use serde::{Deserialize, Serialize};
 
 /// The most profiled modes the correction regresses on (module docs).
 pub const MAX_MODES: usize = 256;
 
-/// `k` of the points `at` spread over them: the first, then each time the one farthest
-/// from those chosen; in their order.
+/// At most `k` of the points `at` spread over them: the first, then each time the one
+/// farthest from those chosen, until `k` are chosen or the rest repeat them; in their
+/// order.
 fn spread(at: &[LogCoords], k: usize) -> Vec<usize> {
+    let Some(first) = at.first() else {
+        return Vec::new();
+    };
     let mut chosen = vec![0];
-    let mut nearest: Vec<f64> = at.iter().map(|p| distance(p, &at[0])).collect();
+    let mut nearest: Vec<f64> = at.iter().map(|p| distance(p, first)).collect();
     while chosen.len() < k.min(at.len()) {
-        let far = (0..at.len())
+        let Some(far) = (0..at.len())
+            .filter(|&i| nearest[i] > 0.0)
             .max_by(|&a, &b| nearest[a].total_cmp(&nearest[b]))
-            .unwrap_or(0);
+        else {
+            break;
+        };
         chosen.push(far);
         for (n, p) in nearest.iter_mut().zip(at) {
             *n = n.min(distance(p, &at[far]));
@@ -38,8 +47,6 @@ fn spread(at: &[LogCoords], k: usize) -> Vec<usize> {
     chosen.sort_unstable();
     chosen
 }
-use crate::control::mode::PinnedMode;
-use serde::{Deserialize, Serialize};
 
 /// A correction of a model's log predictions, fitted to its residuals at the profiled
 /// modes.
@@ -70,7 +77,8 @@ impl Correction {
 
     /// Fits the correction to `residual` (the log of measured over predicted) at each of
     /// `modes` (NaN: not used), and returns it with each mode's leave-one-out prediction
-    /// (NaN where the residual was not used). `None` without a usable residual.
+    /// (NaN where the residual is NaN; past [`MAX_MODES`] usable residuals, the subset's
+    /// prediction at the modes left out of it). `None` without a usable residual.
     pub fn fit(modes: &[PinnedMode], residual: &[f64]) -> Option<(Correction, Vec<f64>)> {
         let finite: Vec<usize> = (0..modes.len().min(residual.len()))
             .filter(|&i| residual[i].is_finite())
@@ -164,9 +172,25 @@ mod tests {
         let (c, left_out) = Correction::fit(&modes, &residual).unwrap();
         assert_eq!(c.at.len(), MAX_MODES);
         assert!(left_out.iter().all(|v| v.is_finite()));
-        // The subset spans the profile: its first and its farthest corners are in it.
+        // The subset spans the profile: its first mode and the one farthest from it are in it.
         let at: Vec<LogCoords> = modes.iter().map(log_coords).collect();
         assert!(c.at.contains(&at[0]));
+        let far = (0..at.len())
+            .max_by(|&a, &b| distance(&at[a], &at[0]).total_cmp(&distance(&at[b], &at[0])))
+            .unwrap();
+        assert!(c.at.contains(&at[far]));
+    }
+
+    /// Repeated points are chosen once (the Gram matrix of a subset with twins would be
+    /// near singular), and nothing spreads over no points.
+    #[test]
+    fn a_spread_stops_at_repeats_and_takes_nothing_from_nothing() {
+        assert!(spread(&[], 4).is_empty());
+        let a = log_coords(&PinnedMode::mhz(2, 1200, 600, 2133));
+        let b = log_coords(&PinnedMode::mhz(8, 2200, 1300, 3199));
+        let at = [a, a, b, a, b];
+        let chosen: Vec<LogCoords> = spread(&at, 4).into_iter().map(|i| at[i]).collect();
+        assert_eq!(chosen, vec![a, b]);
     }
 
     #[test]

@@ -60,7 +60,6 @@ pub fn run(c: &mut Command) -> Output {
     c.output().expect("run jpower")
 }
 
-/// Parses a `--json` stdout.
 /// Runs `python3 -c script arg`, which must succeed; its stdout.
 pub fn python(script: &str, arg: &Path) -> Vec<u8> {
     let out = Command::new("python3")
@@ -76,6 +75,7 @@ pub fn python(script: &str, arg: &Path) -> Vec<u8> {
     out.stdout
 }
 
+/// Parses a `--json` stdout.
 pub fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("bad JSON ({e}): {s}"))
 }

@@ -1,7 +1,7 @@
 //! Least squares: ridge-regularised [`Linear`] regression (Gaussian elimination on the
 //! normal equations), ridge regression with its penalty chosen by leave-one-out
-//! ([`ridge_loo`], in the dual with the inverse of a symmetric positive definite
-//! matrix, [`spd_inverse`]), and the least-squares slope of one variable on another.
+//! ([`ridge_loo`], in the dual or the primal, whichever is smaller, with the inverse of a
+//! symmetric positive definite matrix, [`spd_inverse`]), and the least-squares slope of one variable on another.
 
 use super::{moments, usable_rows, RegressError};
 use serde::{Deserialize, Serialize};
