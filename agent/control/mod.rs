@@ -590,6 +590,27 @@ impl Controller {
         Ok(())
     }
 
+    /// Saves `values` of the knobs of `mask` as an overlay of `owner`'s over the held state
+    /// (see [`StatePaths::overlay`]): what a temporary change of `owner`'s (an agent's
+    /// budget caps) holds those knobs away from, written back by the next jpower command
+    /// should `owner` die first. Unlike [`Controller::push_overlay`]'s, it is not this
+    /// process's own: its writes do not add to it.
+    pub fn save_overlay_of(
+        &self,
+        owner: Owner,
+        values: &Values,
+        mask: u64,
+    ) -> Result<(), ControlError> {
+        let mut overlay = State::baseline(&self.board, values, owner);
+        overlay.touch(&self.board, mask, values);
+        Ok(self.paths.save_overlay(&overlay)?)
+    }
+
+    /// Forgets an overlay saved by [`Controller::save_overlay_of`].
+    pub fn forget_overlay(&self) -> Result<(), ControlError> {
+        Ok(self.paths.remove_overlay()?)
+    }
+
     /// Puts back the knobs changed since the overlay was saved and forgets it; `None`
     /// without one.
     pub fn pop_overlay(&mut self) -> Result<Option<Switch>, ControlError> {

@@ -667,6 +667,42 @@ fn a_persistent_lease_holds_through_a_first_write_of_the_agents_and_a_failed_res
     assert_eq!(holder.lease, LeaseKind::Persistent, "{holder:?}");
 }
 
+/// Found by review: the budget guard's caps in force when an agent holding a persistent
+/// lease stopped or was killed became the held mode (the next agent took the knobs as they
+/// were for the holder's request, and the caps outlived the guard). They are the agent's:
+/// a clean stop lifts them, and after a kill the next jpower command puts the request back.
+#[test]
+fn the_guards_caps_end_with_the_agent_under_a_persistent_lease() {
+    use nix::sys::signal::Signal;
+    for signal in [Signal::SIGTERM, Signal::SIGKILL] {
+        let mut agent = Agent::start_in(util::runtime(), "orin-agx", "");
+        util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_30W"]));
+        let requested = direct_knobs(agent.rt.path());
+        agent
+            .client(Encoding::Json)
+            .request(RequestBody::SetBudget { watts: Some(3.0) })
+            .unwrap();
+        wait_for("the guard to cap", || agent.status().guard.is_some());
+        assert_ne!(direct_knobs(agent.rt.path()), requested);
+        agent.signal(signal);
+        let rt = std::mem::replace(&mut agent.rt, util::runtime());
+        let recovered = if_crashed(rt.path());
+        if signal == Signal::SIGKILL {
+            assert!(
+                recovered.to_string().contains("temporary change"),
+                "{recovered}"
+            );
+        } else {
+            assert_eq!(recovered, serde_json::json!([]));
+        }
+        assert_eq!(direct_knobs(rt.path()), requested, "after {signal}");
+        let agent = Agent::start_in(rt, "orin-agx", "");
+        let holder = agent.status().holder.expect("the left mode is held");
+        assert_eq!(holder.lease, LeaseKind::Persistent, "{holder:?}");
+        assert_eq!(direct_knobs(agent.rt.path()), requested, "held as asked");
+    }
+}
+
 /// Found by review: with a rail of the total failing to read, the guard judged its last
 /// good value, and then (once failed samples were left out) went silent. It holds its caps
 /// and says so (`jpower_guard_blind`, the log), and judges again once the rail answers.

@@ -228,6 +228,8 @@ impl Core {
     /// the agent owns it, so that a crash restores the baseline. The file is written only
     /// when its owner changes: a holder's switches in place cost nothing.
     pub(super) fn sync_state_owner(&mut self) {
+        let effective = self.guard.clamp(self.controller.board(), &self.requested);
+        self.sync_caps_overlay(&effective);
         let persistent = self
             .lease
             .as_ref()

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod caps_overlay;
 mod lease;
 
 use lease::{with_pid, Expiry};
@@ -75,6 +76,9 @@ pub struct Core {
     guard_blind: bool,
     /// The connection whose persistent lease the state file names ([`Core::sync_state_owner`]).
     owner_client: Option<u64>,
+    /// The capped knobs (a mask) and the request the caps overlay saved for them
+    /// ([`caps_overlay`]), while one is saved.
+    caps_overlay: Option<(u64, Values)>,
     /// What a status names and never changes: the board's model and SoC, the ring's path
     /// (shared with each reply, so that building one allocates nothing).
     names: Names,
@@ -188,6 +192,7 @@ impl Core {
             widened_window: false,
             guard_blind: false,
             owner_client: None,
+            caps_overlay: None,
             names,
         }
     }
@@ -210,6 +215,7 @@ impl Core {
     fn apply_effective(&mut self) -> Result<Switch, ApplyError> {
         let target = self.guard.clamp(self.controller.board(), &self.requested);
         let sw = self.controller.apply_values(&target)?;
+        self.sync_caps_overlay(&target);
         if self
             .sensors
             .follow(self.controller.board(), self.controller.current())?
@@ -749,6 +755,7 @@ impl Core {
             // The state file names the holder ([`Core::sync_state_owner`]): the next agent
             // holds its mode as the same.
             self.sync_state_owner();
+            self.lift_caps_at_stop();
             log::info!("stopping with a persistent lease: its mode holds until `jpower restore`");
         } else {
             self.end_lease("the agent stopped");
