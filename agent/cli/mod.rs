@@ -324,7 +324,17 @@ impl Target {
     pub fn open(&self) -> Result<(Controller, Option<SimBoard>)> {
         let (root, sim) = self.root()?;
         let board = Board::discover(root)?;
-        let controller = Controller::open(board, &self.runtime_dir(), Owner::cli())?;
+        let runtime_dir = self.runtime_dir();
+        let chosen = self.runtime_dir.is_none()
+            && std::env::var_os("JPOWER_RUNTIME_DIR").is_none()
+            && agent_config().runtime_dir.is_none();
+        if chosen && self.sim.is_none() && self.root.is_none() {
+            let system = Path::new(crate::support::runtime::SYSTEM_RUNTIME_DIR);
+            if let Some(e) = crate::support::runtime::hidden_state(&runtime_dir, system) {
+                anyhow::bail!(e);
+            }
+        }
+        let controller = Controller::open(board, &runtime_dir, Owner::cli())?;
         // A process that died holding a simulated board left its load there (the training
         // load of `train` or `switch-cost`): on a board the load ends with the process.
         if let Some(sim) = sim.as_ref().filter(|_| !controller.recovered().is_empty()) {

@@ -291,6 +291,18 @@ impl Config {
         if cfg.activity_window_ms == 0 {
             return Err(bad("activity_window_ms", "0 is not a window".into()));
         }
+        let periods = crate::telemetry::activity::WINDOW_PERIODS;
+        let longest_ms = f64::from(periods) * 1e3 / a;
+        if a > 0.0 && cfg.activity_window_ms as f64 > longest_ms {
+            return Err(bad(
+                "activity_window_ms",
+                format!(
+                    "{} ms spans more than the {periods} records the activity section keeps at activity_rate_hz = {a} (at most {} ms; or lower the rate)",
+                    cfg.activity_window_ms,
+                    longest_ms.floor()
+                ),
+            ));
+        }
         if let Some(b) = cfg.budget_w {
             if !(b > 0.0 && b.is_finite()) {
                 return Err(bad(
@@ -464,6 +476,7 @@ mod tests {
             ("activity_rate_hz = 1e-320\n", "activity_rate_hz"),
             ("activity_rate_hz = 0.05\n", "activity_rate_hz"),
             ("activity_rate_hz = 1001.0\n", "activity_rate_hz"),
+            ("activity_window_ms = 100000\n", "activity_window_ms"),
             ("rt_priority = 500\n", "rt_priority"),
             ("rt_priority = 0\n", "rt_priority"),
             ("sampler_cpu = 99999\n", "sampler_cpu"),
@@ -479,6 +492,11 @@ mod tests {
         let ok = "activity_rate_hz = 0.0\nrt_priority = 50\nsampler_cpu = 1023\nsocket_mode = \"0600\"\nruntime_dir = \"/run/j\"\nsocket = \"/run/j/s\"\n";
         assert!(Config::parse(ok, Path::new("x")).is_ok());
         assert!(Config::parse("activity_rate_hz = 0.1\n", Path::new("x")).is_ok());
+        // 63 records at 50 Hz, and any window with the counters off.
+        let longest = "activity_window_ms = 1260\n";
+        assert!(Config::parse(longest, Path::new("x")).is_ok());
+        let off = "activity_rate_hz = 0\nactivity_window_ms = 100000\n";
+        assert!(Config::parse(off, Path::new("x")).is_ok());
     }
 
     /// Found by review: a typo in an agent-only key made the CLI drop the file's valid

@@ -207,16 +207,22 @@ pub fn socket_path(explicit: Option<&Path>, config: &Config, runtime_dir: &Path)
         .unwrap_or_else(|| runtime_dir.join("jpower.sock"))
 }
 
-/// Tells systemd (`Type=notify`) something, if it is listening.
+/// Tells systemd (`Type=notify`) something, if it is listening: `NOTIFY_SOCKET` is a path,
+/// or with a leading `@` a name in the abstract namespace (as `sd_notify(3)` takes it).
 fn sd_notify(msg: &str) {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
     let Some(path) = std::env::var_os("NOTIFY_SOCKET") else {
         return;
     };
-    let sock = match std::os::unix::net::UnixDatagram::unbound() {
-        Ok(s) => s,
-        Err(_) => return,
+    let addr = match path.as_bytes().strip_prefix(b"@") {
+        Some(name) => SocketAddr::from_abstract_name(name),
+        None => SocketAddr::from_pathname(&path),
     };
-    let _ = sock.send_to(msg.as_bytes(), PathBuf::from(path));
+    if let (Ok(sock), Ok(addr)) = (UnixDatagram::unbound(), addr) {
+        let _ = sock.send_to_addr(msg.as_bytes(), &addr);
+    }
 }
 
 /// Runs the agent until SIGTERM or SIGINT.

@@ -36,6 +36,21 @@ pub fn runtime_dir(explicit: Option<&Path>) -> PathBuf {
     }
 }
 
+/// Why the board itself may not be written with its state in `chosen`, where the default
+/// choice fell back from the package's `system` directory (there, but neither writable by
+/// this user nor served by an agent: a member of the knobs' group with the agent stopped).
+/// The baseline and lock would be private: the agent would take the mode for the board's
+/// baseline, its unit's crash restore and the package's `jpower restore` would not undo
+/// it, and two controllers could hold the board at once.
+pub fn hidden_state(chosen: &Path, system: &Path) -> Option<String> {
+    (chosen != system && system.is_dir()).then(|| {
+        format!(
+            "{} is this board's runtime directory (its state and lock), which you cannot write, and no agent answers there: start the agent (systemctl start jpower) and go through it, or run as root or the agent's user",
+            system.display()
+        )
+    })
+}
+
 /// Whether `dir` exists and is writable, or could be created.
 fn writable(dir: &Path) -> bool {
     let probe = if dir.exists() {
@@ -211,6 +226,20 @@ mod tests {
         assert!(answers(&socket));
         drop(listener);
         assert!(socket.exists() && !answers(&socket));
+    }
+
+    /// Found by an integrator's review: a member of the knobs' group, with the agent
+    /// stopped, `jpower set` the board with its baseline saved in a private directory.
+    #[test]
+    fn the_board_is_not_written_with_its_state_hidden_from_the_package() {
+        let top = tempfile::tempdir().unwrap();
+        let (system, private) = (top.path().join("run"), top.path().join("private"));
+        // No package on this host: the private directory is the board's.
+        assert_eq!(hidden_state(&private, &system), None);
+        std::fs::create_dir(&system).unwrap();
+        let e = hidden_state(&private, &system).expect("refused");
+        assert!(e.contains("start the agent"), "{e}");
+        assert_eq!(hidden_state(&system, &system), None);
     }
 
     #[test]

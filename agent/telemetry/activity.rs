@@ -14,6 +14,8 @@ use std::time::Duration;
 
 /// Readings kept to take utilisations over the window.
 const HISTORY: usize = 64;
+/// The most periods a window spans (the history kept, less one).
+pub const WINDOW_PERIODS: u32 = HISTORY as u32 - 1;
 /// Bytes per `/proc/diskstats` sector.
 const SECTOR_BYTES: u64 = 512;
 
@@ -148,7 +150,7 @@ impl Window {
 
 /// The window records are taken over: `window`, at most 63 periods (the history kept).
 pub fn effective_window_ns(period: Duration, window: Duration) -> u64 {
-    let most = period.as_nanos() * (HISTORY as u128 - 1);
+    let most = period.as_nanos() * u128::from(WINDOW_PERIODS);
     window.as_nanos().min(most) as u64
 }
 

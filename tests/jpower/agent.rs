@@ -667,6 +667,50 @@ fn a_persistent_lease_holds_through_a_first_write_of_the_agents_and_a_failed_res
     assert_eq!(holder.lease, LeaseKind::Persistent, "{holder:?}");
 }
 
+/// `Type=notify`: the agent tells systemd it is ready, pets the watchdog at half its period,
+/// and says it is stopping, at a `NOTIFY_SOCKET` path or, with a leading `@`, a name in the
+/// abstract namespace (found by an integrator's review: that was sent to as a path, and a
+/// manager handing one out would time the start out).
+#[test]
+fn the_agent_notifies_systemd_at_a_path_or_an_abstract_name() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let rt = util::runtime();
+    let path = rt.path().join("notify");
+    let name = format!("jpower-test-notify-{}", std::process::id());
+    let at_path = UnixDatagram::bind(&path).unwrap();
+    let abstract_addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let at_name = UnixDatagram::bind_addr(&abstract_addr).unwrap();
+    for (socket, listener) in [
+        (path.display().to_string(), &at_path),
+        (format!("@{name}"), &at_name),
+    ] {
+        listener
+            .set_read_timeout(Some(Duration::from_secs(15)))
+            .unwrap();
+        let mut agent = Agent::start_with(util::runtime(), "orin-agx", "", |c| {
+            c.env("NOTIFY_SOCKET", &socket)
+                .env("WATCHDOG_USEC", "200000");
+        });
+        let mut said = Vec::new();
+        let mut buf = [0u8; 256];
+        while !said.iter().any(|m| m == "WATCHDOG=1") {
+            let n = listener.recv(&mut buf).expect("a notification");
+            said.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        assert_eq!(said[0], "READY=1", "{socket}: {said:?}");
+        assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
+        // The watchdog's pets until then, and the last word.
+        loop {
+            let n = listener.recv(&mut buf).expect("STOPPING=1");
+            match &buf[..n] {
+                b"STOPPING=1" => break,
+                other => assert_eq!(other, b"WATCHDOG=1", "{socket}"),
+            }
+        }
+    }
+}
+
 /// Found by review: the budget guard's caps in force when an agent holding a persistent
 /// lease stopped or was killed became the held mode (the next agent took the knobs as they
 /// were for the holder's request, and the caps outlived the guard). They are the agent's:
