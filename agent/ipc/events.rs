@@ -2,12 +2,18 @@
 //! what the agent's threads send to one connection, queued on a channel, with an eventfd
 //! that wakes the connection's thread the moment one is sent, so that an event reaches
 //! its client as it happens rather than at the thread's next look.
+//!
+//! The connection owns the eventfd; senders only point to it, so that whatever outlives a
+//! connection holding a sender (an inference request queued by a client that has gone,
+//! whose `served` event goes nowhere) holds no descriptor: a review closed a thousand
+//! such connections and found the agent holding a thousand eventfds, and then accepting
+//! nobody once it ran out.
 
 use super::protocol::ReplyBody;
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// A new queue: its sending end (clone it for every thread that sends) and its
 /// connection's end.
@@ -19,7 +25,7 @@ pub fn queue() -> std::io::Result<(EventSender, EventQueue)> {
     Ok((
         EventSender {
             tx,
-            wake: wake.clone(),
+            wake: Arc::downgrade(&wake),
         },
         EventQueue { rx, wake },
     ))
@@ -29,7 +35,8 @@ pub fn queue() -> std::io::Result<(EventSender, EventQueue)> {
 #[derive(Debug, Clone)]
 pub struct EventSender {
     tx: Sender<ReplyBody>,
-    wake: Arc<EventFd>,
+    /// The connection's eventfd, while the connection lasts.
+    wake: Weak<EventFd>,
 }
 
 impl EventSender {
@@ -46,7 +53,9 @@ impl EventSender {
     /// the gate) has come.
     pub fn wake(&self) {
         // The counter only saturates after 2^64 - 2 unread wake-ups.
-        let _ = self.wake.write(1);
+        if let Some(wake) = self.wake.upgrade() {
+            let _ = wake.write(1);
+        }
     }
 }
 
@@ -101,5 +110,7 @@ mod tests {
         assert_eq!(q.try_recv(), None);
         drop(q);
         assert!(!tx.send(ReplyBody::Ok));
+        // The closed connection's eventfd is closed, whoever still holds a sender.
+        assert!(tx.wake.upgrade().is_none());
     }
 }

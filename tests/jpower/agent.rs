@@ -69,6 +69,11 @@ impl Agent {
         }
     }
 
+    /// The agent's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// The agent's socket.
     pub(crate) fn socket(&self) -> &Path {
         &self.socket

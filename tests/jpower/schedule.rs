@@ -1026,3 +1026,38 @@ fn schedule_live_refuses_an_agent_of_another_board() {
     }
     assert!(agent.status().holder.is_none(), "nothing was set");
 }
+
+/// Found by a review writing a client in C: every request queued by a client that then
+/// closed its connection kept that connection's eventfd open in the agent until served,
+/// so closing a few hundred (nothing serving them) ran the agent out of descriptors and it
+/// accepted nobody, root included. The queued requests stay; their descriptors do not.
+#[test]
+fn requests_left_by_closed_connections_hold_no_descriptor() {
+    let agent = Agent::start("orin-agx", "");
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", agent.pid()))
+            .unwrap()
+            .count()
+    };
+    // One connection first: the agent's own lazily opened files are open by then.
+    let mut first = agent.client(Encoding::Json);
+    request(&mut first, RequestBody::ScheduleSubmit);
+    drop(first);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = fds();
+    for _ in 0..100 {
+        let mut c = agent.client(Encoding::Bincode);
+        request(&mut c, RequestBody::ScheduleSubmit);
+    }
+    // Each connection's thread closes its socket as it notices the hang-up.
+    let start = std::time::Instant::now();
+    while fds() > before + 10 && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        fds() <= before + 10,
+        "{} descriptors, {before} before",
+        fds()
+    );
+    assert_eq!(schedule(&agent).waiting, 101);
+}
