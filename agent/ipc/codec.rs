@@ -82,10 +82,10 @@ impl Framed {
     /// The next whole message in the buffer, if any.
     pub fn next_message<T: DeserializeOwned>(&mut self) -> Result<Option<T>, CodecError> {
         if self.encoding.is_none() {
-            // Leading blank lines are tolerated for hand-typed JSON.
-            while matches!(self.buf.first(), Some(b'\n' | b'\r' | b' ')) {
-                self.buf.remove(0);
-            }
+            // Leading whitespace (JSON's: space, tab, CR, LF) is tolerated for hand-typed
+            // JSON, before either encoding.
+            let blank = self.buf.iter().take_while(|b| b" \t\r\n".contains(b)).count();
+            self.buf.drain(..blank);
             self.encoding = match self.buf.first() {
                 None => return Ok(None),
                 Some(0) => Some(Encoding::Bincode),
@@ -297,6 +297,24 @@ mod tests {
         let mut f = Framed::default();
         assert_eq!(f.fill(&mut Interrupted(true, b"{}\n")).unwrap(), 3);
         assert_eq!(f.buf, b"{}\n");
+    }
+
+    /// JSON's whitespace before the first message is skipped, a tab included (found by a
+    /// review writing a client in C: a tab was an unknown first byte).
+    #[test]
+    fn leading_whitespace_is_skipped_before_either_encoding() {
+        let mut f = Framed {
+            buf: b" \t\r\n{\"id\":1,\"body\":\"status\"}\n".to_vec(),
+            ..Framed::default()
+        };
+        assert!(matches!(f.next_message::<Request>(), Ok(Some(_))));
+        assert_eq!(f.encoding, Some(Encoding::Json));
+        let mut f = Framed {
+            buf: b"\t\n\0".to_vec(),
+            ..Framed::default()
+        };
+        assert!(matches!(f.next_message::<Request>(), Ok(None)));
+        assert_eq!(f.encoding, Some(Encoding::Bincode));
     }
 
     #[test]
