@@ -39,9 +39,10 @@ pub struct Args {
     /// mobilenetv3 (GLD-23k). Live: builtin (the built-in CNN on a dataset on disk).
     #[arg(long, value_name = "NAME")]
     pub workload: Option<String>,
-    /// Power modes: preset names, comma-separated; `presets` for all of the board's; or
-    /// `sample:N`, N pinned modes spread over the board's mode space (at most the
-    /// space's size).
+    /// Power modes, comma-separated: preset names (of the board's nvpmodel file, or
+    /// --nvpmodel) and pinned modes named by their knobs (8c-2265.6MHz-1377MHz-1065.6MHz:
+    /// cores, CPU, GPU, EMC); `presets` for all of the presets; or `sample:N`, N pinned
+    /// modes spread over the board's mode space (at most the space's size).
     #[arg(long, value_name = "LIST", default_value = "presets", value_parser = modes_list)]
     pub modes: String,
     /// Minibatch sizes (1 to 4096).
@@ -187,59 +188,98 @@ fn lists(a: &Args) -> Result<Lists> {
     })
 }
 
-/// The modes `--modes` names: `presets` (the first two with `--quick`), `sample:N` of
-/// `space`, or a list checked by `check`.
+/// The modes `--modes` names: `presets` (the board's, the first two with `--quick`),
+/// `sample:N` of `space`, or a list of preset names (any case) and pinned modes of `space`
+/// in the rows' form (`8c-2265.6MHz-1377MHz-1065.6MHz`: cores, then the CPU, GPU and EMC
+/// clocks), the paper's one-knob comparisons.
 fn sweep_modes(
     a: &Args,
     presets: &[String],
-    space: impl FnOnce() -> Result<crate::control::mode::ModeSpace>,
-    check: impl Fn(&str) -> Result<String>,
+    space: &crate::control::mode::ModeSpace,
 ) -> Result<Vec<SweepMode>> {
     let all = || presets.iter().cloned().map(SweepMode::Preset);
     if a.quick {
         return Ok(all().take(2).collect());
     }
     if let Some(n) = modes::sample_count(&a.modes).map_err(|e| super::usage(&e))? {
-        let space = space()?;
         if n > space.len() {
             return Err(super::usage(&format!(
                 "--modes sample:{n}: the board has {} modes; name at most that many",
                 space.len()
             )));
         }
-        return Ok(modes::sample(&space, n, 0x5A3F));
+        return Ok(modes::sample(space, n, 0x5A3F));
     }
     if a.modes == "presets" {
         return Ok(all().collect());
     }
-    let mut names: Vec<String> = Vec::new();
+    let mut named: Vec<SweepMode> = Vec::new();
     for given in a.modes.split(',').map(str::trim) {
-        let name = check(given).map_err(|e| super::usage(&format!("--modes: {e:#}")))?;
+        let mode = match SweepMode::parse(given) {
+            SweepMode::Pinned(m) if space.contains(&m) => SweepMode::Pinned(m),
+            SweepMode::Pinned(_) => {
+                return Err(super::usage(&format!(
+                    "--modes: {given} is not a mode of this board (`jpower modes --all` lists them)"
+                )))
+            }
+            SweepMode::Preset(_) => match presets.iter().find(|p| p.eq_ignore_ascii_case(given)) {
+                Some(p) => SweepMode::Preset(p.clone()),
+                None => {
+                    return Err(super::usage(&format!(
+                    "--modes: no preset {given:?} (the board's: {}; or a pinned mode such as {})",
+                    presets.join(", "),
+                    space
+                        .get(0)
+                        .map_or_else(String::new, |m| SweepMode::Pinned(m).name())
+                )))
+                }
+            },
+        };
         // Two names of one mode would run it twice and count the copies as repeats.
-        if names.contains(&name) {
+        if named.contains(&mode) {
             return Err(super::usage(&format!(
-                "--modes names {name} twice ({given:?} is {name}): give each mode once"
+                "--modes names {} twice ({given:?} is {}): give each mode once",
+                mode.name(),
+                mode.name()
             )));
         }
-        names.push(name);
+        named.push(mode);
     }
-    Ok(names.into_iter().map(SweepMode::Preset).collect())
+    Ok(named)
 }
 
 /// The simulated-time sweep the arguments ask for on `board`.
-fn simulated(board: &str, a: &Args) -> Result<Sweep> {
+fn simulated(target: &Target, board: &str, a: &Args) -> Result<Sweep> {
     let spec = spec::find(board).with_context(|| format!("unknown simulated board {board:?}"))?;
     let name = a.workload.as_deref().unwrap_or("resnet18");
-    let workload = Workload::from_name(name)
-        .with_context(|| format!("--workload {name:?}: lenet5, resnet18 or mobilenetv3"))?;
+    let workload = Workload::from_name(name).ok_or_else(|| {
+        super::usage(&format!(
+            "--workload {name:?}: lenet5, resnet18 or mobilenetv3"
+        ))
+    })?;
     let l = lists(a)?;
-    let presets: Vec<String> = spec.presets.iter().map(|p| p.name.to_string()).collect();
-    let modes = sweep_modes(
-        a,
-        &presets,
-        || Ok(spec.mode_space()),
-        |m| Ok(characterize::preset(spec, m)?.name.to_string()),
-    )?;
+    // The presets of the board's nvpmodel file (or --nvpmodel), each where it runs the
+    // simulated board from its knobs now (what it leaves alone stays as it is).
+    let (root, _) = target.root()?;
+    let board = crate::board::Board::discover(root)?;
+    let file = target
+        .presets(&board)?
+        .context("the simulated board has no nvpmodel file: give one with --nvpmodel")?;
+    let now = board.read_knobs()?;
+    let presets = file
+        .presets
+        .iter()
+        .map(|p| {
+            let values = crate::control::plan::target(&board, &p.mode, &now)
+                .with_context(|| format!("preset {}", p.name))?;
+            Ok((
+                p.name.clone(),
+                characterize::busy_operating(&board, &values),
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let names: Vec<String> = presets.iter().map(|(n, _)| n.clone()).collect();
+    let modes = sweep_modes(a, &names, &crate::control::mode::ModeSpace::of(&board))?;
     let media = if a.quick {
         vec![Medium::Sd]
     } else {
@@ -254,6 +294,7 @@ fn simulated(board: &str, a: &Args) -> Result<Sweep> {
         spec,
         workload,
         modes,
+        presets,
         batches: l.batches,
         workers: l.workers,
         media,
@@ -447,7 +488,7 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
                     "{name} is for a run in real time: add --live (the agent's simulated board)"
                 )));
             }
-            let s = simulated(board, a)?;
+            let s = simulated(target, board, a)?;
             let configs = s.configs();
             let about = serde_json::json!({
                 "board": s.spec.id(),
@@ -499,18 +540,7 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
     };
     drop(client);
     let l = lists(a)?;
-    let modes = sweep_modes(
-        a,
-        &presets,
-        || Ok(crate::control::mode::ModeSpace::of(&board)),
-        |m| {
-            presets
-                .iter()
-                .find(|p| p.eq_ignore_ascii_case(m))
-                .cloned()
-                .with_context(|| format!("no preset {m:?} (the agent's: {})", presets.join(", ")))
-        },
-    )?;
+    let modes = sweep_modes(a, &presets, &crate::control::mode::ModeSpace::of(&board))?;
     let shape = if a.quick {
         Shape {
             samples: 1024,

@@ -84,7 +84,11 @@ impl Framed {
         if self.encoding.is_none() {
             // Leading whitespace (JSON's: space, tab, CR, LF) is tolerated for hand-typed
             // JSON, before either encoding.
-            let blank = self.buf.iter().take_while(|b| b" \t\r\n".contains(b)).count();
+            let blank = self
+                .buf
+                .iter()
+                .take_while(|b| b" \t\r\n".contains(b))
+                .count();
             self.buf.drain(..blank);
             self.encoding = match self.buf.first() {
                 None => return Ok(None),

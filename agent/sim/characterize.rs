@@ -7,10 +7,11 @@
 //! ([`crate::predict::characterize::runs`]).
 
 use super::datapath::{self, Cache, DataPath, Medium};
+use super::kernel::pick;
 use super::power::Operating;
-use super::spec::{BoardSpec, PresetSpec};
-use super::tree::boot_clocks;
+use super::spec::BoardSpec;
 use super::workload::Workload;
+use crate::board::{Board, Values};
 use crate::predict::characterize::modes::SweepMode;
 use crate::predict::characterize::runs::{self, Config, EpochRow, Run};
 use crate::support::rng::hash;
@@ -18,16 +19,6 @@ use crate::support::rng::hash;
 /// Why a sweep cannot be built.
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
-    /// A power mode the board has no preset for.
-    #[error("no preset {name:?} on {board} (its presets: {known})")]
-    UnknownMode {
-        /// The name asked for.
-        name: String,
-        /// The board.
-        board: String,
-        /// Its presets' names.
-        known: String,
-    },
     /// A workload the data path does not model.
     #[error("{0} has no dataset in the data-path model (lenet5, resnet18 or mobilenetv3)")]
     NoDataset(&'static str),
@@ -42,6 +33,9 @@ pub struct Sweep {
     pub workload: Workload,
     /// Power modes: presets of the board, or pinned knobs of its mode space.
     pub modes: Vec<SweepMode>,
+    /// Where each preset the modes name runs the board ([`busy_operating`] of the preset
+    /// applied), by name.
+    pub presets: Vec<(String, Operating)>,
     /// Minibatch sizes.
     pub batches: Vec<u32>,
     /// Data-loader workers.
@@ -56,21 +50,51 @@ pub struct Sweep {
     pub epochs: u32,
 }
 
-/// The preset of `spec` named `name` (case-insensitive).
-pub fn preset(spec: &'static BoardSpec, name: &str) -> Result<&'static PresetSpec, SweepError> {
-    spec.presets
-        .iter()
-        .find(|p| p.name.eq_ignore_ascii_case(name))
-        .ok_or_else(|| SweepError::UnknownMode {
-            name: name.to_string(),
-            board: spec.id(),
-            known: spec
-                .presets
-                .iter()
-                .map(|p| p.name)
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
+/// Where `board` runs with its knobs at `values` and every core busy, as the simulated
+/// kernel runs it: each clock the highest of its table within its limits (the governor
+/// under load), the EMC at its cap (the table's top uncapped), the cores those online
+/// (cpu0, which has no `online` file, among them).
+pub fn busy_operating(board: &Board, values: &Values) -> Operating {
+    let (mut cores, mut cpu_hz_sum) = (0u32, 0.0);
+    for c in &board.clusters {
+        let online = board
+            .cpus
+            .iter()
+            .filter(|(cpu, knob)| c.cpus.contains(cpu) && knob.is_none_or(|k| values[k] == 1))
+            .count() as u32;
+        let hz = pick(
+            &c.table_hz,
+            values[c.min] * 1000,
+            values[c.max] * 1000,
+            true,
+        );
+        cores += online;
+        cpu_hz_sum += f64::from(online) * hz as f64;
+    }
+    let gpu_hz = board.gpu.as_ref().map_or(0, |g| {
+        let top = g.table_hz.last().copied().unwrap_or(0);
+        let hi = if values[g.max] == 0 {
+            top
+        } else {
+            values[g.max]
+        };
+        pick(&g.table_hz, values[g.min], hi, true)
+    });
+    let emc_hz = board.emc.as_ref().map_or(0, |e| {
+        let top = e.table_hz.last().copied().unwrap_or(0);
+        let cap = match values[e.cap] {
+            0 => top,
+            v if v == e.uncapped_raw() => top,
+            v => v,
+        };
+        pick(&e.table_hz, 0, cap, true)
+    });
+    Operating {
+        online_cores: cores,
+        cpu_hz: cpu_hz_sum / f64::from(cores.max(1)),
+        gpu_hz: gpu_hz as f64,
+        emc_hz: emc_hz as f64,
+    }
 }
 
 impl Sweep {
@@ -99,17 +123,12 @@ impl Sweep {
     pub fn run(&self, c: &Config) -> Run {
         let op = match SweepMode::parse(&c.mode) {
             SweepMode::Pinned(m) => Operating::from(&m),
-            SweepMode::Preset(name) => {
-                let p =
-                    preset(self.spec, &name).expect("a config names one of the sweep's presets");
-                let (cpu, gpu, emc) = boot_clocks(self.spec, p);
-                Operating {
-                    online_cores: p.cores as u32,
-                    cpu_hz: cpu as f64 * 1e3,
-                    gpu_hz: gpu as f64,
-                    emc_hz: emc as f64,
-                }
-            }
+            SweepMode::Preset(name) => self
+                .presets
+                .iter()
+                .find(|(p, _)| *p == name)
+                .map(|(_, op)| *op)
+                .expect("a config names one of the sweep's presets"),
         };
         let d = DataPath {
             batch: c.batch,
@@ -154,17 +173,59 @@ mod tests {
     use super::*;
     use crate::sim::spec;
 
+    /// Each preset of `spec` where it runs the board as it boots.
+    fn presets(spec: &BoardSpec) -> Vec<(String, Operating)> {
+        let dir = tempfile::tempdir().unwrap();
+        crate::sim::export(&spec.id(), dir.path()).unwrap();
+        let root = crate::board::sysfs::Root::host(dir.path());
+        let board = Board::discover(root).unwrap();
+        let file = board
+            .root
+            .confined(crate::board::paths::NVPMODEL_CONF)
+            .unwrap();
+        let now = board.read_knobs().unwrap();
+        crate::control::preset::Presets::load(&file, &board)
+            .unwrap()
+            .presets
+            .iter()
+            .map(|p| {
+                let values = crate::control::plan::target(&board, &p.mode, &now).unwrap();
+                (p.name.clone(), busy_operating(&board, &values))
+            })
+            .collect()
+    }
+
+    /// A preset of the board's nvpmodel file runs where the simulated board's own model of
+    /// it does (the clocks it boots at under load).
+    #[test]
+    fn a_preset_runs_at_its_clocks_under_load() {
+        for spec in spec::BOARDS {
+            for (name, op) in presets(spec) {
+                let p = spec.presets.iter().find(|p| p.name == name).unwrap();
+                let (cpu, gpu, emc) = crate::sim::tree::boot_clocks(spec, p);
+                let expected = Operating {
+                    online_cores: p.cores as u32,
+                    cpu_hz: cpu as f64 * 1e3,
+                    gpu_hz: gpu as f64,
+                    emc_hz: emc as f64,
+                };
+                assert_eq!(op, expected, "{} {name}", spec.id());
+            }
+        }
+    }
+
     fn sweep() -> Sweep {
         let spec = spec::find("xavier-agx").unwrap();
+        let presets = presets(spec);
         Sweep {
             spec,
             workload: Workload::ResNet18,
-            modes: spec
-                .presets
+            modes: presets
                 .iter()
                 .take(2)
-                .map(|p| SweepMode::Preset(p.name.to_string()))
+                .map(|(name, _)| SweepMode::Preset(name.clone()))
                 .collect(),
+            presets,
             batches: vec![16, 32],
             workers: vec![0, 1],
             media: vec![Medium::Sd],
@@ -225,10 +286,8 @@ mod tests {
     }
 
     #[test]
-    fn unknown_modes_and_workloads_without_data_are_named() {
+    fn workloads_without_data_are_named() {
         let s = sweep();
-        let e = preset(s.spec, "TURBO").unwrap_err().to_string();
-        assert!(e.contains("TURBO") && e.contains("MAXN"), "{e}");
         let bad = Sweep {
             workload: Workload::Lstm,
             ..s

@@ -357,6 +357,71 @@ fn characterize_live_without_an_agent_says_to_start_one() {
     );
 }
 
+/// Found by a review reproducing the paper: a simulated sweep ran the simulator's own
+/// presets whatever `--nvpmodel` or the board's file said, and `--modes` took no pinned
+/// mode, so the paper's modes and one-knob comparisons could not be run. A preset of the
+/// file runs where the board runs it (renamed, the same figures but for the noise), and pinned modes of the
+/// board in the rows' form are modes too.
+#[test]
+fn characterize_runs_the_nvpmodel_files_presets_and_pinned_modes() {
+    let rt = runtime();
+    let common = [
+        "--batch",
+        "16",
+        "--workers",
+        "1",
+        "--media",
+        "nvme",
+        "--repeats",
+        "1",
+        "--epochs",
+        "1",
+        "--json",
+        "--out",
+    ];
+    let board = ["--sim", "xavier-agx"];
+    let own = json(&ok(jpower(rt.path())
+        .args(board)
+        .args(["characterize", "--modes", "MODE_15W"])
+        .args(common)
+        .arg(rt.path().join("own"))));
+    let conf = std::fs::read_to_string(rt.path().join("sim/xavier-agx-r32/root/etc/nvpmodel.conf"))
+        .unwrap();
+    let paper = rt.path().join("paper.conf");
+    std::fs::write(&paper, conf.replace("NAME=MODE_15W", "NAME=pm_b")).unwrap();
+    let pinned = "8c-2265.6MHz-1377MHz-1065.6MHz";
+    let v = json(&ok(jpower(rt.path())
+        .args(board)
+        .arg("--nvpmodel")
+        .arg(&paper)
+        .args(["characterize", "--modes", &format!("PM_B,{pinned}")])
+        .args(common)
+        .arg(rt.path().join("paper"))));
+    let modes = v["modes"].as_array().unwrap();
+    let names: Vec<&str> = modes.iter().map(|m| m["mode"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pm_b", pinned], "{v}");
+    // Its runs' seeds are of its name: the same mode, another draw of the noise.
+    let (a, b) = (
+        modes[0]["time_s"].as_f64().unwrap(),
+        own["modes"][0]["time_s"].as_f64().unwrap(),
+    );
+    assert!((a / b - 1.0).abs() < 0.01, "{a} against {b}");
+    // The board's own name of the renamed preset is no preset of the file.
+    let e = run(jpower(rt.path())
+        .args(board)
+        .arg("--nvpmodel")
+        .arg(&paper)
+        .args([
+            "characterize",
+            "--modes",
+            "MODE_15W,8c-2265.6MHz-999MHz-1065.6MHz",
+        ])
+        .args(common)
+        .arg(rt.path().join("bad")));
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("no preset \"MODE_15W\""));
+}
+
 #[test]
 fn characterize_samples_pinned_modes_of_the_simulated_board() {
     let rt = runtime();

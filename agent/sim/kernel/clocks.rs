@@ -277,7 +277,7 @@ impl SimKernel {
 
 /// A table entry in `[lo, hi]`: the highest when busy, the lowest when idle; the nearest
 /// entry when the range holds none.
-fn pick(table: &[u64], lo: u64, hi: u64, busy: bool) -> u64 {
+pub(crate) fn pick(table: &[u64], lo: u64, hi: u64, busy: bool) -> u64 {
     let inside = table.iter().copied().filter(|&f| f >= lo && f <= hi);
     let chosen = if busy { inside.max() } else { inside.min() };
     chosen.unwrap_or_else(|| {

@@ -43,6 +43,7 @@ mod proc;
 mod sensor;
 mod state;
 
+pub(crate) use clocks::pick;
 pub use fault::Fault;
 pub use sensor::InaConfig;
 pub use state::{KernelState, LoadState};
