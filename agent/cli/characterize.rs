@@ -341,8 +341,15 @@ fn manifest(about: &serde_json::Value, key: &str, epochs: u32) -> serde_json::Va
 /// says its runs are of `manifest`: a runs.csv holds no board, workload or dataset, and
 /// runs of another sweep were kept and relabelled.
 fn check_resumable(a: &Args, manifest: &serde_json::Value) -> Result<()> {
-    if !a.resume || !a.out.join("runs.csv").exists() {
+    if !a.out.join("runs.csv").exists() {
         return Ok(());
+    }
+    // A finished sweep is not overwritten by a new one (found by review: it was, silently).
+    if !a.resume {
+        return Err(super::usage(&format!(
+            "{} holds the runs of a sweep: --resume goes on with it, or give another --out (or remove its runs.csv)",
+            a.out.display()
+        )));
     }
     let path = a.out.join(MANIFEST);
     let out = &a.out;
@@ -694,7 +701,17 @@ fn report(
     let done = &swept.runs;
     let sums = summarise(done);
     let front = mode_front(&sums);
-    let page = characterize_report::html(title, &sums, &front, done)?;
+    // A partial sweep's page says so (found by review: only runs.json did).
+    let title = if swept.stopped {
+        format!(
+            "{title}: INTERRUPTED after {} of {} runs (partial; `--resume` runs the rest)",
+            done.len(),
+            configs.len()
+        )
+    } else {
+        title.to_string()
+    };
+    let page = characterize_report::html(&title, &sums, &front, done)?;
     std::fs::write(a.out.join("report.html"), page).context("writing report.html")?;
     let mut value = about;
     value["runs_total"] = configs.len().into();
@@ -756,13 +773,14 @@ fn text(v: &serde_json::Value, sums: &[Summary], front: &[ModePoint], dir: &Path
     t += "configuration                      time s   energy J  stall s  compute s  CV %\n";
     for s in sums {
         t += &format!(
-            "{:<32} {:>8.2} {:>10.1} {:>8.2} {:>10.2} {:>5.2}\n",
+            "{:<32} {:>8.2} {:>10.1} {:>8.2} {:>10.2} {:>5}\n",
             s.label,
             s.mean.time_s,
             s.mean.energy_j,
             s.mean.stall_s,
             s.mean.compute_s,
-            s.time_cv * 100.0
+            s.time_cv
+                .map_or_else(|| "-".to_string(), |cv| format!("{:.2}", cv * 100.0))
         );
     }
     for p in front {

@@ -29,7 +29,7 @@ pub fn html(
     for s in sums {
         let on = front.iter().any(|f| f.mode == s.mode && f.pareto);
         rows += &format!(
-            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.3}</td><td>{:.0}/{:.0}/{:.0}</td><td>{}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.1}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{:.0}/{:.0}/{:.0}</td><td>{}</td></tr>\n",
             escape(&s.label),
             s.runs,
             s.mean.time_s,
@@ -37,11 +37,12 @@ pub fn html(
             s.mean.power_w,
             s.mean.stall_s,
             s.mean.compute_s,
-            s.time_cv * 100.0,
+            s.time_cv
+                .map_or_else(|| "-".to_string(), |cv| format!("{:.3}", cv * 100.0)),
             s.mean.util[0] * 100.0,
             s.mean.util[1] * 100.0,
             s.mean.util[2] * 100.0,
-            if on { "yes" } else { "" },
+            if on { "yes" } else { "no" },
         );
     }
     Ok(format!(
@@ -83,7 +84,7 @@ fn plots(sums: &[Summary], front: &[ModePoint]) -> Result<String, plot::PlotErro
             x_label: "time per run (s)",
             y_label: "CV of run time (%)",
             x: plot::log_range(sums.iter().map(|s| s.mean.time_s)),
-            y: plot::log_range(sums.iter().map(|s| s.time_cv * 100.0)),
+            y: plot::log_range(sums.iter().filter_map(|s| s.time_cv).map(|cv| cv * 100.0)),
         },
     ];
     let legend = [
@@ -134,8 +135,8 @@ fn plots(sums: &[Summary], front: &[ModePoint]) -> Result<String, plot::PlotErro
             _ => chart
                 .draw_series(
                     sums.iter()
-                        .filter(|s| s.time_cv > 0.0)
-                        .map(|s| dot((s.mean.time_s, s.time_cv * 100.0), BLUE)),
+                        .filter_map(|s| Some((s.mean.time_s, s.time_cv.filter(|&cv| cv > 0.0)?)))
+                        .map(|(t, cv)| dot((t, cv * 100.0), BLUE)),
                 )
                 .map(|_| ()),
         }
@@ -222,7 +223,7 @@ mod tests {
                 disk_mb_s: 0.0,
                 resident: 1.0,
             },
-            time_cv: 0.01,
+            time_cv: Some(0.01),
             times_s: vec![t, t],
         };
         let sums = [
@@ -233,6 +234,7 @@ mod tests {
             mode: mode.into(),
             time_s: t,
             energy_j: 10.0 * t,
+            configurations: 1,
             pareto,
         };
         let front = [point("MAXN", 5.0, true), point("15W", 9.0, false)];

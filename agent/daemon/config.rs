@@ -291,9 +291,11 @@ impl Config {
         if cfg.activity_window_ms == 0 {
             return Err(bad("activity_window_ms", "0 is not a window".into()));
         }
+        // A window the file sets must fit; the default is cut to fit a high rate.
         let periods = crate::telemetry::activity::WINDOW_PERIODS;
         let longest_ms = f64::from(periods) * 1e3 / a;
-        if a > 0.0 && cfg.activity_window_ms as f64 > longest_ms {
+        let set = line_of_key(text, "activity_window_ms").is_some();
+        if set && a > 0.0 && cfg.activity_window_ms as f64 > longest_ms {
             return Err(bad(
                 "activity_window_ms",
                 format!(
@@ -497,6 +499,11 @@ mod tests {
         assert!(Config::parse(longest, Path::new("x")).is_ok());
         let off = "activity_rate_hz = 0\nactivity_window_ms = 100000\n";
         assert!(Config::parse(off, Path::new("x")).is_ok());
+        // The default window at a documented rate it does not fit (found by review: the
+        // agent refused a file that set only the rate).
+        assert!(Config::parse("activity_rate_hz = 1000.0\n", Path::new("x")).is_ok());
+        let e = err("activity_rate_hz = 1000.0\n\nactivity_window_ms = 200\n");
+        assert!(e.starts_with("j.toml:3: activity_window_ms"), "{e}");
     }
 
     /// Found by review: a typo in an agent-only key made the CLI drop the file's valid

@@ -255,7 +255,9 @@ mod tests {
         let runs: Vec<Run> = s.configs().iter().map(|c| s.run(c)).collect();
         let sums = runs::summarise(&runs);
         assert_eq!(sums.len(), 8);
-        assert!(sums.iter().all(|x| x.runs == 3 && x.time_cv > 0.0));
+        assert!(sums
+            .iter()
+            .all(|x| x.runs == 3 && x.time_cv.is_some_and(|cv| cv > 0.0)));
         // bs16 w0 against bs16 w1 of the first mode.
         assert!(sums[0].mean.stall_s > sums[1].mean.stall_s, "{sums:?}");
         let front = runs::mode_front(&sums);

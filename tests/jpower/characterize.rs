@@ -95,6 +95,14 @@ fn characterize_resumed_after_an_interruption_equals_an_uninterrupted_sweep() {
     let partial = std::fs::read_to_string(&csv).unwrap();
     let runs = (partial.lines().count() - 1) / 2;
     assert!((1..16).contains(&runs), "{partial}");
+    // The partial report says it is one, and a new sweep does not overwrite its runs
+    // (found by review: only runs.json said so, and a run without --resume replaced them).
+    let page = std::fs::read_to_string(cut.join("report.html")).unwrap();
+    assert!(page.contains(&format!("INTERRUPTED after {runs} of 16 runs")));
+    let again = run(&mut sweep(rt.path(), &cut));
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--resume goes on with it"));
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), partial);
     let v = json(&ok(sweep(rt.path(), &cut).args(["--resume", "--json"])));
     assert_eq!(v["resumed_runs"], runs);
     assert_eq!(

@@ -225,9 +225,10 @@ impl Run {
 
 /// Every run's rows, `time_cv` filled from its configuration's [`Summary`].
 pub fn rows_with_cv(runs: &[Run], sums: &[Summary]) -> Vec<Vec<String>> {
-    let cv: HashMap<&str, f64> = sums.iter().map(|s| (s.label.as_str(), s.time_cv)).collect();
+    let cv: HashMap<&str, Option<f64>> =
+        sums.iter().map(|s| (s.label.as_str(), s.time_cv)).collect();
     runs.iter()
-        .flat_map(|r| r.rows(cv.get(r.config.label().as_str()).copied()))
+        .flat_map(|r| r.rows(cv.get(r.config.label().as_str()).copied().flatten()))
         .collect()
 }
 
@@ -304,8 +305,9 @@ pub struct Summary {
     /// where none did).
     #[serde(flatten)]
     pub mean: EpochRow,
-    /// Coefficient of variation of the run time over repeats (0 for one run).
-    pub time_cv: f64,
+    /// Coefficient of variation of the run time over repeats (`None` for one run: not
+    /// measured).
+    pub time_cv: Option<f64>,
     /// Each repeat's time, s.
     pub times_s: Vec<f64>,
 }
@@ -349,7 +351,8 @@ pub fn summarise(runs: &[Run]) -> Vec<Summary> {
             };
             let mean = |v: Vec<f64>| mean_cv(&v).0;
             let times = total(|e| e.time_s);
-            let (time_s, time_cv) = mean_cv(&times);
+            let (time_s, cv) = mean_cv(&times);
+            let time_cv = (times.len() > 1).then_some(cv);
             let energy_j = mean(total(|e| e.energy_j));
             // Power as each epoch's is: its energy over the time it was metered (a --run
             // command's minibatches, not its start-up), which each epoch's energy over its
@@ -403,27 +406,44 @@ pub fn summarise(runs: &[Run]) -> Vec<Summary> {
 pub struct ModePoint {
     /// The mode's name.
     pub mode: String,
-    /// Mean run time over its configurations, s.
+    /// Mean run time over the configurations every mode ran, s (NaN over none).
     pub time_s: f64,
-    /// Mean run energy over its configurations, J.
+    /// Mean run energy over the same configurations, J.
     pub energy_j: f64,
+    /// The configurations (all but the mode) the means are over: those every mode of the
+    /// sweep ran, so that an interrupted sweep's modes are compared on equal terms.
+    pub configurations: usize,
     /// Whether no other mode is both faster and uses less energy.
     pub pareto: bool,
 }
 
-/// Each power mode's mean run time and energy over its configurations, and whether it is
-/// on the Pareto front.
+/// Each power mode's mean run time and energy over the configurations every mode ran
+/// (`summaries` of an interrupted sweep may lack some of a mode's), and whether it is on
+/// the Pareto front.
 pub fn mode_front(summaries: &[Summary]) -> Vec<ModePoint> {
-    let mut modes: Vec<String> = Vec::new();
+    let mut modes: Vec<&str> = Vec::new();
     for s in summaries {
-        if !modes.contains(&s.mode) {
-            modes.push(s.mode.clone());
+        if !modes.contains(&s.mode.as_str()) {
+            modes.push(&s.mode);
         }
     }
-    let points: Vec<(String, f64, f64)> = modes
-        .into_iter()
-        .map(|m| {
-            let mine: Vec<&Summary> = summaries.iter().filter(|s| s.mode == m).collect();
+    // A configuration apart from its mode: the label after the mode's name.
+    fn rest(s: &Summary) -> &str {
+        s.label.strip_prefix(s.mode.as_str()).unwrap_or(&s.label)
+    }
+    // Each configuration with the number of modes that ran it (a summary per pair).
+    let mut ran: HashMap<&str, usize> = HashMap::new();
+    for s in summaries {
+        *ran.entry(rest(s)).or_default() += 1;
+    }
+    ran.retain(|_, n| *n == modes.len());
+    let points: Vec<(&str, f64, f64)> = modes
+        .iter()
+        .map(|&m| {
+            let mine: Vec<&Summary> = summaries
+                .iter()
+                .filter(|s| s.mode == m && ran.contains_key(rest(s)))
+                .collect();
             let n = mine.len() as f64;
             let t = mine.iter().map(|s| s.mean.time_s).sum::<f64>() / n;
             let e = mine.iter().map(|s| s.mean.energy_j).sum::<f64>() / n;
@@ -432,14 +452,15 @@ pub fn mode_front(summaries: &[Summary]) -> Vec<ModePoint> {
         .collect();
     points
         .iter()
-        .map(|(m, t, e)| {
+        .map(|&(m, t, e)| {
             let dominated = points
                 .iter()
-                .any(|(_, t2, e2)| t2 <= t && e2 <= e && (t2 < t || e2 < e));
+                .any(|&(_, t2, e2)| t2 <= t && e2 <= e && (t2 < t || e2 < e));
             ModePoint {
-                mode: m.clone(),
-                time_s: *t,
-                energy_j: *e,
+                mode: m.to_string(),
+                time_s: t,
+                energy_j: e,
+                configurations: ran.len(),
                 // A mode whose time or energy was not measured is on no front.
                 pareto: !dominated && t.is_finite() && e.is_finite(),
             }
@@ -510,6 +531,31 @@ mod tests {
         assert!(parse_rows(&records(bad_time), 2).is_empty());
     }
 
+    /// Found by a review: an interrupted sweep's mode means were over whichever of its
+    /// configurations had run, so a mode that ran only its fast ones took another off the
+    /// front. They are over the configurations every mode ran.
+    #[test]
+    fn modes_are_compared_over_the_configurations_every_mode_ran() {
+        let at = |mode: &str, workers: u32, time_s: f64| {
+            let mut r = run(mode, 0, time_s, 0.5);
+            r.config.workers = workers;
+            r
+        };
+        // A ran workers 0 and 1; B, interrupted, only workers 1 (the fast one).
+        let runs = [at("A", 0, 9.0), at("A", 1, 3.0), at("B", 1, 4.0)];
+        let front = mode_front(&summarise(&runs));
+        // (Each test run has two epochs of its time.)
+        assert_eq!((front[0].time_s, front[1].time_s), (6.0, 8.0));
+        assert_eq!(front[0].configurations, 1);
+        assert!(front[0].pareto && !front[1].pareto, "{front:?}");
+        // Nothing in common: no means, no front.
+        let front = mode_front(&summarise(&[at("A", 0, 9.0), at("B", 1, 4.0)]));
+        assert!(
+            front.iter().all(|p| p.time_s.is_nan() && !p.pareto),
+            "{front:?}"
+        );
+    }
+
     #[test]
     fn the_final_rows_carry_each_configurations_cv_and_still_read_back() {
         let runs = [
@@ -521,7 +567,8 @@ mod tests {
         let rows = rows_with_cv(&runs, &sums);
         let cv = mean_cv(&[4.0, 4.4]).1;
         assert_eq!(rows[0][17], format!("{cv:.6}"));
-        assert_eq!(rows[4][17], "0.000000");
+        // One run has no spread to measure: an empty field, not 0 (found by review).
+        assert_eq!(rows[4][17], "");
         let back = parse_rows(&records(rows), 2);
         let text = |r: &[Run]| r.iter().flat_map(|r| r.rows(None)).collect::<Vec<_>>();
         assert_eq!(text(&back), text(&runs));
