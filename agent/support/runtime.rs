@@ -45,7 +45,7 @@ pub fn runtime_dir(explicit: Option<&Path>) -> PathBuf {
 pub fn hidden_state(chosen: &Path, system: &Path) -> Option<String> {
     (chosen != system && system.is_dir()).then(|| {
         format!(
-            "{} is this board's runtime directory (its state and lock), which you cannot write, and no agent answers there: start the agent (systemctl start jpower) and go through it, or run as root or the agent's user",
+            "{} is this board's runtime directory (its state and lock), which you cannot write, and no agent answers you there: start the agent (systemctl start jpower) and go through it (its socket's group, or read_group/control_group, must take you in), or run as root or the agent's user",
             system.display()
         )
     })

@@ -15,9 +15,11 @@ use crate::ipc::protocol::LeaseKind;
 impl Core {
     /// Brings the overlay in step with the caps in force (`effective`: the request limited
     /// by them) over a persistent lease: saved when the capped knobs or their request
-    /// change, removed when none is capped or no persistent lease holds. Written only on
-    /// such a change: a switch whose capped knobs and their request stay costs nothing.
-    pub(super) fn sync_caps_overlay(&mut self, effective: &Values) {
+    /// change, removed (if `remove`) when none is capped or no persistent lease holds.
+    /// Written only on such a change: a switch whose capped knobs and their request stay
+    /// costs nothing. Callers save before the change they make and remove after it, so
+    /// that a kill in between leaves the overlay of the request being made.
+    pub(super) fn sync_caps_overlay(&mut self, effective: &Values, remove: bool) {
         let persistent = self
             .lease
             .as_ref()
@@ -38,6 +40,9 @@ impl Core {
             return;
         }
         if capped == 0 {
+            if !remove {
+                return;
+            }
             match self.controller.forget_overlay() {
                 Ok(()) => self.caps_overlay = None,
                 Err(e) => log::error!("removing the budget caps' overlay: {e}"),
@@ -68,7 +73,7 @@ impl Core {
                     "the budget guard's caps end with the agent: lifted with {} write(s)",
                     sw.steps.len()
                 );
-                self.sync_caps_overlay(&requested);
+                self.sync_caps_overlay(&requested, true);
             }
             Err(e) => log::error!(
                 "stopping: lifting the budget guard's caps failed ({e}): the next jpower command puts the held mode back"

@@ -228,8 +228,17 @@ impl Core {
     /// the agent owns it, so that a crash restores the baseline. The file is written only
     /// when its owner changes: a holder's switches in place cost nothing.
     pub(super) fn sync_state_owner(&mut self) {
+        // The caps' overlay is saved before the state is handed to a persistent holder,
+        // and removed after it is handed back: a kill between the two never leaves the
+        // holder's state capped without it.
         let effective = self.guard.clamp(self.controller.board(), &self.requested);
-        self.sync_caps_overlay(&effective);
+        self.sync_caps_overlay(&effective, false);
+        self.hand_state_over();
+        self.sync_caps_overlay(&effective, true);
+    }
+
+    /// [`Core::sync_state_owner`]'s owner.
+    fn hand_state_over(&mut self) {
         let persistent = self
             .lease
             .as_ref()

@@ -214,8 +214,9 @@ impl Core {
     /// they changed the sensors' averaging.
     fn apply_effective(&mut self) -> Result<Switch, ApplyError> {
         let target = self.guard.clamp(self.controller.board(), &self.requested);
+        self.sync_caps_overlay(&target, false);
         let sw = self.controller.apply_values(&target)?;
-        self.sync_caps_overlay(&target);
+        self.sync_caps_overlay(&target, true);
         if self
             .sensors
             .follow(self.controller.board(), self.controller.current())?
@@ -609,6 +610,10 @@ impl Core {
         for &i in &changed {
             self.requested[i] = actual[i];
         }
+        // The request the caps' overlay keeps follows (a knob outside the caps' reach
+        // changed, or one they hold down).
+        let effective = self.guard.clamp(self.controller.board(), &self.requested);
+        self.sync_caps_overlay(&effective, true);
         let _ = self.controller.refresh();
         self.notify_holder(ReplyBody::ExternalChange { paths });
     }
