@@ -731,12 +731,7 @@ fn report(
                 "medium": r.config.medium,
                 "cache": r.config.cache.name(),
                 "repeat": r.config.repeat,
-                "epochs": r.epochs.iter().map(|e| serde_json::json!({
-                    "time_s": e.time_s, "energy_j": e.energy_j, "power_w": e.power_w,
-                    "stall_s": e.stall_s, "compute_s": e.compute_s, "cpu_util": e.util[0],
-                    "gpu_util": e.util[1], "emc_util": e.util[2], "disk_mb_s": e.disk_mb_s,
-                    "resident": e.resident,
-                })).collect::<Vec<_>>(),
+                "epochs": r.epochs,
             })
         })
         .collect();

@@ -212,6 +212,10 @@ mod tests {
         let s = |label: &str, mode: &str, t| Summary {
             label: label.into(),
             mode: mode.into(),
+            batch: 16,
+            workers: 0,
+            medium: "sd".into(),
+            cache: "warm",
             runs: 2,
             mean: EpochRow {
                 time_s: t,
@@ -234,6 +238,7 @@ mod tests {
             mode: mode.into(),
             time_s: t,
             energy_j: 10.0 * t,
+            power_w: 10.0,
             configurations: 1,
             pareto,
         };

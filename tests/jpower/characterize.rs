@@ -44,6 +44,31 @@ fn characterize_quick_writes_the_runs_and_a_self_contained_report() {
         let label = c["label"].as_str().unwrap();
         assert!(html.contains(label), "{label} not in the report");
         assert!(c["time_cv"].as_f64().unwrap() > 0.0);
+        // Each part of the configuration a field of its own, the utilisations named as
+        // the CSV names them (found by review: only the label held them, and `util` was an
+        // unnamed triple).
+        let rebuilt = format!(
+            "{} bs{} w{} {} {}",
+            c["mode"].as_str().unwrap(),
+            c["batch"],
+            c["workers"],
+            c["medium"].as_str().unwrap(),
+            c["cache"].as_str().unwrap()
+        );
+        assert_eq!(rebuilt, label);
+        assert!(
+            c["gpu_util"].as_f64().is_some() && c.get("util").is_none(),
+            "{c}"
+        );
+    }
+    for m in file["modes"].as_array().unwrap() {
+        let (t, e, w) = (&m["time_s"], &m["energy_j"], &m["power_w"]);
+        let (t, e, w) = (
+            t.as_f64().unwrap(),
+            e.as_f64().unwrap(),
+            w.as_f64().unwrap(),
+        );
+        assert!((e / t - w).abs() < 1e-9 * w, "{m}");
     }
     assert!(html.contains("<svg") && html.contains("stall time per run (s)"));
     let outside = html

@@ -122,8 +122,9 @@ pub fn product(
     v
 }
 
-/// One epoch's figures.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+/// One epoch's figures (in JSON, its utilisations as `cpu_util`, `gpu_util`, `emc_util`,
+/// as the CSV names them).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EpochRow {
     /// Epoch time, s.
     pub time_s: f64,
@@ -141,6 +142,38 @@ pub struct EpochRow {
     pub disk_mb_s: f64,
     /// Share of the dataset resident in the page cache at the epoch's start, 0..=1.
     pub resident: f64,
+}
+
+impl serde::Serialize for EpochRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct Named {
+            time_s: f64,
+            energy_j: f64,
+            power_w: f64,
+            stall_s: f64,
+            compute_s: f64,
+            cpu_util: f64,
+            gpu_util: f64,
+            emc_util: f64,
+            disk_mb_s: f64,
+            resident: f64,
+        }
+        let [cpu_util, gpu_util, emc_util] = self.util;
+        Named {
+            time_s: self.time_s,
+            energy_j: self.energy_j,
+            power_w: self.power_w,
+            stall_s: self.stall_s,
+            compute_s: self.compute_s,
+            cpu_util,
+            gpu_util,
+            emc_util,
+            disk_mb_s: self.disk_mb_s,
+            resident: self.resident,
+        }
+        .serialize(s)
+    }
 }
 
 impl EpochRow {
@@ -297,6 +330,14 @@ pub struct Summary {
     pub label: String,
     /// Its power mode.
     pub mode: String,
+    /// Its minibatch size.
+    pub batch: u32,
+    /// Its data-loader workers.
+    pub workers: u32,
+    /// Its dataset's medium.
+    pub medium: String,
+    /// Its page cache at each epoch's start (`dropped`, `warm`).
+    pub cache: &'static str,
     /// Runs (repeats) it has.
     pub runs: usize,
     /// Means over its runs: time, energy, stall and compute per run (all its epochs
@@ -376,8 +417,13 @@ pub fn summarise(runs: &[Run]) -> Vec<Summary> {
                     f64::NAN
                 }
             };
+            let c = &mine[0].config;
             Summary {
-                mode: mine[0].config.mode.clone(),
+                mode: c.mode.clone(),
+                batch: c.batch,
+                workers: c.workers,
+                medium: c.medium.clone(),
+                cache: c.cache.name(),
                 runs: mine.len(),
                 mean: EpochRow {
                     time_s,
@@ -410,6 +456,8 @@ pub struct ModePoint {
     pub time_s: f64,
     /// Mean run energy over the same configurations, J.
     pub energy_j: f64,
+    /// Their mean power, W (the energy over the time).
+    pub power_w: f64,
     /// The configurations (all but the mode) the means are over: those every mode of the
     /// sweep ran, so that an interrupted sweep's modes are compared on equal terms.
     pub configurations: usize,
@@ -460,6 +508,7 @@ pub fn mode_front(summaries: &[Summary]) -> Vec<ModePoint> {
                 mode: m.to_string(),
                 time_s: t,
                 energy_j: e,
+                power_w: e / t,
                 configurations: ran.len(),
                 // A mode whose time or energy was not measured is on no front.
                 pareto: !dominated && t.is_finite() && e.is_finite(),
