@@ -23,6 +23,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
         }
         return;
     }
+    // Said at once (found by review: a sweep's first Ctrl-C showed nothing until its run
+    // ended, and a second then ended it silently).
+    const SAID: &[u8] =
+        b"\njpower: interrupted: finishing the current step and putting the board back (a second signal ends at once)\n";
+    // SAFETY: write(2) is async-signal-safe; the buffer is static.
+    unsafe { libc::write(libc::STDERR_FILENO, SAID.as_ptr().cast(), SAID.len()) };
     let pid = CHILD.load(Ordering::Relaxed);
     if sig == libc::SIGTERM && pid > 0 {
         // SAFETY: kill(2) is async-signal-safe; the pid is our own running child's.

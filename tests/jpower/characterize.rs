@@ -116,7 +116,8 @@ fn characterize_resumed_after_an_interruption_equals_an_uninterrupted_sweep() {
     .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--resume"));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("--resume") && said.contains("jpower: interrupted: finishing"));
     let partial = std::fs::read_to_string(&csv).unwrap();
     let runs = (partial.lines().count() - 1) / 2;
     assert!((1..16).contains(&runs), "{partial}");
