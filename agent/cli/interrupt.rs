@@ -1,7 +1,7 @@
 //! Ctrl-C and SIGTERM for the commands that change the board and run a while (`watch`,
-//! `energy`, `characterize`, `roofline`, `train`, `switch-cost`): the signal only sets a
-//! flag; the command stops at its next look at it and puts the board back as it does on
-//! any error. A second signal ends the process at once (a step that hangs). `energy` has a
+//! `energy`, `characterize`, `roofline`, `train`, `switch-cost`): the signal sets a flag
+//! (and says so on stderr); the command stops at its next look at it and puts the board
+//! back as it does on any error. A second signal ends the process at once (a step that hangs). `energy` has a
 //! SIGTERM passed on to the command it runs.
 
 use anyhow::{Context, Result};

@@ -574,4 +574,19 @@ fn characterize_run_measures_a_command_that_marks_its_minibatches() {
         !out.status.success() && err.contains("\"exit 3\" failed"),
         "{err}"
     );
+    // A command that marks nothing is measured for its time only, and said to be (found
+    // by a review: a NaN in the table was all it got).
+    let out = run(jpower(rt)
+        .args(["--sim", "orin-agx", "characterize", "--live"])
+        .args(["--modes", "MAXN", "--batch", "8", "--workers", "0"])
+        .args(["--repeats", "1", "--epochs", "1", "--cache", "warm"])
+        .arg("--data")
+        .arg(format!("ds={}", data.display()))
+        .args(["--run", "true", "--out"])
+        .arg(rt.join("unmarked")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("marked no training minibatch"),
+        "{err}"
+    );
 }

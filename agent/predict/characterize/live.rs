@@ -282,6 +282,12 @@ impl LiveSweep {
             let after = totals(client)?;
             let phased = after.phased > before.phased;
             let marked = after.minibatches > before.minibatches;
+            // Said, not left to a NaN in the table (found by review).
+            if !marked {
+                log::warn!("`{command}` marked no training minibatch through the agent (minibatch_begin/minibatch_end on $JPOWER_SOCKET, kind train): its energy, stall and compute are not measured");
+            } else if !phased {
+                log::warn!("`{command}` marked no fetch and compute phases (minibatch_phase): its stall and compute are not measured");
+            }
             let or_absent = |yes: bool, v: f64| if yes { v } else { f64::NAN };
             Ok(Measured {
                 time_s,
