@@ -394,30 +394,20 @@ fn characterize_live_without_an_agent_says_to_start_one() {
 /// Found by a review reproducing the paper: a simulated sweep ran the simulator's own
 /// presets whatever `--nvpmodel` or the board's file said, and `--modes` took no pinned
 /// mode, so the paper's modes and one-knob comparisons could not be run. A preset of the
-/// file runs where the board runs it (renamed, the same figures but for the noise), and pinned modes of the
-/// board in the rows' form are modes too.
+/// file runs where the board runs it (renamed, the same figures but for the noise), and
+/// pinned modes of the board in the rows' form are modes too.
 #[test]
 fn characterize_runs_the_nvpmodel_files_presets_and_pinned_modes() {
     let rt = runtime();
-    let common = [
-        "--batch",
-        "16",
-        "--workers",
-        "1",
-        "--media",
-        "nvme",
-        "--repeats",
-        "1",
-        "--epochs",
-        "1",
-        "--json",
-        "--out",
-    ];
+    let common: Vec<&str> =
+        "--batch 16 --workers 1 --media nvme --repeats 1 --epochs 1 --json --out"
+            .split(' ')
+            .collect();
     let board = ["--sim", "xavier-agx"];
     let own = json(&ok(jpower(rt.path())
         .args(board)
         .args(["characterize", "--modes", "MODE_15W"])
-        .args(common)
+        .args(&common)
         .arg(rt.path().join("own"))));
     let conf = std::fs::read_to_string(rt.path().join("sim/xavier-agx-r32/root/etc/nvpmodel.conf"))
         .unwrap();
@@ -429,7 +419,7 @@ fn characterize_runs_the_nvpmodel_files_presets_and_pinned_modes() {
         .arg("--nvpmodel")
         .arg(&paper)
         .args(["characterize", "--modes", &format!("PM_B,{pinned}")])
-        .args(common)
+        .args(&common)
         .arg(rt.path().join("paper"))));
     let modes = v["modes"].as_array().unwrap();
     let names: Vec<&str> = modes.iter().map(|m| m["mode"].as_str().unwrap()).collect();
@@ -450,7 +440,7 @@ fn characterize_runs_the_nvpmodel_files_presets_and_pinned_modes() {
             "--modes",
             "MODE_15W,8c-2265.6MHz-999MHz-1065.6MHz",
         ])
-        .args(common)
+        .args(&common)
         .arg(rt.path().join("bad")));
     assert_eq!(e.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&e.stderr).contains("no preset \"MODE_15W\""));
@@ -562,31 +552,27 @@ fn characterize_run_measures_a_command_that_marks_its_minibatches() {
         assert!((mean / epoch - 1.0).abs() < 1e-9, "{c} against {r}");
     }
     assert!(agent.status().holder.is_none());
+    // A quick sweep of `command` into `out`: whether it succeeded, and its stderr.
+    let quick = |command: &str, out: &str| {
+        let o = run(jpower(rt)
+            .args(["--sim", "orin-agx", "characterize", "--live", "--quick"])
+            .arg("--data")
+            .arg(format!("ds={}", data.display()))
+            .args(["--run", command, "--out"])
+            .arg(rt.join(out)));
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
     // A failing command stops the sweep and names it.
-    let out = run(jpower(rt)
-        .args(["--sim", "orin-agx", "characterize", "--live", "--quick"])
-        .arg("--data")
-        .arg(format!("ds={}", data.display()))
-        .args(["--run", "exit 3", "--out"])
-        .arg(rt.join("bad")));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("\"exit 3\" failed"),
-        "{err}"
-    );
+    let (done, err) = quick("exit 3", "bad");
+    assert!(!done && err.contains("\"exit 3\" failed"), "{err}");
     // A command that marks nothing is measured for its time only, and said to be (found
     // by a review: a NaN in the table was all it got).
-    let out = run(jpower(rt)
-        .args(["--sim", "orin-agx", "characterize", "--live"])
-        .args(["--modes", "MAXN", "--batch", "8", "--workers", "0"])
-        .args(["--repeats", "1", "--epochs", "1", "--cache", "warm"])
-        .arg("--data")
-        .arg(format!("ds={}", data.display()))
-        .args(["--run", "true", "--out"])
-        .arg(rt.join("unmarked")));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (done, err) = quick("true", "unmarked");
     assert!(
-        out.status.success() && err.contains("marked no training minibatch"),
+        done && err.contains("marked no training minibatch"),
         "{err}"
     );
 }
