@@ -497,10 +497,26 @@ pub fn run(target: &Target, a: &Args, out: &Output) -> Result<()> {
             }
             let s = simulated(target, board, a)?;
             let configs = s.configs();
+            // Where each preset of the board runs it: a resume must find them the same
+            // (found by review: another --nvpmodel, or a knob a preset leaves alone set
+            // since, mixed runs of one name at other clocks). All of them, so that a
+            // narrower --modes resumes.
+            let presets: serde_json::Map<String, serde_json::Value> = s
+                .presets
+                .iter()
+                .map(|(name, op)| {
+                    let at = serde_json::json!({
+                        "cores": op.online_cores, "cpu_hz": op.cpu_hz,
+                        "gpu_hz": op.gpu_hz, "emc_hz": op.emc_hz,
+                    });
+                    (name.clone(), at)
+                })
+                .collect();
             let about = serde_json::json!({
                 "board": s.spec.id(),
                 "simulated": true,
                 "workload": s.workload.name(),
+                "presets": presets,
             });
             let manifest = manifest(&about, &s.spec.id(), s.epochs);
             let swept = sweep(&configs, &manifest, a, out, &mut |c| Ok(s.run(c)))?;

@@ -24,11 +24,16 @@ extern "C" fn on_signal(sig: libc::c_int) {
         return;
     }
     // Said at once (found by review: a sweep's first Ctrl-C showed nothing until its run
-    // ended, and a second then ended it silently).
-    const SAID: &[u8] =
-        b"\njpower: interrupted: finishing the current step and putting the board back (a second signal ends at once)\n";
-    // SAFETY: write(2) is async-signal-safe; the buffer is static.
-    unsafe { libc::write(libc::STDERR_FILENO, SAID.as_ptr().cast(), SAID.len()) };
+    // ended, and a second then ended it silently). errno is kept for the code the signal
+    // interrupted.
+    const SAID: &[u8] = b"\njpower: stopping (a second signal ends at once)\n";
+    // SAFETY: __errno_location and write(2) are async-signal-safe; the buffer is static,
+    // and errno is this thread's.
+    unsafe {
+        let errno = *libc::__errno_location();
+        libc::write(libc::STDERR_FILENO, SAID.as_ptr().cast(), SAID.len());
+        *libc::__errno_location() = errno;
+    }
     let pid = CHILD.load(Ordering::Relaxed);
     if sig == libc::SIGTERM && pid > 0 {
         // SAFETY: kill(2) is async-signal-safe; the pid is our own running child's.

@@ -117,7 +117,7 @@ fn characterize_resumed_after_an_interruption_equals_an_uninterrupted_sweep() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("--resume") && said.contains("jpower: interrupted: finishing"));
+    assert!(said.contains("--resume") && said.contains("jpower: stopping (a second signal"));
     let partial = std::fs::read_to_string(&csv).unwrap();
     let runs = (partial.lines().count() - 1) / 2;
     assert!((1..16).contains(&runs), "{partial}");
@@ -153,6 +153,29 @@ fn characterize_resumes_only_its_own_sweep_and_keeps_every_run() {
     };
     let all = rows(&out);
     let other = run(sweep(rt.path(), &out).args(["--workload", "lenet5", "--resume"]));
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{err}");
+    assert!(err.contains("holds the runs of another sweep"), "{err}");
+    assert_eq!(rows(&out), all, "nothing lost");
+    // Nor a sweep whose presets run elsewhere (found by review: another --nvpmodel mixed
+    // runs of one name at other clocks). MAXN and MODE_10W swapped: each name runs the
+    // other's clocks.
+    let own = rt.path().join("sim/xavier-agx-r32/root/etc/nvpmodel.conf");
+    let swapped = std::fs::read_to_string(own)
+        .unwrap()
+        .replacen("NAME=MAXN", "NAME=SWAP", 1)
+        .replacen("NAME=MODE_10W", "NAME=MAXN", 1)
+        .replacen("NAME=SWAP", "NAME=MODE_10W", 1);
+    let file = rt.path().join("swapped.conf");
+    std::fs::write(&file, swapped).unwrap();
+    // (`sweep`'s arguments after the runtime directory and the board.)
+    let mut elsewhere = jpower(rt.path());
+    elsewhere
+        .args(["--sim", "xavier-agx", "--nvpmodel"])
+        .arg(&file);
+    let other = run(elsewhere
+        .args(sweep(rt.path(), &out).get_args().skip(4))
+        .arg("--resume"));
     let err = String::from_utf8_lossy(&other.stderr);
     assert_eq!(other.status.code(), Some(2), "{err}");
     assert!(err.contains("holds the runs of another sweep"), "{err}");

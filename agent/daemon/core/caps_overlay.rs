@@ -60,6 +60,15 @@ impl Core {
         }
     }
 
+    /// Takes the request back to `before` after a switch to another failed, and the
+    /// overlay with it (saved for the refused request before the switch: a kill now would
+    /// have written that back; found by review).
+    pub(super) fn take_request_back(&mut self, before: Values) {
+        self.requested = before;
+        let effective = self.guard.clamp(self.controller.board(), &self.requested);
+        self.sync_caps_overlay(&effective, true);
+    }
+
     /// At a clean stop with a persistent lease, writes the holder's request back where the
     /// caps hold it down: the guard ends with the agent, the mode holds as asked.
     pub(super) fn lift_caps_at_stop(&mut self) {

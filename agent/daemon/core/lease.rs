@@ -77,7 +77,7 @@ impl Core {
                     peer.pid,
                     peer.uid
                 );
-                self.requested = before;
+                self.take_request_back(before);
                 return Err(e);
             }
         };
@@ -216,7 +216,7 @@ impl Core {
                     "lease of {} ended ({why}) but restoring failed: {e}",
                     lease.holder.client
                 );
-                self.requested = before;
+                self.take_request_back(before);
                 false
             }
         }
