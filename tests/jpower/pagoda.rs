@@ -433,14 +433,18 @@ fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
     let dir = tempfile::tempdir().unwrap();
     let rooflines = hand_made_rooflines(dir.path());
     let truth = dir.path().join("t.csv");
-    std::fs::write(
-        &truth,
-        "cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w\n\
-         12,2201600,1300500000,3199000000,50.0,53.5\n\
-         8,1497600,1300500000,3199000000,51.0,47.0\n\
-         4,729600,624750000,2133000000,120.0,25.0\n",
-    )
-    .unwrap();
+    // A recorded profile of three modes at these latencies, ms.
+    let record = |latency_ms: [f64; 3]| {
+        let [a, b, c] = latency_ms;
+        let text = format!(
+            "cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w\n\
+             12,2201600,1300500000,3199000000,{a},53.5\n\
+             8,1497600,1300500000,3199000000,{b},47.0\n\
+             4,729600,624750000,2133000000,{c},25.0\n"
+        );
+        std::fs::write(&truth, text).unwrap();
+    };
+    record([50.0, 51.0, 120.0]);
     let plan = |extra: &[&str]| {
         jpower(rt.path())
             .args([
@@ -494,14 +498,7 @@ fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
     assert!(t["bound_kept"].is_boolean(), "{t}");
     // Found by a review: a plan whose recorded latency broke the bound was scored by its
     // energy gap alone. The same modes recorded a hundred times slower: none keeps it.
-    std::fs::write(
-        &truth,
-        "cores,cpu_khz,gpu_hz,emc_hz,latency_ms,power_w\n\
-         12,2201600,1300500000,3199000000,5000.0,53.5\n\
-         8,1497600,1300500000,3199000000,5100.0,47.0\n\
-         4,729600,624750000,2133000000,12000.0,25.0\n",
-    )
-    .unwrap();
+    record([5000.0, 5100.0, 12000.0]);
     let out = plan(&["--truth", truth.to_str().unwrap()]);
     let t = &json(&String::from_utf8_lossy(&out.stdout))["truth"];
     assert_eq!(t["bound_kept"], false, "{t}");
