@@ -1061,3 +1061,78 @@ fn requests_left_by_closed_connections_hold_no_descriptor() {
     );
     assert_eq!(schedule(&agent).waiting, 101);
 }
+
+/// Found by review: with phase modes, the scheduler's thread waited for the core while
+/// another switch held it (a core hotplug: a quarter of a second on the simulated Orin
+/// AGX), and `schedule_status`, which the doc answers "at once, switch or not", waited
+/// with it. The thread never waits for the core now: a turn whose phase switch must wait
+/// is granted once the core is free, and the status is answered meanwhile.
+#[test]
+fn schedule_status_is_answered_while_another_switch_holds_the_core() {
+    use std::time::{Duration, Instant};
+    let agent = Agent::start("orin-agx", "");
+    let mut planner = agent.client(Encoding::Json);
+    let mut trainer = agent.client(Encoding::Json);
+    let mut server = agent.client(Encoding::Bincode);
+    // Connecting takes the core (the client's event queue): the poller connects first.
+    let mut poller = agent.client(Encoding::Bincode);
+    let (plan, _) = plan_with_phases(None);
+    request(&mut planner, RequestBody::SchedulePlan(plan));
+    let train = turn(&mut trainer, Kind::Train);
+    let marker = |kind| (kind, train.turn);
+    let (kind, id) = marker(Kind::Train);
+    request(&mut trainer, RequestBody::MinibatchBegin { kind, id });
+    let ReplyBody::Submitted { request: submitted } =
+        request(&mut server, RequestBody::ScheduleSubmit)
+    else {
+        panic!("not submitted");
+    };
+    let gate = server
+        .send(RequestBody::ScheduleGate { kind: Kind::Infer })
+        .unwrap();
+    while schedule(&agent).waiting == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The planner takes the board to four cores (eight hotplugs) under its lease; the
+    // trainer's turn ends meanwhile, and the inference turn due next needs its phase's
+    // mode, which must wait for the core.
+    let started = Instant::now();
+    let switch = planner
+        .send(RequestBody::SetMode {
+            mode: ModeRequest::Preset {
+                name: "MODE_15W".into(),
+            },
+            lease: LeaseKind::Session,
+            timeout_ms: None,
+        })
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    request(&mut trainer, RequestBody::MinibatchEnd { kind, id });
+    let asked = Instant::now();
+    let ReplyBody::Schedule(status) = request(&mut poller, RequestBody::ScheduleStatus) else {
+        panic!("no schedule");
+    };
+    let answered = asked.elapsed();
+    while planner.read().unwrap().id != switch {}
+    let switched = started.elapsed();
+    assert!(
+        switched > Duration::from_millis(100),
+        "the switch is slow enough to test: {switched:?}"
+    );
+    assert!(
+        answered < switched / 4,
+        "schedule_status took {answered:?} during a switch of {switched:?}"
+    );
+    assert_eq!(status.train.granted, 1, "{status:?}");
+    // The inference turn comes once the switch is done, with the request.
+    let granted = loop {
+        let r = server.read().unwrap();
+        if r.id == gate {
+            break r.body;
+        }
+    };
+    let ReplyBody::Turn(t) = granted else {
+        panic!("{granted:?}")
+    };
+    assert_eq!((t.kind, t.requests), (Kind::Infer, vec![submitted]));
+}

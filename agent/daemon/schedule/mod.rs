@@ -25,7 +25,7 @@ use crate::ipc::protocol::{Kind, PhaseModes, SchedulePlan, ScheduleReply, TurnRe
 use crate::support::clock::monotonic_ns;
 use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use turns::{Gate, Request, Turns};
@@ -33,6 +33,8 @@ use turns::{Gate, Request, Turns};
 /// The most requests queued or in a batch, not yet served: beyond, `schedule_submit` is
 /// refused `busy` and a declared rate adds none. The inbox holds as many.
 pub const MAX_UNSERVED: usize = 4096;
+/// How soon a phase switch that found the core held by another switch is tried again.
+const CORE_RETRY: Duration = Duration::from_millis(1);
 
 /// What connections and the thread both count: request numbers, and requests not yet
 /// served (the queue's bound: the thread's queue is fed from the inbox as fast as
@@ -259,6 +261,7 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: 
         planner: None,
         phase: None,
         rate: arrivals::Arrivals::default(),
+        core_busy: false,
     };
     loop {
         // A turn kept for an inference server on its way back: look again when it lapses,
@@ -266,6 +269,11 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: 
         let hold = state.turns.held_until().map_or(Duration::MAX, |until| {
             Duration::from_nanos(until.saturating_sub(monotonic_ns()))
         });
+        let retry = if state.core_busy {
+            CORE_RETRY
+        } else {
+            Duration::MAX
+        };
         select! {
             recv(control) -> m => match m {
                 Ok(Msg::Stop) | Err(_) => return,
@@ -284,7 +292,7 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: 
                     state.turns.queue(r);
                 }
             }
-            default(hold.min(state.rate.due_in())) => {}
+            default(hold.min(state.rate.due_in()).min(retry)) => {}
         }
         while state.rate.due_in().is_zero() {
             let at_ns = state.rate.arrived();
@@ -303,12 +311,14 @@ fn run(control: &Receiver<Msg>, inbox: &Receiver<Request>, tally: &Tally, core: 
 
 /// What the thread keeps beside the policy: who set the plan (its phase modes switch
 /// under that client's lease; its declared rate lasts while it is connected), the phase
-/// whose mode is set, and the declared rate's arrivals.
+/// whose mode is set, the declared rate's arrivals, and whether a phase switch waits for
+/// the core.
 struct State {
     turns: Turns,
     planner: Option<Peer>,
     phase: Option<Kind>,
     rate: arrivals::Arrivals,
+    core_busy: bool,
 }
 
 impl State {
@@ -370,17 +380,28 @@ impl State {
     }
 
     /// Grants the next turn if one is due, switching the phase's mode first where the
-    /// plan has phase modes.
+    /// plan has phase modes. While another switch holds the core, the turn waits (tried
+    /// again every [`CORE_RETRY`]) and the thread goes on answering: it never blocks on
+    /// the core, so `schedule_status` and the gates' bookkeeping are answered at once,
+    /// switch or not.
     fn dispatch(&mut self, core: &Mutex<Core>) {
+        self.core_busy = false;
         while let Some(next) = self.turns.due(monotonic_ns()) {
             let kind = next.gate.kind;
             if let (Some(modes), Some(planner)) = (self.turns.plan().phase_modes, &self.planner) {
                 if self.phase != Some(kind) {
+                    let mut core = match core.try_lock() {
+                        Ok(core) => core,
+                        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                        Err(TryLockError::WouldBlock) => {
+                            self.turns.put_back(next);
+                            self.core_busy = true;
+                            return;
+                        }
+                    };
                     let (gpu_hz, emc_hz) = phase_knobs(&modes, kind);
-                    let switched = core
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .switch_phase(planner, gpu_hz, emc_hz, false);
+                    let switched = core.switch_phase(planner, gpu_hz, emc_hz, false);
+                    drop(core);
                     match switched {
                         Ok(()) => {
                             self.phase = Some(kind);

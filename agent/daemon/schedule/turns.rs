@@ -261,6 +261,14 @@ impl Turns {
         });
     }
 
+    /// Puts `next` back as [`Turns::due`] found it (its gate first of its kind, its
+    /// requests at the head of the queue): a turn whose phase switch must wait.
+    pub fn put_back(&mut self, next: Next) {
+        let Next { gate, requests } = next;
+        self.gates.push_front(gate);
+        self.requeue(requests);
+    }
+
     fn requeue(&mut self, mut requests: Vec<Request>) {
         while let Some(r) = requests.pop() {
             self.queue.push_front(r);
