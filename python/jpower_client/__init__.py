@@ -871,8 +871,15 @@ class Client:
         or "infer"): {"kind", "turn", "requests"} (an inference batch's request numbers,
         at most the plan's max_batch; empty for training). The turn ends at this client's
         next `minibatch_end` of `kind`. Waits forever by default: the agent may hold the
-        gate as long as others run (a timeout leaves the reply pending: close the client)."""
-        return _unwrap(self.request({"schedule_gate": {"kind": kind}}, wait=timeout), "turn")
+        gate as long as others run. A wait that raises (the timeout's TimeoutError, a
+        Ctrl-C) closes this client: the gate stays pending in the agent, whose turn would
+        otherwise come unheard and hold the GPU until this client's next end marker or
+        its idle timeout; the closed connection withdraws it."""
+        try:
+            return _unwrap(self.request({"schedule_gate": {"kind": kind}}, wait=timeout), "turn")
+        except BaseException:
+            self.close()
+            raise
 
     @contextlib.contextmanager
     def turn(self, kind: str, id: int) -> Iterator[Dict[str, Any]]:
@@ -886,11 +893,7 @@ class Client:
         inference batch that did not run must not be reported served; the closed
         connection aborts the turn and queues its requests again for the next server."""
         self.minibatch_begin(kind, id)
-        try:
-            t = self.gate(kind)
-        except BaseException:
-            self.close()
-            raise
+        t = self.gate(kind)
         try:
             self.minibatch_phase(kind, id, "compute")
             yield t

@@ -615,6 +615,24 @@ class Common:
         after = users.schedule_status()
         self.assertEqual(after["served"] - before["served"], 2)
 
+    def test_a_gate_that_times_out_closes_its_client_and_leaves_no_turn(self):
+        # Found by a review: a timed-out gate stayed pending in the agent, whose turn then
+        # went to a client that had dropped it as a late reply, and the next trainer got
+        # none until the first's next end marker or its idle timeout.
+        holder, late, other = self.client("holder"), self.client("late"), self.client("other")
+        holder.schedule_plan(max_batch=1, slo_ms=1000)
+        holder.minibatch_begin("train", 600)
+        holder.gate("train")
+        late.minibatch_begin("train", 600)
+        with self.assertRaises(TimeoutError):
+            late.gate("train", timeout=0.3)
+        with self.assertRaises(ConnectionError):
+            late.status()
+        holder.minibatch_end("train", 600)
+        other.minibatch_begin("train", 601)
+        self.assertEqual(other.gate("train", timeout=5)["kind"], "train")
+        other.minibatch_end("train", 601)
+
     # -- budget ---------------------------------------------------------------------------
 
     def test_budget(self):
