@@ -10,8 +10,9 @@ inference minibatch; its end serves the batch. The server stops once every reque
 users submitted is served, by it or by another server (a batch may also hold requests the
 agent queued itself, for a rate a trainer declared with `fulcrum_train.py --rate`, or
 another client's). Prints one JSON line: what was submitted, each `served` event, the
-batches the server ran and their energy; exits 1, saying how many, where requests went
-unserved for --timeout seconds.
+batches the server ran and their energy (and `lost`, why, where the agent went away);
+exits 1, saying how many, where requests went unserved for --timeout seconds or the agent
+went away.
 
     jpower --runtime-dir /tmp/fulcrum --sim orin-agx agent &
     export JPOWER_SOCKET=/tmp/fulcrum/jpower.sock
@@ -20,6 +21,7 @@ unserved for --timeout seconds.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -61,9 +63,9 @@ def serve(c, args, result, all_served):
                     "compute_ms": turn["minibatch"]["compute_ms"],
                 }
             )
-    except ConnectionError:
+    except ConnectionError as e:
         if not all_served.is_set():
-            raise
+            result.setdefault("lost", str(e))
     result["batches"] = batches
 
 
@@ -71,18 +73,29 @@ def use(args, result, all_served, server):
     """The users: submit at a Poisson rate, wait for every `served` event, then stop the
     server."""
     gaps = random.Random(args.seed)
-    with Client(encoding=args.encoding, name="users") as c:
-        submitted = result["submitted"]
-        for _ in range(args.requests):
-            submitted.append(c.submit())
-            time.sleep(gaps.expovariate(args.rate))
-        served = []
-        for event in c.events(timeout=args.timeout) if submitted else ():
+    submitted, served = result["submitted"], []
+
+    def note(events):
+        for event in events:
             if "served" in event:
                 served.append(event["served"])
                 if {s["request"] for s in served} >= set(submitted):
-                    break
-        result["served"] = served
+                    return
+
+    with Client(encoding=args.encoding, name="users") as c:
+        try:
+            for _ in range(args.requests):
+                submitted.append(c.submit())
+                time.sleep(gaps.expovariate(args.rate))
+            if submitted:
+                note(c.events(timeout=args.timeout))
+        except ConnectionError as e:
+            # The agent went away: what was served until then still counts (the events
+            # that came while submitting are queued in the client).
+            result.setdefault("lost", str(e))
+            with contextlib.suppress(ConnectionError):
+                note(c.events(timeout=0))
+    result["served"] = served
     all_served.set()
     server.shutdown()
 
@@ -116,6 +129,12 @@ def main():
     }
     print(json.dumps(result), flush=True)
     unserved = set(result["submitted"]) - {s["request"] for s in result.get("served", [])}
+    if "lost" in result:
+        sys.exit(
+            "fulcrum_infer: the agent went away ({}) with {} of {} requests served".format(
+                result["lost"], len(result["submitted"]) - len(unserved), len(result["submitted"])
+            )
+        )
     if unserved:
         sys.exit(
             "fulcrum_infer: {} of {} requests were not served within {} s of the last event".format(

@@ -1136,3 +1136,38 @@ fn schedule_status_is_answered_while_another_switch_holds_the_core() {
     };
     assert_eq!((t.kind, t.requests), (Kind::Infer, vec![submitted]));
 }
+
+/// Found by review: when the agent went away, `fulcrum_infer.py` said every request it
+/// had submitted went unserved "within 30 s", though most had been served (its users read
+/// their `served` events only once all were submitted), and its server thread died with a
+/// traceback. It counts what was served and says the agent went away.
+#[test]
+fn the_inference_example_says_so_when_the_agent_goes_away() {
+    let mut agent = Agent::start("orin-agx", "");
+    let infer = example(
+        agent.socket(),
+        "fulcrum_infer.py",
+        &["--requests", "100000", "--rate", "50"],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    let out = infer.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("Traceback"), "{stderr}");
+    assert!(stderr.contains("the agent went away"), "{stderr}");
+    let v = json(&String::from_utf8(out.stdout).unwrap());
+    let submitted = u64s(&v["submitted"]);
+    let served: Vec<u64> = v["served"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["request"].as_u64().unwrap())
+        .collect();
+    assert!(!served.is_empty(), "{v}");
+    assert!(served.iter().all(|r| submitted.contains(r)), "{v}");
+    assert!(
+        stderr.contains(&format!("with {} of {}", served.len(), submitted.len())),
+        "{stderr}"
+    );
+}
