@@ -317,6 +317,16 @@ fn flops_counts_onnx_graphs_in_exporter_patterns_layer_by_layer() {
     assert_eq!(layer(&cnn, "fc")["input"], serde_json::json!([512]));
     assert_eq!(layer(&cnn, "fc")["counts"]["macs"], 2 * 512 * 10);
     assert_eq!(cnn["total"]["params"], 8 * 27 + 8 + 2 * 8 + 512 * 10 + 10);
+    // Bytes and intensity, per layer and in total, as the README's table has them (found
+    // by review: only the text gave them).
+    for c in [&layer(&cnn, "conv")["counts"], &cnn["total"]] {
+        let n = |k: &str| c[k].as_f64().unwrap_or_else(|| panic!("no {k} in {c}"));
+        assert_eq!(n("bytes"), n("weight_bytes") + n("activation_bytes"), "{c}");
+        assert!(
+            (n("intensity") - n("flops") / n("bytes")).abs() < 1e-9,
+            "{c}"
+        );
+    }
 
     let attn = fixture("attention.onnx");
     let skipped = attn["not_counted"].as_array().unwrap();

@@ -227,8 +227,9 @@ pub enum Op {
     },
 }
 
-/// What one layer computes and moves, for a whole batch.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+/// What one layer computes and moves, for a whole batch. Serialized with its
+/// [`Counts::bytes`] and [`Counts::intensity`] beside the fields.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Counts {
     /// Multiply-accumulates of its matrix products and convolutions.
     pub macs: u64,
@@ -240,6 +241,21 @@ pub struct Counts {
     pub weight_bytes: u64,
     /// DRAM bytes of activations read and written.
     pub activation_bytes: u64,
+}
+
+impl Serialize for Counts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut c = s.serialize_struct("Counts", 7)?;
+        c.serialize_field("macs", &self.macs)?;
+        c.serialize_field("flops", &self.flops)?;
+        c.serialize_field("params", &self.params)?;
+        c.serialize_field("weight_bytes", &self.weight_bytes)?;
+        c.serialize_field("activation_bytes", &self.activation_bytes)?;
+        c.serialize_field("bytes", &self.bytes())?;
+        c.serialize_field("intensity", &self.intensity())?;
+        c.end()
+    }
 }
 
 impl Counts {

@@ -73,6 +73,10 @@ struct AttributeProto {
     floats: Vec<f32>,
     #[prost(int64, repeated, tag = "8")]
     ints: Vec<i64>,
+    /// The attribute's type (`AttributeType`: 2 INT, 7 INTS; 0 in files older than the
+    /// field).
+    #[prost(int32, tag = "20")]
+    r#type: i32,
 }
 
 /// `TensorProto`.
@@ -311,14 +315,27 @@ impl Graph<'_> {
     }
 }
 
-/// The batch dimension of graph input `name`: the first, or the second where it feeds an
-/// LSTM of the default layout, `[steps, batch, features]`.
-fn batch_axis(graph: &GraphProto, name: &str) -> usize {
-    usize::from(graph.node.iter().any(|n| {
-        n.op_type == "LSTM"
-            && int(n, "layout", 0) == 0
-            && n.input.first().is_some_and(|i| i == name)
-    }))
+/// The batch dimension of each graph input: the first, or the second where it feeds an
+/// LSTM of the default layout, `[steps, batch, features]`. Found once for the graph (a
+/// search per input took minutes on a file of many inputs and nodes).
+struct BatchAxes<'a>(std::collections::HashSet<&'a str>);
+
+impl<'a> BatchAxes<'a> {
+    fn of(graph: &'a GraphProto) -> BatchAxes<'a> {
+        BatchAxes(
+            graph
+                .node
+                .iter()
+                .filter(|n| n.op_type == "LSTM" && int(n, "layout", 0) == 0)
+                .filter_map(|n| n.input.first().map(String::as_str))
+                .collect(),
+        )
+    }
+
+    /// The batch dimension of graph input `name`.
+    fn of_input(&self, name: &str) -> usize {
+        usize::from(self.0.contains(name))
+    }
 }
 
 /// Counts every node of `graph`, its symbolic dimensions as `dims` gives them.
@@ -360,12 +377,13 @@ fn walk(graph: &GraphProto, dims: &Dims) -> Onnx {
             },
         );
     }
+    let axes = BatchAxes::of(graph);
     for v in &graph.input {
         if g.tensors.contains_key(&v.name) {
             continue;
         }
         if let Some(mut s) = value_shape(v, dims) {
-            let batch = batch_axis(graph, &v.name);
+            let batch = axes.of_input(&v.name);
             // The batch dimension is 1: the count multiplies by the batch size later.
             if let Some(b) = s.get_mut(batch) {
                 if *b != 1 {
@@ -437,6 +455,23 @@ pub fn parse(bytes: &[u8], path: &Path, dims: &Dims) -> Result<Onnx, OnnxError> 
         return Err(invalid("not an ONNX model: the graph has no nodes".into()));
     }
     check_dataflow(&graph).map_err(invalid)?;
+    // An initializer's dimensions are counted on as given: none negative, the rank bounded.
+    if let Some(t) = graph
+        .initializer
+        .iter()
+        .find(|t| t.dims.len() > MAX_RANK || t.dims.iter().any(|&d| d < 0))
+    {
+        return Err(invalid(format!(
+            "initializer `{}` has dimensions {:?}: {}",
+            t.name,
+            &t.dims[..t.dims.len().min(MAX_RANK + 1)],
+            if t.dims.len() > MAX_RANK {
+                format!("a rank beyond {MAX_RANK}")
+            } else {
+                "a negative one".to_string()
+            }
+        )));
+    }
     let named: Vec<&str> = graph
         .input
         .iter()
@@ -446,11 +481,12 @@ pub fn parse(bytes: &[u8], path: &Path, dims: &Dims) -> Result<Onnx, OnnxError> 
         .flat_map(|s| s.dim.iter().filter_map(|d| d.dim_param.as_deref()))
         .collect();
     // The batch is --batch: a dimension named for it would count the batch in the shapes.
+    let axes = BatchAxes::of(&graph);
     let batch_named = graph.input.iter().find_map(|v| {
         let shape = v.r#type.as_ref()?.tensor_type.as_ref()?.shape.as_ref()?;
         let p = shape
             .dim
-            .get(batch_axis(&graph, &v.name))?
+            .get(axes.of_input(&v.name))?
             .dim_param
             .as_deref()?;
         dims.contains_key(p).then_some((p, v.name.as_str()))

@@ -77,8 +77,47 @@ pub(super) fn padding(
     Ok(pair(Some(pads), 0))
 }
 
+/// The attributes read here as integers ([`int`], [`ints`]).
+const INTEGER_ATTRIBUTES: [&str; 16] = [
+    "axes",
+    "axis",
+    "ceil_mode",
+    "dilations",
+    "end",
+    "group",
+    "hidden_size",
+    "kernel_shape",
+    "layout",
+    "pads",
+    "perm",
+    "split",
+    "start",
+    "strides",
+    "transA",
+    "transB",
+];
+
 /// Infers, folds and counts one node.
 pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), String> {
+    // An integer attribute given as another type would read as its default.
+    if let Some(a) = n
+        .attribute
+        .iter()
+        .find(|a| INTEGER_ATTRIBUTES.contains(&a.name.as_str()) && ![0, 2, 7].contains(&a.r#type))
+    {
+        let kind = match a.r#type {
+            1 => "FLOAT",
+            3 => "STRING",
+            4 => "TENSOR",
+            6 => "FLOATS",
+            8 => "STRINGS",
+            _ => "a non-integer type",
+        };
+        return Err(format!(
+            "attribute {} is given as {kind} where ONNX gives integers",
+            a.name
+        ));
+    }
     let input = |g: &Graph, i: usize| -> Result<Tensor, String> {
         let t = n
             .input
@@ -283,8 +322,23 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
         }
         "Flatten" => {
             let t = x()?;
-            let axis = norm_axis(int(n, "axis", 1), t.shape.len())?;
-            let s = vec![elements(&t.shape[..axis]), elements(&t.shape[axis..])];
+            // Flatten's axis may also be the rank itself (an output of [all, 1]).
+            let rank = t.shape.len();
+            let axis = match int(n, "axis", 1) {
+                a if a == rank as i64 => rank,
+                a => norm_axis(a, rank)?,
+            };
+            // Past the batch (axis 2 and on), ONNX's [N * a, b] is kept as [N, a, b]:
+            // the batch stays its own dimension, so the per-sample counts after it hold.
+            let s = if axis >= 2 {
+                vec![
+                    t.shape[0],
+                    elements(&t.shape[1..axis]),
+                    elements(&t.shape[axis..]),
+                ]
+            } else {
+                vec![elements(&t.shape[..axis]), elements(&t.shape[axis..])]
+            };
             g.set(&out, s, t.values);
         }
         "Expand" => {
@@ -352,7 +406,12 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
             if let (Some(va), Some(vb)) = (&a.values, &b.values) {
                 // Shape arithmetic on constants: folded, not counted.
                 if va.len() == vb.len() || va.len() == 1 || vb.len() == 1 {
-                    let len = va.len().max(vb.len());
+                    // An empty operand broadcasts to an empty result.
+                    let len = if va.is_empty() || vb.is_empty() {
+                        0
+                    } else {
+                        va.len().max(vb.len())
+                    };
                     let at = |v: &Vec<f64>, i: usize| v[if v.len() == 1 { 0 } else { i }];
                     let f = |p: f64, q: f64| match n.op_type.as_str() {
                         "Add" => p + q,
@@ -467,6 +526,22 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
                     if trans_b { " transposed" } else { "" }
                 ));
             }
+            // Leading (batch) dimensions broadcast (ONNX's MatMul): where the second
+            // operand's widen the first's, the product is counted on the first as
+            // broadcast to them; a weight batched that way is no linear layer.
+            let lead = |s: &[i64]| s[..s.len().saturating_sub(2)].to_vec();
+            let (lead_a, lead_b) = (lead(&a.shape), lead(&b.shape));
+            if b.weight && lead_b.iter().product::<i64>() > 1 {
+                return Err(format!("a weight batched over {lead_b:?} is not counted"));
+            }
+            let wide = broadcast(&lead_a, &lead_b);
+            let shape = if wide == lead_a || a.shape.len() < 2 {
+                a.shape.clone()
+            } else {
+                wide.into_iter()
+                    .chain(a.shape[a.shape.len() - 2..].iter().copied())
+                    .collect()
+            };
             let cols = cols as u64;
             let op = if b.weight || n.op_type == "Gemm" {
                 Op::Linear {
@@ -476,7 +551,7 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
             } else {
                 Op::MatMul { n: cols }
             };
-            let s = g.layer(name, op, &a.shape)?;
+            let s = g.layer(name, op, &shape)?;
             g.set(&out, s, None);
         }
         "Transpose" => {

@@ -613,3 +613,111 @@ fn a_cycle_and_a_tensor_produced_twice_are_refused() {
     )
     .is_ok());
 }
+
+/// Found by review: an empty constant added to another panicked (an index into nothing),
+/// as did a Split of an initializer with a negative dimension; a MatMul whose second
+/// operand broadcast the first's batch dimensions counted one product of the several,
+/// silently, and a weight batched that way was counted as a linear layer of one slice.
+#[test]
+fn empty_constants_negative_weights_and_broadcasting_matmuls() {
+    let ints_tensor = |name: &str, dims: &[i64], v: &[i64]| TensorProto {
+        dims: dims.to_vec(),
+        data_type: 7,
+        int64_data: v.to_vec(),
+        name: name.into(),
+        ..TensorProto::default()
+    };
+    let o = counted(
+        input("x", &[0, 3]),
+        vec![
+            node("Add", &["e", "one"], "t", vec![]),
+            node("Relu", &["x"], "y", vec![]),
+        ],
+        vec![ints_tensor("e", &[0], &[]), ints_tensor("one", &[1], &[1])],
+    );
+    let r = o.model.count(1, Precision::F32, false);
+    assert_eq!(r.layers.len(), 1, "{:?}", o.skipped);
+    assert_eq!(r.total.flops, 3);
+    // A negative dimension of an initializer is a clear error, whoever reads it.
+    let mut w = weight("w", &[4, 2]);
+    w.dims = vec![-4, 2];
+    let bytes = ModelProto {
+        graph: Some(GraphProto {
+            node: vec![node("Split", &["w"], "a", vec![int("axis", 0)])],
+            initializer: vec![w],
+            input: vec![input("x", &[0, 3])],
+            ..GraphProto::default()
+        }),
+    }
+    .encode_to_vec();
+    let e = parse(&bytes, Path::new("s.onnx"), &Dims::new())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "s.onnx: initializer `w` has dimensions [-4, 2]: a negative one"
+    );
+    // [4, 6] times [3, 6, 5], per sample: three products of 4 x 6 x 5.
+    let bytes = ModelProto {
+        graph: Some(GraphProto {
+            node: vec![node("MatMul", &["a", "b"], "y", vec![])],
+            input: vec![input("a", &[0, 4, 6]), input("b", &[0, 3, 6, 5])],
+            ..GraphProto::default()
+        }),
+    }
+    .encode_to_vec();
+    let o = parse(&bytes, Path::new("m.onnx"), &Dims::new()).unwrap();
+    let r = o.model.count(1, Precision::F32, false);
+    assert_eq!(r.total.macs, 3 * 4 * 6 * 5, "{:?}", o.skipped);
+    // A weight batched over 3 is listed, not counted as one slice's linear layer.
+    let o = counted(
+        input("x", &[0, 1, 4, 6]),
+        vec![node("MatMul", &["x", "w"], "y", vec![])],
+        vec![weight("w", &[3, 6, 5])],
+    );
+    assert!(o.model.count(1, Precision::F32, false).layers.is_empty());
+    assert!(
+        o.skipped.iter().any(|s| s.contains("batched over [3]")),
+        "{:?}",
+        o.skipped
+    );
+}
+
+/// Found by review: an integer attribute stored as floats (`strides=[2.0, 2.0]`) read as
+/// its default (stride 1: four times the count), silently; and `Flatten` refused its axis
+/// at the rank, which ONNX allows, while past the batch it folded dimensions into the
+/// batch (a ReLU after `Flatten(axis=2)` of [N, 2, 3, 4] counted 12 elements, not 24).
+#[test]
+fn integer_attributes_of_another_type_are_listed_and_flatten_keeps_the_batch() {
+    let strides = AttributeProto {
+        name: "strides".into(),
+        floats: vec![2.0, 2.0],
+        r#type: 6,
+        ..AttributeProto::default()
+    };
+    let o = counted(
+        input("x", &[0, 4, 8, 8]),
+        vec![node("Conv", &["x", "w"], "y", vec![strides])],
+        vec![weight("w", &[4, 4, 3, 3])],
+    );
+    assert!(o.model.count(1, Precision::F32, false).layers.is_empty());
+    assert!(
+        o.skipped
+            .iter()
+            .any(|s| s.contains("attribute strides is given as FLOATS")),
+        "{:?}",
+        o.skipped
+    );
+    for axis in [2, 3, 4, -1] {
+        let o = counted(
+            input("x", &[0, 2, 3, 4]),
+            vec![
+                node("Flatten", &["x"], "f", vec![int("axis", axis)]),
+                node("Relu", &["f"], "y", vec![]),
+            ],
+            vec![],
+        );
+        let r = o.model.count(2, Precision::F32, false);
+        assert_eq!(r.total.flops, 2 * 24, "axis {axis}: {:?}", o.skipped);
+    }
+}
