@@ -458,15 +458,113 @@ fn change(
     Ok(controller.apply_values(target)?)
 }
 
+/// What a watch saw of its rings. The agent replaces its ring when another client changes
+/// the sensors' averaging: the old one is integrated up to its last sample and the watch
+/// follows to the new one, as `energy` does. A ring its writer closed (the agent stopped)
+/// ends the watch at its last sample.
+struct Seen {
+    /// Where the current ring's part begins, `CLOCK_MONOTONIC` ns.
+    from: u64,
+    /// The current ring's first sample of the watch (its write sequence then).
+    first: u64,
+    /// The current ring's sampler counts when the watch began reading it.
+    counted: (u64, u64),
+    /// Samples, overruns and read errors of the rings left behind.
+    left: (u64, u64, u64),
+    /// The energy of the rings left behind.
+    energy: Option<crate::telemetry::energy::Energy>,
+    /// Rings followed.
+    replaced: usize,
+    /// The last sample of a ring its writer closed.
+    closed_at: Option<u64>,
+}
+
+impl Seen {
+    fn new(ring: &RingReader, started: u64) -> Seen {
+        Seen {
+            from: started,
+            first: ring.write_seq(),
+            counted: ring.counters(),
+            left: (0, 0, 0),
+            energy: None,
+            replaced: 0,
+            closed_at: None,
+        }
+    }
+
+    /// Follows a replaced `ring` to the new one at `path` (true then); marks a closed one.
+    fn follow(&mut self, ring: &mut RingReader, path: &std::path::Path) -> Result<bool> {
+        let last = || ring.latest().map_or(0, |s| s.t_ns).max(self.from);
+        match ring.writer().map(|l| l.state) {
+            Some(WriterState::Replaced) => {
+                let to = last();
+                let part = self.part(ring, to);
+                self.energy = Some(self.join(part, ring));
+                let (samples, overruns, errors) = self.counts(ring);
+                self.left = (
+                    self.left.0 + samples,
+                    self.left.1 + overruns,
+                    self.left.2 + errors,
+                );
+                *ring = RingReader::open(path)?;
+                // A new ring: every sample in it is of the watch.
+                (self.from, self.first, self.counted) = (to, 0, (0, 0));
+                self.replaced += 1;
+                Ok(true)
+            }
+            Some(WriterState::Closed) if self.closed_at.is_none() => {
+                self.closed_at = Some(last());
+                Ok(false)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The current ring's part up to `to`: from the part's start, or from the oldest
+    /// sample it still holds where the watch outlasted it.
+    fn part(&self, ring: &RingReader, to: u64) -> crate::telemetry::energy::Energy {
+        ring.energy(self.outlasted(ring).unwrap_or(self.from), to)
+    }
+
+    /// The oldest sample `ring` still holds, where it has overwritten samples of the watch
+    /// (not where a followed ring began after the part's start).
+    fn outlasted(&self, ring: &RingReader) -> Option<u64> {
+        let wrapped = ring.write_seq() > u64::from(ring.info.slot_count);
+        ring.oldest_t_ns().filter(|&t| wrapped && t > self.from)
+    }
+
+    fn join(
+        &self,
+        part: crate::telemetry::energy::Energy,
+        ring: &RingReader,
+    ) -> crate::telemetry::energy::Energy {
+        match &self.energy {
+            Some(e) => e.join(&part, ring.info.slowest_refresh_s()),
+            None => part,
+        }
+    }
+
+    /// The current ring's samples, overruns and read errors of the watch.
+    fn counts(&self, ring: &RingReader) -> (u64, u64, u64) {
+        let (overruns, errors) = ring.counters();
+        (
+            ring.write_seq().saturating_sub(self.first),
+            overruns.saturating_sub(self.counted.0),
+            errors.saturating_sub(self.counted.1),
+        )
+    }
+}
+
 /// `jpower watch`.
 pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     super::interrupt::catch()?;
     let feed = Feed::start(target, &a.sample, "watch")?;
-    let ring = RingReader::open(feed.path())?;
+    let mut ring = RingReader::open(feed.path())?;
     for n in feed.notes() {
         eprintln!("jpower: note: {n}");
     }
-    let (started, first) = (monotonic_ns(), ring.write_seq());
+    let started = monotonic_ns();
+    let mut seen = Seen::new(&ring, started);
     let end = a.duration.map(|d| started + (d * 1e9) as u64);
     let done = || super::interrupt::interrupted() || end.is_some_and(|e| monotonic_ns() >= e);
     if a.csv {
@@ -477,8 +575,8 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             .chain(ring.info.rails.iter().map(|r| format!("{}_w", r.name)))
             .chain(["flags".into(), "fresh".into()]);
         let mut open = csv.write_record(header).is_ok();
-        let mut next = first;
-        while open && !done() {
+        let mut next = seen.first;
+        while open && !done() && seen.closed_at.is_none() {
             let w = ring.write_seq();
             while open && next < w {
                 if let Ok(s) = ring.sample(next) {
@@ -492,14 +590,21 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
                 next += 1;
             }
             open = open && csv.flush().is_ok();
-            std::thread::sleep(Duration::from_millis(20));
+            if seen.follow(&mut ring, feed.path())? {
+                next = seen.first;
+            } else {
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     } else if out.json {
-        while !done() {
-            std::thread::sleep(Duration::from_millis(20));
+        while !done() && seen.closed_at.is_none() {
+            if !seen.follow(&mut ring, feed.path())? {
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     } else {
         // The board's files beside the ring: clocks, loads, memory, fan, the mode's name.
+        // The view shows one ring: it ends where that ring does (a note says why).
         let (root, _sim) = target.root()?;
         let board = crate::board::Board::discover(root)?;
         let presets = target.presets_or_warn(&board);
@@ -509,24 +614,49 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             ring: &ring,
             requested_hz: feed.requested_hz(&ring),
         };
-        super::dashboard::run(&view, &done)?;
+        let ended = || {
+            ring.writer()
+                .is_some_and(|l| matches!(l.state, WriterState::Closed | WriterState::Replaced))
+        };
+        super::dashboard::run(&view, &|| done() || ended())?;
+        if ended() {
+            seen.closed_at = Some(ring.latest().map_or(started, |s| s.t_ns).max(started));
+        }
     }
-    let samples = ring.write_seq() - first;
-    let now = monotonic_ns();
-    let seconds = (now - started) as f64 * 1e-9;
+    let now = seen.closed_at.unwrap_or_else(monotonic_ns);
+    let seconds = now.saturating_sub(started) as f64 * 1e-9;
     // A watch longer than the ring holds has its oldest samples overwritten: its energy
     // is of the part still held (holding the oldest value back to the start would make up
     // the rest), and a note says so.
-    let held_from = ring.oldest_t_ns().filter(|&t| t > started);
-    let e = ring.energy(held_from.unwrap_or(started), now);
-    let (overruns, errors) = ring.counters();
+    let outlasted = seen.outlasted(&ring).is_some();
+    let e = seen.join(seen.part(&ring, now), &ring);
+    let (samples, overruns, errors) = seen.counts(&ring);
+    let (samples, overruns, errors) = (
+        samples + seen.left.0,
+        overruns + seen.left.1,
+        errors + seen.left.2,
+    );
     let requested_hz = feed.requested_hz(&ring);
     let mut notes = feed.finish()?;
-    if held_from.is_some() {
+    if outlasted {
         notes.push(format!(
             "the ring holds the last {:.1} s of the {seconds:.1} s watched: module_j, the rails' and duration_s are over those",
             e.duration_s
         ));
+    }
+    if seen.replaced > 0 {
+        notes.push(format!(
+            "the agent replaced its ring {} time(s) (another client changed the sensors' averaging): the watch followed to the new one",
+            seen.replaced
+        ));
+    }
+    if seen.closed_at.is_some() {
+        let why = "its ring ended (the agent stopped, or replaced a ring the view showed): the watch ends at its last sample";
+        if out.json {
+            notes.push(why.to_string());
+        } else {
+            eprintln!("jpower: warning: {why}");
+        }
     }
     notes.extend(failed_notes(&ring, &e));
     if out.json {
@@ -580,6 +710,8 @@ struct Measured {
     status: std::process::ExitStatus,
     /// jpower's wait around the command for the samples that bound it, ms.
     waited_ms: f64,
+    /// What the measurement lacks (a ring that ended before the command).
+    notes: Vec<String>,
 }
 
 /// How often `energy` looks at its ring while the command runs (it hears of the command's
@@ -649,7 +781,19 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
     };
     super::interrupt::forward_sigterm_to(0);
     let status = status.with_context(|| format!("waiting for {}", command[0]))?;
-    let waited_after = sample_after(&ring, t1)?;
+    // A ring that ends before the command (the agent stopped) still measured most of it,
+    // and the command's status is what `energy` exits with: said, not an error.
+    let (waited_after, notes) = match sample_after(&ring, t1) {
+        Ok(waited) => (waited, Vec::new()),
+        Err(e) => (
+            monotonic_ns().saturating_sub(t1),
+            vec![format!(
+                "{e:#}: the last sample, {:.1} ms before the command ended, stands in for the rest",
+                ring.latest()
+                    .map_or(0.0, |s| t1.saturating_sub(s.t_ns) as f64 * 1e-6)
+            )],
+        ),
+    };
     let last = ring.energy(from, t1);
     let energy = done.map_or(last.clone(), |d| {
         d.join(&last, ring.info.slowest_refresh_s())
@@ -659,6 +803,7 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
         energy,
         status,
         waited_ms: (waited_before + waited_after) as f64 * 1e-6,
+        notes,
     })
 }
 
@@ -675,7 +820,9 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
         energy: e,
         status,
         waited_ms,
+        notes: lacks,
     } = measured?;
+    notes.extend(lacks);
     let period_ms = ring.info.period_ns as f64 * 1e-6;
     // The bound is one refresh of the power swing the samples saw: with fewer than two
     // samples, or a command shorter than a refresh, no reading measured the command and
@@ -687,9 +834,17 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
             e.duration_s * 1e3,
             e.samples,
             refresh_s * 1e3,
-            // Advice only where the averaging was left as it was: asked for, it changed
-            // what it could (an IIO board's refresh is fixed, as its own note says).
-            if a.sample.averaging == "keep" { "; use --averaging auto to refresh about every millisecond" } else { "" }
+            // Advice where it helps: a sample period longer than the refresh is the limit
+            // (found by review: --rate 0.1 was told to lower the averaging); else, where
+            // the averaging was left as it was (asked for, it changed what it could: an
+            // IIO board's refresh is fixed, as its own note says).
+            if period_ms * 1e-3 > refresh_s {
+                format!("; samples come every {period_ms:.1} ms: a higher --rate takes more")
+            } else if a.sample.averaging == "keep" {
+                "; use --averaging auto to refresh about every millisecond".to_string()
+            } else {
+                String::new()
+            }
         ));
         None
     } else {
@@ -742,6 +897,15 @@ fn sample_after(ring: &RingReader, t_ns: u64) -> Result<u64> {
     let start = monotonic_ns();
     let deadline = start.max(t_ns) + ring.info.period_ns + 1_000_000_000;
     while ring.latest().is_none_or(|s| s.t_ns <= t_ns) {
+        match ring.writer().map(|l| l.state) {
+            Some(WriterState::Closed) => {
+                bail!("the ring's writer (pid {}) closed it", ring.writer_pid)
+            }
+            Some(WriterState::Replaced) => {
+                bail!("the ring's writer (pid {}) replaced it", ring.writer_pid)
+            }
+            _ => {}
+        }
         if monotonic_ns() > deadline {
             bail!(
                 "the ring's writer (pid {}) published no sample for {:.1} s (one was due every {:.1} ms): it hangs or was killed",

@@ -37,6 +37,10 @@ pub struct Energy {
     /// without a sample).
     #[serde(skip)]
     pub swing_w: Option<(f64, f64)>,
+    /// The times of the oldest and the newest sample inside the window (`None` without
+    /// one): a sample on the seam of two joined windows counts once.
+    #[serde(skip)]
+    pub sampled_ns: Option<(u64, u64)>,
 }
 
 impl Energy {
@@ -47,7 +51,17 @@ impl Energy {
         let mut e = self.clone();
         e.end_ns = next.end_ns;
         e.duration_s += next.duration_s;
-        e.samples += next.samples;
+        // Parts meet at a sample (a reader integrates up to its newest one, then on from
+        // it): inside both windows, it counts once.
+        let seam = match (self.sampled_ns, next.sampled_ns) {
+            (Some((_, newest)), Some((oldest, _))) => usize::from(newest == oldest),
+            _ => 0,
+        };
+        e.samples += next.samples - seam;
+        e.sampled_ns = match (self.sampled_ns, next.sampled_ns) {
+            (Some((oldest, _)), Some((_, newest))) => Some((oldest, newest)),
+            (a, b) => a.or(b),
+        };
         e.module_j += next.module_j;
         for (a, b) in e.rails_j.iter_mut().zip(&next.rails_j) {
             *a += b;
@@ -119,6 +133,7 @@ impl<'a> Integrator<'a> {
                 failed_s: std::iter::repeat_n(0.0, rails.min(MAX_RAILS)).collect(),
                 error_bound_j: 0.0,
                 swing_w: None,
+                sampled_ns: None,
             },
             swing: (f64::MAX, f64::MIN),
             newest: None,
@@ -134,6 +149,9 @@ impl<'a> Integrator<'a> {
         }
         if (self.e.start_ns..=self.e.end_ns).contains(&a.t_ns) {
             self.e.samples += 1;
+            // Fed newest first: the first inside is the newest, each later one older.
+            let newest = self.e.sampled_ns.map_or(a.t_ns, |(_, n)| n);
+            self.e.sampled_ns = Some((a.t_ns, newest));
         }
         self.newer = Some(*a);
     }
@@ -639,6 +657,10 @@ mod tests {
         );
         assert!((joined.duration_s - whole.duration_s).abs() < 1e-12);
         assert!((joined.error_bound_j - whole.error_bound_j).abs() < 1e-9);
+        // The sample on the seam (at 1 s) counts once (found by review: twice, so a long
+        // `energy` reported more samples, and a higher rate, than fit its duration).
+        assert_eq!(joined.samples, whole.samples);
+        assert_eq!(joined.sampled_ns, whole.sampled_ns);
         assert_eq!(
             (joined.start_ns, joined.end_ns),
             (whole.start_ns, whole.end_ns)

@@ -1664,6 +1664,80 @@ fn energy_follows_the_agents_ring_when_another_client_replaces_it() {
     assert!(e["module_j"].as_f64().unwrap() > 0.0, "{e}");
 }
 
+/// Found by review: `watch` read the ring it opened to the end: when another client's
+/// averaging made the agent replace it, the rows stopped and the energy held the last
+/// reading over the rest; when the agent stopped, the same, silently. It follows a
+/// replaced ring, as `energy` does, and a closed one ends the watch with a note.
+#[test]
+fn watch_follows_a_replaced_ring_and_ends_with_a_closed_one() {
+    let mut agent = Agent::start("orin-agx", "");
+    let rt = agent.rt.path().to_path_buf();
+    let sim = ["--sim", "orin-agx", "--json"];
+    let watch = |seconds: &str| {
+        util::jpower(&rt)
+            .args(sim)
+            .args(["watch", "--duration", seconds])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let finish = |child: std::process::Child| {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        util::json(&String::from_utf8_lossy(&out.stdout))
+    };
+    let long = watch("3");
+    std::thread::sleep(Duration::from_millis(800));
+    util::ok(util::jpower(&rt).args(sim).args([
+        "energy",
+        "--averaging",
+        "auto",
+        "--",
+        "sleep",
+        "0.5",
+    ]));
+    let w = finish(long);
+    assert!(w["notes"].to_string().contains("replaced its ring"), "{w}");
+    // The 1 kHz half second is in it, and the watch's whole length.
+    assert!(w["samples"].as_u64().unwrap() > 100, "{w}");
+    assert!(w["duration_s"].as_f64().unwrap() > 2.5, "{w}");
+    let cut = watch("5");
+    std::thread::sleep(Duration::from_millis(1000));
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    let w = finish(cut);
+    assert!(w["notes"].to_string().contains("its ring ended"), "{w}");
+    assert!(w["duration_s"].as_f64().unwrap() < 4.0, "{w}");
+}
+
+/// Found by review: an agent that stopped while `energy` measured through its ring made
+/// `energy` fail ("hangs or was killed", after a wait) when its command ended, losing the
+/// command's exit status and the measurement. The status stands, the measurement up to
+/// the ring's last sample too, and a note says why it ends there.
+#[test]
+fn energy_keeps_its_commands_status_when_the_agent_stops() {
+    let mut agent = Agent::start("orin-agx", "");
+    let rt = agent.rt.path().to_path_buf();
+    let long = util::jpower(&rt)
+        .args(["--sim", "orin-agx", "--json"])
+        .args(["energy", "--", "sh", "-c", "sleep 2; exit 5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    let out = long.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let e = util::json(&String::from_utf8_lossy(&out.stdout));
+    assert!(e["duration_s"].as_f64().unwrap() >= 2.0, "{e}");
+    assert!(e["module_j"].as_f64().unwrap() > 0.0, "{e}");
+    let notes = e["notes"].to_string();
+    assert!(notes.contains("closed it"), "{e}");
+}
+
 /// Issue 15: with an agent running, every command that only reads works (none takes the
 /// board lock the agent holds), and `status --json` has the same keys as without one.
 #[test]
