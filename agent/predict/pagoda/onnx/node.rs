@@ -158,10 +158,25 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
     }
     match n.op_type.as_str() {
         "Constant" => {
-            let t = attr(n, "value")
-                .and_then(|a| a.t.as_ref())
-                .ok_or("no tensor value")?;
-            g.set(&out, t.dims.clone(), tensor_values(t));
+            // `value` (a tensor), or opset 12's `value_int(s)` and `value_float(s)`.
+            let (dims, values) = if let Some(t) = attr(n, "value").and_then(|a| a.t.as_ref()) {
+                (t.dims.clone(), tensor_values(t))
+            } else if let Some(a) = attr(n, "value_ints") {
+                let v: Vec<f64> = a.ints.iter().map(|&i| i as f64).collect();
+                (vec![v.len() as i64], Some(v))
+            } else if let Some(a) = attr(n, "value_floats") {
+                let v: Vec<f64> = a.floats.iter().map(|&f| f64::from(f)).collect();
+                (vec![v.len() as i64], Some(v))
+            } else if let Some(a) = attr(n, "value_int") {
+                (vec![], Some(vec![a.i as f64]))
+            } else if let Some(a) = attr(n, "value_float") {
+                (vec![], Some(vec![f64::from(a.f)]))
+            } else {
+                return Err(
+                    "no value this count reads (value, value_int(s), value_float(s))".into(),
+                );
+            };
+            g.set(&out, dims, values);
         }
         "Identity" | "Cast" | "Dropout" => {
             // A weight stays one through them (a tied embedding, FP16 weights cast up): a
@@ -218,6 +233,12 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
                 _ if axis < data.shape.len() => {
                     let mut s = data.shape.clone();
                     s.splice(axis..=axis, idx.shape.iter().copied());
+                    if data.values.is_none() {
+                        // Shaped on, but the copy it makes is not modelled: listed.
+                        g.skipped.push(format!(
+                            "{name} (Gather): the copy of an activation to {s:?} is not counted"
+                        ));
+                    }
                     g.set(&out, s, None);
                 }
                 _ => return Err(format!("cannot gather from {:?}", data.shape)),
@@ -347,7 +368,14 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
                 .values
                 .ok_or("the target shape is not a constant")?;
             let to: Vec<i64> = to.iter().map(|&d| d as i64).collect();
-            g.set(&out, broadcast(&t.shape, &to), None);
+            let s = broadcast(&t.shape, &to);
+            if t.values.is_none() && elements(&s) > elements(&t.shape) {
+                // Shaped on, but the copy it makes is not modelled: listed.
+                g.skipped.push(format!(
+                    "{name} (Expand): the copy of an activation to {s:?} is not counted"
+                ));
+            }
+            g.set(&out, s, None);
         }
         "Split" => {
             let t = x()?;
@@ -390,6 +418,29 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
         "Where" => {
             let (c, a, b) = (x()?, input(g, 1)?, input(g, 2)?);
             let s = broadcast(&broadcast(&c.shape, &a.shape), &b.shape);
+            if let (Some(vc), Some(va), Some(vb)) = (&c.values, &a.values, &b.values) {
+                // Shape arithmetic on constants: folded, not counted (each operand of the
+                // result's length, or one value broadcast).
+                let len = elements(&s) as usize;
+                let at = |v: &Vec<f64>, i: usize| match v.len() {
+                    1 => Some(v[0]),
+                    n if n == len => Some(v[i]),
+                    _ => None,
+                };
+                let folded: Option<Vec<f64>> = (0..len)
+                    .map(|i| {
+                        Some(if at(vc, i)? != 0.0 {
+                            at(va, i)?
+                        } else {
+                            at(vb, i)?
+                        })
+                    })
+                    .collect();
+                if let Some(v) = folded {
+                    g.set(&out, s, Some(v));
+                    return Ok(());
+                }
+            }
             g.layer(
                 name,
                 Op::Elementwise {
@@ -436,16 +487,17 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
             };
             let smaller = elements(&a.shape).min(elements(&b.shape)).max(1) as u64;
             let other = (smaller != elements(&s) as u64).then_some(smaller);
-            // The smaller operand a weight broadcast over the activations: a bias.
-            let weight = if elements(&a.shape) < elements(&b.shape) {
-                &a
-            } else {
-                &b
+            // A weight added to the activations, broadcast (a bias) or whole (a position
+            // embedding): a bias of its elements, read once.
+            let weight = match (a.weight, b.weight) {
+                (true, false) => Some(&a),
+                (false, true) => Some(&b),
+                _ => None,
             };
-            let op = match (kind, other) {
-                (Binary::Add | Binary::Sub, Some(elements)) if weight.weight => {
-                    Op::Bias { elements }
-                }
+            let op = match (kind, weight) {
+                (Binary::Add | Binary::Sub, Some(w)) => Op::Bias {
+                    elements: elements(&w.shape).max(1) as u64,
+                },
                 _ => Op::Elementwise {
                     kind,
                     other_elements: other,
@@ -570,12 +622,16 @@ pub(super) fn node(g: &mut Graph, n: &NodeProto, name: &str) -> Result<(), Strin
                 return Err(format!("perm {perm:?} is not a permutation of rank {rank}"));
             }
             let s: Vec<i64> = perm.iter().map(|&i| t.shape[i]).collect();
-            if t.values.is_none() {
+            if t.values.is_none() && !t.weight {
                 // A copy: counted on the flattened tensor (the batch may move).
                 let e = elements(&t.shape);
                 g.layer(name, Op::Transpose { perm: vec![0] }, &[1, e])?;
             }
             g.set(&out, s, t.values);
+            // A weight transposed (an exporter's W^T before a MatMul) stays a weight.
+            if let Some(o) = g.tensors.get_mut(&out) {
+                o.weight = t.weight;
+            }
         }
         "Resize" | "Upsample" => {
             let t = x()?;

@@ -721,3 +721,73 @@ fn integer_attributes_of_another_type_are_listed_and_flatten_keeps_the_batch() {
         assert_eq!(r.total.flops, 2 * 24, "axis {axis}: {:?}", o.skipped);
     }
 }
+
+/// Found by review: a weight transposed before its MatMul became a per-sample copy and
+/// the MatMul was lost; an initializer added whole (a position embedding) was read per
+/// sample with no parameters; an Expand of an activation vanished unlisted; `Where` over
+/// constants and opset 12's `Constant(value_ints)` stopped the shape arithmetic.
+#[test]
+fn transposed_weights_whole_biases_expands_and_folded_wheres() {
+    let o = counted(
+        input("x", &[0, 20]),
+        vec![
+            node("Transpose", &["w"], "wt", vec![ints("perm", &[1, 0])]),
+            node("MatMul", &["x", "wt"], "y", vec![]),
+        ],
+        vec![weight("w", &[30, 20])],
+    );
+    let r = o.model.count(4, Precision::F32, false);
+    let ops: Vec<&str> = r.layers.iter().map(|l| l.op).collect();
+    assert_eq!(ops, ["linear"], "{:?}", o.skipped);
+    assert_eq!((r.total.params, r.total.macs), (600, 4 * 600));
+    let o = counted(
+        input("x", &[0, 4, 8]),
+        vec![node("Add", &["x", "pos"], "y", vec![])],
+        vec![weight("pos", &[1, 4, 8])],
+    );
+    let r = o.model.count(4, Precision::F32, false);
+    assert_eq!((r.layers[0].op, r.total.params), ("bias", 32));
+    assert_eq!(r.total.weight_bytes, 4 * 32, "read once, not per sample");
+    let o = counted(
+        input("x", &[0, 1, 8]),
+        vec![
+            constant("shape", &[1, 16, 8]),
+            node("Expand", &["x", "shape"], "y", vec![]),
+            node("Relu", &["y"], "z", vec![]),
+        ],
+        vec![],
+    );
+    assert!(
+        o.skipped.iter().any(|s| s.contains("(Expand)")),
+        "{:?}",
+        o.skipped
+    );
+    assert_eq!(o.model.count(1, Precision::F32, false).total.flops, 16 * 8);
+    // Where([1, 0, 0], [1, 9, 9], [7, 2, 16]) picks [1, 2, 16]; Constant(value_ints) gives
+    // the same target: both reshape [4, 8] to [2, 16] before the Relu.
+    let bools = TensorProto {
+        dims: vec![3],
+        data_type: 7,
+        int64_data: vec![1, 0, 0],
+        name: "c".into(),
+        ..TensorProto::default()
+    };
+    let value_ints = node("Constant", &[], "t2", vec![ints("value_ints", &[1, 2, 16])]);
+    for target in ["t", "t2"] {
+        let o = counted(
+            input("x", &[0, 4, 8]),
+            vec![
+                constant("a", &[1, 9, 9]),
+                constant("b", &[7, 2, 16]),
+                node("Where", &["c", "a", "b"], "t", vec![]),
+                value_ints.clone(),
+                node("Reshape", &["x", target], "y", vec![]),
+                node("Relu", &["y"], "z", vec![]),
+            ],
+            vec![bools.clone()],
+        );
+        assert!(o.skipped.is_empty(), "{target}: {:?}", o.skipped);
+        let r = o.model.count(1, Precision::F32, false);
+        assert_eq!(r.layers.last().unwrap().input, vec![2, 16], "{target}");
+    }
+}
