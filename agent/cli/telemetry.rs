@@ -458,6 +458,28 @@ fn change(
     Ok(controller.apply_values(target)?)
 }
 
+/// Opens the ring now at `path` in place of `ring`, which its writer replaced: how many
+/// rings came between them (replaced in turn before a look found them: their samples are
+/// lost, their time held from the next one's first reading).
+fn reopen(ring: &mut RingReader, path: &std::path::Path) -> Result<u64> {
+    let old = ring.writer().map(|l| l.generation);
+    *ring = RingReader::open(path)?;
+    let new = ring.writer().map(|l| l.generation);
+    Ok(match (old, new) {
+        (Some(old), Some(new)) => new.saturating_sub(old + 1),
+        _ => 0,
+    })
+}
+
+/// The note for `n` rings replaced too fast to read, if any.
+fn unread_note(n: u64) -> Option<String> {
+    (n > 0).then(|| {
+        format!(
+            "{n} ring(s) were replaced again before they could be read (averaging changed in quick succession): their samples are lost, their time held from the next ring's first reading"
+        )
+    })
+}
+
 /// What a watch saw of its rings. The agent replaces its ring when another client changes
 /// the sensors' averaging: the old one is integrated up to its last sample and the watch
 /// follows to the new one, as `energy` does. A ring its writer closed (the agent stopped)
@@ -474,7 +496,9 @@ struct Seen {
     /// The energy of the rings left behind.
     energy: Option<crate::telemetry::energy::Energy>,
     /// Rings followed.
-    replaced: usize,
+    replaced: u64,
+    /// Rings replaced before they could be read ([`reopen`]).
+    unread: u64,
     /// The last sample of a ring its writer closed.
     closed_at: Option<u64>,
 }
@@ -488,6 +512,7 @@ impl Seen {
             left: (0, 0, 0),
             energy: None,
             replaced: 0,
+            unread: 0,
             closed_at: None,
         }
     }
@@ -506,10 +531,11 @@ impl Seen {
                     self.left.1 + overruns,
                     self.left.2 + errors,
                 );
-                *ring = RingReader::open(path)?;
+                let unread = reopen(ring, path)?;
                 // A new ring: every sample in it is of the watch.
                 (self.from, self.first, self.counted) = (to, 0, (0, 0));
-                self.replaced += 1;
+                self.replaced += 1 + unread;
+                self.unread += unread;
                 Ok(true)
             }
             Some(WriterState::Closed) if self.closed_at.is_none() => {
@@ -650,15 +676,16 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
             seen.replaced
         ));
     }
+    notes.extend(unread_note(seen.unread));
     if seen.closed_at.is_some() {
-        let why = "its ring ended (the agent stopped, or replaced a ring the view showed): the watch ends at its last sample";
-        if out.json {
-            notes.push(why.to_string());
-        } else {
-            eprintln!("jpower: warning: {why}");
-        }
+        notes.push("its ring ended (the agent stopped, or replaced a ring the view showed): the watch ends at its last sample".to_string());
     }
     notes.extend(failed_notes(&ring, &e));
+    if !out.json {
+        for n in &notes {
+            eprintln!("jpower: note: {n}");
+        }
+    }
     if out.json {
         out.print(&json!({"samples": samples, "requested_hz": requested_hz, "rate_hz": samples as f64 / seconds,
                           "overruns": overruns, "read_errors": errors, "notes": notes,
@@ -710,8 +737,10 @@ struct Measured {
     status: std::process::ExitStatus,
     /// jpower's wait around the command for the samples that bound it, ms.
     waited_ms: f64,
-    /// What the measurement lacks (a ring that ended before the command).
+    /// What the measurement lacks (a ring that ended before the command, rings unread).
     notes: Vec<String>,
+    /// Whether the ring ended before the command: its last reading held to the end.
+    cut: bool,
 }
 
 /// How often `energy` looks at its ring while the command runs (it hears of the command's
@@ -752,6 +781,7 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
         let _ = exited.send((status, monotonic_ns()));
     });
     let (mut done, mut from) = (None::<crate::telemetry::energy::Energy>, t0);
+    let mut unread = 0;
     let (status, t1) = loop {
         match exit.recv_timeout(POLL) {
             Ok(ended) => break ended,
@@ -775,7 +805,7 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
                 from = to;
             }
             if replaced {
-                ring = RingReader::open(feed.path())?;
+                unread += reopen(&mut ring, feed.path())?;
             }
         }
     };
@@ -783,17 +813,19 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
     let status = status.with_context(|| format!("waiting for {}", command[0]))?;
     // A ring that ends before the command (the agent stopped) still measured most of it,
     // and the command's status is what `energy` exits with: said, not an error.
-    let (waited_after, notes) = match sample_after(&ring, t1) {
+    let (waited_after, mut notes) = match sample_after(&ring, t1) {
         Ok(waited) => (waited, Vec::new()),
         Err(e) => (
             monotonic_ns().saturating_sub(t1),
             vec![format!(
-                "{e:#}: the last sample, {:.1} ms before the command ended, stands in for the rest",
+                "{e:#}: the last sample's reading, {:.1} ms before the command ended, is held over the rest (no error bound)",
                 ring.latest()
                     .map_or(0.0, |s| t1.saturating_sub(s.t_ns) as f64 * 1e-6)
             )],
         ),
     };
+    let cut = !notes.is_empty();
+    notes.extend(unread_note(unread));
     let last = ring.energy(from, t1);
     let energy = done.map_or(last.clone(), |d| {
         d.join(&last, ring.info.slowest_refresh_s())
@@ -804,6 +836,7 @@ fn measure(feed: &Feed, command: &[String], quiet_stdout: bool) -> Result<Measur
         status,
         waited_ms: (waited_before + waited_after) as f64 * 1e-6,
         notes,
+        cut,
     })
 }
 
@@ -821,6 +854,7 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
         status,
         waited_ms,
         notes: lacks,
+        cut,
     } = measured?;
     notes.extend(lacks);
     let period_ms = ring.info.period_ns as f64 * 1e-6;
@@ -828,7 +862,10 @@ pub fn energy(target: &Target, a: &EnergyArgs, out: &Output) -> Result<i32> {
     // samples, or a command shorter than a refresh, no reading measured the command and
     // the swing is unknown, so there is no bound to give.
     let refresh_s = ring.info.slowest_refresh_s();
-    let bound = if e.samples < 2 || e.duration_s < refresh_s {
+    let bound = if cut {
+        // Said in its note: the held reading's error is unknown.
+        None
+    } else if e.samples < 2 || e.duration_s < refresh_s {
         notes.push(format!(
             "the command ran {:.1} ms with {} sample(s) inside it, and the sensors refresh every {:.1} ms: its energy is the readings held over it, with no error bound{}",
             e.duration_s * 1e3,

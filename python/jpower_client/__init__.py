@@ -877,6 +877,9 @@ class Client:
         its idle timeout; the closed connection withdraws it."""
         try:
             return _unwrap(self.request({"schedule_gate": {"kind": kind}}, wait=timeout), "turn")
+        except (AgentError, ProtocolError, ValueError):
+            # Refused or malformed: answered, nothing pending; the client stays open.
+            raise
         except BaseException:
             self.close()
             raise

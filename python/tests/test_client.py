@@ -621,6 +621,7 @@ class Common:
         # none until the first's next end marker or its idle timeout.
         holder, late, other = self.client("holder"), self.client("late"), self.client("other")
         holder.schedule_plan(max_batch=1, slo_ms=1000)
+        before_aborted = holder.schedule_status()["train"]["aborted"]
         holder.minibatch_begin("train", 600)
         holder.gate("train")
         late.minibatch_begin("train", 600)
@@ -628,6 +629,11 @@ class Common:
             late.gate("train", timeout=0.3)
         with self.assertRaises(ConnectionError):
             late.status()
+        # A refused gate (a second one while holding the turn) is answered: the client
+        # and its turn stay.
+        with self.assertRaises(AgentError):
+            holder.gate("train")
+        self.assertEqual(holder.schedule_status()["train"]["aborted"], before_aborted)
         holder.minibatch_end("train", 600)
         other.minibatch_begin("train", 601)
         self.assertEqual(other.gate("train", timeout=5)["kind"], "train")

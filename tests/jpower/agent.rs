@@ -1699,10 +1699,28 @@ fn watch_follows_a_replaced_ring_and_ends_with_a_closed_one() {
         "0.5",
     ]));
     let w = finish(long);
-    assert!(w["notes"].to_string().contains("replaced its ring"), "{w}");
+    assert!(
+        w["notes"]
+            .to_string()
+            .contains("replaced its ring 2 time(s)"),
+        "{w}"
+    );
     // The 1 kHz half second is in it, and the watch's whole length.
     assert!(w["samples"].as_u64().unwrap() > 100, "{w}");
     assert!(w["duration_s"].as_f64().unwrap() > 2.5, "{w}");
+    // Rings replaced faster than a look finds them are counted, and said to be unread
+    // (found by review of the above): four averagings in a row, then the one from before.
+    let quick = watch("2");
+    std::thread::sleep(Duration::from_millis(500));
+    {
+        let mut c = agent.client(Encoding::Json);
+        for samples in [4, 16, 64, 4] {
+            c.request(RequestBody::SetAveraging { samples }).unwrap();
+        }
+    }
+    let w = finish(quick);
+    let notes = w["notes"].to_string();
+    assert!(notes.contains("replaced its ring 5 time(s)"), "{w}");
     let cut = watch("5");
     std::thread::sleep(Duration::from_millis(1000));
     agent.signal(nix::sys::signal::Signal::SIGTERM);
@@ -1735,7 +1753,14 @@ fn energy_keeps_its_commands_status_when_the_agent_stops() {
     assert!(e["duration_s"].as_f64().unwrap() >= 2.0, "{e}");
     assert!(e["module_j"].as_f64().unwrap() > 0.0, "{e}");
     let notes = e["notes"].to_string();
-    assert!(notes.contains("closed it"), "{e}");
+    assert!(
+        notes.contains("closed it") && notes.contains("held over"),
+        "{e}"
+    );
+    assert!(
+        e["error_bound_j"].is_null(),
+        "the held reading's error is unknown: {e}"
+    );
 }
 
 /// Issue 15: with an agent running, every command that only reads works (none takes the

@@ -33,7 +33,8 @@ use turns::{Gate, Request, Turns};
 /// The most requests queued or in a batch, not yet served: beyond, `schedule_submit` is
 /// refused `busy` and a declared rate adds none. The inbox holds as many.
 pub const MAX_UNSERVED: usize = 4096;
-/// How soon a phase switch that found the core held by another switch is tried again.
+/// How soon a phase switch that found the core held (by a switch, or any request that
+/// holds it) is tried again.
 const CORE_RETRY: Duration = Duration::from_millis(1);
 
 /// What connections and the thread both count: request numbers, and requests not yet
@@ -380,7 +381,7 @@ impl State {
     }
 
     /// Grants the next turn if one is due, switching the phase's mode first where the
-    /// plan has phase modes. While another switch holds the core, the turn waits (tried
+    /// plan has phase modes. While another holds the core, the turn waits (tried
     /// again every [`CORE_RETRY`]) and the thread goes on answering: it never blocks on
     /// the core, so `schedule_status` and the gates' bookkeeping are answered at once,
     /// switch or not.
