@@ -630,24 +630,23 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
         }
     } else {
         // The board's files beside the ring: clocks, loads, memory, fan, the mode's name.
-        // The view shows one ring: it ends where that ring does (a note says why).
         let (root, _sim) = target.root()?;
         let board = crate::board::Board::discover(root)?;
         let presets = target.presets_or_warn(&board);
+        let requested_hz = |r: &RingReader| feed.requested_hz(r);
         let view = super::dashboard::Feed {
             board: &board,
             presets: presets.as_ref(),
-            ring: &ring,
-            requested_hz: feed.requested_hz(&ring),
+            requested_hz: &requested_hz,
         };
-        let ended = || {
-            ring.writer()
-                .is_some_and(|l| matches!(l.state, WriterState::Closed | WriterState::Replaced))
+        let mut follow = |r: &mut RingReader| seen.follow(r, feed.path());
+        let mut rings = super::dashboard::Rings {
+            ring: &mut ring,
+            follow: &mut follow,
         };
-        super::dashboard::run(&view, &|| done() || ended())?;
-        if ended() {
-            seen.closed_at = Some(ring.latest().map_or(started, |s| s.t_ns).max(started));
-        }
+        super::dashboard::run(&view, &mut rings, &done)?;
+        // A ring closed (or replaced) since the view's last look.
+        seen.follow(&mut ring, feed.path())?;
     }
     let now = seen.closed_at.unwrap_or_else(monotonic_ns);
     let seconds = now.saturating_sub(started) as f64 * 1e-9;
@@ -678,7 +677,9 @@ pub fn watch(target: &Target, a: &WatchArgs, out: &Output) -> Result<()> {
     }
     notes.extend(unread_note(seen.unread));
     if seen.closed_at.is_some() {
-        notes.push("its ring ended (the agent stopped, or replaced a ring the view showed): the watch ends at its last sample".to_string());
+        notes.push(
+            "its ring ended (the agent stopped): the watch ends at its last sample".to_string(),
+        );
     }
     notes.extend(failed_notes(&ring, &e));
     if !out.json {

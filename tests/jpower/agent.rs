@@ -1729,6 +1729,55 @@ fn watch_follows_a_replaced_ring_and_ends_with_a_closed_one() {
     assert!(w["duration_s"].as_f64().unwrap() < 4.0, "{w}");
 }
 
+/// `watch`'s view (rows when stdout is not a terminal) ended at a ring the agent
+/// replaced, with a note that its ring had ended: it follows the new ring as `--json` and
+/// `--csv` do, its rows going on at the new ring's rate, and ends at a closed one.
+#[test]
+fn watch_view_follows_a_replaced_ring() {
+    let mut agent = Agent::start("orin-agx", "");
+    let rt = agent.rt.path().to_path_buf();
+    let watch = |seconds: &str| {
+        util::jpower(&rt)
+            .args(["--sim", "orin-agx", "watch", "--duration", seconds])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let finish = |child: std::process::Child| {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        (String::from_utf8_lossy(&out.stdout).to_string(), stderr)
+    };
+    let long = watch("4");
+    std::thread::sleep(Duration::from_millis(800));
+    util::ok(util::jpower(&rt).args(["--sim", "orin-agx"]).args([
+        "energy",
+        "--averaging",
+        "auto",
+        "--",
+        "sleep",
+        "1.5",
+    ]));
+    let (rows, stderr) = finish(long);
+    assert!(stderr.contains("replaced its ring 2 time(s)"), "{stderr}");
+    assert!(!stderr.contains("its ring ended"), "{stderr}");
+    let blocks: Vec<&str> = rows.split("\n\n").filter(|b| !b.is_empty()).collect();
+    assert!(blocks.len() >= 6, "rows stopped: {rows}");
+    // Some refresh read the 1 kHz ring the averaging asked for.
+    let rate = |b: &str| -> f64 {
+        let after = b.split("sampling at ").nth(1).unwrap_or("0");
+        after.split(' ').next().unwrap().parse().unwrap_or(0.0)
+    };
+    assert!(blocks.iter().any(|b| rate(b) > 100.0), "{rows}");
+    let cut = watch("5");
+    std::thread::sleep(Duration::from_millis(1000));
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    let (_, stderr) = finish(cut);
+    assert!(stderr.contains("its ring ended"), "{stderr}");
+}
+
 /// Found by review: an agent that stopped while `energy` measured through its ring made
 /// `energy` fail ("hangs or was killed", after a wait) when its command ended, losing the
 /// command's exit status and the measurement. The status stands, the measurement up to

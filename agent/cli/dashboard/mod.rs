@@ -1,14 +1,15 @@
 //! `jpower watch`'s live view: every half second a [`snapshot::Snapshot`] of the board
 //! and the ring, drawn by [`view`] with `ratatui` on a terminal (the alternate screen in
 //! raw mode, `q`, Esc or Ctrl-C to quit, the terminal restored on the way out) or printed
-//! as plain rows when stdout is not a terminal.
+//! as plain rows when stdout is not a terminal. It follows a ring the agent replaced and
+//! ends at one it closed.
 
 mod snapshot;
 mod view;
 
 use crate::board::Board;
 use crate::control::preset::Presets;
-use crate::telemetry::ring::RingReader;
+use crate::telemetry::ring::{RingReader, WriterState};
 use anyhow::Result;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use std::io::{IsTerminal, Write};
@@ -17,35 +18,56 @@ use std::time::{Duration, Instant};
 /// How often the view refreshes.
 const REFRESH: Duration = Duration::from_millis(500);
 
-/// What the view shows: the board (read, never written), its presets, and the ring
-/// sampled at `requested_hz`.
+/// What the view shows: the board (read, never written), its presets, and the ring.
 pub struct Feed<'a> {
     /// The board, for its clocks, loads, memory and fan.
     pub board: &'a Board,
     /// Its presets, to name the mode.
     pub presets: Option<&'a Presets>,
-    /// The telemetry ring.
-    pub ring: &'a RingReader,
-    /// The rate asked of the sampler.
-    pub requested_hz: f64,
+    /// The rate asked of the sampler writing a ring.
+    pub requested_hz: &'a dyn Fn(&RingReader) -> f64,
 }
 
-impl Feed<'_> {
-    fn snapshot(&self, prev: &mut snapshot::Previous) -> snapshot::Snapshot {
-        snapshot::gather(self.board, self.presets, self.ring, self.requested_hz, prev)
+/// The ring shown, and how to follow the ring that replaces it (true when it did: the
+/// agent replaces its ring when another client changes the sensors' averaging).
+pub struct Rings<'a> {
+    /// The ring shown.
+    pub ring: &'a mut RingReader,
+    /// Moves `ring` to its replacement, if any.
+    pub follow: &'a mut dyn FnMut(&mut RingReader) -> Result<bool>,
+}
+
+impl Rings<'_> {
+    /// Follows a replaced ring (counting the next refresh from the new one); false once
+    /// the ring's writer closed it (the agent stopped): the view ends.
+    fn refresh(&mut self, board: &Board, prev: &mut snapshot::Previous) -> Result<bool> {
+        if (self.follow)(self.ring)? {
+            *prev = snapshot::Previous::now(board, self.ring);
+        }
+        Ok(!self
+            .ring
+            .writer()
+            .is_some_and(|l| l.state == WriterState::Closed))
     }
 }
 
-/// Shows `feed` until `done()` says so or, on a terminal, the user quits.
-pub fn run(feed: &Feed, done: &dyn Fn() -> bool) -> Result<()> {
+impl Feed<'_> {
+    fn snapshot(&self, ring: &RingReader, prev: &mut snapshot::Previous) -> snapshot::Snapshot {
+        let hz = (self.requested_hz)(ring);
+        snapshot::gather(self.board, self.presets, ring, hz, prev)
+    }
+}
+
+/// Shows `feed` from `rings` until `done()` says so, the ring is closed or, on a
+/// terminal, the user quits.
+pub fn run(feed: &Feed, rings: &mut Rings, done: &dyn Fn() -> bool) -> Result<()> {
     if std::io::stdout().is_terminal() {
         let mut terminal = ratatui::try_init()?;
-        let shown = screen(&mut terminal, feed, done);
+        let shown = screen(&mut terminal, feed, rings, done);
         ratatui::try_restore()?;
         shown
     } else {
-        rows(feed, done);
-        Ok(())
+        rows(feed, rings, done)
     }
 }
 
@@ -53,10 +75,11 @@ pub fn run(feed: &Feed, done: &dyn Fn() -> bool) -> Result<()> {
 fn screen(
     terminal: &mut ratatui::DefaultTerminal,
     feed: &Feed,
+    rings: &mut Rings,
     done: &dyn Fn() -> bool,
 ) -> Result<()> {
-    let mut prev = snapshot::Previous::now(feed.board, feed.ring);
-    let mut shown = feed.snapshot(&mut prev);
+    let mut prev = snapshot::Previous::now(feed.board, rings.ring);
+    let mut shown = feed.snapshot(rings.ring, &mut prev);
     while !done() {
         terminal.draw(|f| view::draw(f, &shown))?;
         let next = Instant::now() + REFRESH;
@@ -82,19 +105,26 @@ fn screen(
                 _ => {}
             }
         }
-        shown = feed.snapshot(&mut prev);
+        if !rings.refresh(feed.board, &mut prev)? {
+            return Ok(());
+        }
+        shown = feed.snapshot(rings.ring, &mut prev);
     }
     Ok(())
 }
 
-/// Plain rows, one block per refresh, until `done()` or a closed stdout.
-fn rows(feed: &Feed, done: &dyn Fn() -> bool) {
-    let mut prev = snapshot::Previous::now(feed.board, feed.ring);
+/// Plain rows, one block per refresh, until `done()`, a closed ring or a closed stdout.
+fn rows(feed: &Feed, rings: &mut Rings, done: &dyn Fn() -> bool) -> Result<()> {
+    let mut prev = snapshot::Previous::now(feed.board, rings.ring);
     while !done() {
         std::thread::sleep(REFRESH);
-        let text = view::plain(&feed.snapshot(&mut prev));
+        if !rings.refresh(feed.board, &mut prev)? {
+            break;
+        }
+        let text = view::plain(&feed.snapshot(rings.ring, &mut prev));
         if std::io::stdout().write_all(text.as_bytes()).is_err() {
-            return;
+            break;
         }
     }
+    Ok(())
 }
