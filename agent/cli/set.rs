@@ -42,12 +42,14 @@ pub struct Args {
 /// Every write of a switch, as JSON and as text lines.
 pub fn describe(board: &Board, sw: &Switch) -> (Vec<Value>, String) {
     let mut text = String::new();
+    // A CPU brought online for its cluster's limits is written twice.
+    let mut now = sw.prior.clone();
     let changes = sw
         .steps
         .iter()
         .map(|s| {
             let k = &board.knobs[s.knob];
-            let from = sw.prior[s.knob];
+            let from = std::mem::replace(&mut now[s.knob], s.value);
             let _ = writeln!(text, "  {}: {from} -> {}", k.path.display(), s.value);
             json!({"path": k.path, "from": from, "to": s.value})
         })

@@ -3,15 +3,17 @@
 //!
 //! The order ([`plan`]):
 //! 1. cores coming online, lowest first (a cluster's limits can only be written while one
-//!    of its CPUs is online);
-//! 2. each cluster with a CPU online during this phase, then the GPU: min/max writes ordered so that
+//!    of its CPUs is online: a cluster offline before and after whose limits change, as a
+//!    restore may ask, has its first CPU brought online for them);
+//! 2. each cluster's, then the GPU's: min/max writes ordered so that
 //!    min <= max holds after every single write (moving up: max first; down: min first).
 //!    L4T 32 rejects the other order with `EINVAL`, L4T 35/36 silently clamp;
 //! 3. the EMC cap, then the settings (GPU rail gating and runtime PM, INA3221 sensors,
 //!    the fan);
-//! 4. cores going offline, highest first. cpu0 never goes offline.
+//! 4. cores going offline, highest first (a CPU brought online for its cluster's limits
+//!    too). cpu0 never goes offline.
 //!
-//! Only knobs whose value changes are written. Values are in each file's unit. Nothing
+//! Only knobs whose value changes are written (a lit CPU's `online`, twice). Values are in each file's unit. Nothing
 //! here allocates: plans and value sets are fixed-capacity.
 
 use crate::board::{Board, Values, MAX_KNOBS};
@@ -26,8 +28,9 @@ pub struct Step {
     pub value: u64,
 }
 
-/// An ordered list of writes.
-pub type Plan = heapless::Vec<Step, MAX_KNOBS>;
+/// An ordered list of writes: each knob at most once, but a CPU lit for its cluster's
+/// limits, twice.
+pub type Plan = heapless::Vec<Step, { 2 * MAX_KNOBS }>;
 
 /// Why a mode cannot be turned into knob values.
 #[derive(Debug, thiserror::Error)]
@@ -163,7 +166,7 @@ pub fn cluster_online(board: &Board, cpus: &[usize], values: &Values) -> bool {
 }
 
 fn push(plan: &mut Plan, knob: usize, value: u64) {
-    // Capacity equals the knob count bound, and each knob is pushed at most once.
+    // Capacity is twice the knob count bound, and each knob is pushed at most twice.
     let _ = plan.push(Step { knob, value });
 }
 
@@ -188,26 +191,18 @@ fn pair(plan: &mut Plan, min: usize, max: usize, cur: &Values, t: &Values) {
 /// The ordered writes taking the board from `cur` to `t`.
 pub fn plan(board: &Board, cur: &Values, t: &Values) -> Plan {
     let mut p = Plan::new();
+    let lit = lit_for_limits(board, cur, t);
     for &(_, knob) in &board.cpus {
         if let Some(k) = knob {
-            if cur[k] == 0 && t[k] == 1 {
+            if (cur[k] == 0 && t[k] == 1) || lit & 1 << k != 0 {
                 push(&mut p, k, 1);
             }
         }
     }
-    // During the limit writes the CPUs online are those of `cur` plus those just onlined.
+    // Every cluster whose limits change has a CPU online now: in `cur`, in `t` (just
+    // onlined) or lit for the writes.
     for c in &board.clusters {
-        if cluster_online(board, &c.cpus, cur) || cluster_online(board, &c.cpus, t) {
-            pair(&mut p, c.min, c.max, cur, t);
-        }
-    }
-    if let Some(g) = &board.gpu {
-        pair(&mut p, g.min, g.max, cur, t);
-    }
-    if let Some(e) = &board.emc {
-        if cur[e.cap] != t[e.cap] {
-            push(&mut p, e.cap, t[e.cap]);
-        }
+        pair(&mut p, c.min, c.max, cur, t);
     }
     // Settings, in discovery order: the GPU's rail gating before its runtime PM, each
     // sensor's `samples` before its `update_interval` (the driver derives the conversion
@@ -219,10 +214,29 @@ pub fn plan(board: &Board, cur: &Values, t: &Values) -> Plan {
     }
     for &(cpu, knob) in board.cpus.iter().rev() {
         if let Some(k) = knob {
-            if cpu != 0 && cur[k] == 1 && t[k] == 0 {
+            if cpu != 0 && ((cur[k] == 1 && t[k] == 0) || lit & 1 << k != 0) {
                 push(&mut p, k, 0);
             }
         }
     }
     p
+}
+
+/// The `online` knobs (a mask of knob indices) of the CPUs brought online only for their
+/// cluster's limit writes: one per cluster offline before and after whose limits change,
+/// its first hotpluggable CPU. A mode keeps an offline cluster's limits
+/// ([`keep_offline_clusters`]); a restore does not, since limits written while a cluster
+/// was online, left there, pin its clock when its CPUs next come online.
+fn lit_for_limits(board: &Board, cur: &Values, t: &Values) -> u64 {
+    let mut lit = 0;
+    for c in &board.clusters {
+        let moves = cur[c.min] != t[c.min] || cur[c.max] != t[c.max];
+        if moves && !cluster_online(board, &c.cpus, cur) && !cluster_online(board, &c.cpus, t) {
+            let first = (board.cpus.iter())
+                .filter(|(cpu, _)| c.cpus.contains(cpu))
+                .find_map(|&(_, k)| k);
+            lit |= first.map_or(0, |k| 1 << k);
+        }
+    }
+    lit
 }

@@ -1462,3 +1462,47 @@ fn set_warns_of_what_discovery_could_not_find() {
         "{err}"
     );
 }
+
+/// Found by review: limits written while a cluster was online, left there when its CPUs
+/// went offline, were not restored (a plan wrote no limits of a cluster offline before and
+/// after) and the saved state was forgotten all the same, "at baseline": the cores came
+/// online later pinned at the top clock. A restore brings one CPU of such a cluster online
+/// for its writes, and takes it offline again.
+#[test]
+fn restore_puts_back_the_limits_of_a_cluster_offline_before_and_after() {
+    let rt = util::runtime();
+    let sim = ["--sim", "xavier-agx"];
+    // MODE_10W: two cores online, the offline clusters' limits 1190.4..2265.6 MHz.
+    ok(jpower(rt.path())
+        .args(sim)
+        .args(["sim", "nvpmodel", "-m", "1"]));
+    let status = || json(&ok(jpower(rt.path()).args(sim).args(["--json", "status"])));
+    let limits = |st: &serde_json::Value| -> Vec<(u64, u64)> {
+        (st["clusters"].as_array().unwrap().iter())
+            .map(|c| {
+                (
+                    c["min_khz"].as_u64().unwrap(),
+                    c["max_khz"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let boot = status();
+    ok(jpower(rt.path())
+        .args(sim)
+        .args(["set", "--cores", "8", "--cpu-freq", "2.2656GHz"]));
+    ok(jpower(rt.path()).args(sim).args(["set", "--cores", "2"]));
+    let out = ok(jpower(rt.path()).args(sim).arg("restore"));
+    let back = status();
+    assert_eq!(limits(&back), limits(&boot), "{out}");
+    assert_eq!(back["cpus"], boot["cpus"], "{out}");
+    // The lit CPU's two writes, each from what it held then.
+    assert!(
+        out.contains("cpu2/online: 0 -> 1") && out.contains("cpu2/online: 1 -> 0"),
+        "{out}"
+    );
+    // Its cores come online at the boot limits, not pinned.
+    ok(jpower(rt.path()).args(sim).args(["set", "--cores", "8"]));
+    assert_eq!(limits(&status()), limits(&boot));
+    ok(jpower(rt.path()).args(sim).arg("restore"));
+}
