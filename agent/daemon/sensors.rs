@@ -9,7 +9,7 @@
 //!
 //! Each ring counts its samples, overruns and read errors from 0 in its header; the
 //! [`CurrentRing`] keeps the final counts of the rings before the current one, taken as
-//! each is replaced and completed once its sampler has stopped, so the totals since the
+//! each is replaced (its sampler stopped first), so the totals since the
 //! agent started never go back, nor lose a ring that lived between two of their readers
 //! (a review found a `watch`'s 1 kHz ring, begun and ended between two scrapes, missing
 //! from `jpower_samples_total`).
@@ -75,21 +75,12 @@ impl CurrentRing {
         add(c.retired, counts(&c.ring))
     }
 
-    /// Makes `ring` the current one; returns the old one and the counts taken from it,
-    /// which [`CurrentRing::settle`] completes once its sampler has stopped.
-    fn replace(&self, ring: RingReader) -> (Arc<RingReader>, Counts) {
+    /// Makes `ring` the current one; the old one's sampler has stopped, so its counts
+    /// are final.
+    fn replace(&self, ring: RingReader) {
         let mut c = self.write();
         let old = std::mem::replace(&mut c.ring, Arc::new(ring));
-        let taken = counts(&old);
-        c.retired = add(c.retired, taken);
-        (old, taken)
-    }
-
-    /// Adds what `old` counted after [`CurrentRing::replace`] took `taken` from it.
-    fn settle(&self, old: &RingReader, taken: Counts) {
-        let last = counts(old);
-        let mut c = self.write();
-        c.retired = add(c.retired, std::array::from_fn(|i| last[i] - taken[i]));
+        c.retired = add(c.retired, counts(&old));
     }
 }
 
@@ -111,6 +102,8 @@ pub struct Sensors {
     cfg: SamplerConfig,
     /// The INA3221 knob values the sampler's refresh intervals come from.
     averaging: Averaging,
+    /// The knob values the sampler was started for.
+    started: Values,
     ring: CurrentRing,
 }
 
@@ -154,6 +147,7 @@ impl Sensors {
             telemetry,
             cfg,
             averaging: averaging_of(board, values),
+            started: values.clone(),
             ring,
         })
     }
@@ -187,15 +181,34 @@ impl Sensors {
             return Ok(false);
         }
         let path = self.telemetry.path.clone();
-        // The new ring replaces the old at its path before the old sampler stops, so its
-        // readers learn `replaced`, not `closed`.
-        let telemetry = Telemetry::start(board, values, &path, &self.cfg)?;
-        let (old, taken) = self.ring.replace(RingReader::open(&path)?);
-        // The old sampler stops (and is joined) here: its counts are final.
-        self.telemetry = telemetry;
-        self.ring.settle(&old, taken);
+        // The old sampler stops first, its ring left live, then the new ring replaces it at
+        // its path: readers learn `replaced`, not `closed`, and no sample follows (a review's
+        // reader found one 4 ms after `replaced` when the new ring started first).
+        self.telemetry.halt();
+        let telemetry = match Telemetry::start(board, values, &path, &self.cfg) {
+            Ok(t) => t,
+            Err(e) => {
+                // Sampling goes on at the refresh it had, in a new ring, rather than stop.
+                let old = self.started.clone();
+                match Telemetry::start(board, &old, &path, &self.cfg) {
+                    Ok(t) => self.swap(t, &path)?,
+                    Err(_) => self.telemetry.close(),
+                }
+                return Err(e.into());
+            }
+        };
+        self.swap(telemetry, &path)?;
+        self.started = values.clone();
         self.averaging = averaging;
         Ok(true)
+    }
+
+    /// Makes `telemetry`, writing the ring at `path`, the running one.
+    fn swap(&mut self, telemetry: Telemetry, path: &Path) -> Result<(), SensorsError> {
+        self.ring.replace(RingReader::open(path)?);
+        // The old telemetry, halted, is dropped: its ring, replaced, stays so.
+        self.telemetry = telemetry;
+        Ok(())
     }
 }
 
@@ -221,9 +234,8 @@ mod tests {
         }
     }
 
-    /// The totals carry on across rings: a replaced ring's counts stay, what it counted
-    /// after the swap is added once its sampler stopped, and a ring that began and ended
-    /// between two reads is counted whole.
+    /// The totals carry on across rings: a replaced ring's final counts stay, and a ring
+    /// that began and ended between two reads is counted whole.
     #[test]
     fn the_totals_carry_on_across_rings() {
         let dir = tempfile::tempdir().unwrap();
@@ -234,28 +246,22 @@ mod tests {
         a.add_overruns(2);
         let current = CurrentRing::new(open());
         assert_eq!(current.totals(), [10, 2, 0]);
-        // The next ring starts before the old sampler stops, as `follow` does.
-        let b = ring(&path);
-        let (old, taken) = current.replace(open());
-        assert_eq!(current.totals(), [10, 2, 0], "never back");
+        // The old sampler stops before the next ring starts, as `follow` does.
         publish(&a, 10, 15);
         a.add_read_error();
-        a.close();
-        current.settle(&old, taken);
+        let b = ring(&path);
+        current.replace(open());
+        assert_eq!(current.totals(), [15, 2, 1], "never back");
         publish(&b, 0, 3);
         assert_eq!(current.totals(), [18, 2, 1]);
         // A ring that lives between two reads.
-        let c = ring(&path);
-        let (old, taken) = current.replace(open());
         publish(&b, 3, 4);
-        b.close();
-        current.settle(&old, taken);
+        let c = ring(&path);
+        current.replace(open());
         publish(&c, 0, 100);
         c.add_overruns(5);
         let _d = ring(&path);
-        let (old, taken) = current.replace(open());
-        c.close();
-        current.settle(&old, taken);
+        current.replace(open());
         assert_eq!(current.totals(), [119, 7, 1]);
     }
 }

@@ -169,11 +169,17 @@ impl Telemetry {
         })
     }
 
+    /// Every thread writing the ring stops; the ring is left live, for a new ring at its
+    /// path to replace (`replaced`, which a reader follows, rather than `closed`).
+    pub fn halt(&mut self) {
+        drop((self.watcher.take(), self.activity.take()));
+        self.sampler.halt();
+    }
+
     /// A clean stop before the end: every thread writing the ring stops, then the ring is
     /// marked closed, whoever still holds `self` (dropping it does the same).
     pub fn close(&mut self) {
-        drop((self.watcher.take(), self.activity.take()));
-        self.sampler.halt();
+        self.halt();
         self.sampler.ring().close();
     }
 }

@@ -1778,6 +1778,33 @@ fn watch_view_follows_a_replaced_ring() {
     assert!(stderr.contains("its ring ended"), "{stderr}");
 }
 
+/// Found by a reader written from the ring's doc: a ring marked replaced still got a
+/// sample after it (the new ring started before the old sampler stopped), which a reader
+/// reopening the path at once loses, and one draining the old ring counts twice. The old
+/// sampler stops first: no sample is later than the ring's `ended_ns`.
+#[test]
+fn no_sample_follows_a_ring_marked_replaced() {
+    use jpower::telemetry::ring::{RingReader, WriterState};
+    let agent = Agent::start("orin-agx", "");
+    let mut c = agent.client(Encoding::Json);
+    for samples in [4, 64, 1, 4, 16] {
+        let ring = RingReader::open(Path::new(&*agent.status().ring_path)).unwrap();
+        while ring.write_seq() < 3 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        c.request(RequestBody::SetAveraging { samples }).unwrap();
+        let life = ring.writer().unwrap();
+        assert_eq!(life.state, WriterState::Replaced);
+        std::thread::sleep(Duration::from_millis(50));
+        let last = ring.latest().unwrap();
+        assert!(
+            last.t_ns <= life.ended_ns,
+            "averaging {samples}: a sample {} us after the ring was replaced",
+            (last.t_ns - life.ended_ns) / 1000
+        );
+    }
+}
+
 /// Found by review: an agent that stopped while `energy` measured through its ring made
 /// `energy` fail ("hangs or was killed", after a wait) when its command ended, losing the
 /// command's exit status and the measurement. The status stands, the measurement up to
