@@ -13,8 +13,8 @@
 //! 4. cores going offline, highest first (a CPU brought online for its cluster's limits
 //!    too). cpu0 never goes offline.
 //!
-//! Only knobs whose value changes are written (a lit CPU's `online`, twice). Values are in each file's unit. Nothing
-//! here allocates: plans and value sets are fixed-capacity.
+//! Only knobs whose value changes are written (a lit CPU's `online`, twice). Values are in
+//! each file's unit. Nothing here allocates: plans and value sets are fixed-capacity.
 
 use crate::board::{Board, Values, MAX_KNOBS};
 use crate::control::mode::{validate, EmcLimit, Mode, ModeError, Range};
@@ -203,6 +203,14 @@ pub fn plan(board: &Board, cur: &Values, t: &Values) -> Plan {
     // onlined) or lit for the writes.
     for c in &board.clusters {
         pair(&mut p, c.min, c.max, cur, t);
+    }
+    if let Some(g) = &board.gpu {
+        pair(&mut p, g.min, g.max, cur, t);
+    }
+    if let Some(e) = &board.emc {
+        if cur[e.cap] != t[e.cap] {
+            push(&mut p, e.cap, t[e.cap]);
+        }
     }
     // Settings, in discovery order: the GPU's rail gating before its runtime PM, each
     // sensor's `samples` before its `update_interval` (the driver derives the conversion
