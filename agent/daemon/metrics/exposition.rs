@@ -36,6 +36,8 @@ pub struct Snapshot {
     pub rails: Vec<String>,
     /// The newest sample.
     pub latest: Option<Sample>,
+    /// When the snapshot was taken (`CLOCK_MONOTONIC` ns), for the newest sample's age.
+    pub now_ns: u64,
     /// Energy since the agent started.
     pub energy: EnergyCounters,
     /// The sampler's requested rate, Hz.
@@ -322,6 +324,7 @@ fn budget_and_lease(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Erro
         "Who holds the lease (value 1); absent when nobody does.",
         &["client", "pid", "uid", "lease"],
     )?;
+    // The holder's name without the `(pid P)` the status adds: the pid is its own label.
     if let Some(Holder {
         client,
         pid,
@@ -333,8 +336,13 @@ fn budget_and_lease(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Erro
             LeaseKind::Session => "session",
             LeaseKind::Persistent => "persistent",
         };
+        let pid = pid.to_string();
+        let name = (client.strip_suffix(')'))
+            .and_then(|c| c.strip_suffix(&*pid))
+            .and_then(|c| c.strip_suffix(" (pid "))
+            .unwrap_or(client);
         holder
-            .with_label_values(&[&**client, &pid.to_string(), &uid.to_string(), kind])
+            .with_label_values(&[name, &pid, &uid.to_string(), kind])
             .set(1.0);
     }
     Ok(())
@@ -348,6 +356,15 @@ fn sampler(r: &Exposition, s: &Snapshot) -> Result<(), prometheus::Error> {
     )?
     .with_label_values(NO_LABELS)
     .set(s.target_rate_hz);
+    if let Some(latest) = &s.latest {
+        r.gauge(
+            "jpower_sample_age_seconds",
+            "Age of the newest sample: past a few sampler periods, the sampler has stalled and the power gauges hold its last values.",
+            &[],
+        )?
+        .with_label_values(NO_LABELS)
+        .set(s.now_ns.saturating_sub(latest.t_ns) as f64 * 1e-9);
+    }
     for (name, help, v) in [
         (
             "jpower_samples_total",
@@ -494,6 +511,7 @@ mod tests {
             guard_steps: 3,
             rails: vec!["VDD_GPU_SOC".into(), "VDD_IN".into()],
             latest: Some(latest),
+            now_ns: 1_500_000_000,
             energy,
             target_rate_hz: 1000.0,
             samples: 10,
@@ -554,7 +572,7 @@ mod tests {
             "jpower_guard_blind 0",
             "jpower_guard_steps_total 3",
             "jpower_lease_held 1",
-            "jpower_lease_info{client=\"trainer (pid 7)\",lease=\"session\",pid=\"7\",uid=\"1000\"} 1",
+            "jpower_lease_info{client=\"trainer\",lease=\"session\",pid=\"7\",uid=\"1000\"} 1",
             "jpower_sampler_overruns_total 2",
             "jpower_thermal_zone_celsius{zone=\"cpu-thermal\"} 45.5",
             "jpower_throttle_flag{flag=\"throttled\"} 1",

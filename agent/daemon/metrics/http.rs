@@ -8,14 +8,19 @@
 //!
 //! Its limits are explicit, so that a scanner, a bug or an attacker on the listening
 //! address costs one connection and never the agent: at most [`MAX_CONNECTIONS`] at once
-//! (the next gets 503), a request head of at most [`MAX_HEAD`] bytes (431 beyond), read
-//! within [`HEAD_DEADLINE`] in all (a slowloris is cut off at the deadline however slowly
-//! it trickles), and a reply that must be taken within [`WRITE_TIMEOUT`].
+//! (when all are taken, the one waiting longest for its request head is cut off to make
+//! room, so that connections that send nothing, a port scan or a health check that only
+//! connects, cannot shut scrapes out; with none waiting, the next gets 503), a request head
+//! of at most [`MAX_HEAD`] bytes (431 beyond), read within [`HEAD_DEADLINE`] in all (a
+//! slowloris is cut off at the deadline however slowly it trickles), and a reply that must
+//! be taken within [`WRITE_TIMEOUT`]. After a reply the connection's sending side is shut
+//! and what the client still sends is read for up to [`LINGER`], so that the close does
+//! not reset a reply (a 431's) before the client has read it.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -29,6 +34,64 @@ pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// How long a connection is read after its reply, for the client's close.
+pub const LINGER: Duration = Duration::from_millis(100);
+
+/// The connections being served.
+#[derive(Debug, Default)]
+struct Open {
+    next: u64,
+    conns: Vec<Conn>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    id: u64,
+    since: Instant,
+    /// A handle on its socket, to cut it off.
+    socket: TcpStream,
+    /// Still waiting for its request head.
+    waiting: bool,
+}
+
+/// A panic while the list is held leaves it valid: a push, a flag or a removal.
+fn lock(open: &Mutex<Open>) -> std::sync::MutexGuard<'_, Open> {
+    open.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Open {
+    /// Admits `stream` (its id), cutting off the connection waiting longest for its head
+    /// when all are taken; `None` when all are taken by requests being answered.
+    fn admit(&mut self, stream: &TcpStream) -> Option<u64> {
+        if self.conns.len() >= MAX_CONNECTIONS {
+            let idle = (self.conns.iter().enumerate())
+                .filter(|(_, c)| c.waiting)
+                .min_by_key(|(_, c)| c.since)
+                .map(|(i, _)| i)?;
+            // Its thread's read ends at once; the thread then leaves.
+            let _ = self.conns.swap_remove(idle).socket.shutdown(Shutdown::Both);
+        }
+        let socket = stream.try_clone().ok()?;
+        self.next += 1;
+        self.conns.push(Conn {
+            id: self.next,
+            since: Instant::now(),
+            socket,
+            waiting: true,
+        });
+        Some(self.next)
+    }
+
+    fn headed(&mut self, id: u64) {
+        if let Some(c) = self.conns.iter_mut().find(|c| c.id == id) {
+            c.waiting = false;
+        }
+    }
+
+    fn leave(&mut self, id: u64) {
+        self.conns.retain(|c| c.id != id);
+    }
+}
 
 /// A listener serving `GET /metrics` until `stop` is set.
 #[derive(Debug)]
@@ -58,7 +121,7 @@ impl Responder {
     {
         let addr = listener.local_addr()?;
         let body = Arc::new(body);
-        let active = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(Mutex::new(Open::default()));
         let accept = std::thread::Builder::new()
             .name("jpower-metrics".into())
             .spawn(move || {
@@ -75,22 +138,21 @@ impl Responder {
                             continue;
                         }
                     };
-                    if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                        active.fetch_sub(1, Ordering::AcqRel);
+                    let Some(id) = lock(&open).admit(&stream) else {
                         let _ = refuse_busy(stream);
                         continue;
-                    }
-                    let (body, served) = (body.clone(), active.clone());
+                    };
+                    let (body, served) = (body.clone(), open.clone());
                     let spawned = std::thread::Builder::new()
                         .name("jpower-metrics-conn".into())
                         .spawn(move || {
                             // A peer's I/O error (a reset, a timeout) ends its connection
                             // and concerns no one else.
-                            let _ = serve(stream, &*body);
-                            served.fetch_sub(1, Ordering::AcqRel);
+                            let _ = serve(stream, &*body, &|| lock(&served).headed(id));
+                            lock(&served).leave(id);
                         });
                     if let Err(e) = spawned {
-                        active.fetch_sub(1, Ordering::AcqRel);
+                        lock(&open).leave(id);
                         log::warn!("metrics listener: no thread for a connection: {e}");
                     }
                 }
@@ -131,20 +193,64 @@ fn refuse_busy(mut s: TcpStream) -> io::Result<()> {
         &[],
         b"too many connections\n",
     )?;
-    s.shutdown(std::net::Shutdown::Write)
+    s.shutdown(Shutdown::Write)
 }
 
 /// The methods served.
 const ALLOW: &str = "GET, HEAD";
 
-/// Reads one request head and answers it.
-fn serve(mut s: TcpStream, body: &dyn Fn() -> Result<Vec<u8>, String>) -> io::Result<()> {
+/// Reads one request head (`headed` once it is in), answers it, and lingers for the
+/// client's close.
+fn serve(
+    mut s: TcpStream,
+    body: &dyn Fn() -> Result<Vec<u8>, String>,
+    headed: &dyn Fn(),
+) -> io::Result<()> {
     s.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let route = match read_head(&mut s, Instant::now() + HEAD_DEADLINE)? {
+    let head = read_head(&mut s, Instant::now() + HEAD_DEADLINE)?;
+    if matches!(head, Head::Closed) {
+        return Ok(());
+    }
+    headed();
+    answer(&mut s, head, body)?;
+    linger(&mut s)
+}
+
+/// Shuts the sending side and reads what the client still sends, for up to [`LINGER`]
+/// and [`MAX_HEAD`] bytes: a close with bytes unread would reset the connection, and a
+/// reset can discard the reply before the client reads it.
+fn linger(s: &mut TcpStream) -> io::Result<()> {
+    s.shutdown(Shutdown::Write)?;
+    let deadline = Instant::now() + LINGER;
+    let mut sink = [0u8; 1024];
+    let mut drained = 0;
+    while drained <= 8 * MAX_HEAD {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        s.set_read_timeout(Some(left))?;
+        match s.read(&mut sink) {
+            Ok(0) => break,
+            Ok(n) => drained += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
+/// The reply to `head`.
+fn answer(
+    s: &mut TcpStream,
+    head: Head,
+    body: &dyn Fn() -> Result<Vec<u8>, String>,
+) -> io::Result<()> {
+    let route = match head {
         Head::Complete(h) => route(&h),
         Head::Bad => Route::BadRequest,
-        Head::TooLarge => return respond(&mut s, 431, "Request Header Fields Too Large", &[], b""),
-        Head::TimedOut => return respond(&mut s, 408, "Request Timeout", &[], b""),
+        Head::TooLarge => return respond(s, 431, "Request Header Fields Too Large", &[], b""),
+        Head::TimedOut => return respond(s, 408, "Request Timeout", &[], b""),
         Head::Closed => return Ok(()),
     };
     let (code, reason, headers, text, with_body): (_, _, &[(&str, &str)], _, _) = match route {
@@ -175,9 +281,9 @@ fn serve(mut s: TcpStream, body: &dyn Fn() -> Result<Vec<u8>, String>) -> io::Re
         Route::BadRequest => (400, "Bad Request", &[], Vec::new(), true),
     };
     if with_body {
-        respond(&mut s, code, reason, headers, &text)
+        respond(s, code, reason, headers, &text)
     } else {
-        respond_head(&mut s, code, reason, headers, text.len())
+        respond_head(s, code, reason, headers, text.len())
     }
 }
 

@@ -5,12 +5,14 @@
 //!  jpower-metrics-energy thread (1 s): energy counters <- ring samples since last time
 //!      │                                 every metrics_textfile_interval_ms: textfile
 //!  jpower-metrics thread: accept; one thread per connection (at most 8): GET /metrics
-//!      └─ both render a Snapshot: the core's state (its lock, briefly), the ring's
-//!         newest sample and header counters, the energy counters
+//!      └─ both render a Snapshot (at most once per MIN_RENDER_INTERVAL, shared): the
+//!         core's state (its lock, briefly), the ring's newest sample and header
+//!         counters, the energy counters
 //! ```
 //!
 //! The sampler is untouched: everything here reads the ring from threads of its own, as
-//! any reader does. README "Prometheus metrics" lists the metrics and their units.
+//! any reader does, and renders at most every [`MIN_RENDER_INTERVAL`] however fast the
+//! scrapes come. README "Prometheus metrics" lists the metrics and their units.
 
 pub mod energy;
 pub mod exposition;
@@ -50,17 +52,33 @@ pub enum MetricsError {
     Thread(#[from] std::io::Error),
 }
 
+/// The least time between two renders of the exposition: scrapes closer together (a
+/// flood, or several scrapers at once) share the last one, so that however fast they come
+/// they take at most a render's CPU time every this often from the sampler's cores.
+pub const MIN_RENDER_INTERVAL: Duration = Duration::from_millis(100);
+
 /// What the exposition is made from: the agent's shared state (the sampler's counts over
-/// every ring included) and the energy counters.
+/// every ring included) and the energy counters; and the last render.
 struct Source {
     shared: Arc<Shared>,
     energy: Mutex<EnergyCounters>,
+    rendered: Mutex<Option<(Instant, Vec<u8>)>>,
 }
 
 impl Source {
-    /// The exposition now (energy brought up to the ring's newest sample first).
+    /// The exposition now (energy brought up to the ring's newest sample first), or the
+    /// one rendered within [`MIN_RENDER_INTERVAL`]. One render at a time: a scrape that
+    /// comes during one waits for it and takes it.
     fn exposition(&self) -> Result<Vec<u8>, prometheus::Error> {
-        exposition::render(&self.snapshot())
+        let mut last = self.rendered.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, bytes)) = &*last {
+            if at.elapsed() < MIN_RENDER_INTERVAL {
+                return Ok(bytes.clone());
+            }
+        }
+        let bytes = exposition::render(&self.snapshot())?;
+        *last = Some((Instant::now(), bytes.clone()));
+        Ok(bytes)
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -93,6 +111,7 @@ impl Source {
             guard_blind,
             rails: ring.info.rails.iter().map(|r| r.name.clone()).collect(),
             latest: ring.latest(),
+            now_ns: crate::support::clock::monotonic_ns(),
             energy,
             target_rate_hz: match ring.info.period_ns {
                 0 => 0.0,
@@ -150,6 +169,7 @@ impl Metrics {
         let source = Arc::new(Source {
             shared,
             energy: Mutex::new(EnergyCounters::default()),
+            rendered: Mutex::new(None),
         });
         let responder = match listener {
             Some(listener) => {
