@@ -113,11 +113,13 @@ const NOT_A_LIMIT_WHY: &str = "not a frequency (-1 means the table maximum)";
 impl Presets {
     /// Reads and imports the nvpmodel file at `path` (a real path, not a board path).
     pub fn load(path: &std::path::Path, board: &Board) -> Result<Presets, PresetError> {
-        Ok(Presets::import(&NvpConfig::load(path)?, board))
+        Presets::import(&NvpConfig::load(path)?, board)
     }
 
-    /// Maps every mode of `cfg` onto `board`.
-    pub fn import(cfg: &NvpConfig, board: &Board) -> Presets {
+    /// Maps every mode of `cfg` onto `board`; a value no knob of its kind can take (a
+    /// limit below -1, an online value other than 0 and 1, a non-integer) is an error
+    /// naming its line.
+    pub fn import(cfg: &NvpConfig, board: &Board) -> Result<Presets, PresetError> {
         let kinds: Vec<(String, Kind)> = cfg
             .params
             .iter()
@@ -134,7 +136,7 @@ impl Presets {
                 .unwrap_or(Kind::Unmodelled)
         };
         let mut found = Vec::new();
-        let presets: Vec<Preset> = cfg
+        let presets = cfg
             .modes
             .iter()
             .map(|m| {
@@ -148,17 +150,24 @@ impl Presets {
                         .map(|a| a.path.as_str());
                     b.apply(kind_of(&s.param), (&s.param, &s.arg, path), s);
                 }
+                if let Some((line, message)) = b.invalid.take() {
+                    return Err(NvpError::Syntax {
+                        path: cfg.path.clone(),
+                        line,
+                        message,
+                    });
+                }
                 found.append(&mut b.misfits);
-                Preset {
+                Ok(Preset {
                     id: m.id,
                     name: m.name.clone(),
                     mode: b.finish(),
                     skipped: b.skipped,
                     snapped: b.snapped,
-                }
+                })
             })
-            .collect();
-        Presets {
+            .collect::<Result<Vec<Preset>, NvpError>>()?;
+        Ok(Presets {
             source: cfg.path.clone(),
             default_id: cfg.default_mode,
             unset: unset(board, &presets),
@@ -167,7 +176,7 @@ impl Presets {
                 .into_iter()
                 .chain(Misfit::describe(&cfg.path, &found))
                 .collect(),
-        }
+        })
     }
 
     /// The preset the knobs at `current` hold, if one does: applying it would change nothing.
@@ -441,6 +450,8 @@ struct Builder<'b> {
     emc: Option<EmcLimit>,
     skipped: Vec<Skipped>,
     snapped: Vec<String>,
+    /// The first value no knob of its kind can take (line, what): the file is refused.
+    invalid: Option<(usize, String)>,
 }
 
 impl<'b> Builder<'b> {
@@ -455,7 +466,20 @@ impl<'b> Builder<'b> {
             emc: None,
             skipped: Vec::new(),
             snapped: Vec::new(),
+            invalid: None,
         }
+    }
+
+    /// A value that is no value of its knob: skipping it would leave a preset that is not
+    /// what the file says (a skipped limit's side filled from the table: a typo in a
+    /// power-limited preset raised its cap to the top clock), so the file is refused.
+    fn invalid(&mut self, line: usize, what: &str, value: &SettingValue, why: &str) {
+        let value = match value {
+            SettingValue::Int(v) => v.to_string(),
+            SettingValue::Text(t) => t.clone(),
+        };
+        self.invalid
+            .get_or_insert_with(|| (line, format!("`{what} {value}`: {why}")));
     }
 
     fn skip(&mut self, param: &str, arg: &str, value: &SettingValue, why: &'static str) {
@@ -534,10 +558,10 @@ impl<'b> Builder<'b> {
         let what = format!("{param} {arg}");
         match (kind, int) {
             (Kind::Online, Some(v)) if !(0..=1).contains(&v) => {
-                self.skip(param, arg, value, NOT_ONLINE_WHY)
+                self.invalid(setting.line, &what, value, NOT_ONLINE_WHY)
             }
             (Kind::Cluster(_) | Kind::Gpu | Kind::Emc, Some(v)) if v < -1 => {
-                self.skip(param, arg, value, NOT_A_LIMIT_WHY)
+                self.invalid(setting.line, &what, value, NOT_A_LIMIT_WHY)
             }
             (Kind::Online, Some(v)) => {
                 // The CPU its file is about; nvpmodel writes the path, whatever the name.
@@ -632,7 +656,7 @@ impl<'b> Builder<'b> {
                 };
             }
             (Kind::Online | Kind::Cluster(_) | Kind::Gpu | Kind::Emc, None) => {
-                self.skip(param, arg, value, NOT_A_NUMBER_WHY)
+                self.invalid(setting.line, &what, value, NOT_A_NUMBER_WHY)
             }
             _ if param.starts_with("TPC_") => self.skip(param, arg, value, TPC_WHY),
             _ => self.skip(param, arg, value, UNMODELLED_WHY),
