@@ -112,6 +112,38 @@ impl Default for Config {
 
 /// The line of `text` (from 1) that sets the top-level `key`, if one does: from the TOML
 /// parser's spans, so a quoted key, or `key = ` inside a multi-line string, is no mistake.
+/// A toml/serde message as a configuration's reader wants it: on one line (toml's may run
+/// over several: "invalid array\nexpected `]`"), led by the key of its line `at`, with
+/// TOML's words for serde's Rust types (`expected usize`: an integer).
+fn readable(message: &str, at: Option<&str>) -> String {
+    let mut m = message.trim().lines().collect::<Vec<_>>().join("; ");
+    for (rust, toml) in [
+        ("usize", "a nonnegative integer"),
+        ("u64", "a nonnegative integer"),
+        ("u32", "a nonnegative integer"),
+        ("u16", "a nonnegative integer"),
+        ("u8", "a nonnegative integer"),
+        ("i64", "an integer"),
+        ("i32", "an integer"),
+        ("f64", "a number"),
+        ("f32", "a number"),
+        ("a string", "a string (in quotes)"),
+    ] {
+        m = m.replace(&format!("expected {rust}"), &format!("expected {toml}"));
+    }
+    if m.contains("invalid socket address syntax") {
+        m = "expected an IP address and port in quotes, such as \"127.0.0.1:9102\" (not a host name)".into();
+    }
+    let key = at
+        .and_then(|l| l.split_once('='))
+        .map(|(k, _)| k.trim().trim_matches('"'))
+        .filter(|k| !k.is_empty() && !k.starts_with('#') && !k.starts_with('['));
+    match key {
+        Some(k) if !m.contains(&format!("`{k}`")) => format!("{k}: {m}"),
+        _ => m,
+    }
+}
+
 fn line_of_key(text: &str, key: &str) -> Option<usize> {
     use std::collections::BTreeMap;
     let keys: BTreeMap<toml::Spanned<String>, toml::Value> = toml::from_str(text).ok()?;
@@ -218,14 +250,14 @@ impl Config {
     /// Parses and checks a configuration.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
-        let cfg: Config =
-            toml::from_str(text).map_err(|e| crate::support::file_error::FileError::Invalid {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(1, |s| line_of(s.start));
+            crate::support::file_error::FileError::Invalid {
                 path: path.to_path_buf(),
-                line: e.span().map_or(1, |s| line_of(s.start)),
-                // toml's messages may run over lines ("invalid array\nexpected `]`"):
-                // errors here are one line.
-                message: e.message().trim().lines().collect::<Vec<_>>().join("; "),
-            })?;
+                line,
+                message: readable(e.message(), text.lines().nth(line - 1)),
+            }
+        })?;
         let bad = |key: &str, message: String| {
             let line = line_of_key(text, key).unwrap_or(1);
             crate::support::file_error::FileError::Invalid {
@@ -538,6 +570,22 @@ mod tests {
             Config::load_for_cli(&path).1.is_none(),
             "no file: the defaults"
         );
+    }
+
+    /// Found by a packaging review: type errors spoke Rust (`expected usize`) and named no
+    /// key, and an address with a host name said only "invalid socket address syntax".
+    #[test]
+    fn type_errors_name_their_key_in_toml_words() {
+        assert_eq!(
+            err("\nmax_clients = \"64\"\n"),
+            "j.toml:2: max_clients: invalid type: string \"64\", expected a nonnegative integer"
+        );
+        assert_eq!(
+            err("budget_w = { a = 1 }\n"),
+            "j.toml:1: budget_w: invalid type: map, expected a number"
+        );
+        assert!(err("metrics_listen = \"localhost:9102\"\n")
+            .starts_with("j.toml:1: metrics_listen: expected an IP address and port"));
     }
 
     #[test]

@@ -311,7 +311,15 @@ pub fn run(opts: Options) -> Result<()> {
         crate::telemetry::sampler::check_cpu(cpu).map_err(|e| config.error_at("sampler_cpu", e))?;
     }
     let socket = socket_path(socket.as_deref(), &config, &runtime_dir);
-    let listener = server::bind(&socket, config.socket_mode_bits(), &config.read_group)?;
+    let mode = config.socket_mode_bits();
+    if mode & 0o060 != 0o060 {
+        log::warn!(
+            "socket_mode {:04o} lacks the group's read and write: members of {} cannot connect (only root and the agent's user can)",
+            mode,
+            config.read_group
+        );
+    }
+    let listener = server::bind(&socket, mode, &config.read_group)?;
 
     // Telemetry starts after the sensor settings so the ring knows the refresh.
     let cfg = SamplerConfig {

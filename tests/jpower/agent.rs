@@ -2288,3 +2288,28 @@ fn a_failed_switch_is_in_the_log_with_its_client() {
         "{text}"
     );
 }
+
+/// Found by a packaging review: a `socket_mode` without the group's read and write (`0600`)
+/// started without a word, and every member of `read_group` got `EACCES`. It still starts
+/// (root-only is a choice), and says so.
+#[test]
+fn a_socket_mode_that_locks_the_group_out_is_warned_of() {
+    let rt = util::runtime();
+    let log_path = rt.path().join("agent.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut agent = Agent::start_with(rt, "orin-agx", "socket_mode = \"0600\"\n", |c| {
+        c.env("JPOWER_LOG", "warn").stderr(log);
+    });
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(agent.socket())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        text.contains("socket_mode 0600 lacks the group's read and write"),
+        "{text}"
+    );
+}

@@ -157,7 +157,7 @@ fn the_maintainer_scripts_follow_debhelper() {
     let postinst = script("postinst");
     // The user before #DEBHELPER#'s tmpfiles and start, which need it.
     let users = postinst
-        .find("systemd-sysusers jpower.conf")
+        .find("systemd-sysusers ")
         .expect("postinst creates the user");
     assert!(users < postinst.find("#DEBHELPER#").unwrap(), "{postinst}");
     script("prerm");
