@@ -1,7 +1,8 @@
 //! The roofline plot as SVG (drawn by `plotters`, [`crate::support::plot`]): a log-log time
 //! roofline (achieved GFLOP/s against FLOP/byte, the measured points and each mode's fitted
 //! roofs, FP32 solid and FP16 dashed) and an energy panel (picojoules per FLOP against
-//! FLOP/byte, the points and the fitted energy roofline).
+//! FLOP/byte, the points and the fitted energy roofline, FP32 solid and FP16 dashed where
+//! FP16 was measured).
 
 use super::roofline::{EnergyRoofline, Kernel, Measured, TimeRoofline};
 use crate::support::plot::{fail, log_grid, log_log_panels, log_range, Axes, PlotError};
@@ -107,9 +108,14 @@ pub fn svg(title: &str, series: &[Series]) -> Result<String, PlotError> {
             );
             let roof = |peak: f64| grid.clone().map(move |ai| (ai, (ai * bw).min(peak) / 1e9));
             let e = se.energy;
-            let model = |ai: f64| {
-                (e.eps_flop_j + e.eps_byte_j / ai + e.pi0_w * (1.0 / p32).max(1.0 / (ai * bw)))
-                    * 1e12
+            // Picojoules per FLOP at `ai`: the FLOP's own energy, the bytes' and the
+            // constant power over the roofline's time at that precision's peak.
+            let model = |eps_flop: f64, peak: f64| {
+                grid.clone().map(move |ai| {
+                    let pj =
+                        eps_flop + e.eps_byte_j / ai + e.pi0_w * (1.0 / peak).max(1.0 / (ai * bw));
+                    (ai, pj * 1e12)
+                })
             };
             if panel == 0 {
                 chart
@@ -120,11 +126,18 @@ pub fn svg(title: &str, series: &[Series]) -> Result<String, PlotError> {
                     .map_err(fail)?;
             } else {
                 chart
-                    .draw_series(LineSeries::new(
-                        grid.clone().map(|ai| (ai, model(ai))),
-                        c.stroke_width(2),
-                    ))
+                    .draw_series(LineSeries::new(model(e.eps_flop_j, p32), c.stroke_width(2)))
                     .map_err(fail)?;
+                if let Some(f16) = e.eps_flop_f16_j {
+                    chart
+                        .draw_series(DashedLineSeries::new(
+                            model(f16, p16),
+                            6,
+                            4,
+                            c.stroke_width(2),
+                        ))
+                        .map_err(fail)?;
+                }
             }
             let dots = se.points.iter().filter(swept).map(|m| {
                 let y = if panel == 0 {
@@ -143,4 +156,33 @@ pub fn svg(title: &str, series: &[Series]) -> Result<String, PlotError> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::roofline::{fit_energy, fit_time, tests::synthetic};
+
+    /// Found by a review: the legend said "dashed FP16" of both panels, but the energy panel
+    /// drew the FP32 model alone, so FP16 points sat far below the only curve there.
+    #[test]
+    fn the_energy_panel_draws_the_fp16_model_its_legend_names() {
+        let points = synthetic(5.3e12, 1.8e11, [8e-12, 1.2e-10, 9.5]);
+        let (time, energy) = (fit_time(&points), fit_energy(&points));
+        let without = EnergyRoofline {
+            eps_flop_f16_j: None,
+            ..energy.clone()
+        };
+        let lines = |energy: &EnergyRoofline| {
+            let series = Series {
+                name: "MAXN",
+                points: &points,
+                time: &time,
+                energy,
+            };
+            svg("t", &[series]).unwrap().matches("<polyline").count()
+        };
+        // A dashed curve is many short lines.
+        assert!(lines(&energy) > lines(&without) + 5);
+    }
 }

@@ -461,7 +461,7 @@ fn least_squares<const N: usize>(rows: &[([f64; N], f64)], free: &[usize]) -> Op
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn measured(p: Point, best_s: f64, energy_j: f64) -> Measured {
@@ -486,7 +486,7 @@ mod tests {
     }
 
     /// A synthetic GPU with known roofs and energy terms, measured exactly.
-    fn synthetic(peak: f64, bw: f64, eps: [f64; 3]) -> Vec<Measured> {
+    pub(crate) fn synthetic(peak: f64, bw: f64, eps: [f64; 3]) -> Vec<Measured> {
         sweep(1 << 20, 256)
             .into_iter()
             .map(|p| {

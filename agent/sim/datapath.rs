@@ -74,6 +74,16 @@
 //!   The power model is what PowerTrain's figures rest on, so it is left as it is. Cores
 //!   also matter only through loading, which four workers hide (published: 4 -> 8 cores cut
 //!   the stall 17.6-19.5 %), but the stall is ~3 % of ResNet's epoch, too little to move a.
+//! * The EMC clock and the core count (Sec 5.6, one-knob comparisons of modes a-h): the
+//!   paper's boards answered both strongly (EMC 1066 -> 2133 MHz: GPU compute -26 % for
+//!   ResNet-18, -33 % for LeNet-5; cores 8 -> 2: stall +47-54 %, LeNet's compute +36 %), the
+//!   model hardly (under 1 % of compute; a stall change of at most 7 %). Here the GPU stage of
+//!   these workloads is bound by the GPU clock at these EMC clocks, the CPU's part of a
+//!   training step does not grow with fewer cores, and loading is the only work the cores do,
+//!   which four workers hide. Dropping the page cache every epoch (MobileNetV3 on NVMe, four
+//!   workers: published 49.9 s of stall per epoch against 12.9 s cached) costs nothing here
+//!   either: NVMe reads hide behind the workers' decode. The README's calibration table lists
+//!   each such row as not holding.
 //!
 //! Per-sample costs (A78AE Gcycles, [`Dataset`]), set from the stalls without and with one
 //! worker on AGX Xavier (Sec 5.1: LeNet 22 -> 12.1 s; ResNet -1.9x of a ~21 s stall; MobileNet
