@@ -59,6 +59,9 @@ pub struct EvalArgs {
 /// The fewest modes of a `--truth` file left to score beside those profiled.
 const MIN_SCORED: usize = 10;
 
+/// The papers' power budgets on Orin AGX, watts (those within the truth's power are scored).
+const PAPERS_BUDGETS_W: std::ops::RangeInclusive<u32> = 17..=50;
+
 /// Runs `jpower powertrain ...` on the simulated board `target` names (orin-agx unless
 /// `--sim` names another; a `--root` tree is refused: the evaluation needs the board's
 /// model for its reference and its truth).
@@ -123,7 +126,7 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
         effort: Effort::new(a.quick, a.seed),
         profile: ProfileConfig::default(),
         // The papers' budgets on Orin AGX.
-        budgets: (spec.name == "orin-agx").then(|| (17..=50).map(f64::from).collect()),
+        budgets: (spec.name == "orin-agx").then(|| PAPERS_BUDGETS_W.map(f64::from).collect()),
         cache: cache.as_ref(),
         progress: &mut progress,
     })
@@ -192,6 +195,16 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
                     }
                 );
             }
+        }
+        let top = report.truth_power_w[1];
+        let above = report.budgets_w.iter().filter(|&&b| b > top).count();
+        if let (true, Some(lo), Some(hi)) = (spec.name == "orin-agx", report.budgets_w.first(), report.budgets_w.last()) {
+            if !report.budgets_w.iter().all(|&b| PAPERS_BUDGETS_W.contains(&(b as u32))) {
+                let _ = writeln!(t, "\n  budgets: the whole watts {lo:.0} to {hi:.0} W of the truth's power range, which none of the papers' {} to {} W falls within", PAPERS_BUDGETS_W.start(), PAPERS_BUDGETS_W.end());
+            }
+        }
+        if above > 0 {
+            let _ = writeln!(t, "\n  {above} of the {} budgets lie above every mode scored (up to {top:.2} W): each chooses the unconstrained fastest mode, so the median and p90 penalties lean on that one choice", report.budgets_w.len());
         }
         if report.methods.values().all(|s| s.budgets == 0 || !s.median_time_penalty_pct.is_finite()) {
             let [lo, hi] = report.truth_power_w;

@@ -1153,6 +1153,48 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
     );
 }
 
+/// Found by a review: on Orin AGX `powertrain eval --truth` scored the papers' 17-50 W
+/// budgets whatever power the recorded profile spans, so one that draws less than all of
+/// them scored the one unconstrained choice 34 times (median and p90 alike), without a
+/// word. With none of the papers' budgets in the truth's range, the whole watts of the range
+/// are scored; where some lie above every mode, the text says so.
+#[test]
+fn powertrain_eval_scores_the_budgets_a_recorded_profile_reaches() {
+    let rt = util::runtime();
+    let all = ok(jpower(rt.path()).args(["sim", "truth", "--kind", "contention"]));
+    let mut lines = all.lines();
+    let header = lines.next().unwrap();
+    let rows: Vec<(&str, f64)> = lines
+        .map(|l| (l, l.split(',').nth(5).unwrap().parse().unwrap()))
+        .collect();
+    let eval = |below: f64, json_out: bool| {
+        let kept: Vec<&str> = (rows.iter())
+            .filter(|(_, w)| *w < below)
+            .step_by(40)
+            .map(|(l, _)| *l)
+            .collect();
+        let csv = rt.path().join(format!("below-{below}.csv"));
+        std::fs::write(&csv, format!("{header}\n{}\n", kept.join("\n"))).unwrap();
+        let mut c = jpower(rt.path());
+        c.env("XDG_CACHE_HOME", rt.path().join("cache"))
+            .args(["--sim", "orin-agx"])
+            .args(json_out.then_some("--json"))
+            .args(["powertrain", "eval", "--quick", "--modes", "10", "--truth"])
+            .arg(&csv);
+        ok(&mut c)
+    };
+    let r = json(&eval(14.0, true));
+    let budgets: Vec<f64> = (r["budgets_w"].as_array().unwrap().iter())
+        .map(|b| b.as_f64().unwrap())
+        .collect();
+    assert_eq!(budgets, [8.0, 9.0, 10.0, 11.0, 12.0, 13.0], "{r}");
+    let text = eval(30.0, false);
+    assert!(
+        text.contains("21 of the 34 budgets lie above every mode scored"),
+        "{text}"
+    );
+}
+
 /// jpower's physics method on boards modelled unlike the simulator (`jpower sim truth`),
 /// ResNet-18 reference, 50 profiled modes, CI's quick setting: issue #18's prediction
 /// targets (time MAPE <= 8%, power <= 3%) on the truths where today's method meets them in
