@@ -226,9 +226,10 @@ pub enum SimCommand {
         /// The kind of board.
         #[arg(long, value_parser = ["contention", "launch", "throttle"])]
         kind: String,
-        /// The board (`orin-agx` or `xavier-agx`).
-        #[arg(long, default_value = "orin-agx")]
-        board: String,
+        /// The board (`orin-agx` or `xavier-agx`) [default: the `--sim` board, else
+        /// orin-agx].
+        #[arg(long)]
+        board: Option<String>,
         /// The unit: its leakage and efficiencies vary with the seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -606,7 +607,18 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
             board,
             seed,
             limit,
-        }) => sim_tools::truth(kind, board, *seed, *limit),
+        }) => {
+            // `--sim orin-agx@r36` names the board orin-agx.
+            let sim = (cli.target.sim.as_deref()).map(|s| s.split('@').next().unwrap_or(s));
+            let board = match (board.as_deref(), sim) {
+                (Some(b), Some(s)) if b != s => {
+                    anyhow::bail!("--board {b} and --sim {s} name two boards: give one")
+                }
+                (Some(b), _) => b,
+                (None, s) => s.unwrap_or("orin-agx"),
+            };
+            sim_tools::truth(kind, board, *seed, *limit)
+        }
         Command::Sim(SimCommand::Export { board, dir }) => {
             let spec = crate::sim::export(board, dir)?;
             out.print(&serde_json::json!({"board": spec.id(), "dir": dir}), || {

@@ -292,6 +292,12 @@ fn at(kind: Kind, hw: &Hw, u: &Unit, m: &PinnedMode) -> (f64, f64) {
             lo = mid;
         }
     }
+    let floor = draw(lo);
+    if floor.1 > hw.cap_w {
+        // Even the lowest clock the governor goes to draws more than the cap (a limit
+        // below what the mode's cores and memory draw): it runs there, over the cap.
+        return (floor.0.time, floor.1);
+    }
     let g = lo + 0.15 * (fg - lo);
     let (s, _) = draw(g);
     (s.time, hw.cap_w + 0.15 * (p - hw.cap_w))

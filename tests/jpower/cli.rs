@@ -1151,6 +1151,46 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
         &["sim", "truth", "--kind", "launch", "--limit", "20"],
         "--limit is the power limit of --kind throttle",
     );
+    // Found by a review: the global --sim was ignored (Orin AGX rows for --sim xavier-agx),
+    // and a limit below what a mode draws at the governor's lowest clock gave it a power
+    // below its idle draw.
+    let xavier = ok(jpower(rt.path())
+        .args(["--sim", "xavier-agx", "sim", "truth"])
+        .args(["--kind", "throttle", "--seed", "3"]));
+    assert_eq!(xavier, text, "--sim names the board");
+    one_line_error(
+        &[
+            "--sim",
+            "xavier-agx",
+            "sim",
+            "truth",
+            "--kind",
+            "launch",
+            "--board",
+            "orin-agx",
+        ],
+        "name two boards",
+    );
+    let power = |csv: &str| -> Vec<f64> {
+        (csv.lines().skip(1))
+            .map(|l| l.split(',').nth(5).unwrap().parse().unwrap())
+            .collect()
+    };
+    let free = power(&ok(jpower(rt.path()).args([
+        "sim",
+        "truth",
+        "--kind",
+        "contention",
+    ])));
+    let capped = power(&ok(
+        jpower(rt.path()).args(["sim", "truth", "--kind", "throttle", "--limit", "1"])
+    ));
+    let floor = free.iter().copied().fold(f64::MAX, f64::min);
+    assert!(
+        capped.iter().all(|&w| w > 0.8 * floor),
+        "a mode under 1 W of limit drew {:.2} W, the board idles near {floor:.2} W",
+        capped.iter().copied().fold(f64::MAX, f64::min)
+    );
 }
 
 /// Found by a review: on Orin AGX `powertrain eval --truth` scored the papers' 17-50 W
