@@ -23,9 +23,7 @@ pub fn count(s: &str) -> Result<usize, String> {
     }
 }
 
-/// The fewest profiled modes a fit takes: fewer fit a constant (every mode predicted
-/// alike, one point on the front).
-pub const FIT_MODES: usize = 3;
+pub use crate::predict::FIT_MODES;
 
 /// A count of profiled modes to fit on: [`FIT_MODES`] or more.
 pub fn fit_modes(s: &str) -> Result<usize, String> {

@@ -59,7 +59,7 @@ pub mod regress;
 
 pub use features::features;
 pub use fit::{fit_time_and_power, pretrain, FitConfig};
-pub use model_file::{ModelFile, ModelFileError, MODEL_VERSION};
+pub use model_file::{ModelFile, ModelFileError, FIT_MODES, MODEL_VERSION};
 
 use crate::control::mode::PinnedMode;
 use crate::predict::profile::Row;

@@ -22,6 +22,10 @@ pub const MODEL_VERSION: u32 = 7;
 /// The oldest version of model files this jpower reads.
 const OLDEST_READABLE: u32 = 4;
 
+/// The fewest profiled modes a fit takes: fewer fit a constant (every mode predicted
+/// alike, one point on the front).
+pub const FIT_MODES: usize = 3;
+
 /// A saved pair of models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelFile {
@@ -158,6 +162,17 @@ impl ModelFile {
                 });
             }
         }
+        // A model needs its profiled modes: the check below is made at them (a file whose
+        // list was emptied predicted NaN W unchecked, a review found).
+        if f.profiled.len() < FIT_MODES {
+            return Err(ModelFileError::Damaged {
+                path: path.into(),
+                why: format!(
+                    "it lists {} profiled modes; a model is fitted on {FIT_MODES} at least",
+                    f.profiled.len()
+                ),
+            });
+        }
         // Values no check of the parts catches (an ensemble member's weight of 1e308, which
         // the members' median hides) show in what the models predict at the modes they were
         // fitted on: a time and a power above 0, each with a spread below itself (or none
@@ -218,7 +233,7 @@ mod tests {
             method: Method::Linear,
             time,
             power,
-            profiled: vec![],
+            profiled: rows.iter().map(|r| r.mode).collect(),
             source: Some("recorded".into()),
         };
         let p = dir.path().join("m.json");
@@ -229,6 +244,13 @@ mod tests {
             .to_string();
         assert!(e.contains("fitted for orin-agx@r35, not nano@r32"), "{e}");
         let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        // A file whose profiled modes were emptied escaped the check made at them, and
+        // predicted NaN W (found by a review).
+        let mut emptied = v.clone();
+        emptied["profiled"] = serde_json::json!([]);
+        std::fs::write(&p, emptied.to_string()).unwrap();
+        let e = ModelFile::load(&p, None).unwrap_err().to_string();
+        assert!(e.contains("damaged: it lists 0 profiled modes"), "{e}");
         // Version 4 (every weight in f64) still reads; 3 and 8 do not.
         v["version"] = 4.into();
         std::fs::write(&p, v.to_string()).unwrap();
