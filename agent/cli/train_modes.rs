@@ -599,8 +599,19 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
     let modes: Vec<PinnedMode> = board.space.iter().collect();
     let (pt, pp) = predict::time_and_power(&file.time, &file.power, &modes);
     let points = optimize::points(&pt, &pp);
-    let front = optimize::pareto(&points);
     let margin = |p: &TimePower| margin_w(file.method, pt[p.mode], pp[p.mode]);
+    // The front of the modes a choice may take: a prediction clamped to the model's bounds
+    // (an extrapolation no margin bounds) is never chosen, so on the front it would dominate
+    // the choices (found by a review: a narrow profile's front began at the clamp floor).
+    let supported: Vec<TimePower> = (points.iter().copied())
+        .filter(|p| margin(p).is_finite())
+        .collect();
+    let extrapolated = points.len() - supported.len();
+    let front = optimize::pareto(if supported.is_empty() {
+        &points
+    } else {
+        &supported
+    });
     // How a prediction is held against the budget, in words.
     let held = |p: &TimePower| match margin(p) {
         m if m.is_infinite() => "an extrapolation no margin bounds".to_string(),
@@ -715,12 +726,17 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
         .collect();
     let measured = |p: &TimePower| runs.iter().find(|(r, _)| r.mode == p.mode).map(|(_, m)| *m);
     out.print(
-        &json!({"board": board.id, "modes": modes.len(), "front": front.iter().map(mode_json).collect::<Vec<_>>(),
+        &json!({"board": board.id, "modes": modes.len(), "extrapolated": extrapolated, "front": front.iter().map(mode_json).collect::<Vec<_>>(),
                 "budget_w": a.budget, "chosen": chosen.as_ref().map(|c| mode_json(&c.mode)),
                 "chosen_measured": chosen.as_ref().and_then(|c| measured(&c.mode)),
                 "verified": a.verify, "runs": runs_json}),
         || {
-            let mut t = format!("{} modes predicted; Pareto front of {} modes (fastest first):\n", modes.len(), front.len());
+            let beyond = match (extrapolated, supported.is_empty()) {
+                (0, _) => String::new(),
+                (n, false) => format!(" ({n} predicted beyond the model's data are left off: none is ever chosen)"),
+                (n, true) => format!(" (all {n} predicted beyond the model's data: none is ever chosen)"),
+            };
+            let mut t = format!("{} modes predicted; Pareto front of {} modes (fastest first){beyond}:\n", modes.len(), front.len());
             for p in front.iter().take(FRONT_SHOWN) {
                 let _ = writeln!(t, "  {:>8.1} ms {:>6.2} W  {}", p.time_ms, p.power_w, knobs(p));
             }

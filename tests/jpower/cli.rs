@@ -1235,6 +1235,56 @@ fn powertrain_eval_scores_the_budgets_a_recorded_profile_reaches() {
     );
 }
 
+/// Found by a review: `optimize` built its Pareto front over every prediction, those
+/// clamped to the model's bounds too, which no margin bounds and the chooser never takes:
+/// on a narrow profile (one GPU line) the front began at the clamp floor and dominated the
+/// choice. The front holds the modes a choice may take, and says how many it leaves off.
+#[test]
+fn the_optimize_front_holds_the_modes_a_choice_may_take() {
+    let rt = util::runtime();
+    let all = ok(jpower(rt.path()).args(["sim", "truth", "--kind", "contention"]));
+    let mut lines = all.lines();
+    let header = lines.next().unwrap();
+    let line: Vec<&str> = lines
+        .filter(|l| l.starts_with("12,2201600,") && l.split(',').nth(3) == Some("3199000000"))
+        .collect();
+    let (csv, model) = (rt.path().join("line.csv"), rt.path().join("m.json"));
+    std::fs::write(&csv, format!("{header}\n{}\n", line.join("\n"))).unwrap();
+    ok(jpower(rt.path())
+        .args([
+            "--sim",
+            "orin-agx",
+            "predict",
+            "--method",
+            "mlp_scratch",
+            "--profile",
+        ])
+        .arg(&csv)
+        .arg("--save")
+        .arg(&model));
+    let r = json(&ok(jpower(rt.path())
+        .args([
+            "--sim", "orin-agx", "--json", "optimize", "--budget", "25", "--model",
+        ])
+        .arg(&model)));
+    assert!(r["extrapolated"].as_u64().unwrap() > 0, "{r}");
+    let c = &r["chosen"];
+    let (ct, cp) = (
+        c["time_ms"].as_f64().unwrap(),
+        c["power_w"].as_f64().unwrap(),
+    );
+    for f in r["front"].as_array().unwrap() {
+        let (t, p) = (
+            f["time_ms"].as_f64().unwrap(),
+            f["power_w"].as_f64().unwrap(),
+        );
+        assert!(
+            !(t < ct && p <= cp),
+            "the front's {t} ms {p} W dominates the choice {ct} ms {cp} W"
+        );
+    }
+}
+
 /// jpower's physics method on boards modelled unlike the simulator (`jpower sim truth`),
 /// ResNet-18 reference, 50 profiled modes, CI's quick setting: issue #18's prediction
 /// targets (time MAPE <= 8%, power <= 3%) on the truths where today's method meets them in
