@@ -200,7 +200,9 @@ pub fn run(target: &super::Target, cmd: &Command, out: &Output) -> Result<()> {
         let above = report.budgets_w.iter().filter(|&&b| b > top).count();
         if let (true, Some(lo), Some(hi)) = (spec.name == "orin-agx", report.budgets_w.first(), report.budgets_w.last()) {
             if !report.budgets_w.iter().all(|&b| PAPERS_BUDGETS_W.contains(&(b as u32))) {
-                let _ = writeln!(t, "\n  budgets: the whole watts {lo:.0} to {hi:.0} W of the truth's power range, which none of the papers' {} to {} W falls within", PAPERS_BUDGETS_W.start(), PAPERS_BUDGETS_W.end());
+                // No Jetson draws 100 W: such a profile's power is in another unit.
+                let unit = if *lo > 100.0 { " (is power in watts?)" } else { "" };
+                let _ = writeln!(t, "\n  budgets: the whole watts {lo:.0} to {hi:.0} W of the truth's power range, which none of the papers' {} to {} W falls within{unit}", PAPERS_BUDGETS_W.start(), PAPERS_BUDGETS_W.end());
             }
         }
         if above > 0 {

@@ -724,7 +724,9 @@ fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
         "{err}"
     );
     // Found by a review: a truth whose power is in mW (or whose modes all draw within one
-    // watt) scored no budget, and said "NaN per budget" and n/a without a reason.
+    // watt) scored no budget, and said "NaN per budget" and n/a without a reason. Its
+    // budgets are now the whole watts of its range (none of the papers' is within it),
+    // and the text asks about the unit.
     let narrow: Vec<String> = head
         .iter()
         .enumerate()
@@ -741,8 +743,7 @@ fn a_truth_file_with_modes_the_board_lacks_is_refused_in_one_line() {
     std::fs::write(&csv, narrow.join("\n") + "\n").unwrap();
     let text = ok(&mut eval("10"));
     assert!(
-        text.contains("no budget could be scored: the modes scored draw ")
-            && text.contains("no mode meets the budgets of 17 to 50 W (is power in watts?)")
+        text.contains("none of the papers' 17 to 50 W falls within (is power in watts?)")
             && !text.contains("NaN"),
         "{text}"
     );
