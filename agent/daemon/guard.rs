@@ -83,8 +83,21 @@ impl Guard {
         self.steps
     }
 
-    /// `requested` limited by the caps.
+    /// `requested` limited by the caps. A cluster with no CPU online keeps its requested
+    /// limits: it draws nothing, and lowering them would bring one of its CPUs online for
+    /// the writes at every step ([`crate::control::plan`]; a review found four hotplugs
+    /// per CPU cap step in a preset with two clusters offline).
     pub fn clamp(&self, b: &Board, requested: &Values) -> Values {
+        let mut v = self.capped(b, requested);
+        for c in &b.clusters {
+            if !crate::control::plan::cluster_online(b, &c.cpus, &v) {
+                (v[c.min], v[c.max]) = (requested[c.min], requested[c.max]);
+            }
+        }
+        v
+    }
+
+    fn capped(&self, b: &Board, requested: &Values) -> Values {
         let mut v = requested.clone();
         for cap in &self.caps {
             match *cap {
@@ -200,5 +213,40 @@ impl Guard {
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by a review: a CPU cap lowered the limits of clusters with no CPU online, and
+    /// the plan then brought one of each online for the writes, at every cap step.
+    #[test]
+    fn a_cpu_cap_leaves_an_offline_clusters_limits_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::sim::export("xavier-agx", dir.path()).unwrap();
+        let b = Board::discover(crate::board::sysfs::Root::host(dir.path())).unwrap();
+        let mut v = b.read_knobs().unwrap();
+        for &(cpu, knob) in &b.cpus {
+            if let Some(k) = knob.filter(|_| cpu >= 2) {
+                v[k] = 0;
+            }
+        }
+        let g = Guard {
+            caps: vec![Cap::CpuHz(1_190_400_000)],
+            ..Guard::default()
+        };
+        let t = g.clamp(&b, &v);
+        assert_eq!(t[b.clusters[0].max], 1_190_400);
+        for c in &b.clusters[1..] {
+            assert_eq!((t[c.min], t[c.max]), (v[c.min], v[c.max]));
+        }
+        let online_knob = |k: usize| b.cpus.iter().any(|&(_, o)| o == Some(k));
+        let steps = crate::control::plan::plan(&b, &v, &t);
+        assert!(
+            !steps.is_empty() && steps.iter().all(|s| !online_knob(s.knob)),
+            "{steps:?}"
+        );
     }
 }

@@ -1771,6 +1771,9 @@ fn watch_view_follows_a_replaced_ring() {
         after.split(' ').next().unwrap().parse().unwrap_or(0.0)
     };
     assert!(blocks.iter().any(|b| rate(b) > 100.0), "{rows}");
+    // Nor more than the agent samples: the refresh that follows counts the new ring's
+    // samples over its whole time (found by review: over the instant since the follow).
+    assert!(blocks.iter().all(|b| rate(b) <= 1100.0), "{rows}");
     let cut = watch("5");
     std::thread::sleep(Duration::from_millis(1000));
     agent.signal(nix::sys::signal::Signal::SIGTERM);

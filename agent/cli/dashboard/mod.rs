@@ -38,11 +38,11 @@ pub struct Rings<'a> {
 }
 
 impl Rings<'_> {
-    /// Follows a replaced ring (counting the next refresh from the new one); false once
-    /// the ring's writer closed it (the agent stopped): the view ends.
-    fn refresh(&mut self, board: &Board, prev: &mut snapshot::Previous) -> Result<bool> {
+    /// Follows a replaced ring (this refresh counts the new one's samples from its first);
+    /// false once the ring's writer closed it (the agent stopped): the view ends.
+    fn refresh(&mut self, prev: &mut snapshot::Previous) -> Result<bool> {
         if (self.follow)(self.ring)? {
-            *prev = snapshot::Previous::now(board, self.ring);
+            prev.follow(self.ring);
         }
         Ok(!self
             .ring
@@ -105,7 +105,7 @@ fn screen(
                 _ => {}
             }
         }
-        if !rings.refresh(feed.board, &mut prev)? {
+        if !rings.refresh(&mut prev)? {
             return Ok(());
         }
         shown = feed.snapshot(rings.ring, &mut prev);
@@ -118,7 +118,7 @@ fn rows(feed: &Feed, rings: &mut Rings, done: &dyn Fn() -> bool) -> Result<()> {
     let mut prev = snapshot::Previous::now(feed.board, rings.ring);
     while !done() {
         std::thread::sleep(REFRESH);
-        if !rings.refresh(feed.board, &mut prev)? {
+        if !rings.refresh(&mut prev)? {
             break;
         }
         let text = view::plain(&feed.snapshot(rings.ring, &mut prev));

@@ -84,6 +84,14 @@ impl Previous {
             cpu: CpuTimes::read(board),
         }
     }
+
+    /// Moves the ring's counts to `ring`, a new one: its samples and fresh values count
+    /// from 0, over the refresh's whole time (the time and the CPUs' times stay, so the
+    /// refresh after a follow spans what the one before it left).
+    pub fn follow(&mut self, ring: &RingReader) {
+        self.written = 0;
+        self.fresh = vec![0; ring.info.rails.len()];
+    }
 }
 
 /// Gathers a snapshot of `board` (its presets `presets`) and `ring`, sampled at
