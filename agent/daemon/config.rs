@@ -110,12 +110,10 @@ impl Default for Config {
     }
 }
 
-/// The line of `text` (from 1) that sets the top-level `key`, if one does: from the TOML
-/// parser's spans, so a quoted key, or `key = ` inside a multi-line string, is no mistake.
 /// A toml/serde message as a configuration's reader wants it: on one line (toml's may run
-/// over several: "invalid array\nexpected `]`"), led by the key of its line `at`, with
-/// TOML's words for serde's Rust types (`expected usize`: an integer).
-fn readable(message: &str, at: Option<&str>) -> String {
+/// over several: "invalid array\nexpected `]`"), led by the `key` whose value it is about,
+/// with TOML's words for serde's Rust types (`expected usize`: an integer).
+fn readable(message: &str, key: Option<&str>) -> String {
     let mut m = message.trim().lines().collect::<Vec<_>>().join("; ");
     for (rust, toml) in [
         ("usize", "a nonnegative integer"),
@@ -134,21 +132,30 @@ fn readable(message: &str, at: Option<&str>) -> String {
     if m.contains("invalid socket address syntax") {
         m = "expected an IP address and port in quotes, such as \"127.0.0.1:9102\" (not a host name)".into();
     }
-    let key = at
-        .and_then(|l| l.split_once('='))
-        .map(|(k, _)| k.trim().trim_matches('"'))
-        .filter(|k| !k.is_empty() && !k.starts_with('#') && !k.starts_with('['));
     match key {
         Some(k) if !m.contains(&format!("`{k}`")) => format!("{k}: {m}"),
         _ => m,
     }
 }
 
+/// The top-level keys of `text` with their spans and their values' spans, where it is TOML.
+type SpannedKeys = std::collections::BTreeMap<toml::Spanned<String>, toml::Spanned<toml::Value>>;
+
+/// The line of `text` (from 1) that sets the top-level `key`, if one does: from the TOML
+/// parser's spans, so a quoted key, or `key = ` inside a multi-line string, is no mistake.
 fn line_of_key(text: &str, key: &str) -> Option<usize> {
-    use std::collections::BTreeMap;
-    let keys: BTreeMap<toml::Spanned<String>, toml::Value> = toml::from_str(text).ok()?;
+    let keys: SpannedKeys = toml::from_str(text).ok()?;
     let at = keys.keys().find(|k| k.get_ref() == key)?.span().start;
     Some(text[..at].matches('\n').count() + 1)
+}
+
+/// The top-level key whose value holds byte `offset` of `text` (where a type error points),
+/// if the text is TOML.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let keys: SpannedKeys = toml::from_str(text).ok()?;
+    keys.into_iter()
+        .find(|(_, value)| value.span().contains(&offset))
+        .map(|(key, _)| key.into_inner())
 }
 
 /// The slowest activity rate, Hz: a record every ten seconds.
@@ -255,7 +262,10 @@ impl Config {
             crate::support::file_error::FileError::Invalid {
                 path: path.to_path_buf(),
                 line,
-                message: readable(e.message(), text.lines().nth(line - 1)),
+                message: readable(
+                    e.message(),
+                    e.span().and_then(|s| key_at(text, s.start)).as_deref(),
+                ),
             }
         })?;
         let bad = |key: &str, message: String| {
@@ -586,6 +596,13 @@ mod tests {
         );
         assert!(err("metrics_listen = \"localhost:9102\"\n")
             .starts_with("j.toml:1: metrics_listen: expected an IP address and port"));
+        // The key is the one whose value the error's span falls in, whatever the lines of
+        // a multi-line value read like.
+        let e = err("default_mode = \"\"\"\nmax_clients = 1\n\"\"\"\nsocket_mode = 1\n");
+        assert!(e.starts_with("j.toml:4: socket_mode: invalid type"), "{e}");
+        let e = err("sensor_averaging = [\n  \"max_clients = 2\",\n]\n");
+        assert!(e.contains(": sensor_averaging: invalid type"), "{e}");
+        assert!(!e.contains("max_clients:"), "{e}");
     }
 
     #[test]
