@@ -100,8 +100,9 @@ pub enum SensorsError {
 pub struct Sensors {
     telemetry: Telemetry,
     cfg: SamplerConfig,
-    /// The INA3221 knob values the sampler's refresh intervals come from.
-    averaging: Averaging,
+    /// The INA3221 knob values the sampler's refresh intervals come from; `None` once a
+    /// restart left no sampler running, so that any next switch tries again.
+    averaging: Option<Averaging>,
     /// The knob values the sampler was started for.
     started: Values,
     ring: CurrentRing,
@@ -146,7 +147,7 @@ impl Sensors {
         Ok(Sensors {
             telemetry,
             cfg,
-            averaging: averaging_of(board, values),
+            averaging: Some(averaging_of(board, values)),
             started: values.clone(),
             ring,
         })
@@ -175,39 +176,50 @@ impl Sensors {
 
     /// Restarts the sampler if `values` average differently from what it was started
     /// for; returns whether it did.
+    ///
+    /// The old sampler stops only once the new ring is complete, just before the new ring
+    /// replaces it at its path: readers learn `replaced`, not `closed`, and no sample
+    /// follows (a review's reader found one 4 ms after `replaced` when the new ring started
+    /// first). A start that fails before that leaves the old sampler running; one that
+    /// fails after it restarts sampling at the refresh it had, in a new ring.
     pub fn follow(&mut self, board: &Board, values: &Values) -> Result<bool, SensorsError> {
         let averaging = averaging_of(board, values);
-        if averaging == self.averaging {
+        if self.averaging.as_ref() == Some(&averaging) {
             return Ok(false);
         }
         let path = self.telemetry.path.clone();
-        // The old sampler stops first, its ring left live, then the new ring replaces it at
-        // its path: readers learn `replaced`, not `closed`, and no sample follows (a review's
-        // reader found one 4 ms after `replaced` when the new ring started first).
-        self.telemetry.halt();
-        let telemetry = match Telemetry::start(board, values, &path, &self.cfg) {
-            Ok(t) => t,
-            Err(e) => {
-                // Sampling goes on at the refresh it had, in a new ring, rather than stop.
-                let old = self.started.clone();
-                match Telemetry::start(board, &old, &path, &self.cfg) {
-                    Ok(t) => self.swap(t, &path)?,
-                    Err(_) => self.telemetry.close(),
-                }
-                return Err(e.into());
+        let old = &mut self.telemetry;
+        let mut halted = false;
+        let started = Telemetry::start_then(board, values, &path, &self.cfg, || {
+            old.halt();
+            halted = true;
+        });
+        match started {
+            Ok(telemetry) => {
+                self.swap(telemetry, &path)?;
+                self.started = values.clone();
+                self.averaging = Some(averaging);
+                Ok(true)
             }
-        };
-        self.swap(telemetry, &path)?;
-        self.started = values.clone();
-        self.averaging = averaging;
-        Ok(true)
+            Err(e) if !halted => Err(e.into()),
+            Err(e) => {
+                match Telemetry::start(board, &self.started, &path, &self.cfg) {
+                    Ok(t) => self.swap(t, &path)?,
+                    Err(_) => {
+                        self.telemetry.close();
+                        self.averaging = None;
+                    }
+                }
+                Err(e.into())
+            }
+        }
     }
 
     /// Makes `telemetry`, writing the ring at `path`, the running one.
     fn swap(&mut self, telemetry: Telemetry, path: &Path) -> Result<(), SensorsError> {
-        self.ring.replace(RingReader::open(path)?);
         // The old telemetry, halted, is dropped: its ring, replaced, stays so.
         self.telemetry = telemetry;
+        self.ring.replace(RingReader::open(path)?);
         Ok(())
     }
 }
@@ -215,7 +227,8 @@ impl Sensors {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::ring::{RingInfo, RingWriter};
+    use crate::telemetry::ring::{RingInfo, RingWriter, WriterState};
+    use crate::telemetry::sampler::SamplerConfig;
     use crate::telemetry::Sample;
 
     fn ring(path: &Path) -> RingWriter {
@@ -263,5 +276,45 @@ mod tests {
         let _d = ring(&path);
         current.replace(open());
         assert_eq!(current.totals(), [119, 7, 1]);
+    }
+
+    /// Found by a review: the old sampler stopped before the new one was sure to start,
+    /// so a start that failed left the agent without a sampler, and a switch back to the
+    /// old averaging did not try again. Now a new ring that cannot be built leaves the old
+    /// sampler running, and the next switch tries again.
+    #[test]
+    fn a_restart_that_cannot_build_its_ring_leaves_the_old_sampler_running() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::sim::export("orin-agx", &dir.path().join("tree")).unwrap();
+        let board =
+            Board::discover(crate::board::sysfs::Root::host(dir.path().join("tree"))).unwrap();
+        let values = board.read_knobs().unwrap();
+        let path = dir.path().join("r.ring");
+        let cfg = SamplerConfig {
+            rate_hz: Some(500.0),
+            activity_hz: 0.0,
+            ..SamplerConfig::default()
+        };
+        let mut sensors = Sensors::start(&board, &values, &path, cfg, "nogroup").unwrap();
+        let other = crate::board::ina3221::averaging_target(&board, &values, 8_000);
+        assert_ne!(averaging_of(&board, &other), averaging_of(&board, &values));
+        // The new ring's temporary name is taken by a folder: the ring cannot be built.
+        let tmp = path.with_extension("ring.tmp");
+        std::fs::create_dir(&tmp).unwrap();
+        assert!(sensors.follow(&board, &other).is_err());
+        let ring = sensors.ring().get();
+        assert_eq!(ring.writer().map(|w| w.state), Some(WriterState::Live));
+        let before = ring.write_seq();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(ring.write_seq() > before, "the old sampler still samples");
+        std::fs::remove_dir(&tmp).unwrap();
+        assert!(sensors.follow(&board, &other).unwrap(), "tried again");
+        assert_eq!(ring.writer().map(|w| w.state), Some(WriterState::Replaced));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            sensors.ring().get().write_seq() > 0,
+            "the new sampler samples"
+        );
+        sensors.close();
     }
 }

@@ -139,6 +139,20 @@ impl Telemetry {
         path: &Path,
         cfg: &SamplerConfig,
     ) -> Result<Telemetry, SamplerError> {
+        Self::start_then(board, values, path, cfg, || {})
+    }
+
+    /// [`Telemetry::start`], calling `before_publish` when the new ring is ready to
+    /// replace the one at `path`, after everything that can fail before it is done
+    /// ([`RingWriter::create_then`](ring::RingWriter::create_then)): where the old one's
+    /// threads stop, so that they still run if this fails early.
+    pub fn start_then(
+        board: &Board,
+        values: &Values,
+        path: &Path,
+        cfg: &SamplerConfig,
+        before_publish: impl FnOnce(),
+    ) -> Result<Telemetry, SamplerError> {
         let path = path.to_path_buf();
         let mut info = ring_info(board, values);
         // The activity counters, unless turned off (a rate of 0).
@@ -154,7 +168,7 @@ impl Telemetry {
             });
             (counters, period, window)
         });
-        let sampler = Sampler::start(&board.rails, info, &path, cfg)?;
+        let sampler = Sampler::start_then(&board.rails, info, &path, cfg, before_publish)?;
         let ring = sampler.ring().clone();
         let watcher = thermal::start(board, ring.clone()).map_err(SamplerError::Clone)?;
         let activity = counters

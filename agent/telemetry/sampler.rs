@@ -149,9 +149,21 @@ impl Sampler {
     /// rail's refresh interval and the totals; the period and slots come from `cfg`.
     pub fn start(
         rails: &[Rail],
+        info: RingInfo,
+        path: &Path,
+        cfg: &SamplerConfig,
+    ) -> Result<Sampler, SamplerError> {
+        Self::start_then(rails, info, path, cfg, || {})
+    }
+
+    /// [`Sampler::start`], calling `before_publish` when the new ring is ready to replace
+    /// the one at `path` ([`RingWriter::create_then`]).
+    pub fn start_then(
+        rails: &[Rail],
         mut info: RingInfo,
         path: &Path,
         cfg: &SamplerConfig,
+        before_publish: impl FnOnce(),
     ) -> Result<Sampler, SamplerError> {
         if rails.is_empty() {
             return Err(SamplerError::NoRails);
@@ -166,12 +178,17 @@ impl Sampler {
         }
         info.period_ns = (1e9 / rate_hz) as u64;
         info.slot_count = cfg.slot_count;
-        let ring = Arc::new(RingWriter::create(path, &info, cfg.read_gid)?);
         let rails: Vec<Rail> = rails
             .iter()
             .map(Rail::try_clone)
             .collect::<std::io::Result<_>>()
             .map_err(SamplerError::Clone)?;
+        let ring = Arc::new(RingWriter::create_then(
+            path,
+            &info,
+            cfg.read_gid,
+            before_publish,
+        )?);
         // A second change sooner than this is the same conversion read across its boundary.
         let same_conversion_ns: Vec<u64> = info
             .rails

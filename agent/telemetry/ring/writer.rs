@@ -211,6 +211,18 @@ impl RingWriter {
         info: &RingInfo,
         group: Option<u32>,
     ) -> Result<RingWriter, RingError> {
+        Self::create_then(path, info, group, || {})
+    }
+
+    /// [`RingWriter::create`], calling `before_publish` once the new ring is complete and
+    /// only its rename over `path` is left: the last moment its old writer may stop, after
+    /// every step that can fail but the rename.
+    pub fn create_then(
+        path: &Path,
+        info: &RingInfo,
+        group: Option<u32>,
+        before_publish: impl FnOnce(),
+    ) -> Result<RingWriter, RingError> {
         let io = |source| RingError::Io {
             path: path.to_path_buf(),
             source,
@@ -293,6 +305,7 @@ impl RingWriter {
                 log::warn!("cannot give {} to group {gid}: {e}", path.display());
             }
         }
+        before_publish();
         std::fs::rename(&tmp, path).map_err(io)?;
         if let Some(p) = previous.as_mut() {
             p.replaced();
