@@ -15,7 +15,7 @@ use crate::ipc::protocol::{
     PhasedMinibatchReply, RailReply, ReplyBody, RequestBody, SampleReply, SchedulePlan,
     TelemetryReply, TurnReply, WindowReply, MAX_RAIL_NAME, MAX_SAMPLE_RAILS,
 };
-use crate::ipc::server::{Answer, Credentials, Handler};
+use crate::ipc::server::{Answer, Credentials, Handler, Quiet};
 use crate::support::clock::monotonic_ns;
 use crate::telemetry::activity::Activity;
 use crate::telemetry::energy::{MarkerError, Minibatch, Minibatches, Span};
@@ -295,10 +295,17 @@ impl Handler for Shared {
         sample(&self.ring.get()).map(ReplyBody::Sample)
     }
 
-    /// A lease holder may stay quiet, but not while it holds a scheduler turn: its turn
-    /// would starve the others (protocol.md: a quiet turn holder is closed).
-    fn may_stay_quiet(&self, conn: &Connection) -> bool {
-        conn.turn.is_none() && self.lock().holds_lease(conn.peer.client)
+    /// A lease holder may stay quiet, but not while it holds a scheduler turn, even with a
+    /// subscription: its turn would starve the others (protocol.md: a quiet turn holder is
+    /// closed; a review found one that subscribed stalling every other client for good).
+    fn quiet(&self, conn: &Connection) -> Quiet {
+        if conn.turn.is_some() {
+            Quiet::Closed
+        } else if self.lock().holds_lease(conn.peer.client) {
+            Quiet::Kept
+        } else {
+            Quiet::KeptWhileStreaming
+        }
     }
 
     fn name<'a>(&self, conn: &'a Connection) -> &'a str {

@@ -56,6 +56,17 @@ pub enum Answer {
     Deferred,
 }
 
+/// What becomes of a connection that sends no request for the idle time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quiet {
+    /// Closed, whatever streams to it (a scheduler turn holder: others wait behind it).
+    Closed,
+    /// Kept (the board's lease holder).
+    Kept,
+    /// Kept while a subscription sends to it more often than the idle time.
+    KeptWhileStreaming,
+}
+
 /// What answers the requests of every connection.
 pub trait Handler: Send + Sync + 'static {
     /// What the handler keeps per connection (who the peer is, its open minibatches, its
@@ -80,9 +91,8 @@ pub trait Handler: Send + Sync + 'static {
     fn event(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
     /// A subscription sample, if there is one yet.
     fn sample(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
-    /// Whether a connection that sends nothing is kept all the same (one holding the
-    /// board's lease, and no turn that others wait behind).
-    fn may_stay_quiet(&self, conn: &Self::Connection) -> bool;
+    /// Whether a connection that sends no request for the idle time is kept.
+    fn quiet(&self, conn: &Self::Connection) -> Quiet;
     /// How the connection is named in the log.
     fn name<'a>(&self, conn: &'a Self::Connection) -> &'a str;
     /// The connection closed.
@@ -405,9 +415,13 @@ fn serve<H: Handler>(
                 }
             }
         }
-        if let Some(limit) = idle {
-            let streaming = subscription.is_some_and(|(every, _)| every < limit);
-            if last_request.elapsed() >= limit && !streaming && !handler.may_stay_quiet(&conn) {
+        if let Some(limit) = idle.filter(|&limit| last_request.elapsed() >= limit) {
+            let kept = match handler.quiet(&conn) {
+                Quiet::Closed => false,
+                Quiet::Kept => true,
+                Quiet::KeptWhileStreaming => subscription.is_some_and(|(every, _)| every < limit),
+            };
+            if !kept {
                 log::info!(
                     "closing {}: no request for {} ms (idle_timeout_ms)",
                     handler.name(&conn),

@@ -940,14 +940,17 @@ fn every_inference_turn_runs_at_its_phase_clocks_after_a_new_plan() {
 /// Found by a robotics engineer running the documented trainer with `--phase-modes`: a
 /// turn holder that also held the lease (its plan's phase modes) was never closed for
 /// idleness, so its quiet turn starved inference for as long as it lived. A quiet turn
-/// holder is closed whatever it holds, and the waiting server gets its turn.
+/// holder is closed whatever it holds, and the waiting server gets its turn. A later review
+/// found the same with a subscription (a trainer watching its own power): a stuck holder
+/// that subscribed kept every other client waiting for as long as it lived.
 #[test]
-fn a_quiet_turn_holder_is_closed_even_when_it_holds_the_lease() {
+fn a_quiet_turn_holder_is_closed_even_when_it_holds_the_lease_and_subscribes() {
     use std::time::{Duration, Instant};
     let agent = Agent::start("orin-agx", "idle_timeout_ms = 500\n");
     let mut trainer = agent.client(Encoding::Json);
     let (plan, _) = plan_with_phases(None);
     request(&mut trainer, RequestBody::SchedulePlan(plan));
+    request(&mut trainer, RequestBody::Subscribe { every_ms: 50 });
     assert!(
         agent.status().holder.is_some(),
         "the phase modes hold a lease"
