@@ -239,7 +239,11 @@ impl Controller {
         owner: Owner,
     ) -> Result<Controller, ControlError> {
         let paths = StatePaths::new(runtime_dir, &board.key());
-        let lock = state::BoardLock::acquire(&paths.lock, std::time::Duration::from_secs(5))?;
+        let lock = state::BoardLock::acquire(
+            &paths.lock,
+            board.root.dir(),
+            std::time::Duration::from_secs(5),
+        )?;
         let current = board.read_knobs()?;
         let mut c = Controller {
             board,

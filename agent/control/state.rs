@@ -235,6 +235,14 @@ pub enum StateError {
         /// The holder's pid, as its lock file says (empty if unreadable).
         pid: String,
     },
+    /// Another process controls the board through another runtime directory.
+    #[error("another jpower process controls the board at {} through another runtime \
+             directory (--runtime-dir, JPOWER_RUNTIME_DIR): go through the agent there, or \
+             stop it", board.display())]
+    BusyElsewhere {
+        /// The board's root directory.
+        board: PathBuf,
+    },
     /// The state file does not parse.
     #[error("state file {} does not parse ({source}): the board's baseline in it is lost; \
              move the file aside, and the board stays as it is until a mode is set or the \
@@ -328,15 +336,25 @@ impl StatePaths {
 /// An exclusive claim on a board by one jpower process (`flock`, released when the
 /// process exits, however it exits), so that two processes never interleave switches or
 /// mistake each other's switch in flight for a crash.
+///
+/// Two locks: the lock file in the runtime directory, which names its holder's pid, and
+/// the board's own root directory, which two processes given different runtime
+/// directories still share (a review ran two agents on one board that way: each undid the
+/// other's modes).
 #[derive(Debug)]
 pub struct BoardLock {
     _file: File,
+    _board: File,
 }
 
 impl BoardLock {
-    /// Takes the lock, waiting up to `wait` for another process to finish.
-    pub fn acquire(path: &Path, wait: std::time::Duration) -> Result<BoardLock, StateError> {
-        use std::os::fd::AsRawFd;
+    /// Takes the lock of the board at `board_dir` through the lock file at `path`, waiting
+    /// up to `wait` for another process to finish.
+    pub fn acquire(
+        path: &Path,
+        board_dir: &Path,
+        wait: std::time::Duration,
+    ) -> Result<BoardLock, StateError> {
         let io = |source| StateError::Io {
             path: path.to_path_buf(),
             source,
@@ -345,26 +363,50 @@ impl BoardLock {
             make_dir(dir, STATE_DIR_MODE).map_err(io)?;
         }
         let file = open_private(path, STATE_FILE_MODE, false).map_err(io)?;
-        let start = std::time::Instant::now();
-        loop {
-            // SAFETY: flock on a descriptor we own; released when the file closes.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                let _ = file.set_len(0);
-                let _ = file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0);
-                return Ok(BoardLock { _file: file });
-            }
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(io(e));
-            }
-            if start.elapsed() >= wait {
-                let holder = std::fs::read_to_string(path).unwrap_or_default();
-                return Err(StateError::Busy {
-                    pid: holder.trim().to_string(),
-                });
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+        let deadline = std::time::Instant::now() + wait;
+        if !flock_until(&file, deadline).map_err(io)? {
+            let holder = std::fs::read_to_string(path).unwrap_or_default();
+            return Err(StateError::Busy {
+                pid: holder.trim().to_string(),
+            });
         }
+        let _ = file.set_len(0);
+        let _ = file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0);
+        let board = File::open(board_dir).map_err(|source| StateError::Io {
+            path: board_dir.to_path_buf(),
+            source,
+        })?;
+        if !flock_until(&board, deadline).map_err(|source| StateError::Io {
+            path: board_dir.to_path_buf(),
+            source,
+        })? {
+            return Err(StateError::BusyElsewhere {
+                board: board_dir.to_path_buf(),
+            });
+        }
+        Ok(BoardLock {
+            _file: file,
+            _board: board,
+        })
+    }
+}
+
+/// Takes an exclusive `flock` on `file`, trying until `deadline`; whether it did.
+fn flock_until(file: &File, deadline: std::time::Instant) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a descriptor we own; released when the file closes.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(e);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
@@ -620,6 +662,29 @@ mod tests {
             !older.crashed(),
             "pid 1 lives, and nothing says it is another"
         );
+    }
+
+    /// Found by a review: the lock lived in the runtime directory alone, so two agents
+    /// given different runtime directories both controlled one board, each undoing the
+    /// other's modes. The board's own directory is locked too.
+    #[test]
+    fn one_board_has_one_controller_whatever_the_runtime_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let board = dir.path().join("board");
+        std::fs::create_dir(&board).unwrap();
+        let wait = std::time::Duration::from_millis(60);
+        let first = BoardLock::acquire(&dir.path().join("a/b.lock"), &board, wait).unwrap();
+        let same = BoardLock::acquire(&dir.path().join("a/b.lock"), &board, wait).unwrap_err();
+        let pid = std::process::id().to_string();
+        assert!(
+            matches!(&same, StateError::Busy { pid: p } if *p == pid),
+            "{same}"
+        );
+        let other = BoardLock::acquire(&dir.path().join("c/b.lock"), &board, wait).unwrap_err();
+        assert!(matches!(other, StateError::BusyElsewhere { .. }), "{other}");
+        assert!(other.to_string().contains("another runtime directory"));
+        drop(first);
+        BoardLock::acquire(&dir.path().join("c/b.lock"), &board, wait).unwrap();
     }
 
     #[test]
