@@ -20,6 +20,14 @@ pub enum ClientError {
     /// The connection's input could not be decoded, or reading or writing it failed.
     #[error(transparent)]
     Codec(#[from] CodecError),
+    /// The agent accepted the connection but did not answer in time (stopped, or hung).
+    #[error("the agent at {path} did not answer within {after:?} (is it stopped or hung?)")]
+    Silent {
+        /// The socket's path.
+        path: String,
+        /// How long the client waited.
+        after: Duration,
+    },
     /// The agent closed the connection before replying.
     #[error("the agent closed the connection")]
     Closed,
@@ -33,10 +41,17 @@ pub enum ClientError {
     },
 }
 
+/// How long the client waits for the agent's next message.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A connection to the agent.
 #[derive(Debug)]
 pub struct Client {
     stream: UnixStream,
+    /// The socket's path, for errors.
+    path: String,
+    /// How long it waits for each message.
+    wait: Duration,
     enc: Encoding,
     framed: Framed,
     buf: Vec<u8>,
@@ -52,15 +67,27 @@ impl Client {
         enc: Encoding,
         name: &str,
     ) -> Result<(Client, ReplyBody), ClientError> {
+        Self::connect_waiting(path, enc, name, REPLY_TIMEOUT)
+    }
+
+    /// [`Client::connect`], waiting up to `wait` for each message from the agent.
+    fn connect_waiting(
+        path: &Path,
+        enc: Encoding,
+        name: &str,
+        wait: Duration,
+    ) -> Result<(Client, ReplyBody), ClientError> {
         let stream = UnixStream::connect(path).map_err(|source| ClientError::Connect {
             path: path.display().to_string(),
             source,
         })?;
         stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
+            .set_read_timeout(Some(wait))
             .map_err(CodecError::Io)?;
         let mut c = Client {
             stream,
+            path: path.display().to_string(),
+            wait,
             enc,
             framed: Framed::default(),
             buf: Vec::new(),
@@ -121,9 +148,45 @@ impl Client {
             if let Some(r) = self.framed.next_message::<Reply>()? {
                 return Ok(r);
             }
-            if self.framed.fill(&mut self.stream).map_err(CodecError::Io)? == 0 {
-                return Err(ClientError::Closed);
+            match self.framed.fill(&mut self.stream) {
+                Ok(0) => return Err(ClientError::Closed),
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(ClientError::Silent {
+                        path: self.path.clone(),
+                        after: self.wait,
+                    })
+                }
+                Err(e) => return Err(CodecError::Io(e).into()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by a review: a CLI command beside a stopped agent (`kill -STOP`) failed after
+    /// 30 s with "Resource temporarily unavailable (os error 11)", naming neither the agent
+    /// nor the wait.
+    #[test]
+    fn an_agent_that_does_not_answer_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let e = Client::connect_waiting(&path, Encoding::Json, "t", Duration::from_millis(50))
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, ClientError::Silent { .. }), "{text}");
+        assert!(
+            text.contains("s.sock") && text.contains("within 50ms"),
+            "{text}"
+        );
     }
 }
