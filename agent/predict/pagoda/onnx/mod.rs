@@ -338,6 +338,39 @@ impl<'a> BatchAxes<'a> {
     }
 }
 
+/// Whether graph input `name` is used only where operators take their weights (a
+/// convolution's kernel and bias, a Gemm's B and C, a normalisation's parameters, a
+/// recurrent cell's weights): then it is a weight without its values, not a batch of
+/// activations (a review found a Conv's kernel given as an input counted per "sample" of
+/// its 16 output channels).
+fn is_weight_input(graph: &GraphProto, name: &str) -> bool {
+    let mut uses = graph.node.iter().flat_map(|n| {
+        n.input
+            .iter()
+            .enumerate()
+            .filter(move |(_, i)| *i == name)
+            .map(move |(at, _)| (n.op_type.as_str(), at))
+    });
+    let first = uses.next();
+    first.is_some()
+        && first.into_iter().chain(uses).all(|(op, at)| {
+            at >= 1
+                && matches!(
+                    op,
+                    "Conv"
+                        | "ConvTranspose"
+                        | "Gemm"
+                        | "BatchNormalization"
+                        | "LayerNormalization"
+                        | "InstanceNormalization"
+                        | "LSTM"
+                        | "GRU"
+                        | "RNN"
+                        | "PRelu"
+                )
+        })
+}
+
 /// Counts every node of `graph`, its symbolic dimensions as `dims` gives them.
 fn walk(graph: &GraphProto, dims: &Dims) -> Onnx {
     let mut g = Graph {
@@ -380,6 +413,18 @@ fn walk(graph: &GraphProto, dims: &Dims) -> Onnx {
     let axes = BatchAxes::of(graph);
     for v in &graph.input {
         if g.tensors.contains_key(&v.name) {
+            continue;
+        }
+        if is_weight_input(graph, &v.name) {
+            // Weights given as inputs (exported without their values): whole, no batch.
+            if let Some(shape) = value_shape(v, dims) {
+                let t = Tensor {
+                    shape,
+                    values: None,
+                    weight: true,
+                };
+                g.tensors.insert(v.name.clone(), t);
+            }
             continue;
         }
         if let Some(mut s) = value_shape(v, dims) {

@@ -791,3 +791,39 @@ fn transposed_weights_whole_biases_expands_and_folded_wheres() {
         assert_eq!(r.layers.last().unwrap().input, vec![2, 16], "{target}");
     }
 }
+
+/// Found by a review: a Conv whose kernel is a graph input without an initializer (weights
+/// exported apart) had the kernel's first dimension, its 16 output channels, taken for a
+/// batch: counted per "sample", 16 times too few. A graph input used only where operators
+/// take weights is a weight, whole.
+#[test]
+fn a_kernel_given_as_a_graph_input_is_a_weight() {
+    let with_values = counted(
+        input("x", &[1, 8, 4, 4]),
+        vec![node("Conv", &["x", "w"], "y", vec![])],
+        vec![weight("w", &[16, 8, 1, 1])],
+    );
+    let graph = GraphProto {
+        node: vec![node("Conv", &["x", "w"], "y", vec![])],
+        input: vec![input("x", &[1, 8, 4, 4]), input("w", &[16, 8, 1, 1])],
+        ..GraphProto::default()
+    };
+    let bytes = ModelProto { graph: Some(graph) }.encode_to_vec();
+    let without = parse(&bytes, Path::new("t.onnx"), &Dims::new()).unwrap();
+    let count = |o: &Onnx| o.model.count(1, Precision::F32, false);
+    let (a, b) = (count(&with_values), count(&without));
+    assert_eq!(a.total.flops, 2 * 16 * 8 * 16);
+    assert_eq!(
+        (b.total.flops, b.total.params, b.total.bytes()),
+        (a.total.flops, a.total.params, a.total.bytes())
+    );
+    // An input that is also a MatMul's first operand stays a batch of activations.
+    let graph = GraphProto {
+        node: vec![node("MatMul", &["x", "x"], "y", vec![])],
+        input: vec![input("x", &[3, 4, 4])],
+        ..GraphProto::default()
+    };
+    let bytes = ModelProto { graph: Some(graph) }.encode_to_vec();
+    let o = parse(&bytes, Path::new("t.onnx"), &Dims::new()).unwrap();
+    assert_eq!(count(&o).total.flops, 2 * 4 * 4 * 4);
+}
