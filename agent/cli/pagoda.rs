@@ -364,7 +364,21 @@ pub fn plan_inference(target: &Target, a: &PlanArgs, out: &Output) -> Result<()>
         )
         .with_context(|| format!("writing {}", path.display()))?;
     }
-    out.print(&value, || plan_text(&report, &rooflines, &plan))
+    out.print(&value, || {
+        plan_text(&report, &rooflines, &plan) + &partial_note(skipped.len())
+    })
+}
+
+/// The line a plan's text ends with when the model's count is partial (a review found a
+/// plan for a fraction of a graph, its stdout silent about it), or nothing.
+pub fn partial_note(not_counted: usize) -> String {
+    match not_counted {
+        0 => String::new(),
+        n => format!(
+            "PARTIAL: {n} node{} not counted (listed on stderr, and in the JSON's `not_counted`): the plan is for the counted layers only\n",
+            if n == 1 { "" } else { "s" }
+        ),
+    }
 }
 
 /// One mode's summary against the reference.

@@ -160,10 +160,17 @@ pub fn plan(
         );
         source.check()?;
         let j = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+        // The bound as measured: `--slowdown` against the top mode's measured latency.
+        let measured_bound_ms = match a.latency_ms {
+            Some(ms) => ms,
+            None => j(&r, "measured_ms") * (1.0 + a.slowdown),
+        };
         value["verify"] = serde_json::json!({
             "chosen": c, "reference": r,
             "measured_saving": 1.0 - j(&c, "measured_j") / j(&r, "measured_j"),
             "measured_latency_change": j(&c, "measured_ms") / j(&r, "measured_ms") - 1.0,
+            "bound_ms": measured_bound_ms,
+            "bound_kept": j(&c, "measured_ms") <= measured_bound_ms,
         });
     }
     if let Measure::Markers(m) = source {
@@ -324,7 +331,17 @@ fn text(v: &serde_json::Value) -> String {
             100.0 * f(&vf["measured_saving"]),
             100.0 * f(&vf["measured_latency_change"])
         );
+        if vf["bound_kept"] == false {
+            let _ = writeln!(
+                t,
+                "  the plan's measured latency, {:.3} ms, breaks the bound as measured, {:.3} ms",
+                f(&vf["chosen"]["measured_ms"]),
+                f(&vf["bound_ms"])
+            );
+        }
     }
+    let not_counted = v["not_counted"].as_array().map_or(0, Vec::len);
+    t.push_str(&super::pagoda::partial_note(not_counted));
     let tr = &v["truth"];
     if !tr.is_null() {
         let _ = writeln!(

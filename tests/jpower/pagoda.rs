@@ -417,6 +417,30 @@ fn pagoda_eval_quick_meets_its_targets_on_the_simulated_orin() {
     one_line_error(&["pagoda", "eval", "--quick"], "name one with --sim BOARD");
 }
 
+/// Found by a review: a plan for a graph with nodes not counted said so only on stderr and
+/// in the JSON; the plan's own text, what a user reads and pastes, now ends by saying so.
+#[test]
+fn a_plan_for_a_partly_counted_graph_says_so() {
+    let rt = util::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let rooflines = hand_made_rooflines(dir.path());
+    let model = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/pagoda/attention.onnx"
+    );
+    let plan = |model: &str| {
+        ok(jpower(rt.path())
+            .args(["--sim", "orin-agx", "plan-inference", model, "--rooflines"])
+            .arg(&rooflines))
+    };
+    let text = plan(model);
+    assert!(
+        text.contains("PARTIAL: 1 node not counted") && text.contains("counted layers only"),
+        "{text}"
+    );
+    assert!(!plan("resnet18").contains("PARTIAL"));
+}
+
 /// Rooflines at four pinned clocks of Orin AGX, as `jpower roofline --sample 4 --json`
 /// writes them (peaks proportional to the clocks), saved in `dir`: the file.
 fn hand_made_rooflines(dir: &std::path::Path) -> std::path::PathBuf {
@@ -501,6 +525,16 @@ fn plan_inference_calibrates_verifies_and_scores_a_recorded_profile() {
         "{r}"
     );
     assert!(f(&v["verify"]["measured_saving"]).is_finite());
+    // Found by a review: a plan measured over its bound was not said to be. The bound as
+    // measured is 5% over the top mode's measured latency, and kept or not as measured.
+    let vf = &v["verify"];
+    let bound = f(&r["measured_ms"]) * 1.05;
+    assert!((f(&vf["bound_ms"]) - bound).abs() < 1e-9, "{vf}");
+    assert_eq!(
+        vf["bound_kept"],
+        f(&vf["chosen"]["measured_ms"]) <= bound,
+        "{vf}"
+    );
     let t = &v["truth"];
     assert_eq!(t["modes"], 3, "{t}");
     assert!(f(&t["latency_mape"]).is_finite() && f(&t["energy_mape"]).is_finite());
