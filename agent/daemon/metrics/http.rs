@@ -34,6 +34,10 @@ pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pause after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// How long a connection must have waited for its request head before a new one may cut
+/// it off: a client's head follows its connect within milliseconds, an idle keeper's never.
+const IDLE_BEFORE_EVICTION: Duration = Duration::from_millis(500);
+
 /// How long a connection is read after its reply, for the client's close.
 pub const LINGER: Duration = Duration::from_millis(100);
 
@@ -61,17 +65,19 @@ fn lock(open: &Mutex<Open>) -> std::sync::MutexGuard<'_, Open> {
 
 impl Open {
     /// Admits `stream` (its id), cutting off the connection waiting longest for its head
-    /// when all are taken; `None` when all are taken by requests being answered.
+    /// when all are taken and it has waited [`IDLE_BEFORE_EVICTION`]; `None` when all are
+    /// taken by requests being answered or just opened (a burst of scrapes: the newest is
+    /// refused rather than one whose head is on its way).
     fn admit(&mut self, stream: &TcpStream) -> Option<u64> {
+        let socket = stream.try_clone().ok()?;
         if self.conns.len() >= MAX_CONNECTIONS {
             let idle = (self.conns.iter().enumerate())
-                .filter(|(_, c)| c.waiting)
+                .filter(|(_, c)| c.waiting && c.since.elapsed() >= IDLE_BEFORE_EVICTION)
                 .min_by_key(|(_, c)| c.since)
                 .map(|(i, _)| i)?;
             // Its thread's read ends at once; the thread then leaves.
             let _ = self.conns.swap_remove(idle).socket.shutdown(Shutdown::Both);
         }
-        let socket = stream.try_clone().ok()?;
         self.next += 1;
         self.conns.push(Conn {
             id: self.next,
