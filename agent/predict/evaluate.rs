@@ -175,23 +175,31 @@ pub fn margin_w(method: Method, time: (f64, f64), power: (f64, f64)) -> f64 {
 /// How many spreads of the predicted power the physics method's margin keeps.
 pub const MARGIN_SPREADS: f64 = 2.25;
 
-/// The budgets scored where the caller names none: each whole watt within the range of
-/// true power.
+/// The most budgets [`budgets`] gives: a range wider than this many watts is stepped by
+/// more than one (a profile in mW, a review found, would have scored some 50,000).
+pub const MAX_BUDGETS: usize = 100;
+
+/// The range of true power, watts: lowest and highest.
+fn power_range(truth: &[TimePower]) -> (f64, f64) {
+    let lo = truth.iter().map(|p| p.power_w).fold(f64::MAX, f64::min);
+    let hi = truth.iter().map(|p| p.power_w).fold(0.0, f64::max);
+    (lo, hi)
+}
+
+/// The budgets scored where the caller names none: the whole watts within the range of
+/// true power, from 1 W over its lowest, every watt or, over a range wider than
+/// [`MAX_BUDGETS`] watts, every so many whole watts.
 pub fn budgets(truth: &[TimePower]) -> Vec<f64> {
-    let lo = truth
-        .iter()
-        .map(|p| p.power_w)
-        .fold(f64::MAX, f64::min)
-        .ceil()
-        + 1.0;
-    let hi = truth.iter().map(|p| p.power_w).fold(0.0, f64::max).floor();
-    let mut b = Vec::new();
-    let mut w = lo;
-    while w <= hi {
-        b.push(w);
-        w += 1.0;
+    let (lo, hi) = power_range(truth);
+    let (lo, hi) = (lo.ceil() + 1.0, hi.floor());
+    if lo > hi {
+        return Vec::new();
     }
-    b
+    let step = ((hi - lo) / (MAX_BUDGETS - 1) as f64).ceil().max(1.0);
+    (0..MAX_BUDGETS)
+        .map(|i| lo + i as f64 * step)
+        .take_while(|&w| w <= hi)
+        .collect()
 }
 
 /// The whole evaluation's inputs.
@@ -338,14 +346,10 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
     // where the truth's power reaches one; else (a recorded profile that draws less than
     // all of them: each budget scored the one unconstrained choice, median and p90 alike,
     // a review found) the whole watts of the truth's range.
-    let within = budgets(&truth_points);
-    let reached = |named: &Vec<f64>| match (within.first(), within.last()) {
-        (Some(&lo), Some(&hi)) => named.iter().any(|b| (lo..=hi).contains(b)),
-        _ => false,
-    };
+    let (lo, hi) = power_range(&truth_points);
     let budgets = match &e.budgets {
-        Some(named) if reached(named) => named.clone(),
-        _ => within,
+        Some(named) if named.iter().any(|b| (lo..=hi).contains(b)) => named.clone(),
+        _ => budgets(&truth_points),
     };
     let knobs: Vec<optimize::LogCoords> = held.iter().map(optimize::log_coords).collect();
     // PowerTrain validated on its reference grid's modes: the scores there too.
@@ -459,6 +463,28 @@ pub fn evaluate(e: Eval<'_>) -> Result<Report, predict::regress::RegressError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The default budgets: each whole watt from 1 W over the lowest power, stepped so that
+    /// a range in mW (a review found some 50,000 budgets) gives at most [`MAX_BUDGETS`].
+    #[test]
+    fn the_default_budgets_are_whole_watts_and_at_most_a_hundred() {
+        let of = |powers: &[f64]| {
+            let truth: Vec<TimePower> = (powers.iter().enumerate())
+                .map(|(mode, &power_w)| TimePower {
+                    mode,
+                    time_ms: 1.0,
+                    power_w,
+                })
+                .collect();
+            budgets(&truth)
+        };
+        assert_eq!(of(&[10.2, 14.9]), [12.0, 13.0, 14.0]);
+        assert!(of(&[10.2, 11.5]).is_empty());
+        let mw = of(&[9_800.0, 60_300.0]);
+        assert!(mw.len() <= MAX_BUDGETS && mw.len() > 90, "{}", mw.len());
+        assert_eq!(mw[0], 9_801.0);
+        assert!(mw.iter().all(|b| b.fract() == 0.0 && *b <= 60_300.0));
+    }
 
     /// Regression test for the papers' methods' degenerate budget choices (median penalty
     /// 744% on ResNet-18 -> MobileNetV3, median equal to p90 elsewhere): a time model on
