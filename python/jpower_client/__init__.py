@@ -23,6 +23,15 @@ returned as plain dicts in the JSON shape.
         c.schedule_plan(max_batch=4, slo_ms=100)   # the real-time scheduler (version 6)
         with c.turn("train", 2):              # waits for the GPU, then marks the minibatch
             train_step()
+
+A Client is not thread-safe: give each thread its own (two threads sharing one take each
+other's replies). Replies and events are read only while a method runs: a subscription's
+events pile up in the agent's socket buffer meanwhile, and a client that reads nothing for
+5 s while they do is closed by the agent (its session lease ends), so read `events()` at
+least that often while subscribed. A minibatch shorter than the sensors' refresh (each
+rail's refresh_us in the ring's header; set_averaging's reply gives the slowest, 430 ms at
+the simulated Orin AGX's default averaging) is measured with the power of an earlier one:
+`set_averaging(4)` first (under a lease) for short minibatches.
 """
 
 import collections
@@ -41,6 +50,7 @@ __all__ = [
     "ProtocolError",
     "PROTOCOL_VERSION",
     "MAX_FRAME",
+    "MAX_QUEUED_EVENTS",
     "DEFAULT_SOCKET",
     "encode_bincode",
     "decode_bincode",
@@ -53,6 +63,8 @@ PROTOCOL_VERSION = 6
 MAX_FRAME = 64 * 1024
 """The largest bincode frame payload or JSON line, bytes."""
 DEFAULT_SOCKET = "/run/jpower/jpower.sock"
+MAX_QUEUED_EVENTS = 10000
+"""The most events a client keeps unread; older ones are dropped (`events_dropped`)."""
 
 
 def default_socket() -> str:
@@ -81,6 +93,10 @@ class AgentError(Exception):
         self.code = code
         self.message = message
         self.id = id
+
+    def __reduce__(self) -> Any:
+        # Picklable (multiprocessing, DataLoader workers): rebuilt from its own fields.
+        return (AgentError, (self.code, self.message, self.id))
 
 
 class ProtocolError(Exception):
@@ -470,6 +486,15 @@ _CLIENT_TIMEOUT = object()
 """`Client.request`'s default wait: the client's own `timeout`."""
 
 
+def _whole(value: Any, name: str) -> Optional[int]:
+    """A knob's value as the integer the protocol takes (1.3e9 is 1300000000), or None."""
+    if value is None or isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise ValueError("{} is a whole number, not {!r}".format(name, value))
+
+
 def _unwrap(body: Any, *variants: str) -> Dict[str, Any]:
     """The payload of reply `body` when it is one of `variants` (`{}` for a unit variant)."""
     name, payload = _variant(body, "reply")
@@ -479,7 +504,7 @@ def _unwrap(body: Any, *variants: str) -> Dict[str, Any]:
 
 
 class Client:
-    """One connection to the agent. Not thread-safe: use one per thread.
+    """One connection to the agent. Not thread-safe: use one per thread (module docs).
 
     `path`: the socket (default: `default_socket()`: $JPOWER_SOCKET, else
     $JPOWER_RUNTIME_DIR/jpower.sock, else /run/jpower/jpower.sock or a user's agent's).
@@ -504,7 +529,12 @@ class Client:
         self.last_minibatch: Optional[Dict[str, Any]] = None
         self.guard_events = 0
         """The budget guard's steps received so far (`guard` events: a cap added or lifted
-        on the board this connection holds), counted as they arrive, read or not."""
+        on the board this connection holds), counted as the client reads them off the
+        socket (in any call: a reply's wait, `events()`), whether `events()` yields them
+        yet or not."""
+        self.events_dropped = 0
+        """Events dropped, oldest first, because more than `MAX_QUEUED_EVENTS` waited
+        unread."""
         self._next_id = 1
         self._buf = bytearray()
         self._events: Deque[Dict[str, Any]] = collections.deque()
@@ -556,7 +586,9 @@ class Client:
             pass
 
     def fileno(self) -> int:
-        """The socket's descriptor (for select/poll on events)."""
+        """The socket's descriptor (for select/poll on events). Events already read off
+        the socket while a method waited for its reply are queued, and do not make it
+        readable: take `pending_events()` before waiting on it."""
         return self._socket().fileno()
 
     def _socket(self) -> socket.socket:
@@ -578,11 +610,51 @@ class Client:
             if len(payload) > MAX_FRAME:
                 raise ValueError("request of {} bytes exceeds {}".format(len(payload), MAX_FRAME))
             data = struct.pack(">I", len(payload)) + payload
-        self._socket().sendall(data)
+        try:
+            self._socket().sendall(data)
+        except (BrokenPipeError, ConnectionResetError) as e:
+            raise self._closed_why() from e
+
+    def _closed_why(self) -> Exception:
+        """Why the agent closed this connection, from its last message if it sent one (an
+        idle timeout, a full socket buffer, input it could not decode): an AgentError, or
+        a ConnectionError. The client is closed."""
+        try:
+            sock = self._socket()
+            sock.settimeout(0.1)
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                self._buf += chunk
+        except OSError:
+            pass
+        last = None
+        try:
+            while True:
+                msg = self._parse()
+                if msg is None:
+                    break
+                last = msg
+        except ProtocolError:
+            pass
+        self.close()
+        body = last.get("body") if isinstance(last, dict) else None
+        if isinstance(body, dict) and "error" in body:
+            e = body["error"]
+            return AgentError(e.get("code", "?"), e.get("message", ""), 0)
+        return ConnectionError("the agent closed the connection (restarted or stopped?)")
+
+    def _queue(self, event: Dict[str, Any]) -> None:
+        if len(self._events) >= MAX_QUEUED_EVENTS:
+            self._events.popleft()
+            self.events_dropped += 1
+        self._events.append(event)
 
     def _parse(self) -> Optional[Dict[str, Any]]:
-        """The next whole message in the buffer, if any."""
-        if self.encoding == "json":
+        """The next whole message in the buffer, if any. A bincode connection's refusal
+        (too many clients) comes as one JSON line whatever the encoding."""
+        if self.encoding == "json" or self._buf[:1] == b"{":
             while True:
                 end = self._buf.find(b"\n")
                 if end < 0:
@@ -675,7 +747,7 @@ class Client:
                 return msg["body"]
             if msg["id"] == 0:
                 self._raise_if_error(msg)
-                self._events.append(msg["body"])
+                self._queue(msg["body"])
             elif msg["id"] > rid:
                 raise ProtocolError("reply to unknown request {}: {!r}".format(msg["id"], msg))
             # Else the late reply to an earlier request that timed out: dropped.
@@ -687,9 +759,10 @@ class Client:
         return _unwrap(self.request({"hello": {"version": version, "client": self.name}}), "hello")
 
     def status(self) -> Dict[str, Any]:
-        """The board and what it does: online_cpus, cpu_khz (per cluster [min, max,
-        running]), gpu_hz ([min, max, running] or None), emc_cap_hz, holder, budget_w,
-        guard, module_w, ring_path, last_switch_us."""
+        """The board and what it does: board, soc, simulated, online_cpus, cpu_khz (per
+        cluster [min, max, running]), gpu_hz ([min, max, running] or None), emc_cap_hz,
+        holder, budget_w, guard, module_w, ring_path, last_switch_us (protocol.md's
+        `Status` has them all)."""
         return _unwrap(self.request("status"), "status")
 
     def modes(self) -> Dict[str, Any]:
@@ -711,7 +784,14 @@ class Client:
         others keep their requested values) under a lease: "session" (ends when this
         connection closes, or after `timeout_ms` without `renew()`) or "persistent"
         (until `release()`). Returns {"writes", "switch_us", "lease", "capped"}."""
-        knobs = {"cores": cores, "cpu_khz": cpu_khz, "gpu_hz": gpu_hz, "emc_hz": emc_hz}
+        knobs = {
+            "cores": _whole(cores, "cores"),
+            "cpu_khz": _whole(cpu_khz, "cpu_khz"),
+            "gpu_hz": _whole(gpu_hz, "gpu_hz"),
+            "emc_hz": _whole(emc_hz, "emc_hz"),
+        }
+        if preset is None and all(v is None for v in knobs.values()):
+            raise ValueError("set_mode needs a preset or at least one knob")
         if preset is not None:
             if any(v is not None for v in knobs.values()) or snap:
                 raise ValueError("pass a preset or knobs, not both")
@@ -816,7 +896,9 @@ class Client:
 
     def subscribe(self, every_ms: int) -> Dict[str, Any]:
         """Asks for a {"sample": ...} event every `every_ms` (at least 10; 0 stops).
-        Returns {}. Read them with `events()`."""
+        Returns {}. Read them with `events()`, at least every few seconds: a client that
+        reads nothing for 5 s while its socket buffer is full is closed by the agent, and
+        its session lease ends (module docs)."""
         return _unwrap(self.request({"subscribe": {"every_ms": every_ms}}), "ok")
 
     def set_averaging(self, samples: int) -> Dict[str, Any]:
@@ -925,7 +1007,7 @@ class Client:
     def events(self, timeout: Optional[float] = None) -> Iterator[Dict[str, Any]]:
         """Yields events (id-0 messages) as JSON-shaped bodies: {"sample": {...}},
         {"guard": {"step", "module_w", "budget_w"}}, {"external_change": {"paths"}},
-        {"served": {"request", "latency_ms", "batch"}}.
+        {"served": {"request", "latency_ms", "batch"}}, {"lease_ended": {"reason"}}.
         Queued events come first. Ends when none arrives within `timeout` seconds
         (None: waits forever; 0: only what has already arrived). Requests may be made
         between iterations."""
@@ -937,8 +1019,10 @@ class Client:
             msg = self._receive(deadline)
             if msg is None:
                 return
+            if 0 < msg["id"] < self._next_id:
+                continue  # the late reply to a request that timed out or was interrupted
             if msg["id"] != 0:
-                raise ProtocolError("reply to no pending request: {!r}".format(msg))
+                raise ProtocolError("reply to no request sent: {!r}".format(msg))
             self._raise_if_error(msg)
             yield msg["body"]
 

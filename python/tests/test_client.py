@@ -11,6 +11,7 @@ Without JPOWER_BIN every test is skipped. Standard library only.
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -18,6 +19,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -738,12 +740,68 @@ class Common:
             self.assertTrue(c.status()["simulated"])
 
 
+    def test_what_a_python_reviewer_tripped_on(self):
+        """Found by a review of the package: an AgentError did not survive pickling (a
+        DataLoader worker's error), set_mode() with nothing to set took a lease, a whole
+        number written as a float (1.3e9) was refused, and the late reply to a request that
+        timed out broke the next events()."""
+        e = AgentError("busy", "held by x", 3)
+        back = pickle.loads(pickle.dumps(e))
+        self.assertEqual((back.code, back.message, back.id, str(back)), ("busy", "held by x", 3, str(e)))
+        c = self.client()
+        with self.assertRaises(ValueError):
+            c.set_mode()
+        with self.assertRaises(ValueError):
+            c.set_mode(gpu_hz=1.5)
+        top = self.before["gpu_hz"][1]
+        c.set_mode(gpu_hz=float(top), snap=True)
+        self.assertEqual(c.status()["gpu_hz"][1], top)
+        c.release()
+        with self.assertRaises(TimeoutError):
+            c.request("status", wait=0.0)
+        time.sleep(0.2)
+        self.assertEqual(c.pending_events(), [])
+        self.assertIn("board", c.status())
+
+
 class JsonTests(Common, unittest.TestCase):
     ENCODING = "json"
 
 
 class BincodeTests(Common, unittest.TestCase):
     ENCODING = "bincode"
+
+
+class ClosedTests(unittest.TestCase):
+    """Found by a review: a client the agent had closed (its idle timeout) raised
+    "Broken pipe" at its next request; the agent's last word says why."""
+
+    def test_the_agents_reason_for_closing_is_raised(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "fake.sock")
+            server = socket.socket(socket.AF_UNIX)
+            server.bind(path)
+            server.listen(1)
+            reason = "closed after 1500 ms without a request (idle_timeout_ms)"
+
+            def agent():
+                conn, _ = server.accept()
+                with conn:
+                    conn.recv(65536)  # hello
+                    hello = {"hello": {"version": 6, "agent": "fake", "board": "b"}}
+                    conn.sendall(json.dumps({"id": 1, "body": hello}).encode() + b"\n")
+                    error = {"error": {"code": "busy", "message": reason}}
+                    conn.sendall(json.dumps({"id": 0, "body": error}).encode() + b"\n")
+
+            t = threading.Thread(target=agent)
+            t.start()
+            c = Client(path, "json", timeout=5)
+            t.join()
+            server.close()
+            time.sleep(0.1)
+            with self.assertRaises(AgentError) as raised:
+                c.status()
+            self.assertIn("idle_timeout_ms", raised.exception.message)
 
 
 class DefaultSocketTests(unittest.TestCase):
