@@ -288,8 +288,13 @@ fn run<B: Backend>(
 /// Arguments of `jpower kernels`.
 #[derive(Debug, clap::Args)]
 pub struct KernelsArgs {
-    /// Compute capabilities to compile for.
-    #[arg(long, value_delimiter = ',', default_values_t = JETSON_ARCHS)]
+    /// Compute capabilities to compile for, comma-separated [default: 53,72,87].
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_values_t = JETSON_ARCHS,
+        hide_default_value = true
+    )]
     pub arch: Vec<u32>,
     /// The ptxas to assemble with [default: `ptxas` on PATH; without one, compile only].
     #[arg(long, value_name = "PATH")]

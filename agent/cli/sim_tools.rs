@@ -134,10 +134,16 @@ pub fn load(target: &Target, workload: Option<&str>, out: &Output) -> Result<()>
     )
 }
 
-/// `jpower sim truth --kind K --board B --seed S [--limit W]`: the profile as CSV on stdout.
-pub fn truth(kind: &str, board: &str, seed: u64, limit: Option<f64>) -> Result<()> {
+/// `jpower sim truth --kind K --board B --seed S [--limit W]`: the profile as CSV on stdout;
+/// with `--json`, what was asked and the rows as objects keyed by the CSV's columns.
+pub fn truth(
+    kind: &str,
+    board: &str,
+    seed: u64,
+    limit: Option<f64>,
+    out: &super::Output,
+) -> Result<()> {
     use crate::sim::truth::{self, Kind};
-    use std::io::Write;
     let kind = Kind::from_name(kind).with_context(|| format!("unknown truth kind {kind:?}"))?;
     let spec = crate::sim::spec::find(board)
         .with_context(|| format!("unknown board {board:?}: {}", crate::sim::spec::names()))?;
@@ -152,8 +158,22 @@ pub fn truth(kind: &str, board: &str, seed: u64, limit: Option<f64>) -> Result<(
     let rows = truth::rows(kind, spec, seed, limit).with_context(|| {
         format!("the truths model the AGX boards (orin-agx, xavier-agx), not {board}")
     })?;
-    std::io::stdout()
-        .lock()
-        .write_all(crate::predict::profile::write_csv(&rows).as_bytes())
-        .context("writing the profile to stdout")
+    let csv = crate::predict::profile::write_csv(&rows);
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let modes: Vec<serde_json::Map<String, serde_json::Value>> = lines
+        .map(|line| {
+            (header.iter().zip(line.split(',')))
+                .map(|(k, v)| {
+                    let number = (v.parse::<u64>().map(serde_json::Value::from))
+                        .or_else(|_| v.parse::<f64>().map(serde_json::Value::from));
+                    (k.to_string(), number.unwrap_or_else(|_| v.into()))
+                })
+                .collect()
+        })
+        .collect();
+    let value = serde_json::json!({
+        "kind": kind.name(), "board": spec.id(), "seed": seed, "limit_w": limit, "modes": modes,
+    });
+    out.print(&value, || csv)
 }

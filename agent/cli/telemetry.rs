@@ -84,7 +84,10 @@ pub enum RingCommand {
     /// Print a ring's latest sample, or (--check) read it continuously and verify that
     /// every sample is whole (a torn read would break its totals or its order).
     Read {
+        /// The ring file (`<runtime-dir>/telemetry/<board-key>.ring` for the agent's).
         path: PathBuf,
+        /// Read continuously for this many seconds, checking every sample is whole and in
+        /// order, instead of printing the latest.
         #[arg(allow_negative_numbers = true, long, value_name = "SECONDS", value_parser = super::bounds::seconds)]
         check: Option<f64>,
     },

@@ -1286,6 +1286,32 @@ fn the_optimize_front_holds_the_modes_a_choice_may_take() {
     }
 }
 
+/// Found by a documentation audit: `sim truth` printed its CSV under `--json`, the one
+/// command that broke "every command takes --json". Its JSON holds the same rows.
+#[test]
+fn sim_truth_speaks_json_too() {
+    let rt = util::runtime();
+    let truth = |json: bool| {
+        let mut c = jpower(rt.path());
+        if json {
+            c.arg("--json");
+        }
+        ok(c.args(["sim", "truth", "--kind", "launch", "--board", "xavier-agx"]))
+    };
+    let (csv, v) = (truth(false), json(&truth(true)));
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    let modes = v["modes"].as_array().unwrap();
+    assert_eq!(
+        (v["kind"].as_str(), modes.len()),
+        (Some("launch"), rows.len())
+    );
+    let first: Vec<f64> = rows[0].split(',').map(|x| x.parse().unwrap()).collect();
+    let m = &modes[0];
+    assert_eq!(m["cores"].as_f64(), Some(first[0]), "{m}");
+    assert_eq!(m["time_ms"].as_f64(), Some(first[4]), "{m}");
+    assert_eq!(m["power_w"].as_f64(), Some(first[5]), "{m}");
+}
+
 /// jpower's physics method on boards modelled unlike the simulator (`jpower sim truth`),
 /// ResNet-18 reference, 50 profiled modes, CI's quick setting: issue #18's prediction
 /// targets (time MAPE <= 8%, power <= 3%) on the truths where today's method meets them in
