@@ -617,7 +617,7 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
                 (Some(b), _) => b,
                 (None, s) => s.unwrap_or("orin-agx"),
             };
-            sim_tools::truth(kind, board, *seed, *limit, &out)
+            sim_tools::truth(kind, board, *seed, *limit, out)
         }
         Command::Sim(SimCommand::Export { board, dir }) => {
             let spec = crate::sim::export(board, dir)?;
