@@ -41,6 +41,9 @@ pub struct Connection {
     ),
     /// Whether it waits at the gate.
     waiting: bool,
+    /// Its requests submitted and not yet reported served: a user waiting for their
+    /// `served` events is not idle.
+    awaiting_served: usize,
     /// The kind of the turn it holds, until its `minibatch_end` of that kind, and when it
     /// was granted (`CLOCK_MONOTONIC` ns).
     turn: Option<(Kind, u64)>,
@@ -229,6 +232,7 @@ impl Handler for Shared {
             notify: tx,
             grants: crossbeam_channel::bounded(1),
             waiting: false,
+            awaiting_served: 0,
             turn: None,
         })
     }
@@ -284,9 +288,13 @@ impl Handler for Shared {
 
     fn event(&self, conn: &mut Connection) -> Option<ReplyBody> {
         let event = conn.events.try_recv();
-        if matches!(event, Some(ReplyBody::LeaseEnded { .. })) {
+        match event {
             // A planner's phase modes switch under its lease: they end with it.
-            self.schedule.lease_ended(conn.peer.client);
+            Some(ReplyBody::LeaseEnded { .. }) => self.schedule.lease_ended(conn.peer.client),
+            Some(ReplyBody::Served { .. }) => {
+                conn.awaiting_served = conn.awaiting_served.saturating_sub(1)
+            }
+            _ => {}
         }
         event
     }
@@ -298,10 +306,12 @@ impl Handler for Shared {
     /// A lease holder may stay quiet, but not while it holds a scheduler turn, even with a
     /// subscription: its turn would starve the others (protocol.md: a quiet turn holder is
     /// closed; a review found one that subscribed stalling every other client for good).
+    /// A user whose requests are not yet served waits for their `served` events (a review
+    /// found one closed under a long training turn, its events lost).
     fn quiet(&self, conn: &Connection) -> Quiet {
         if conn.turn.is_some() {
             Quiet::Closed
-        } else if self.lock().holds_lease(conn.peer.client) {
+        } else if conn.awaiting_served > 0 || self.lock().holds_lease(conn.peer.client) {
             Quiet::Kept
         } else {
             Quiet::KeptWhileStreaming
@@ -359,7 +369,10 @@ impl Shared {
         match body {
             RequestBody::SchedulePlan(plan) => self.plan(&conn.peer, plan),
             RequestBody::ScheduleSubmit => match self.schedule.submit(conn.notify.clone()) {
-                Ok(request) => ReplyBody::Submitted { request },
+                Ok(request) => {
+                    conn.awaiting_served += 1;
+                    ReplyBody::Submitted { request }
+                }
                 Err(e @ super::schedule::ScheduleError::Full) => {
                     error(ErrorCode::Busy, e.to_string())
                 }

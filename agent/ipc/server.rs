@@ -61,7 +61,7 @@ pub enum Answer {
 pub enum Quiet {
     /// Closed, whatever streams to it (a scheduler turn holder: others wait behind it).
     Closed,
-    /// Kept (the board's lease holder).
+    /// Kept (the board's lease holder, a user awaiting its requests' `served` events).
     Kept,
     /// Kept while a subscription sends to it more often than the idle time.
     KeptWhileStreaming,

@@ -979,6 +979,43 @@ fn a_quiet_turn_holder_is_closed_even_when_it_holds_the_lease_and_subscribes() {
     }
 }
 
+/// Found by a review: a user waiting for its `served` events (its requests queued behind a
+/// long training turn) was closed as idle and its events lost. Requests not yet served
+/// keep their connection open.
+#[test]
+fn a_user_awaiting_its_requests_is_not_idle() {
+    let agent = Agent::start("orin-agx", "idle_timeout_ms = 400\n");
+    let mut users = agent.client(Encoding::Json);
+    let submitted = match request(&mut users, RequestBody::ScheduleSubmit) {
+        ReplyBody::Submitted { request } => request,
+        other => panic!("{other:?}"),
+    };
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    let mut server = agent.client(Encoding::Json);
+    assert_eq!(turn(&mut server, Kind::Infer).requests, [submitted]);
+    for body in [
+        RequestBody::MinibatchBegin {
+            kind: Kind::Infer,
+            id: 1,
+        },
+        RequestBody::MinibatchEnd {
+            kind: Kind::Infer,
+            id: 1,
+        },
+    ] {
+        request(&mut server, body);
+    }
+    match users.read().map(|r| r.body) {
+        Ok(ReplyBody::Served { request, .. }) => assert_eq!(request, submitted),
+        other => panic!("the user heard {other:?}, not its request served"),
+    }
+    // Served, it is idle again: closed after the timeout, saying why.
+    match users.read().map(|r| r.body) {
+        Ok(ReplyBody::Error { message, .. }) => assert!(message.contains("idle_timeout_ms")),
+        other => panic!("{other:?}"),
+    }
+}
+
 /// Found by a review: where the agent samples slower than two samples a guard window (an
 /// IIO board whose refresh cannot be lowered, sampled at 1 Hz), its guard judges 2.1
 /// sample periods, and `live.sensor` stated the configured window.
