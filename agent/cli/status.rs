@@ -326,11 +326,13 @@ pub fn text(s: &Value) -> String {
     let _ = writeln!(o, "knobs   {knobs} found, {writable} writable");
     match s["state"].as_object() {
         Some(st) => {
+            let pid = &st["owner"]["pid"];
+            let name = st["owner"]["name"].as_str().unwrap_or("?");
+            // A client's name may carry its pid already ("jpower cli (pid 30412)").
+            let name = name.strip_suffix(&format!(" (pid {pid})")).unwrap_or(name);
             let _ = writeln!(
                 o,
-                "state   set by {} (pid {}, {}); `jpower restore` returns to the baseline",
-                st["owner"]["name"].as_str().unwrap_or("?"),
-                st["owner"]["pid"],
+                "state   set by {name} (pid {pid}, {}); `jpower restore` returns to the baseline",
                 if st["alive"] == true {
                     "running"
                 } else {

@@ -184,8 +184,13 @@ impl Peek {
                 st.model
             )),
             Some(st) => {
-                if unfinished.is_some() {
-                    pending.push("an unfinished switch left by a process that died between two writes (the next command that opens the board rolls it back)".into());
+                match (unfinished.is_some(), state::lock_holder(&paths.lock)) {
+                    (false, _) => {}
+                    // Found by a review: a switch in flight was called dead.
+                    (true, Some(pid)) => pending.push(format!(
+                        "a switch in progress by pid {pid}, which holds the board (if it stops half-way, the next command that opens the board rolls it back)"
+                    )),
+                    (true, None) => pending.push("an unfinished switch left by a process that died between two writes (the next command that opens the board rolls it back)".into()),
                 }
                 match paths.load_overlay() {
                     Ok(Some(o)) if o.owner.crashed() => pending.push(format!(

@@ -391,6 +391,25 @@ impl BoardLock {
     }
 }
 
+/// The pid its lock file names, when another process holds the board lock at `path` now
+/// (a look that takes the lock for an instant when it is free, as a reader may: it never
+/// waits, and a process that wants the lock waits for it anyway).
+pub fn lock_holder(path: &Path) -> Option<String> {
+    use std::os::fd::AsRawFd;
+    let file = File::open(path).ok()?;
+    // SAFETY: flock on a descriptor we own; released when the file closes, at once.
+    let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if free {
+        return None;
+    }
+    Some(
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+    )
+}
+
 /// Takes an exclusive `flock` on `file`, trying until `deadline`; whether it did.
 fn flock_until(file: &File, deadline: std::time::Instant) -> io::Result<bool> {
     use std::os::fd::AsRawFd;
@@ -673,9 +692,12 @@ mod tests {
         let board = dir.path().join("board");
         std::fs::create_dir(&board).unwrap();
         let wait = std::time::Duration::from_millis(60);
+        assert_eq!(lock_holder(&dir.path().join("a/b.lock")), None, "no file");
         let first = BoardLock::acquire(&dir.path().join("a/b.lock"), &board, wait).unwrap();
-        let same = BoardLock::acquire(&dir.path().join("a/b.lock"), &board, wait).unwrap_err();
+        // What `status` says of an unfinished switch: one in progress, by its holder.
         let pid = std::process::id().to_string();
+        assert_eq!(lock_holder(&dir.path().join("a/b.lock")), Some(pid.clone()));
+        let same = BoardLock::acquire(&dir.path().join("a/b.lock"), &board, wait).unwrap_err();
         assert!(
             matches!(&same, StateError::Busy { pid: p } if *p == pid),
             "{same}"
@@ -684,6 +706,7 @@ mod tests {
         assert!(matches!(other, StateError::BusyElsewhere { .. }), "{other}");
         assert!(other.to_string().contains("another runtime directory"));
         drop(first);
+        assert_eq!(lock_holder(&dir.path().join("a/b.lock")), None, "free");
         BoardLock::acquire(&dir.path().join("c/b.lock"), &board, wait).unwrap();
     }
 
