@@ -266,13 +266,32 @@ impl SwitchCosts {
     }
 
     /// Writes the profile (a temporary file renamed over it), readable by all.
+    ///
+    /// Where the state directory is group-writable (`/var/lib/jpower`, 2775 group `jpower`),
+    /// the board's folder and the file are made so too, whatever the umask: the profile is
+    /// the group's, and any member may measure it again (a review found it 0755 and 0644).
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut shared = false;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
+            let top = dir.parent().map(std::fs::metadata).transpose()?;
+            shared = top.is_some_and(|m| m.permissions().mode() & 0o020 != 0);
+            if shared {
+                let mode = std::fs::metadata(dir)?.permissions().mode() & 0o7777;
+                if mode & 0o2070 != 0o2070 {
+                    let group = std::fs::Permissions::from_mode(mode | 0o2070);
+                    // Best effort: a folder another member made stays as it is.
+                    let _ = std::fs::set_permissions(dir, group);
+                }
+            }
         }
         let tmp = path.with_extension("tmp");
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         std::fs::write(&tmp, text + "\n")?;
+        if shared {
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o664))?;
+        }
         std::fs::rename(tmp, path)
     }
 }
@@ -436,5 +455,16 @@ mod tests {
         let err = SwitchCosts::load(&path).unwrap_err().to_string();
         assert!(err.starts_with(&format!("{}:1:", path.display())), "{err}");
         assert!(err.contains("version 9"), "{err}");
+        // In a group-writable state directory the profile stays the group's, whatever the
+        // umask (022 here, as on most systems).
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o2775)).unwrap();
+        let shared = state.join("board/switch-costs.json");
+        costs.save(&shared).unwrap();
+        assert_eq!(mode(&shared), 0o664);
+        assert_eq!(mode(shared.parent().unwrap()) & 0o2070, 0o2070);
     }
 }
