@@ -27,9 +27,10 @@ pub struct ProfileArgs {
     /// The workload (resnet18, mobilenetv3, yolov8n, bert, lstm).
     #[arg(long, default_value = "resnet18", value_parser = workload_name)]
     pub workload: String,
-    /// How many modes (stratified over the knobs; see --strategy).
-    #[arg(allow_negative_numbers = true, long, default_value_t = 50, value_parser = super::bounds::count)]
-    pub modes: usize,
+    /// How many modes (stratified over the knobs; see --strategy) [default: 50]; not with
+    /// --strategy reference or all, which pick their own.
+    #[arg(allow_negative_numbers = true, long, value_parser = super::bounds::count)]
+    pub modes: Option<usize>,
     /// `stratified`, `random`, `active` (half stratified, then rounds where the physics
     /// ensemble transferred from --reference is least certain), `reference` (PowerTrain's
     /// grid) or `all`.
@@ -238,6 +239,13 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
     if a.quick && a.strategy != "active" {
         bail!("--quick shortens --strategy active's pre-training; without it, it would be ignored");
     }
+    if a.modes.is_some() && matches!(a.strategy.as_str(), "reference" | "all") {
+        // Found by a review: the count was ignored without a word.
+        return Err(super::usage(&format!(
+            "--modes counts the modes --strategy stratified, random or active picks; --strategy {} profiles its own set",
+            a.strategy
+        )));
+    }
     if a.live {
         if a.strategy == "active" {
             bail!(
@@ -269,9 +277,9 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
             power: &power,
             fit: &effort.fit,
         };
-        let mut progress = Progress::new(a, a.modes, "simulated ")?;
+        let mut progress = Progress::new(a, a.mode_count(), "simulated ")?;
         let candidates = src.modes();
-        let rows = active::profile_active(&candidates, a.modes, &guide, a.seed, |m| {
+        let rows = active::profile_active(&candidates, a.mode_count(), &guide, a.seed, |m| {
             progress.run(src.as_mut(), m)
         })?;
         (rows, progress.secs)
@@ -394,6 +402,13 @@ fn live_with<W: Workload>(
     report(board, &rows, secs, "", a, out)
 }
 
+impl ProfileArgs {
+    /// `--modes`, or its default.
+    fn mode_count(&self) -> usize {
+        self.modes.unwrap_or(50)
+    }
+}
+
 /// The modes `--strategy` picks from `src`'s.
 fn choose(
     a: &ProfileArgs,
@@ -417,8 +432,8 @@ fn choose(
             }
             grid
         }
-        "random" => profile::select(&all, Strategy::Random(a.modes), a.seed),
-        "stratified" => profile::select(&all, Strategy::Stratified(a.modes), a.seed),
+        "random" => profile::select(&all, Strategy::Random(a.mode_count()), a.seed),
+        "stratified" => profile::select(&all, Strategy::Stratified(a.mode_count()), a.seed),
         s => unreachable!("--strategy {s} passed clap's check"),
     })
 }

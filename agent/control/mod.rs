@@ -244,9 +244,10 @@ impl Controller {
         owner: Owner,
     ) -> Result<Controller, ControlError> {
         let paths = StatePaths::new(runtime_dir, &board.key());
+        let knob = (board.knobs.iter().find(|k| k.writable())).map(|k| board.root.path(&k.path));
         let lock = state::BoardLock::acquire(
             &paths.lock,
-            board.root.dir(),
+            knob.as_deref(),
             std::time::Duration::from_secs(5),
         )?;
         let current = board.read_knobs()?;

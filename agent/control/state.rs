@@ -235,13 +235,14 @@ pub enum StateError {
         /// The holder's pid, as its lock file says (empty if unreadable).
         pid: String,
     },
-    /// Another process controls the board through another runtime directory.
-    #[error("another jpower process controls the board at {} through another runtime \
-             directory (--runtime-dir, JPOWER_RUNTIME_DIR): go through the agent there, or \
-             stop it", board.display())]
+    /// Another process holds the board's knob lock: a jpower given another runtime
+    /// directory, or another program locking the knob.
+    #[error("another process holds a write lock on {} (`grep OFDLCK /proc/locks` names it): \
+             a jpower agent or command given another runtime directory (--runtime-dir, \
+             JPOWER_RUNTIME_DIR) controls this board: go through it, or stop it", knob.display())]
     BusyElsewhere {
-        /// The board's root directory.
-        board: PathBuf,
+        /// The knob file locked.
+        knob: PathBuf,
     },
     /// The state file does not parse.
     #[error("state file {} does not parse ({source}): the board's baseline in it is lost; \
@@ -337,22 +338,25 @@ impl StatePaths {
 /// process exits, however it exits), so that two processes never interleave switches or
 /// mistake each other's switch in flight for a crash.
 ///
-/// Two locks: the lock file in the runtime directory, which names its holder's pid, and
-/// the board's own root directory, which two processes given different runtime
-/// directories still share (a review ran two agents on one board that way: each undid the
-/// other's modes).
+/// Two locks: the lock file in the runtime directory, which names its holder's pid, and an
+/// open-file-description write lock on one of the board's writable knob files, which two
+/// processes given different runtime directories still share (a review ran two agents on
+/// one board that way: each undid the other's modes). A write lock needs the file open for
+/// writing, so only those who may write the board can hold it (a lock on the board's root
+/// directory, the first try, let any local user shut jpower out).
 #[derive(Debug)]
 pub struct BoardLock {
     _file: File,
-    _board: File,
+    _board: Option<File>,
 }
 
 impl BoardLock {
-    /// Takes the lock of the board at `board_dir` through the lock file at `path`, waiting
-    /// up to `wait` for another process to finish.
+    /// Takes the lock of a board through the lock file at `path` and the knob file at
+    /// `knob` (the host path of one it may write, if any), waiting up to `wait` for
+    /// another process to finish.
     pub fn acquire(
         path: &Path,
-        board_dir: &Path,
+        knob: Option<&Path>,
         wait: std::time::Duration,
     ) -> Result<BoardLock, StateError> {
         let io = |source| StateError::Io {
@@ -364,7 +368,7 @@ impl BoardLock {
         }
         let file = open_private(path, STATE_FILE_MODE, false).map_err(io)?;
         let deadline = std::time::Instant::now() + wait;
-        if !flock_until(&file, deadline).map_err(io)? {
+        if !lock_until(&file, deadline, flock_now).map_err(io)? {
             let holder = std::fs::read_to_string(path).unwrap_or_default();
             return Err(StateError::Busy {
                 pid: holder.trim().to_string(),
@@ -372,22 +376,71 @@ impl BoardLock {
         }
         let _ = file.set_len(0);
         let _ = file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0);
-        let board = File::open(board_dir).map_err(|source| StateError::Io {
-            path: board_dir.to_path_buf(),
-            source,
-        })?;
-        if !flock_until(&board, deadline).map_err(|source| StateError::Io {
-            path: board_dir.to_path_buf(),
-            source,
-        })? {
-            return Err(StateError::BusyElsewhere {
-                board: board_dir.to_path_buf(),
-            });
+        // A knob this process cannot open for writing is no knob it would write.
+        let board = knob.and_then(|k| std::fs::OpenOptions::new().write(true).open(k).ok());
+        if let (Some(b), Some(knob)) = (&board, knob) {
+            let locked =
+                lock_until(b, deadline, write_lock_now).map_err(|source| StateError::Io {
+                    path: knob.to_path_buf(),
+                    source,
+                })?;
+            if !locked {
+                return Err(StateError::BusyElsewhere {
+                    knob: knob.to_path_buf(),
+                });
+            }
         }
         Ok(BoardLock {
             _file: file,
             _board: board,
         })
+    }
+}
+
+/// Tries `lock` on `file` until `deadline`; whether it took it.
+fn lock_until(
+    file: &File,
+    deadline: std::time::Instant,
+    lock: fn(&File) -> io::Result<bool>,
+) -> io::Result<bool> {
+    loop {
+        if lock(file)? {
+            return Ok(true);
+        }
+        if std::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// An exclusive `flock` on `file`, if free now.
+fn flock_now(file: &File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor we own; released when the file closes.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+/// An open-file-description write lock on the whole of `file` (open for writing), if free
+/// now; released when the file closes.
+fn write_lock_now(file: &File) -> io::Result<bool> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use std::os::fd::AsRawFd;
+    // SAFETY: `flock` is plain old data; zeroed is a valid value, filled in below.
+    let mut whole: libc::flock = unsafe { std::mem::zeroed() };
+    whole.l_type = libc::F_WRLCK as _;
+    whole.l_whence = libc::SEEK_SET as _;
+    match fcntl(file.as_raw_fd(), FcntlArg::F_OFD_SETLK(&whole)) {
+        Ok(_) => Ok(true),
+        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES) => Ok(false),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -408,25 +461,6 @@ pub fn lock_holder(path: &Path) -> Option<String> {
             .trim()
             .to_string(),
     )
-}
-
-/// Takes an exclusive `flock` on `file`, trying until `deadline`; whether it did.
-fn flock_until(file: &File, deadline: std::time::Instant) -> io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: flock on a descriptor we own; released when the file closes.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(true);
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(e);
-        }
-        if std::time::Instant::now() >= deadline {
-            return Ok(false);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }
 
 fn io_error(path: &Path, source: io::Error) -> StateError {
@@ -689,25 +723,34 @@ mod tests {
     #[test]
     fn one_board_has_one_controller_whatever_the_runtime_directory() {
         let dir = tempfile::tempdir().unwrap();
-        let board = dir.path().join("board");
-        std::fs::create_dir(&board).unwrap();
+        let knob = dir.path().join("max_freq");
+        std::fs::write(&knob, "1\n").unwrap();
+        let knob = Some(knob.as_path());
         let wait = std::time::Duration::from_millis(60);
         assert_eq!(lock_holder(&dir.path().join("a/b.lock")), None, "no file");
-        let first = BoardLock::acquire(&dir.path().join("a/b.lock"), &board, wait).unwrap();
+        let first = BoardLock::acquire(&dir.path().join("a/b.lock"), knob, wait).unwrap();
         // What `status` says of an unfinished switch: one in progress, by its holder.
         let pid = std::process::id().to_string();
         assert_eq!(lock_holder(&dir.path().join("a/b.lock")), Some(pid.clone()));
-        let same = BoardLock::acquire(&dir.path().join("a/b.lock"), &board, wait).unwrap_err();
+        let same = BoardLock::acquire(&dir.path().join("a/b.lock"), knob, wait).unwrap_err();
         assert!(
             matches!(&same, StateError::Busy { pid: p } if *p == pid),
             "{same}"
         );
-        let other = BoardLock::acquire(&dir.path().join("c/b.lock"), &board, wait).unwrap_err();
+        let other = BoardLock::acquire(&dir.path().join("c/b.lock"), knob, wait).unwrap_err();
         assert!(matches!(other, StateError::BusyElsewhere { .. }), "{other}");
         assert!(other.to_string().contains("another runtime directory"));
+        // The knob's lock needs it open for writing: a reader cannot take it (a review
+        // found any local user able to flock the board's root directory, shutting jpower
+        // out), so a knob this process cannot write is no lock.
+        let reader = File::open(knob.unwrap()).unwrap();
+        assert!(
+            write_lock_now(&reader).is_err(),
+            "a read-only descriptor takes no write lock"
+        );
         drop(first);
         assert_eq!(lock_holder(&dir.path().join("a/b.lock")), None, "free");
-        BoardLock::acquire(&dir.path().join("c/b.lock"), &board, wait).unwrap();
+        BoardLock::acquire(&dir.path().join("c/b.lock"), knob, wait).unwrap();
     }
 
     #[test]

@@ -383,6 +383,25 @@ fn profile_predict_optimize_round_trip() {
         .arg(&csv));
     assert!(replayed.starts_with("cores,"), "{replayed}");
     assert_eq!(replayed.lines().count(), 31);
+    // Found by a review: --modes with a strategy that picks its own set was ignored.
+    let counted = jpower(rt.path())
+        .args([
+            "--sim",
+            "nano",
+            "profile",
+            "--strategy",
+            "all",
+            "--modes",
+            "5",
+            "--truth",
+        ])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert_eq!(counted.status.code(), Some(2), "{counted:?}");
+    assert!(
+        String::from_utf8_lossy(&counted.stderr).contains("--strategy all profiles its own set")
+    );
     // Found by a review: a model of a replayed (or recorded) profile was "verified" by
     // runs of the simulator's workload of the same name, another truth.
     let (replayed_csv, replayed_model) = (dir.path().join("r.csv"), dir.path().join("r.json"));
