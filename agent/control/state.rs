@@ -723,9 +723,9 @@ mod tests {
     #[test]
     fn one_board_has_one_controller_whatever_the_runtime_directory() {
         let dir = tempfile::tempdir().unwrap();
-        let knob = dir.path().join("max_freq");
-        std::fs::write(&knob, "1\n").unwrap();
-        let knob = Some(knob.as_path());
+        let path = dir.path().join("max_freq");
+        std::fs::write(&path, "1\n").unwrap();
+        let knob = Some(path.as_path());
         let wait = std::time::Duration::from_millis(60);
         assert_eq!(lock_holder(&dir.path().join("a/b.lock")), None, "no file");
         let first = BoardLock::acquire(&dir.path().join("a/b.lock"), knob, wait).unwrap();
@@ -743,7 +743,7 @@ mod tests {
         // The knob's lock needs it open for writing: a reader cannot take it (a review
         // found any local user able to flock the board's root directory, shutting jpower
         // out), so a knob this process cannot write is no lock.
-        let reader = File::open(knob.unwrap()).unwrap();
+        let reader = File::open(&path).unwrap();
         assert!(
             write_lock_now(&reader).is_err(),
             "a read-only descriptor takes no write lock"
