@@ -270,28 +270,48 @@ impl SwitchCosts {
     /// Where the state directory is group-writable (`/var/lib/jpower`, 2775 group `jpower`),
     /// the board's folder and the file are made so too, whatever the umask: the profile is
     /// the group's, and any member may measure it again (a review found it 0755 and 0644).
+    /// Since any member may also plant links there, none is followed: a board folder that
+    /// is a link is refused, the folder's mode is changed through a descriptor opened
+    /// without following links (and only if this user owns it), and the file is written
+    /// under a new name created without following one, then renamed.
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        use std::os::unix::fs::PermissionsExt;
-        let mut shared = false;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-            let top = dir.parent().map(std::fs::metadata).transpose()?;
-            shared = top.is_some_and(|m| m.permissions().mode() & 0o020 != 0);
-            if shared {
-                let mode = std::fs::metadata(dir)?.permissions().mode() & 0o7777;
-                if mode & 0o2070 != 0o2070 {
-                    let group = std::fs::Permissions::from_mode(mode | 0o2070);
-                    // Best effort: a folder another member made stays as it is.
-                    let _ = std::fs::set_permissions(dir, group);
-                }
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let folder = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(dir)
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("{} (not followed if a link): {e}", dir.display()),
+                )
+            })?;
+        let top = dir.parent().map(std::fs::metadata).transpose()?;
+        let shared = top.is_some_and(|m| m.permissions().mode() & 0o020 != 0);
+        if shared {
+            let m = folder.metadata()?;
+            let mode = m.permissions().mode() & 0o7777;
+            if mode & 0o2070 != 0o2070 && m.uid() == nix::unistd::geteuid().as_raw() {
+                folder.set_permissions(std::fs::Permissions::from_mode(mode | 0o2070))?;
             }
         }
-        let tmp = path.with_extension("tmp");
-        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, text + "\n")?;
+        let tmp = dir.join(format!(".switch-costs.{}.tmp", std::process::id()));
+        // A leftover (or a planted link) at the name goes first: removing a link removes
+        // the link, never its target.
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(if shared { 0o664 } else { 0o644 })
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
         if shared {
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o664))?;
+            file.set_permissions(std::fs::Permissions::from_mode(0o664))?;
         }
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::io::Write::write_all(&mut file, (text + "\n").as_bytes())?;
         std::fs::rename(tmp, path)
     }
 }
@@ -466,5 +486,22 @@ mod tests {
         costs.save(&shared).unwrap();
         assert_eq!(mode(&shared), 0o664);
         assert_eq!(mode(shared.parent().unwrap()) & 0o2070, 0o2070);
+        // Links planted there are not followed (the diff review: the file's temporary name
+        // and the board's folder were, and chmodded their targets).
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "secret").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let tmp = state.join(format!("board/.switch-costs.{}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        costs.save(&shared).unwrap();
+        assert_eq!(mode(&victim), 0o600);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, state.join("linked")).unwrap();
+        assert!(costs.save(&state.join("linked/switch-costs.json")).is_err());
+        assert_eq!(mode(&elsewhere), 0o700);
+        assert!(std::fs::read_dir(&elsewhere).unwrap().next().is_none());
     }
 }
