@@ -49,6 +49,9 @@ pub struct Connection {
     turn: Option<(Kind, u64)>,
 }
 
+/// How many idle times a user awaiting its requests' `served` events is kept quiet.
+const AWAITING_IDLE_TIMES: u32 = 4;
+
 /// The most characters of a client's name kept for logs and replies.
 const NAME_CHARS: usize = 64;
 
@@ -307,15 +310,17 @@ impl Handler for Shared {
     /// subscription: its turn would starve the others (protocol.md: a quiet turn holder is
     /// closed; a review found one that subscribed stalling every other client for good).
     /// A user whose requests are not yet served waits for their `served` events (a review
-    /// found one closed under a long training turn, its events lost).
-    fn quiet(&self, conn: &Connection) -> Quiet {
+    /// found one closed under a long training turn, its events lost), for
+    /// [`AWAITING_IDLE_TIMES`] idle times at most (requests no server takes would keep it
+    /// for ever). The checks that take no lock come first: this runs at every sample of a
+    /// quiet subscriber, and the core's lock is held through a switch.
+    fn kept_quiet(&self, conn: &Connection, quiet: Quiet) -> bool {
         if conn.turn.is_some() {
-            Quiet::Closed
-        } else if conn.awaiting_served > 0 || self.lock().holds_lease(conn.peer.client) {
-            Quiet::Kept
-        } else {
-            Quiet::KeptWhileStreaming
+            return false;
         }
+        (conn.awaiting_served > 0 && quiet.idle_times < AWAITING_IDLE_TIMES)
+            || quiet.streaming
+            || self.lock().holds_lease(conn.peer.client)
     }
 
     fn name<'a>(&self, conn: &'a Connection) -> &'a str {

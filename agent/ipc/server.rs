@@ -56,15 +56,13 @@ pub enum Answer {
     Deferred,
 }
 
-/// What becomes of a connection that sends no request for the idle time.
+/// Why a connection that sent no request for the idle time may still be kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Quiet {
-    /// Closed, whatever streams to it (a scheduler turn holder: others wait behind it).
-    Closed,
-    /// Kept (the board's lease holder, a user awaiting its requests' `served` events).
-    Kept,
-    /// Kept while a subscription sends to it more often than the idle time.
-    KeptWhileStreaming,
+pub struct Quiet {
+    /// A subscription sends to it more often than the idle time.
+    pub streaming: bool,
+    /// How many idle times it has been quiet (1 at the first check).
+    pub idle_times: u32,
 }
 
 /// What answers the requests of every connection.
@@ -91,8 +89,8 @@ pub trait Handler: Send + Sync + 'static {
     fn event(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
     /// A subscription sample, if there is one yet.
     fn sample(&self, conn: &mut Self::Connection) -> Option<ReplyBody>;
-    /// Whether a connection that sends no request for the idle time is kept.
-    fn quiet(&self, conn: &Self::Connection) -> Quiet;
+    /// Whether a connection that sent no request for the idle time is kept.
+    fn kept_quiet(&self, conn: &Self::Connection, quiet: Quiet) -> bool;
     /// How the connection is named in the log.
     fn name<'a>(&self, conn: &'a Self::Connection) -> &'a str;
     /// The connection closed.
@@ -416,12 +414,13 @@ fn serve<H: Handler>(
             }
         }
         if let Some(limit) = idle.filter(|&limit| last_request.elapsed() >= limit) {
-            let kept = match handler.quiet(&conn) {
-                Quiet::Closed => false,
-                Quiet::Kept => true,
-                Quiet::KeptWhileStreaming => subscription.is_some_and(|(every, _)| every < limit),
+            let quiet = Quiet {
+                streaming: subscription.is_some_and(|(every, _)| every < limit),
+                idle_times: (last_request.elapsed().as_nanos() / limit.as_nanos().max(1))
+                    .try_into()
+                    .unwrap_or(u32::MAX),
             };
-            if !kept {
+            if !handler.kept_quiet(&conn, quiet) {
                 log::info!(
                     "closing {}: no request for {} ms (idle_timeout_ms)",
                     handler.name(&conn),

@@ -354,20 +354,18 @@ fn is_weight_input(graph: &GraphProto, name: &str) -> bool {
     let first = uses.next();
     first.is_some()
         && first.into_iter().chain(uses).all(|(op, at)| {
-            at >= 1
-                && matches!(
-                    op,
-                    "Conv"
-                        | "ConvTranspose"
-                        | "Gemm"
-                        | "BatchNormalization"
-                        | "LayerNormalization"
-                        | "InstanceNormalization"
-                        | "LSTM"
-                        | "GRU"
-                        | "RNN"
-                        | "PRelu"
-                )
+            // The operator's weight inputs (a recurrent cell's initial state and sequence
+            // lengths are per-batch activations, not weights: the diff review).
+            let weights: &[usize] = match op {
+                "Conv" | "ConvTranspose" | "Gemm" => &[1, 2],
+                "BatchNormalization" => &[1, 2, 3, 4],
+                "LayerNormalization" | "InstanceNormalization" => &[1, 2],
+                "LSTM" => &[1, 2, 3, 7],
+                "GRU" | "RNN" => &[1, 2, 3],
+                "PRelu" => &[1],
+                _ => &[],
+            };
+            weights.contains(&at)
         })
 }
 

@@ -817,6 +817,13 @@ fn a_kernel_given_as_a_graph_input_is_a_weight() {
         (b.total.flops, b.total.params, b.total.bytes()),
         (a.total.flops, a.total.params, a.total.bytes())
     );
+    // A recurrent cell's initial state is a per-batch activation, its weights weights.
+    let graph = GraphProto {
+        node: vec![node("LSTM", &["x", "w", "r", "", "", "h0"], "y", vec![])],
+        ..GraphProto::default()
+    };
+    assert!(is_weight_input(&graph, "w") && is_weight_input(&graph, "r"));
+    assert!(!is_weight_input(&graph, "h0") && !is_weight_input(&graph, "x"));
     // An input that is also a MatMul's first operand stays a batch of activations.
     let graph = GraphProto {
         node: vec![node("MatMul", &["x", "x"], "y", vec![])],
