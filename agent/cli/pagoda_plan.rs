@@ -170,7 +170,9 @@ pub fn plan(
             "measured_saving": 1.0 - j(&c, "measured_j") / j(&r, "measured_j"),
             "measured_latency_change": j(&c, "measured_ms") / j(&r, "measured_ms") - 1.0,
             "bound_ms": measured_bound_ms,
-            "bound_kept": j(&c, "measured_ms") <= measured_bound_ms,
+            // Unknown (null) where either was not measured.
+            "bound_kept": (measured_bound_ms.is_finite() && j(&c, "measured_ms").is_finite())
+                .then(|| j(&c, "measured_ms") <= measured_bound_ms),
         });
     }
     if let Measure::Markers(m) = source {

@@ -188,7 +188,7 @@ impl Peek {
                     (false, _) => {}
                     // Found by a review: a switch in flight was called dead.
                     (true, Some(pid)) => pending.push(format!(
-                        "a switch in progress by pid {pid}, which holds the board (if it stops half-way, the next command that opens the board rolls it back)"
+                        "a switch unfinished by pid {pid}, which holds the board: in progress, or its rollback failed and that process retries it (if it dies, the next command that opens the board rolls it back)"
                     )),
                     (true, None) => pending.push("an unfinished switch left by a process that died between two writes (the next command that opens the board rolls it back)".into()),
                 }

@@ -635,6 +635,8 @@ class Client:
                 msg = self._parse()
                 if msg is None:
                     break
+                if last is not None and last.get("id") == 0:
+                    self._queue(last["body"])  # events before the last word stay readable
                 last = msg
         except ProtocolError:
             pass
