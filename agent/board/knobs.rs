@@ -155,7 +155,19 @@ impl Board {
                     (a, Some(errno))
                 }
                 Err(e) => {
-                    self.warnings.push(format!("missing knob: {e}"));
+                    // A file that is there but cannot be opened (a link out of the root or
+                    // to nothing, no permission) is not absent hardware.
+                    if self.root.is_present(path) {
+                        self.unusable.push(kind);
+                        let link = if e.errno() == Some(libc::ENOENT) {
+                            " (a link to nothing in the root)"
+                        } else {
+                            ""
+                        };
+                        self.warnings.push(format!("unusable knob{link}: {e}"));
+                    } else {
+                        self.warnings.push(format!("missing knob: {e}"));
+                    }
                     return None;
                 }
             },
@@ -169,6 +181,7 @@ impl Board {
             attr,
         };
         if let Err(e) = knob.read() {
+            self.unusable.push(kind);
             self.warnings.push(format!("unreadable knob: {e}"));
             return None;
         }

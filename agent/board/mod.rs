@@ -88,6 +88,10 @@ pub struct Board {
     pub knobs: Vec<Knob>,
     /// What was missing or unusable.
     pub warnings: Vec<String>,
+    /// Knobs whose file is there but cannot be opened or read (a link out of the root or
+    /// to nothing, no permission): a preset that sets one is refused, where absent
+    /// hardware is only skipped.
+    pub unusable: Vec<KnobKind>,
 }
 
 impl Board {
@@ -107,6 +111,7 @@ impl Board {
             totals: Totals::default(),
             knobs: Vec::new(),
             warnings,
+            unusable: Vec::new(),
         };
         b.discover_cpus();
         b.gpu = b.discover_gpu();

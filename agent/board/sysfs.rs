@@ -157,6 +157,11 @@ impl Root {
         self.path(rel).exists()
     }
 
+    /// Whether there is an entry at `rel`, a link to nothing included.
+    pub fn is_present(&self, rel: impl AsRef<Path>) -> bool {
+        self.path(rel).symlink_metadata().is_ok()
+    }
+
     /// Resolves links inside the root; `None` if the target is missing or outside it.
     pub fn resolve(&self, rel: impl AsRef<Path>) -> Option<PathBuf> {
         let real = std::fs::canonicalize(self.path(rel)).ok()?;

@@ -16,7 +16,7 @@
 //! control, TPC power gating) are kept as skipped, with the reason.
 
 use crate::board::nvpmodel::{NvpConfig, NvpError, ParamType, Setting, SettingValue};
-use crate::board::Board;
+use crate::board::{Board, KnobKind};
 use crate::control::mode::{EmcLimit, Mode, Range};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -85,6 +85,17 @@ pub enum PresetError {
     /// The nvpmodel file does not parse.
     #[error(transparent)]
     Parse(#[from] NvpError),
+    /// The preset sets a knob whose file is there but unusable: applying the rest would
+    /// leave a mode that is not the preset, as if the board lacked that hardware.
+    #[error("preset {preset} sets {what}, and {why}: not applied")]
+    Unusable {
+        /// The preset's name.
+        preset: String,
+        /// The parameter and argument, as `GPU MAX_FREQ`.
+        what: String,
+        /// Why it cannot be set.
+        why: &'static str,
+    },
     /// No preset has the name or id asked for.
     #[error("no preset {wanted:?} in {}; presets: {known}", file.display())]
     Unknown {
@@ -104,6 +115,10 @@ const NO_CPU_TABLE_WHY: &str =
 const NO_GPU_WHY: &str =
     "the board has no GPU frequency control (no GPU devfreq device, or it lists no available_frequencies)";
 const NO_EMC_WHY: &str = "the board has no EMC cap control (no nvpmodel clock-cap file)";
+const UNUSABLE_GPU_WHY: &str =
+    "the GPU's devfreq file is there but cannot be opened or read (see the board's warnings)";
+const UNUSABLE_EMC_WHY: &str =
+    "the EMC cap file is there but cannot be opened or read (see the board's warnings)";
 const NO_EMC_TABLE_WHY: &str = "the board lists no EMC frequencies to cap at";
 const NOT_A_NUMBER_WHY: &str = "its value is not an integer";
 const CPU0_WHY: &str = "cpu0 cannot go offline (the kernel refuses)";
@@ -197,9 +212,11 @@ impl Presets {
 
     /// A preset by id (as `nvpmodel -m` takes it), else by name (any case): a preset named
     /// `2` does not shadow the preset of id 2.
+    /// A preset that sets an unusable knob ([`Board::unusable`]) is an error.
     pub fn find(&self, wanted: &str) -> Result<&Preset, PresetError> {
         let id = wanted.parse().ok();
-        self.presets
+        let p = self
+            .presets
             .iter()
             .find(|p| id == Some(p.id))
             .or_else(|| {
@@ -216,7 +233,19 @@ impl Presets {
                     .map(|p| format!("{} ({})", p.name, p.id))
                     .collect::<Vec<_>>()
                     .join(", "),
-            })
+            })?;
+        match p
+            .skipped
+            .iter()
+            .find(|s| [UNUSABLE_GPU_WHY, UNUSABLE_EMC_WHY].contains(&s.why))
+        {
+            Some(s) => Err(PresetError::Unusable {
+                preset: p.name.clone(),
+                what: format!("{} {}", s.param, s.arg),
+                why: s.why,
+            }),
+            None => Ok(p),
+        }
     }
 }
 
@@ -482,6 +511,11 @@ impl<'b> Builder<'b> {
             .get_or_insert_with(|| (line, format!("`{what} {value}`: {why}")));
     }
 
+    /// Whether a knob of one of `kinds` is there but unusable ([`Board::unusable`]).
+    fn unusable(&self, kinds: &[KnobKind]) -> bool {
+        self.board.unusable.iter().any(|k| kinds.contains(k))
+    }
+
     fn skip(&mut self, param: &str, arg: &str, value: &SettingValue, why: &'static str) {
         let value = match value {
             SettingValue::Int(v) => v.to_string(),
@@ -612,7 +646,12 @@ impl<'b> Builder<'b> {
                     .as_ref()
                     .is_none_or(|g| g.table_hz.is_empty()) =>
             {
-                self.skip(param, arg, value, NO_GPU_WHY)
+                let why = if self.unusable(&[KnobKind::GpuMin, KnobKind::GpuMax]) {
+                    UNUSABLE_GPU_WHY
+                } else {
+                    NO_GPU_WHY
+                };
+                self.skip(param, arg, value, why)
             }
             (Kind::Gpu, Some(v)) => {
                 let table = self
@@ -629,7 +668,12 @@ impl<'b> Builder<'b> {
                 }
             }
             (Kind::Emc, Some(_)) if self.board.emc.is_none() => {
-                self.skip(param, arg, value, NO_EMC_WHY)
+                let why = if self.unusable(&[KnobKind::EmcCap]) {
+                    UNUSABLE_EMC_WHY
+                } else {
+                    NO_EMC_WHY
+                };
+                self.skip(param, arg, value, why)
             }
             (Kind::Emc, Some(v))
                 if v > 0

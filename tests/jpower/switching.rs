@@ -584,7 +584,20 @@ fn links_in_a_root_tree_never_lead_a_write_outside_it() {
         vec!["set", "--gpu-freq", "624.75MHz", "--emc-freq", "665.6MHz"],
         vec!["restore"],
     ] {
-        let _ = util::run(util::jpower(rt.path()).arg("--root").arg(&tree).args(&args));
+        let out = util::run(util::jpower(rt.path()).arg("--root").arg(&tree).args(&args));
+        // A preset whose GPU or EMC file is a link out of the tree is refused whole; it
+        // was applied without them, as if the board had no such control, and `set`
+        // exited 0.
+        if args == ["set", "MODE_15W"] {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{err}");
+            assert!(
+                err.contains("unusable knob (a link to nothing in the root)"),
+                "{err}"
+            );
+            assert!(err.contains("preset MODE_15W sets"), "{err}");
+            assert!(err.contains("not applied"), "{err}");
+        }
     }
     for (p, b) in watched.iter().zip(&before) {
         assert_eq!(
