@@ -608,11 +608,14 @@ fn dispatch(cli: &Cli, out: &Output) -> Result<()> {
             seed,
             limit,
         }) => {
-            // `--sim orin-agx@r36` names the board orin-agx.
-            let sim = (cli.target.sim.as_deref()).map(|s| s.split('@').next().unwrap_or(s));
-            let board = match (board.as_deref(), sim) {
-                (Some(b), Some(s)) if b != s => {
-                    anyhow::bail!("--board {b} and --sim {s} name two boards: give one")
+            // One board named twice (`orin-agx` and `orin-agx@r35`) is one board; a
+            // release `--sim` names is kept (its clock tables differ).
+            let id = |name: &str| crate::sim::spec::find(name).map(|s| s.id());
+            let board = match (board.as_deref(), cli.target.sim.as_deref()) {
+                (Some(b), Some(s)) if id(b) != id(s) => {
+                    return Err(usage(&format!(
+                        "--board {b} and --sim {s} name two boards: give one"
+                    )))
                 }
                 (Some(b), _) => b,
                 (None, s) => s.unwrap_or("orin-agx"),

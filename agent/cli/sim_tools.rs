@@ -147,14 +147,14 @@ pub fn truth(
     let kind = Kind::from_name(kind).with_context(|| format!("unknown truth kind {kind:?}"))?;
     let spec = crate::sim::spec::find(board)
         .with_context(|| format!("unknown board {board:?}: {}", crate::sim::spec::names()))?;
-    anyhow::ensure!(
-        limit.is_none() || kind == Kind::Throttle,
-        "--limit is the power limit of --kind throttle"
-    );
-    anyhow::ensure!(
-        limit.is_none_or(|w| w.is_finite() && w > 0.0),
-        "--limit must be a positive number of watts"
-    );
+    if limit.is_some() && kind != Kind::Throttle {
+        return Err(super::usage(
+            "--limit is the power limit of --kind throttle",
+        ));
+    }
+    if !limit.is_none_or(|w| w.is_finite() && w > 0.0) {
+        return Err(super::usage("--limit must be a positive number of watts"));
+    }
     let rows = truth::rows(kind, spec, seed, limit).with_context(|| {
         format!("the truths model the AGX boards (orin-agx, xavier-agx), not {board}")
     })?;
@@ -172,8 +172,12 @@ pub fn truth(
                 .collect()
         })
         .collect();
+    // The limit the rows were computed at, the default included.
+    let limit_w = (kind == Kind::Throttle)
+        .then(|| limit.or_else(|| truth::default_limit_w(spec)))
+        .flatten();
     let value = serde_json::json!({
-        "kind": kind.name(), "board": spec.id(), "seed": seed, "limit_w": limit, "modes": modes,
+        "kind": kind.name(), "board": spec.id(), "seed": seed, "limit_w": limit_w, "modes": modes,
     });
     out.print(&value, || csv)
 }

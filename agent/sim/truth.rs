@@ -303,6 +303,11 @@ fn at(kind: Kind, hw: &Hw, u: &Unit, m: &PinnedMode) -> (f64, f64) {
     (s.time, hw.cap_w + 0.15 * (p - hw.cap_w))
 }
 
+/// The power limit (W) `--kind throttle` caps `spec` at when none is given.
+pub fn default_limit_w(spec: &BoardSpec) -> Option<f64> {
+    hw(spec.silicon).map(|h| h.cap_w)
+}
+
 /// The truth of `kind` on `spec` for the unit of `seed`: every mode of the board, in the
 /// order of its mode space; `limit_w` replaces the board's power limit (32 W on Orin AGX,
 /// 24 W on Xavier AGX), which only `throttle` enforces. `None` for a board these truths do

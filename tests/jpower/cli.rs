@@ -1,6 +1,6 @@
 //! The `jpower` binary: commands, JSON output, one-line errors, the README's claims.
 
-use crate::util::{self, jpower, json, ok, one_line_error, run};
+use crate::util::{self, jpower, json, ok, one_line_error, one_line_usage_error, run};
 
 #[test]
 fn errors_are_one_clear_line() {
@@ -1167,7 +1167,7 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
         &["sim", "truth", "--kind", "launch", "--board", "nano"],
         "the truths model the AGX boards",
     );
-    one_line_error(
+    one_line_usage_error(
         &["sim", "truth", "--kind", "launch", "--limit", "20"],
         "--limit is the power limit of --kind throttle",
     );
@@ -1178,7 +1178,7 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
         .args(["--sim", "xavier-agx", "sim", "truth"])
         .args(["--kind", "throttle", "--seed", "3"]));
     assert_eq!(xavier, text, "--sim names the board");
-    one_line_error(
+    one_line_usage_error(
         &[
             "--sim",
             "xavier-agx",
@@ -1191,6 +1191,39 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
         ],
         "name two boards",
     );
+    // Found by a review: `--sim orin-agx@r36` lost its release (r35's clock table, which
+    // r36's replay refused), and one board named both ways was "two boards".
+    let r36 =
+        ok(jpower(rt.path()).args(["--sim", "orin-agx@r36", "sim", "truth", "--kind", "launch"]));
+    let named = ok(jpower(rt.path())
+        .args(["--sim", "orin-agx@r36", "sim", "truth", "--kind", "launch"])
+        .args(["--board", "orin-agx@r36"]));
+    assert_eq!(r36, named);
+    let r35 = ok(jpower(rt.path())
+        .args(["--sim", "orin-agx", "sim", "truth", "--kind", "launch"])
+        .args(["--board", "orin-agx@r35"]));
+    assert_ne!(
+        r36.lines().count(),
+        r35.lines().count(),
+        "r36's GPU table differs"
+    );
+    // The JSON names the limit the rows were computed at, the default included.
+    let limit = |args: &[&str]| {
+        json(&ok(jpower(rt.path())
+            .args([
+                "--json",
+                "sim",
+                "truth",
+                "--kind",
+                "throttle",
+                "--board",
+                "xavier-agx",
+            ])
+            .args(args)))["limit_w"]
+            .clone()
+    };
+    assert_eq!(limit(&[]), 24.0);
+    assert_eq!(limit(&["--limit", "20"]), 20.0);
     let power = |csv: &str| -> Vec<f64> {
         (csv.lines().skip(1))
             .map(|l| l.split(',').nth(5).unwrap().parse().unwrap())

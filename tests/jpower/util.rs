@@ -127,9 +127,18 @@ fn copy_tree(src: &Path, dst: &Path) {
 /// Runs jpower with `args` and checks it fails with exit status 1 and one line on stderr,
 /// `jpower: error: ...` holding `needle`, never a panic.
 pub fn one_line_error(args: &[&str], needle: &str) {
+    fails_in_one_line(args, needle, 1);
+}
+
+/// [`one_line_error`] for a command line refused after parsing: exit status 2, as clap's.
+pub fn one_line_usage_error(args: &[&str], needle: &str) {
+    fails_in_one_line(args, needle, 2);
+}
+
+fn fails_in_one_line(args: &[&str], needle: &str, code: i32) {
     let rt = runtime();
     let out = run(jpower(rt.path()).args(args));
-    assert_eq!(out.status.code(), Some(1), "{args:?}");
+    assert_eq!(out.status.code(), Some(code), "{args:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
     assert!(
