@@ -257,13 +257,15 @@ class LiveTest(RingTest):
         self.assertGreater(checked, 1000)
 
     def test_waits_while_the_writer_initialises(self):
-        self.start_writer("--publish-delay", "0.4", "--samples", "5", wait_published=False)
+        self.start_writer("--publish-delay", "2.0", "--samples", "5", wait_published=False)
         deadline = time.monotonic() + 5
         while not (os.path.exists(self.path()) and os.path.getsize(self.path()) >= 4096):
             self.assertLess(time.monotonic(), deadline, "the writer never created the ring")
             time.sleep(0.01)
+        # The writer publishes 2 s after creating the ring: a loaded host that starts
+        # this reader late still finds it unpublished.
         start = time.monotonic()
-        ring = self.open_ring()
+        ring = self.open_ring(init_wait_s=10)
         self.assertGreater(time.monotonic() - start, 0.1)
         self.assertEqual(ring.board, "fake-board")
 

@@ -303,17 +303,18 @@ class Common:
         a.set_mode(preset="MODE_15W")
         self.assertLess(self.admin.status()["gpu_hz"][1], self.before["gpu_hz"][1])
         a.close()
-        st = self.wait_status(self.admin, lambda s: s["holder"] is None, within=1.0)
+        st = self.wait_status(self.admin, lambda s: s["holder"] is None, within=5.0)
         self.assertModeEqual(st, self.before)
 
     def test_session_lease_expires_unrenewed(self):
+        # Margins of 400 ms either side, for a loaded host.
         a = self.client("a")
-        a.set_mode(preset="MODE_15W", timeout_ms=300)
-        time.sleep(0.2)
+        a.set_mode(preset="MODE_15W", timeout_ms=1000)
+        time.sleep(0.6)
         a.renew()
-        time.sleep(0.2)
-        self.assertIsNotNone(a.status()["holder"])  # renewed: 400 ms > 300 ms and held
-        st = self.wait_status(a, lambda s: s["holder"] is None, within=1.0)
+        time.sleep(0.6)
+        self.assertIsNotNone(a.status()["holder"])  # renewed: 1.2 s > 1 s and held
+        st = self.wait_status(a, lambda s: s["holder"] is None, within=5.0)
         self.assertModeEqual(st, self.before)
         with self.assertRaises(AgentError) as cm:
             a.renew()

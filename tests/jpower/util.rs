@@ -124,6 +124,16 @@ fn copy_tree(src: &Path, dst: &Path) {
     }
 }
 
+/// Polls `f` every 20 ms until it holds, failing the test after `limit` (a test that
+/// sleeps, then asserts that something has happened, fails on a loaded host).
+pub fn wait_for(what: &str, limit: std::time::Duration, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Runs jpower with `args` and checks it fails with exit status 1 and one line on stderr,
 /// `jpower: error: ...` holding `needle`, never a panic.
 pub fn one_line_error(args: &[&str], needle: &str) {

@@ -336,9 +336,15 @@ mod tests {
         online.write_u64(0).unwrap();
         let took = started.elapsed().as_secs_f64() * 1e3;
         assert!(took >= SwitchTimes::DEFAULT.cores_ms, "{took} ms");
-        // Writing what it already is hotplugs nothing.
-        let started = std::time::Instant::now();
-        online.write_u64(0).unwrap();
-        assert!(started.elapsed().as_secs_f64() * 1e3 < SwitchTimes::DEFAULT.cores_ms);
+        // Writing what it already is hotplugs nothing (the quickest of three writes: a
+        // loaded host may deschedule one for as long as a hotplug).
+        let noop_ms = (0..3)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                online.write_u64(0).unwrap();
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .fold(f64::MAX, f64::min);
+        assert!(noop_ms < SwitchTimes::DEFAULT.cores_ms, "{noop_ms} ms");
     }
 }
