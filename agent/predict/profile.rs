@@ -153,8 +153,10 @@ fn parse(
     };
     let columns: Vec<&str> = header.split(',').collect();
     let mut records = crate::support::csv_text::records(text, path)?.into_iter();
-    match records.next() {
-        Some((_, h)) if h.iter().take(columns.len()).eq(columns.iter().copied()) => {}
+    // Every row has the header's fields (a review found a number written `4,184.2242`
+    // taken as two, the columns after it shifted: a 4 ms, 184 W mode).
+    let width = match records.next() {
+        Some((_, h)) if h.iter().take(columns.len()).eq(columns.iter().copied()) => h.len(),
         Some((line, h)) => {
             return Err(bad(
                 line,
@@ -165,7 +167,7 @@ fn parse(
             ))
         }
         None => return Err(bad(1, "empty file".into())),
-    }
+    };
     let mut records = records.peekable();
     if records.peek().is_none() {
         return Err(bad(1, "no rows after the header".into()));
@@ -184,9 +186,15 @@ fn parse(
             let why = if records.peek().is_none() && quotes % 2 == 1 {
                 "a quote (\") opened on this line is never closed".to_string()
             } else {
-                format!("{} fields, expected 6", f.len())
+                format!("{} fields, expected {width} as the header", f.len())
             };
             return Err(bad(line, why));
+        }
+        if f.len() != width {
+            return Err(bad(
+                line,
+                format!("{} fields, expected {width} as the header", f.len()),
+            ));
         }
         let int = |k: usize| {
             f[k].parse::<u64>().map_err(|_| {
@@ -532,6 +540,14 @@ mod tests {
                 2,
                 "5 fields",
             ),
+            // Found by a review: a row with more fields than the header shifted nothing
+            // into an error (`4,184.2` read as a 4 ms, 184 W mode).
+            (
+                "2,729600,1,1,4,184.2,5\n",
+                2,
+                "7 fields, expected 6 as the header",
+            ),
+            ("2,729600,1,1,10,5,\n", 2, "7 fields"),
         ] {
             std::fs::write(&p, format!("{CSV_HEADER}\n{body}")).unwrap();
             let e = read_csv(&p).unwrap_err().to_string();
