@@ -24,9 +24,11 @@ use std::path::PathBuf;
 /// Arguments of `jpower profile`.
 #[derive(Debug, clap::Args)]
 pub struct ProfileArgs {
-    /// The workload (resnet18, mobilenetv3, yolov8n, bert, lstm).
-    #[arg(long, default_value = "resnet18", value_parser = workload_name)]
-    pub workload: String,
+    /// The simulated workload (resnet18, mobilenetv3, yolov8n, bert, lstm) [default:
+    /// resnet18]; not with --truth (a recorded profile is its own) or --live (the built-in
+    /// CNN).
+    #[arg(long, value_parser = workload_name)]
+    pub workload: Option<String>,
     /// How many modes (stratified over the knobs; see --strategy) [default: 50]; not with
     /// --strategy reference or all, which pick their own.
     #[arg(allow_negative_numbers = true, long, value_parser = super::bounds::count)]
@@ -36,9 +38,10 @@ pub struct ProfileArgs {
     /// grid) or `all`.
     #[arg(long, default_value = "stratified", value_parser = ["stratified", "random", "active", "reference", "all"])]
     pub strategy: String,
-    /// With --strategy active: the reference workload whose pre-trained models guide it.
-    #[arg(long, default_value = "resnet18", value_parser = workload_name)]
-    pub reference: String,
+    /// With --strategy active: the reference workload whose pre-trained models guide it
+    /// [default: resnet18].
+    #[arg(long, value_parser = workload_name)]
+    pub reference: Option<String>,
     /// With --strategy active: pre-train the guide on 800 reference modes with fewer
     /// epochs (as `powertrain eval --quick`).
     #[arg(long)]
@@ -233,11 +236,28 @@ pub(super) fn workload(name: &str) -> Result<SimWorkload> {
     })
 }
 
+/// The workload `profile` simulates, and `--strategy active` is guided by, unless named.
+const DEFAULT_WORKLOAD: &str = "resnet18";
+
 /// `jpower profile`.
 pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<()> {
     super::check_outputs(a.out.as_deref())?;
+    // Found by a review: options that would change nothing were ignored without a word.
     if a.quick && a.strategy != "active" {
-        bail!("--quick shortens --strategy active's pre-training; without it, it would be ignored");
+        return Err(super::usage(
+            "--quick shortens --strategy active's pre-training; without it, it would be ignored",
+        ));
+    }
+    if a.reference.is_some() && a.strategy != "active" {
+        return Err(super::usage(
+            "--reference names the workload that guides --strategy active; without it, it would be ignored",
+        ));
+    }
+    if let (Some(w), true) = (&a.workload, a.truth.is_some() || a.live) {
+        return Err(super::usage(&format!(
+            "--workload {w} names a simulated workload; {} profiles its own",
+            if a.live { "--live" } else { "--truth" }
+        )));
     }
     if a.modes.is_some() && matches!(a.strategy.as_str(), "reference" | "all") {
         // Found by a review: the count was ignored without a word.
@@ -264,14 +284,19 @@ pub fn profile(target: &super::Target, a: &ProfileArgs, out: &Output) -> Result<
         )),
         None => Box::new(SimSource::new(
             spec.silicon,
-            workload(&a.workload)?,
+            workload(a.workload_name())?,
             space.clone(),
             a.seed,
         )),
     };
+    let available = src.modes().len();
+    if let Some(n) = a.modes.filter(|&n| n > available) {
+        log::warn!("--modes {n}: the source has {available} modes; profiling them all");
+    }
     let (rows, secs) = if a.strategy == "active" {
         let effort = Effort::new(a.quick, a.seed);
-        let (time, power) = pretrained(spec, &a.reference, Method::Physics, &effort)?;
+        let reference = a.reference.as_deref().unwrap_or(DEFAULT_WORKLOAD);
+        let (time, power) = pretrained(spec, reference, Method::Physics, &effort)?;
         let guide = active::Guide {
             time: &time,
             power: &power,
@@ -407,6 +432,10 @@ impl ProfileArgs {
     fn mode_count(&self) -> usize {
         self.modes.unwrap_or(50)
     }
+
+    fn workload_name(&self) -> &str {
+        self.workload.as_deref().unwrap_or(DEFAULT_WORKLOAD)
+    }
 }
 
 /// The modes `--strategy` picks from `src`'s.
@@ -517,7 +546,11 @@ fn report(
     if !a.live && a.truth.is_none() {
         csv.insert_str(
             0,
-            &format!("{}{} on {board}\n", profile::SIMULATED_MARK, a.workload),
+            &format!(
+                "{}{} on {board}\n",
+                profile::SIMULATED_MARK,
+                a.workload_name()
+            ),
         );
     }
     match &a.out {
@@ -526,7 +559,12 @@ fn report(
         None => {}
     }
     let minutes = secs / 60.0;
-    out.print(&json!({"board": board, "modes": rows.len(), "live": a.live, "profiling_minutes": minutes, "simulated_minutes": if a.live { None } else { Some(minutes) }, "out": a.out, "rows": rows}), || match &a.out {
+    let (source, workload) = match (a.live, &a.truth) {
+        (true, _) => ("live", None),
+        (false, Some(_)) => ("replayed", None),
+        (false, None) => ("simulated", Some(a.workload_name())),
+    };
+    out.print(&json!({"board": board, "modes": rows.len(), "live": a.live, "source": source, "workload": workload, "profiling_minutes": minutes, "simulated_minutes": if a.live { None } else { Some(minutes) }, "out": a.out, "rows": rows}), || match &a.out {
         Some(p) => format!("profiled {} modes in {minutes:.1} {clock}minutes into {}\n", rows.len(), p.display()),
         None => String::new(),
     })

@@ -20,9 +20,34 @@ fn errors_are_one_clear_line() {
         "nearest: 1236.75 MHz",
     );
     one_line_error(&["--sim", "orin-agx", "set", "--cores", "13"], "12 CPUs");
-    one_line_error(
+    // Options that would change nothing are usage errors, never ignored (a review).
+    one_line_usage_error(
         &["--sim", "orin-agx", "profile", "--modes", "5", "--quick"],
         "--quick shortens --strategy active's pre-training",
+    );
+    one_line_usage_error(
+        &[
+            "--sim",
+            "orin-agx",
+            "profile",
+            "--modes",
+            "5",
+            "--reference",
+            "bert",
+        ],
+        "--reference names the workload that guides --strategy active",
+    );
+    one_line_usage_error(
+        &[
+            "--sim",
+            "orin-agx",
+            "profile",
+            "--truth",
+            "/nonexistent.csv",
+            "--workload",
+            "lstm",
+        ],
+        "--workload lstm names a simulated workload; --truth profiles its own",
     );
     one_line_error(&["--sim", "orin-agx", "set", "TURBO"], "MODE_15W (1)");
     one_line_error(&["--sim", "tx9", "status"], "unknown simulated board");
@@ -1159,10 +1184,22 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
         "3",
     ]));
     assert_eq!(text, again, "a seed is one unit");
-    let replayed = ok(jpower(rt.path())
-        .args(["--sim", "xavier-agx", "profile", "--modes", "3", "--truth"])
-        .arg(&csv));
-    assert!(!replayed.is_empty());
+    let replayed = json(&ok(jpower(rt.path())
+        .args([
+            "--sim",
+            "xavier-agx",
+            "--json",
+            "profile",
+            "--modes",
+            "3",
+            "--truth",
+        ])
+        .arg(&csv)));
+    assert_eq!(replayed["rows"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        (&replayed["source"], &replayed["workload"]),
+        (&serde_json::json!("replayed"), &serde_json::Value::Null)
+    );
     one_line_error(
         &["sim", "truth", "--kind", "launch", "--board", "nano"],
         "the truths model the AGX boards",
