@@ -770,6 +770,9 @@ pub fn optimize(target: &super::Target, a: &OptimizeArgs, out: &Output) -> Resul
         let mut m = json!(modes[p.mode]);
         m["time_ms"] = json!(p.time_ms);
         m["power_w"] = json!(p.power_w);
+        // What a budget must leave above the predicted power (a review: only the text
+        // said it, so a script could not check a choice against its budget).
+        m["margin_w"] = json!(Some(margin(p)).filter(|m| m.is_finite()));
         m
     };
     let runs = chosen.as_ref().map_or(&[][..], |c| &c.runs[..]);
