@@ -1465,31 +1465,15 @@ fn releasing_someone_elses_persistent_lease_needs_control() {
         println!("skipped: needs root to connect as another user");
         return;
     }
-    use std::os::unix::fs::PermissionsExt;
     let agent = Agent::start("orin-agx", "socket_mode = \"0666\"\n");
-    std::fs::set_permissions(agent.rt.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     util::ok(util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "set", "MODE_15W"]));
     let mut c = agent.client(Encoding::Json);
-    // A copy nobody can execute: the build's own may sit under a directory only its
-    // owner can enter (a clone in `mktemp -d`).
-    let bin = agent.rt.path().join("jpower");
-    std::fs::copy(util::bin(), &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let as_nobody = {
-        use std::os::unix::process::CommandExt;
-        util::run(
-            std::process::Command::new(&bin)
-                .arg("--runtime-dir")
-                .arg(agent.rt.path())
-                .env_remove("JPOWER_RUNTIME_DIR")
-                .env_remove("JPOWER_SIM_FAULT")
-                .args(["--sim", "orin-agx", "--socket"])
-                .arg(&agent.socket)
-                .arg("restore")
-                .uid(65534)
-                .gid(65534),
-        )
-    };
+    let as_nobody = util::run(
+        util::jpower_unprivileged(agent.rt.path())
+            .args(["--sim", "orin-agx", "--socket"])
+            .arg(&agent.socket)
+            .arg("restore"),
+    );
     assert!(!as_nobody.status.success());
     let err = String::from_utf8_lossy(&as_nobody.stderr);
     assert!(err.contains("needs control permission"), "{err}");

@@ -499,7 +499,10 @@ fn profile_predict_optimize_round_trip() {
     // The margin is in the JSON: the choice's prediction and margin fit the budget.
     let margin = p["chosen"]["margin_w"].as_f64().unwrap();
     assert!(margin > 0.0, "{p}");
-    assert!(p["chosen"]["power_w"].as_f64().unwrap() + margin <= 4.0 + 1e-9, "{p}");
+    assert!(
+        p["chosen"]["power_w"].as_f64().unwrap() + margin <= 4.0 + 1e-9,
+        "{p}"
+    );
     // One ensemble member's output bias at 1e30 hides under the members' median, not
     // under their spread: the file is damaged (found by a review: it loaded, to keep a
     // margin of 1e30 W).

@@ -864,3 +864,24 @@ fn a_rollback_does_not_cross_a_pair_whose_first_write_failed() {
     let now = values(&c);
     assert_eq!(now[max], prior[max], "the max went back: nothing crossed");
 }
+
+/// Found by an integrator's review: a user who is not root could not switch a simulated
+/// board at all (the simulated kernel opened its own read-only attributes, as
+/// `scaling_cur_freq`, for writing: root, which CI runs as, ignores the mode), and the
+/// failed switch's journal broke every later write. Run as `nobody` under root.
+#[test]
+fn a_user_who_is_not_root_switches_and_restores_a_simulated_board() {
+    let rt = util::runtime();
+    for (board, args) in [
+        ("nano", &["set", "--gpu-freq", "76.8MHz", "--snap"][..]),
+        ("orin-agx", &["set", "MODE_15W"][..]),
+        ("orin-agx", &["restore"][..]),
+        ("nano", &["restore"][..]),
+    ] {
+        util::ok(
+            util::jpower_unprivileged(rt.path())
+                .args(["--sim", board])
+                .args(args),
+        );
+    }
+}

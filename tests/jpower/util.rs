@@ -31,7 +31,31 @@ pub fn bin() -> PathBuf {
 
 /// The jpower binary with `--runtime-dir dir` and a clean environment.
 pub fn jpower(runtime: &Path) -> Command {
-    let mut c = Command::new(bin());
+    with_runtime(Command::new(bin()), runtime)
+}
+
+/// [`jpower`] run by a user who is not root: `nobody` where the tests run as root (as CI
+/// does, where root's disregard of file modes hid a simulator that failed every other
+/// user), else this user. `runtime` is opened to every user and the binary copied into
+/// it: the build's own may sit under a directory only its owner can enter (a clone in
+/// `mktemp -d`).
+pub fn jpower_unprivileged(runtime: &Path) -> Command {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    std::fs::set_permissions(runtime, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let copy = runtime.join("jpower");
+    if !copy.exists() {
+        std::fs::copy(bin(), &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut c = with_runtime(Command::new(&copy), runtime);
+    if nix::unistd::geteuid().is_root() {
+        c.uid(65534).gid(65534);
+    }
+    c
+}
+
+fn with_runtime(mut c: Command, runtime: &Path) -> Command {
     c.arg("--runtime-dir").arg(runtime);
     // Caches (pre-trained reference models) stay in the test's directory.
     c.env("XDG_CACHE_HOME", runtime.join("cache"));
