@@ -2321,3 +2321,43 @@ fn a_socket_mode_that_locks_the_group_out_is_warned_of() {
         "{text}"
     );
 }
+
+/// Found by an integrator's review: control writes are logged at info, the default level
+/// is warn, and the shipped unit set no level, so its journal held no audit trail. At the
+/// unit's level, a switch is logged with its client's name, pid and uid.
+#[test]
+fn the_shipped_units_log_level_keeps_the_audit_trail() {
+    let unit =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("udev/jpower.service"))
+            .unwrap();
+    let level = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("Environment=JPOWER_LOG="))
+        .expect("the unit sets JPOWER_LOG");
+    let rt = util::runtime();
+    let log = rt.path().join("agent.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut agent = Agent::start_with(rt, "orin-agx", "", |c| {
+        c.env("JPOWER_LOG", level)
+            .env_remove("JOURNAL_STREAM")
+            .stderr(file);
+    });
+    agent
+        .client(Encoding::Json)
+        .request(RequestBody::SetMode {
+            mode: knobs(318_750_000),
+            lease: LeaseKind::Session,
+            timeout_ms: None,
+        })
+        .unwrap();
+    assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
+    let said = std::fs::read_to_string(&log).unwrap();
+    let me = std::process::id();
+    assert!(
+        said.contains(&format!(
+            "by test (pid {me}, uid {})",
+            nix::unistd::getuid()
+        )),
+        "{said}"
+    );
+}
