@@ -377,6 +377,29 @@ impl Controller {
         }
     }
 
+    /// Takes the present values of `knobs` (someone else's writes, which the agent keeps)
+    /// as their baseline, so that a restore, a crash's included, leaves them as that
+    /// someone set them (a review found a clean stop of the agent undoing an operator's
+    /// `nvpmodel -m` it had kept).
+    pub fn adopt_as_baseline(&mut self, knobs: &[usize]) {
+        let Some(st) = &mut self.state else {
+            return;
+        };
+        let mut changed = false;
+        for &i in knobs {
+            let path = &self.board.knobs[i].path;
+            if let Some(s) = st.baseline.iter_mut().find(|s| &s.path == path) {
+                changed |= s.value != self.current[i];
+                s.value = self.current[i];
+            }
+        }
+        if changed {
+            if let Err(e) = self.paths.save(st) {
+                log::error!("cannot save the new baseline in the state file: {e}");
+            }
+        }
+    }
+
     /// Re-reads every knob (to notice changes made behind jpower's back).
     pub fn refresh(&mut self) -> Result<(), ControlError> {
         self.current = self.board.read_knobs()?;

@@ -1255,10 +1255,12 @@ fn the_simulated_kernel_applies_its_rules_to_writes_behind_its_back() {
 
 /// `jpower sim nvpmodel -m N` beside an agent is an outside change, as NVIDIA's tool is:
 /// the holder hears of it and the restore keeps it; `jpower sim jetson-clocks` pins the
-/// GPU's min to its max.
+/// GPU's min to its max, and the agent's clean stop keeps that too (an integrator's review
+/// found it restoring the GPU min its lease had written before: a `systemctl restart`
+/// undid an operator's `jetson_clocks`).
 #[test]
 fn sim_nvpmodel_and_jetson_clocks_change_the_board_behind_the_agent() {
-    let agent = Agent::start("orin-agx", "");
+    let mut agent = Agent::start("orin-agx", "");
     let mut c = agent.client(Encoding::Bincode);
     c.request(RequestBody::SetMode {
         mode: knobs(318_750_000),
@@ -1293,6 +1295,11 @@ fn sim_nvpmodel_and_jetson_clocks_change_the_board_behind_the_agent() {
     let refused = util::run(util::jpower(agent.rt.path()).args(["sim", "jetson-clocks"]));
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--sim"));
+    assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
+    let after = util::json(&util::ok(
+        util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "--json", "status"]),
+    ));
+    assert_eq!(after["gpu"]["min_hz"], 1_300_500_000u64, "{}", after["gpu"]);
 }
 
 /// Issue 14: the holder's name is the hello name with the pid appended, as the doc says

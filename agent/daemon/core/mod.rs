@@ -615,6 +615,9 @@ impl Core {
         let effective = self.guard.clamp(self.controller.board(), &self.requested);
         self.sync_caps_overlay(&effective, true);
         let _ = self.controller.refresh();
+        if !self.config.restore_overrides_external {
+            self.controller.adopt_as_baseline(&changed);
+        }
         self.notify_holder(ReplyBody::ExternalChange { paths });
     }
 
