@@ -440,7 +440,12 @@ fn modes(target: &Target, board: &Board, a: &Args) -> Result<Vec<(String, Mode)>
                     ..top
                 };
                 (
-                    format!("GPU {} MHz, EMC {} MHz", g / 1_000_000, e / 1_000_000),
+                    // Whole MHz cut 114.75 MHz to 114 (a review).
+                    format!(
+                        "GPU {}, EMC {}",
+                        crate::support::units::Freq(g),
+                        crate::support::units::Freq(e)
+                    ),
                     pinned.to_mode(board),
                 )
             })
