@@ -420,6 +420,7 @@ fn sweep(
         .filter(|c| !done.iter().any(|r| &r.config == *c))
         .collect();
     let (resumed, start) = (done.len(), Instant::now());
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut stopped = false;
     for (i, c) in todo.iter().enumerate() {
         if super::interrupt::interrupted() {
@@ -449,16 +450,23 @@ fn sweep(
         if !out.json {
             let left = (todo.len() - i - 1) as f64;
             let eta = start.elapsed().as_secs_f64() / (i + 1) as f64 * left;
-            eprint!(
-                "\r[{}/{}] {} r{}  ETA {eta:.0} s      ",
+            let line = format!(
+                "[{}/{}] {} r{}  ETA {eta:.0} s",
                 resumed + i + 1,
                 configs.len(),
                 c.label(),
                 c.repeat
             );
+            // On a terminal the line is rewritten in place; in a log, one line a run
+            // (a review found a log of one long line of carriage returns).
+            if terminal {
+                eprint!("\r{line}      ");
+            } else {
+                eprintln!("{line}");
+            }
         }
     }
-    if !out.json {
+    if !out.json && terminal {
         eprintln!();
     }
     // Canonical order: a resumed sweep's files equal an uninterrupted one's.
@@ -606,12 +614,12 @@ fn live(target: &Target, a: &Args, out: &Output) -> Result<()> {
             "data": data,
         }),
     };
+    let media: Vec<String> = given.iter().map(|(name, _)| name.clone()).collect();
+    let names: Vec<String> = modes.iter().map(SweepMode::name).collect();
+    let configs = product(&names, &l.batches, &l.workers, &media, &l.caches, l.repeats);
     let manifest = manifest(&about, &board.key(), l.epochs);
     check_resumable(a, &manifest)?;
     let locations = locations(given, a.run.is_none().then_some(shape))?;
-    let media: Vec<String> = locations.iter().map(|l| l.name.clone()).collect();
-    let names: Vec<String> = modes.iter().map(SweepMode::name).collect();
-    let configs = product(&names, &l.batches, &l.workers, &media, &l.caches, l.repeats);
     let mut runner = LiveSweep::connect(&socket, locations, l.epochs)?;
     let channels = board.ina.iter().map(|c| c.enabled).max().unwrap_or(3);
     let refresh_us = runner.resolve(channels, SENSOR_REFRESH_US)?;
@@ -757,14 +765,31 @@ fn report(
     )
     .context("writing runs.json")?;
     if swept.stopped {
+        // The command as given, with --resume (found by a review: `--resume --out DIR`
+        // alone, without the interrupted sweep's `--quick`, planned 216 runs to its 8).
+        let mut words: Vec<String> = std::env::args().map(|w| shell_word(&w)).collect();
+        if !a.resume {
+            words.push("--resume".into());
+        }
         bail!(
-            "interrupted after {} of {} runs; `--resume --out {}` runs the rest",
+            "interrupted after {} of {} runs; `{}` runs the rest",
             done.len(),
             configs.len(),
-            a.out.display()
+            words.join(" ")
         );
     }
     out.print(&value, || text(&value, &sums, &front, &a.out))
+}
+
+/// `word` as a POSIX shell reads it back: as is where it holds nothing the shell treats
+/// specially, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 fn text(v: &serde_json::Value, sums: &[Summary], front: &[ModePoint], dir: &Path) -> String {
