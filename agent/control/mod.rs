@@ -48,6 +48,16 @@ pub enum Failure {
         /// The value read back.
         read: u64,
     },
+    /// A write not made: the knob cannot be opened for writing (the recovery of a dead
+    /// process's switch, whose knob lost its grant since; it was written through the
+    /// read-only descriptor, `Bad file descriptor`, a review found).
+    #[error("cannot write {}: {}", path.display(), read_only_why(*errno))]
+    ReadOnly {
+        /// The knob's path on the board.
+        path: PathBuf,
+        /// Why it could not be opened for writing.
+        errno: nix::errno::Errno,
+    },
     /// A write not made: it would cross the other side of its (min, max) pair, whose own
     /// write, which was to make room for it, failed.
     #[error("{} left as it is: writing it would cross the other side of its (min, max) pair, which could not be written first", path.display())]
@@ -567,6 +577,13 @@ impl Controller {
             if crosses {
                 failed.push(Failure::Blocked {
                     path: self.board.knobs[s.knob].path.clone(),
+                });
+                continue;
+            }
+            if let Some(errno) = self.board.reopen_writable(s.knob) {
+                failed.push(Failure::ReadOnly {
+                    path: self.board.knobs[s.knob].path.clone(),
+                    errno,
                 });
                 continue;
             }

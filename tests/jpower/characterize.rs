@@ -120,7 +120,10 @@ fn characterize_resumed_after_an_interruption_equals_an_uninterrupted_sweep() {
     assert!(said.contains("jpower: stopping (a second signal"), "{said}");
     // The hint is the command as given, with --resume (it named --out alone, and
     // without the sweep's other options a resume planned another sweep).
-    assert!(said.contains("--pace-ms 400 --resume` runs the rest"), "{said}");
+    assert!(
+        said.contains("--pace-ms 400 --resume` runs the rest"),
+        "{said}"
+    );
     let partial = std::fs::read_to_string(&csv).unwrap();
     let runs = (partial.lines().count() - 1) / 2;
     assert!((1..16).contains(&runs), "{partial}");

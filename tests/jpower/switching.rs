@@ -885,3 +885,64 @@ fn a_user_who_is_not_root_switches_and_restores_a_simulated_board() {
         );
     }
 }
+
+/// Found by an integrator's review: the recovery of a dead process's switch wrote through
+/// the knobs' descriptors as discovery opened them, so a knob whose write grant was gone
+/// since failed with `Bad file descriptor`; it is opened again for writing, and its error
+/// says why it cannot be and what to do.
+#[test]
+fn a_recovery_whose_knobs_lost_their_write_grant_says_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let rt = util::runtime();
+    assert!(!util::run(
+        util::jpower(rt.path())
+            .env("JPOWER_SIM_FAULT", "abort-after-writes=4")
+            .args([
+                "--sim",
+                "orin-agx",
+                "set",
+                "--cores",
+                "4",
+                "--gpu-freq",
+                "318.75MHz"
+            ])
+    )
+    .status
+    .success());
+    // Every knob the switch may have written, read-only now (the simulator keeps the
+    // kernel's modes, even for root).
+    let root = rt.path().join("sim/orin-agx-r35/root/sys/devices");
+    let knobs: Vec<std::path::PathBuf> = (4..12)
+        .map(|c| root.join(format!("system/cpu/cpu{c}/online")))
+        .chain(["min_freq", "max_freq"].map(|f| {
+            root.join("platform/17000000.ga10b/devfreq/17000000.ga10b")
+                .join(f)
+        }))
+        .collect();
+    for k in &knobs {
+        std::fs::set_permissions(k, std::fs::Permissions::from_mode(0o444)).unwrap();
+    }
+    let failed =
+        util::run(util::jpower(rt.path()).args(["--sim", "orin-agx", "restore", "--if-crashed"]));
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success(), "{err}");
+    assert!(
+        err.contains("cannot write") && err.contains("EACCES"),
+        "{err}"
+    );
+    assert!(!err.contains("EBADF"), "{err}");
+    for k in &knobs {
+        std::fs::set_permissions(k, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let after = util::json(&util::ok(util::jpower(rt.path()).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "restore",
+        "--if-crashed",
+    ])));
+    assert!(
+        after["recovered"].to_string().contains("unfinished switch"),
+        "{after}"
+    );
+}
