@@ -148,7 +148,7 @@ impl Board {
             Ok(a) => (a, None),
             Err(e) => match self.root.open(path, false) {
                 Ok(a) => {
-                    self.warnings.push(format!("read-only: {e}"));
+                    // Said once for all read-only knobs, after discovery.
                     let errno = e
                         .errno()
                         .map_or(nix::errno::Errno::UnknownErrno, nix::errno::Errno::from_raw);

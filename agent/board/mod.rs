@@ -142,6 +142,17 @@ impl Board {
             b.warnings
                 .push("no rail found makes up module power (its input rail or its module rails): module power is not measured".into());
         }
+        // One line for every read-only knob (a review found 27 before a one-line error).
+        let read_only: Vec<&Knob> = b.knobs.iter().filter(|k| k.unwritable.is_some()).collect();
+        if let Some(errno) = read_only.first().and_then(|k| k.unwritable) {
+            b.warnings.push(format!(
+                "read-only: {} of {} knobs cannot be opened for writing ({} ({errno:?}), {} first): control needs root, or jpower's udev rules and group jpower",
+                read_only.len(),
+                b.knobs.len(),
+                errno.desc(),
+                read_only[0].path.display()
+            ));
+        }
         if b.knobs.len() > MAX_KNOBS {
             return Err(BoardError::TooManyKnobs(b.knobs.len()));
         }
