@@ -94,10 +94,27 @@ impl Client {
             next_id: 1,
             events: Vec::new(),
         };
-        let hello = c.request(RequestBody::Hello {
-            version: PROTOCOL_VERSION,
-            client: name.to_string(),
-        })?;
+        // An agent that accepts and drops the connection (dying, or stopping) is named
+        // with its socket: a review found a bare "Broken pipe (os error 32)".
+        let hello = c
+            .request(RequestBody::Hello {
+                version: PROTOCOL_VERSION,
+                client: name.to_string(),
+            })
+            .map_err(|e| match e {
+                ClientError::Codec(CodecError::Io(source)) => ClientError::Connect {
+                    path: c.path.clone(),
+                    source,
+                },
+                ClientError::Closed => ClientError::Connect {
+                    path: c.path.clone(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "it closed the connection before answering hello (stopping?)",
+                    ),
+                },
+                e => e,
+            })?;
         Ok((c, hello))
     }
 

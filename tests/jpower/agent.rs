@@ -2368,3 +2368,34 @@ fn the_shipped_units_log_level_keeps_the_audit_trail() {
         "{said}"
     );
 }
+
+/// Found by an integrator's review: a socket that accepts and drops the connection (an
+/// agent dying) made `status` fail with a bare "Broken pipe"; it is an agent that cannot
+/// be reached, and `status` reads the board itself, as with a stale socket.
+#[test]
+fn status_reads_the_board_when_the_socket_drops_the_connection() {
+    let rt = util::runtime();
+    let path = rt.path().join("dropping.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (conn, _) = listener.accept().unwrap();
+            drop(conn);
+        }
+    });
+    let st = util::json(&util::ok(
+        util::jpower(rt.path())
+            .args(["--sim", "orin-agx", "--json", "--socket"])
+            .arg(&path)
+            .arg("status"),
+    ));
+    assert_eq!(st["simulated"], true, "{st}");
+    // A writing command likewise goes to the board, under its lock.
+    util::ok(
+        util::jpower(rt.path())
+            .args(["--sim", "orin-agx", "--socket"])
+            .arg(&path)
+            .args(["set", "MODE_15W"]),
+    );
+    server.join().unwrap();
+}
