@@ -54,7 +54,14 @@ impl Emc {
 
 impl Board {
     pub(super) fn discover_emc(&mut self) -> Option<Emc> {
-        let Some(cap_file) = paths::EMC_CAPS.iter().find(|c| self.root.exists(c.path)) else {
+        // A cap file that is a link to nothing is found too: it is unusable, not absent.
+        let Some(cap_file) =
+            (paths::EMC_CAPS.iter().find(|c| self.root.exists(c.path))).or_else(|| {
+                paths::EMC_CAPS
+                    .iter()
+                    .find(|c| self.root.is_present(c.path))
+            })
+        else {
             self.warnings
                 .push("no nvpmodel EMC cap file: memory frequency is not controlled".into());
             return None;

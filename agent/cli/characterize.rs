@@ -767,7 +767,9 @@ fn report(
     if swept.stopped {
         // The command as given, with --resume (found by a review: `--resume --out DIR`
         // alone, without the interrupted sweep's `--quick`, planned 216 runs to its 8).
-        let mut words: Vec<String> = std::env::args().map(|w| shell_word(&w)).collect();
+        let mut words: Vec<String> = std::env::args_os()
+            .map(|w| shell_word(&w.to_string_lossy()))
+            .collect();
         if !a.resume {
             words.push("--resume".into());
         }

@@ -756,16 +756,25 @@ impl log::Log for StderrLogger {
 }
 
 fn init_logger(verbose: u8) {
-    let level = match std::env::var("JPOWER_LOG").ok().as_deref() {
-        Some("error") => log::LevelFilter::Error,
-        Some("info") => log::LevelFilter::Info,
-        Some("debug") => log::LevelFilter::Debug,
-        Some("off") => log::LevelFilter::Off,
-        _ => match verbose {
-            0 => log::LevelFilter::Warn,
-            1 => log::LevelFilter::Info,
-            _ => log::LevelFilter::Debug,
-        },
+    use log::LevelFilter;
+    let from_env = match std::env::var("JPOWER_LOG").ok().as_deref() {
+        Some("error") => Some(LevelFilter::Error),
+        Some("warn") => Some(LevelFilter::Warn),
+        Some("info") => Some(LevelFilter::Info),
+        Some("debug") => Some(LevelFilter::Debug),
+        Some("off") => Some(LevelFilter::Off),
+        _ => None,
+    };
+    let from_flags = match verbose {
+        0 => None,
+        1 => Some(LevelFilter::Info),
+        _ => Some(LevelFilter::Debug),
+    };
+    // `-v` raises what JPOWER_LOG sets (the unit sets info; `agent -vv` in an override
+    // was held at it; the diff's review).
+    let level = match (from_env, from_flags) {
+        (Some(e), Some(f)) => e.max(f),
+        (e, f) => e.or(f).unwrap_or(LevelFilter::Warn),
     };
     // Under systemd stderr is the journal's stream: send each record to the journal with
     // its priority (error 3, warn 4, info 6, debug 7), so `journalctl -p warning -u jpower`

@@ -264,13 +264,14 @@ fn alternatives(
 }
 
 fn mode_label(m: &serde_json::Value) -> String {
-    let mhz = |k: &str, per_mhz: f64| m[k].as_f64().unwrap_or(0.0) / per_mhz;
+    // The board's own clocks: whole MHz cut 114.75 MHz to 115 (a review).
+    let hz = |k: &str, per: u64| crate::support::units::Freq(m[k].as_u64().unwrap_or(0) * per);
     format!(
-        "{} cores, CPU {:.0} MHz, GPU {:.0} MHz, EMC {:.0} MHz",
+        "{} cores, CPU {}, GPU {}, EMC {}",
         m["cores"],
-        mhz("cpu_khz", 1e3),
-        mhz("gpu_hz", 1e6),
-        mhz("emc_hz", 1e6)
+        hz("cpu_khz", 1000),
+        hz("gpu_hz", 1),
+        hz("emc_hz", 1)
     )
 }
 

@@ -454,14 +454,13 @@ fn modes(target: &Target, board: &Board, a: &Args) -> Result<Vec<(String, Mode)>
     let Some(presets) = target.presets(board)? else {
         return Ok(vec![("as is".into(), Mode::default())]);
     };
-    if a.presets.is_empty() {
-        return Ok(presets
-            .presets
-            .iter()
-            .map(|p| (p.name.clone(), p.mode.clone()))
-            .collect());
-    }
-    a.presets
+    // Every preset by default, each as `find` gives it (one that sets an unusable knob is
+    // refused, not measured without it; the diff's review).
+    let wanted: Vec<String> = match a.presets.is_empty() {
+        true => presets.presets.iter().map(|p| p.id.to_string()).collect(),
+        false => a.presets.clone(),
+    };
+    wanted
         .iter()
         .map(|w| {
             let p = presets.find(w)?;

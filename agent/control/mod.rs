@@ -410,6 +410,12 @@ impl Controller {
         }
     }
 
+    /// Takes `values`, every knob as just read, for what the knobs hold (someone else's
+    /// writes noticed in them).
+    pub fn observed(&mut self, values: Values) {
+        self.current = values;
+    }
+
     /// Re-reads every knob (to notice changes made behind jpower's back).
     pub fn refresh(&mut self) -> Result<(), ControlError> {
         self.current = self.board.read_knobs()?;

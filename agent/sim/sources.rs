@@ -233,9 +233,9 @@ pub fn modelled_rooflines(spec: &BoardSpec, modes: &[PinnedMode]) -> Rooflines {
             let (t, e) = (fit_time(&measured), fit_energy(&measured));
             ModeRoofline {
                 mode: format!(
-                    "GPU {:.0} MHz, EMC {:.0} MHz",
-                    op.gpu_hz / 1e6,
-                    op.emc_hz / 1e6
+                    "GPU {}, EMC {}",
+                    crate::support::units::Freq(op.gpu_hz.round() as u64),
+                    crate::support::units::Freq(op.emc_hz.round() as u64)
                 ),
                 gpu_hz: Some(op.gpu_hz),
                 emc_hz: Some(op.emc_hz),

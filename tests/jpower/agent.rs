@@ -2399,3 +2399,40 @@ fn status_reads_the_board_when_the_socket_drops_the_connection() {
     );
     server.join().unwrap();
 }
+
+/// The diff's review: a max written behind jpower's back below a pinned min makes the
+/// kernel (L4T 35) lower the min with it, a clamp; taken as the min's baseline it would pin
+/// the GPU's clock for good after the agent's stop. The max's new value is kept, the min
+/// goes back to its baseline.
+#[test]
+fn a_min_the_kernel_clamped_is_not_taken_for_a_change_behind_jpowers_back() {
+    let mut agent = Agent::start("orin-agx", "");
+    let floor = gpu_min(&agent.status());
+    let mut c = agent.client(Encoding::Json);
+    let pinned = ModeRequest::Knobs {
+        cores: None,
+        cpu_khz: None,
+        gpu_hz: Some(624_750_000),
+        emc_hz: None,
+        snap: false,
+    };
+    c.request(RequestBody::SetMode {
+        mode: pinned,
+        lease: LeaseKind::Session,
+        timeout_ms: None,
+    })
+    .unwrap();
+    std::fs::write(orin_gpu_file(agent.rt.path(), "max_freq"), "318750000\n").unwrap();
+    event(&mut c, |e| matches!(e, ReplyBody::ExternalChange { .. }));
+    c.request(RequestBody::Release).unwrap();
+    assert!(agent.signal(nix::sys::signal::Signal::SIGTERM).success());
+    let gpu = util::json(&util::ok(
+        util::jpower(agent.rt.path()).args(["--sim", "orin-agx", "--json", "status"]),
+    ))["gpu"]
+        .clone();
+    assert_eq!(
+        (gpu["min_hz"].as_u64(), gpu["max_hz"].as_u64()),
+        (Some(floor), Some(318_750_000)),
+        "{gpu}"
+    );
+}

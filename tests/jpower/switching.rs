@@ -952,3 +952,31 @@ fn a_recovery_whose_knobs_lost_their_write_grant_says_why() {
         "{after}"
     );
 }
+
+/// The diff's review: an EMC cap file that is a link to nothing was taken for no cap file
+/// (its discovery followed the link), so a preset's cap was skipped and `set` exited 0.
+#[test]
+fn a_preset_whose_emc_cap_file_links_to_nothing_is_refused() {
+    let rt = util::runtime();
+    let tree = rt.path().join("tree");
+    util::ok(
+        util::jpower(rt.path())
+            .args(["sim", "export", "orin-agx"])
+            .arg(&tree),
+    );
+    let cap = tree.join("sys/kernel/nvpmodel_emc_cap/emc_iso_cap");
+    std::fs::remove_file(&cap).unwrap();
+    std::os::unix::fs::symlink("/sys/nonexistent_cap", &cap).unwrap();
+    let out = util::run(
+        util::jpower(rt.path())
+            .arg("--root")
+            .arg(&tree)
+            .args(["set", "MODE_15W"]),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("the EMC cap file is there but cannot be opened"),
+        "{err}"
+    );
+}

@@ -9,7 +9,7 @@ use crate::board::ina3221;
 use crate::board::Values;
 use crate::control::mode::{KnobRequest, ModeError, ModeSpace};
 use crate::control::plan;
-use crate::control::preset::Presets;
+use crate::control::preset::{PresetError, Presets};
 use crate::control::state::Owner;
 use crate::control::{ControlError, Controller, Switch};
 use crate::ipc::events::EventSender;
@@ -385,6 +385,10 @@ impl Core {
         let resolved = match mode {
             ModeRequest::Preset { name } => match self.presets.as_ref().map(|p| p.find(name)) {
                 Some(Ok(p)) => Ok(p.mode.clone()),
+                // A preset there but not settable is no unknown one.
+                Some(Err(e @ PresetError::Unusable { .. })) => {
+                    return err(ErrorCode::InvalidMode, e.to_string())
+                }
                 Some(Err(e)) => return err(ErrorCode::NotFound, e.to_string()),
                 None => return err(ErrorCode::NotFound, "this board has no nvpmodel presets"),
             },
@@ -614,9 +618,28 @@ impl Core {
         // changed, or one they hold down).
         let effective = self.guard.clamp(self.controller.board(), &self.requested);
         self.sync_caps_overlay(&effective, true);
-        let _ = self.controller.refresh();
+        // A min lowered to equal its max is the kernel's clamp of a max written below it
+        // (seen in this tick or an earlier one), not a write: taken as a baseline it would
+        // pin the clock (DVFS off) for good.
+        let board = self.controller.board();
+        let clamped: Vec<usize> = plan::pairs(board)
+            .filter(|&(min, max)| {
+                changed.contains(&min)
+                    && actual[min] == actual[max]
+                    && self.controller.current()[min] > actual[min]
+            })
+            .map(|(min, _)| min)
+            .collect();
+        let adopted: Vec<usize> = changed
+            .iter()
+            .copied()
+            .filter(|i| !clamped.contains(i))
+            .collect();
+        // The knobs as read above, not read again: a change landing between two reads
+        // would be taken in unreported (the diff's review).
+        self.controller.observed(actual);
         if !self.config.restore_overrides_external {
-            self.controller.adopt_as_baseline(&changed);
+            self.controller.adopt_as_baseline(&adopted);
         }
         self.notify_holder(ReplyBody::ExternalChange { paths });
     }
@@ -766,6 +789,8 @@ impl Core {
             self.lift_caps_at_stop();
             log::info!("stopping with a persistent lease: its mode holds until `jpower restore`");
         } else {
+            // A change since the last tick is someone else's too: kept, not restored over.
+            self.detect_external();
             self.end_lease("the agent stopped");
             match self.controller.restore() {
                 Ok(_) => log::info!("stopped: the board is back at its baseline"),

@@ -123,7 +123,11 @@ impl KnobRooflines {
     pub fn at(&self, gpu_hz: f64, emc_hz: f64) -> ModeRoofline {
         let (time, energy) = self.fits(gpu_hz, emc_hz);
         ModeRoofline {
-            mode: format!("GPU {:.0} MHz, EMC {:.0} MHz", gpu_hz / 1e6, emc_hz / 1e6),
+            mode: format!(
+                "GPU {}, EMC {}",
+                crate::support::units::Freq(gpu_hz.round() as u64),
+                crate::support::units::Freq(emc_hz.round() as u64)
+            ),
             gpu_hz: Some(gpu_hz),
             emc_hz: Some(emc_hz),
             time,

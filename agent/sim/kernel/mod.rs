@@ -112,21 +112,31 @@ impl SimKernel {
 
     /// Replaces a file's value in place, so descriptors opened on it stay valid and a
     /// concurrent reader always sees a whole first token. A read-only attribute (0444, as
-    /// the kernel's `scaling_cur_freq`) is the kernel's to change: its owner-write bit is
-    /// set for the open and cleared again (root, which CI runs as, ignores the mode; a
-    /// review found every simulated switch of a non-root user failing on it).
+    /// the kernel's `scaling_cur_freq`) is the kernel's to change: where this user may not
+    /// open it, its owner-write bit is set for the open and cleared again (root, which CI
+    /// runs as, ignores the mode; a review found every simulated switch of a non-root user
+    /// failing on it).
     fn put(&self, board: &str, text: &str) -> io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let path = self.path(board);
-        let mode = std::fs::metadata(&path)?.permissions().mode();
         let open = || std::fs::OpenOptions::new().write(true).open(&path);
-        let f = if mode & 0o200 == 0 {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode | 0o200))?;
-            let f = open();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
-            f?
-        } else {
-            open()?
+        let f = match open() {
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                let mode = std::fs::metadata(&path)?.permissions().mode();
+                if mode & 0o222 != 0 {
+                    return Err(e);
+                }
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode | 0o200))?;
+                let f = open();
+                // The mode back whatever the open did: a failure to restore it is the
+                // write's error only where the open failed too.
+                let restored =
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode));
+                let f = f?;
+                restored?;
+                f
+            }
+            r => r?,
         };
         let bytes = format!("{text}\n");
         f.write_at(bytes.as_bytes(), 0)?;
