@@ -1162,16 +1162,15 @@ fn every_simulated_board_boots_in_a_preset_nvpmodel_agrees_with() {
 fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
     let rt = util::runtime();
     let csv = rt.path().join("throttle.csv");
-    let text = ok(jpower(rt.path()).args([
+    let throttle = [
         "sim",
         "truth",
         "--kind",
         "throttle",
         "--board",
         "xavier-agx",
-        "--seed",
-        "3",
-    ]));
+    ];
+    let text = ok(jpower(rt.path()).args(throttle).args(["--seed", "3"]));
     assert!(
         text.starts_with("cores,cpu_khz,gpu_hz,emc_hz,time_ms,power_w"),
         "{}",
@@ -1180,16 +1179,7 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
     // Xavier AGX: 8 cores x 29 CPU x 14 GPU x 9 EMC clocks, and the header.
     assert_eq!(text.lines().count(), 29_232 + 1);
     std::fs::write(&csv, &text).unwrap();
-    let again = ok(jpower(rt.path()).args([
-        "sim",
-        "truth",
-        "--kind",
-        "throttle",
-        "--board",
-        "xavier-agx",
-        "--seed",
-        "3",
-    ]));
+    let again = ok(jpower(rt.path()).args(throttle).args(["--seed", "3"]));
     assert_eq!(text, again, "a seed is one unit");
     let replayed = json(&ok(jpower(rt.path())
         .args([
@@ -1254,15 +1244,8 @@ fn sim_truth_prints_a_replayable_profile_of_every_mode_of_an_agx_board() {
     // The JSON names the limit the rows were computed at, the default included.
     let limit = |args: &[&str]| {
         json(&ok(jpower(rt.path())
-            .args([
-                "--json",
-                "sim",
-                "truth",
-                "--kind",
-                "throttle",
-                "--board",
-                "xavier-agx",
-            ])
+            .arg("--json")
+            .args(throttle)
             .args(args)))["limit_w"]
             .clone()
     };

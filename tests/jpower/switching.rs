@@ -478,6 +478,22 @@ fn a_state_file_that_is_no_state_is_reported_and_refused_with_advice() {
     }
 }
 
+/// `restore --if-crashed` on simulated Orin AGX rolls back the unfinished switch a dead
+/// process left.
+fn recovers_the_unfinished_switch(rt: &Path) {
+    let after = util::json(&util::ok(util::jpower(rt).args([
+        "--sim",
+        "orin-agx",
+        "--json",
+        "restore",
+        "--if-crashed",
+    ])));
+    assert!(
+        after["recovered"].to_string().contains("unfinished switch"),
+        "{after}"
+    );
+}
+
 /// Regression (review finding 1): a recovery that fails must not consume the journal.
 #[test]
 fn a_failed_recovery_leaves_the_unfinished_switch_for_the_next_command() {
@@ -517,17 +533,7 @@ fn a_failed_recovery_leaves_the_unfinished_switch_for_the_next_command() {
         "{}",
         String::from_utf8_lossy(&failed.stderr)
     );
-    let after = util::json(&util::ok(util::jpower(rt.path()).args([
-        "--sim",
-        "orin-agx",
-        "--json",
-        "restore",
-        "--if-crashed",
-    ])));
-    assert!(
-        after["recovered"].to_string().contains("unfinished switch"),
-        "{after}"
-    );
+    recovers_the_unfinished_switch(rt.path());
     assert_eq!(status(rt.path())["knobs"], before);
 }
 
@@ -940,17 +946,7 @@ fn a_recovery_whose_knobs_lost_their_write_grant_says_why() {
     for k in &knobs {
         std::fs::set_permissions(k, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
-    let after = util::json(&util::ok(util::jpower(rt.path()).args([
-        "--sim",
-        "orin-agx",
-        "--json",
-        "restore",
-        "--if-crashed",
-    ])));
-    assert!(
-        after["recovered"].to_string().contains("unfinished switch"),
-        "{after}"
-    );
+    recovers_the_unfinished_switch(rt.path());
 }
 
 /// The diff's review: an EMC cap file that is a link to nothing was taken for no cap file
